@@ -1,0 +1,148 @@
+import { readFileSync } from 'node:fs';
+import Koa, { type Context, type Middleware, type Next } from 'koa';
+import { Router } from '@koa/router';
+import type { Config } from '../config/load.ts';
+import type { Clock } from '../domain/clock.ts';
+import { ErrorCode, HookrelayError, isHookrelayError } from '../domain/errors.ts';
+import type { Permission } from '../domain/permissions.ts';
+import type { Principal } from '../domain/types.ts';
+import type { Logger } from '../log.ts';
+import type { AuthKeys } from '../services/auth-keys.ts';
+import type { RoleService } from '../services/roles.ts';
+import type { UserService } from '../services/users.ts';
+import type { WebhookService } from '../services/webhooks.ts';
+import { AuthError, authenticate, requirePermission } from './auth.ts';
+import { jsonBody } from './body.ts';
+import { problem, writeProblem } from './problem.ts';
+import { rateLimit } from './rate-limit.ts';
+import { versionMiddleware } from './version.ts';
+import type { SecuredRouter } from './secured-router.ts';
+import { registerUserRoutes } from './routes/users.ts';
+import { registerWebhookRoutes } from './routes/webhook.ts';
+
+export interface ApiDeps {
+  readonly config: Pick<Config, 'api' | 'auth'>;
+  readonly keys: AuthKeys;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly services: { readonly roles: RoleService; readonly users: UserService; readonly webhooks: WebhookService };
+  /** Readiness: throws or returns false while the relay cannot serve (database gone, shutting down). */
+  readonly isReady: () => boolean;
+}
+
+export interface RouteInfo {
+  readonly method: string;
+  readonly path: string;
+  /** Null for the public health and description routes. */
+  readonly permission: Permission | null;
+}
+
+const OPENAPI_URL = new URL('../../docs/openapi.json', import.meta.url);
+
+/** The Koa application of the admin API. It never listens; the relay owns the server. */
+export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo[] } {
+  const log = deps.log.child({ subsystem: 'api' });
+  const app = new Koa();
+  app.silent = true;
+  const router = new Router();
+  const routes: RouteInfo[] = [];
+
+  const auth = authenticate({ keys: deps.keys, auth: deps.config.auth, users: deps.services.users });
+  const limit = rateLimit({ perMinute: deps.config.api.rateLimitPerMinute, burst: deps.config.api.rateLimitBurst, clock: deps.clock });
+  const body = jsonBody(deps.config.api.bodyLimitBytes);
+
+  const secured: SecuredRouter = {
+    route(methods, path, permission, handler, options = {}) {
+      const chain: Middleware[] = [versionMiddleware, limit, auth, requirePermission(permission)];
+      if (options.body) chain.push(body);
+      chain.push((ctx) => handler(ctx, ctx.state.principal as Principal));
+      router.register(path, [...methods], chain);
+      for (const method of methods) routes.push({ method, path, permission });
+    },
+  };
+
+  const publicRoute = (path: string, handler: (ctx: Context) => void) => {
+    router.register(path, ['GET'], [handler]);
+    routes.push({ method: 'GET', path, permission: null });
+  };
+  publicRoute('/healthz', (ctx) => {
+    ctx.body = { status: 'ok' };
+  });
+  publicRoute('/readyz', (ctx) => {
+    let ready = false;
+    try {
+      ready = deps.isReady();
+    } catch (err) {
+      log.warn({ err }, 'readiness check failed');
+    }
+    ctx.status = ready ? 200 : 503;
+    ctx.body = { status: ready ? 'ready' : 'not_ready' };
+  });
+  const openapi = readFileSync(OPENAPI_URL, 'utf8');
+  publicRoute('/openapi.json', (ctx) => {
+    ctx.type = 'application/json';
+    ctx.body = openapi;
+  });
+
+  registerUserRoutes(secured, deps.services);
+  registerWebhookRoutes(secured, deps.services);
+
+  app.use(accessLog(log));
+  app.use(errorsAsProblems(log));
+  app.use(async (ctx, next) => {
+    ctx.set('Cache-Control', 'no-store');
+    await next();
+    // Runs after the router and allowedMethods have had their say.
+    if (ctx.status === 405) throw problem(ErrorCode.methodNotAllowed, `${ctx.method} is not allowed on ${ctx.path}; allowed: ${ctx.response.get('Allow')}`);
+    if (ctx.status === 404 && ctx.body == null) throw problem(ErrorCode.notFound, `There is no ${ctx.path}; see /openapi.json for the API`);
+  });
+  app.use(router.routes());
+  app.use(router.allowedMethods());
+
+  return { app, routes };
+}
+
+/** Maps every error to problem+json; unexpected errors are logged and shown as a bare 500. */
+function errorsAsProblems(log: Logger): Middleware {
+  return async function problems(ctx: Context, next: Next): Promise<void> {
+    try {
+      await next();
+    } catch (err) {
+      let known: HookrelayError;
+      if (isHookrelayError(err)) {
+        known = err;
+        if (err instanceof AuthError) ctx.set('WWW-Authenticate', err.challenge);
+      } else {
+        const status = (err as { status?: number; expose?: boolean }).status;
+        if (status === 413) known = problem(ErrorCode.payloadTooLarge, 'The request body is too large');
+        else if (status === 400 && (err as { expose?: boolean }).expose) known = problem(ErrorCode.malformedJson, 'The request could not be read');
+        else {
+          log.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error in request');
+          known = new HookrelayError(ErrorCode.internal, 'internal error');
+        }
+      }
+      writeProblem(ctx, known);
+    }
+  };
+}
+
+function accessLog(log: Logger): Middleware {
+  return async function logRequest(ctx: Context, next: Next): Promise<void> {
+    const started = performance.now();
+    try {
+      await next();
+    } finally {
+      const principal = ctx.state.principal as Principal | undefined;
+      log.info(
+        {
+          method: ctx.method,
+          path: ctx.path,
+          status: ctx.status,
+          ms: Math.round((performance.now() - started) * 10) / 10,
+          ...(principal ? { org: principal.orgId, user: principal.email } : {}),
+        },
+        'request',
+      );
+    }
+  };
+}

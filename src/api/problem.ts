@@ -1,0 +1,66 @@
+import type { Context } from 'koa';
+import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+
+/** HTTP status and title of every error code: the only place codes meet HTTP. */
+const STATUS: Record<ErrorCode, { status: number; title: string }> = {
+  [ErrorCode.validation]: { status: 422, title: 'The request is invalid' },
+  [ErrorCode.userNotFound]: { status: 404, title: 'User not found' },
+  [ErrorCode.userExists]: { status: 409, title: 'User already exists' },
+  [ErrorCode.orgNotFound]: { status: 404, title: 'Organization not found' },
+  [ErrorCode.orgExists]: { status: 409, title: 'Organization already exists' },
+  [ErrorCode.roleNotFound]: { status: 422, title: 'Unknown role' },
+  [ErrorCode.roleExists]: { status: 409, title: 'Role already exists' },
+  [ErrorCode.lastUserManager]: { status: 409, title: 'The organization would have no user manager' },
+  [ErrorCode.webhookNotConfigured]: { status: 404, title: 'No webhook configured' },
+  [ErrorCode.secretNotConfigured]: { status: 404, title: 'No signing secret' },
+  [ErrorCode.deliveryNotFound]: { status: 404, title: 'Delivery not found' },
+  [ErrorCode.config]: { status: 500, title: 'Internal server error' },
+  [ErrorCode.databaseTooNew]: { status: 500, title: 'Internal server error' },
+  [ErrorCode.keyUnavailable]: { status: 500, title: 'Internal server error' },
+  [ErrorCode.malformedJson]: { status: 400, title: 'Malformed JSON body' },
+  [ErrorCode.payloadTooLarge]: { status: 413, title: 'Request body too large' },
+  [ErrorCode.unsupportedMediaType]: { status: 415, title: 'Unsupported media type' },
+  [ErrorCode.unsupportedVersion]: { status: 400, title: 'Unsupported API version' },
+  [ErrorCode.notFound]: { status: 404, title: 'Not found' },
+  [ErrorCode.methodNotAllowed]: { status: 405, title: 'Method not allowed' },
+  [ErrorCode.missingToken]: { status: 401, title: 'Authentication required' },
+  [ErrorCode.invalidToken]: { status: 401, title: 'Invalid access token' },
+  [ErrorCode.forbidden]: { status: 403, title: 'Forbidden' },
+  [ErrorCode.rateLimited]: { status: 429, title: 'Too many requests' },
+  [ErrorCode.internal]: { status: 500, title: 'Internal server error' },
+};
+
+export const PROBLEM_TYPE_PREFIX = 'urn:hookrelay:problem:';
+
+export function statusOf(code: ErrorCode): number {
+  return STATUS[code].status;
+}
+
+/**
+ * Writes `err` as an RFC 9457 problem+json response. Only codes whose status is below 500
+ * carry their message as `detail`; anything else says "internal error" and nothing more.
+ */
+export function writeProblem(ctx: Context, err: HookrelayError): void {
+  const { status, title } = STATUS[err.code];
+  const exposed = status < 500;
+  const body: Record<string, unknown> = {
+    type: PROBLEM_TYPE_PREFIX + (exposed ? err.code : ErrorCode.internal),
+    title,
+    status,
+    detail: exposed ? err.message : 'An internal error occurred; the operator can find it in the daemon log.',
+    code: exposed ? err.code : ErrorCode.internal,
+    instance: ctx.path,
+  };
+  if (exposed) {
+    if (err.invalidParams.length > 0) body.invalid_params = err.invalidParams;
+    Object.assign(body, err.details);
+  }
+  ctx.status = status;
+  ctx.type = 'application/problem+json';
+  ctx.body = body;
+}
+
+/** Shorthand for protocol-level errors raised by the API adapter itself. */
+export function problem(code: ErrorCode, message: string, details?: Record<string, unknown>): HookrelayError {
+  return new HookrelayError(code, message, details ? { details } : {});
+}

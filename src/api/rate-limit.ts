@@ -1,0 +1,42 @@
+import { createHash } from 'node:crypto';
+import type { Context, Next } from 'koa';
+import type { Clock } from '../domain/clock.ts';
+import { ErrorCode } from '../domain/errors.ts';
+import { problem } from './problem.ts';
+
+const MAX_TRACKED = 10_000;
+
+/**
+ * A token bucket per bearer token (keyed by a hash of the token, never the token itself):
+ * `burst` requests at once, refilled at `perMinute`. Requests without a token are left to
+ * the authentication step. `perMinute` 0 disables the limit.
+ */
+export function rateLimit(options: { perMinute: number; burst: number; clock: Clock }) {
+  const buckets = new Map<string, { tokens: number; at: number }>();
+  const perMs = options.perMinute / 60_000;
+
+  return async function limitRate(ctx: Context, next: Next): Promise<void> {
+    const header = ctx.get('Authorization');
+    if (options.perMinute === 0 || header === '') return next();
+    const key = createHash('sha256').update(header).digest('base64url');
+    const now = options.clock.now();
+    let bucket = buckets.get(key);
+    if (bucket === undefined) {
+      if (buckets.size >= MAX_TRACKED) buckets.delete(buckets.keys().next().value!);
+      bucket = { tokens: options.burst, at: now };
+      buckets.set(key, bucket);
+    } else {
+      bucket.tokens = Math.min(options.burst, bucket.tokens + (now - bucket.at) * perMs);
+      bucket.at = now;
+    }
+    if (bucket.tokens < 1) {
+      const retryAfter = Math.max(1, Math.ceil((1 - bucket.tokens) / perMs / 1000));
+      ctx.set('Retry-After', String(retryAfter));
+      throw problem(ErrorCode.rateLimited, `Rate limit of ${options.perMinute} requests per minute exceeded for this token; retry after ${retryAfter} s`, {
+        retry_after_seconds: retryAfter,
+      });
+    }
+    bucket.tokens -= 1;
+    return next();
+  };
+}

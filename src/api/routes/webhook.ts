@@ -1,0 +1,49 @@
+import { Permission } from '../../domain/permissions.ts';
+import type { Webhook } from '../../domain/types.ts';
+import type { WebhookService } from '../../services/webhooks.ts';
+import type { SecuredRouter } from '../secured-router.ts';
+
+/** The public shape of a webhook configuration (never the secret). */
+export function webhookView(webhook: Webhook) {
+  return {
+    webhook_url: webhook.url,
+    active_hmac: webhook.activeHmac,
+    status: webhook.status,
+    created_at: new Date(webhook.createdAt).toISOString(),
+    updated_at: new Date(webhook.updatedAt).toISOString(),
+  };
+}
+
+export function registerWebhookRoutes(router: SecuredRouter, services: { webhooks: WebhookService }): void {
+  router.route(
+    ['POST', 'PUT'],
+    '/webhook/register_webhook',
+    Permission.webhookManage,
+    (ctx, principal) => {
+      const body = ctx.state.body as Record<string, unknown>;
+      const result = services.webhooks.register(principal.orgId, { webhook_url: body.webhook_url, active_hmac: body.active_hmac });
+      const { webhook } = result;
+      let message = result.created
+        ? `Webhook registered: status changes of anticipation requests will be sent to ${webhook.url}`
+        : `Webhook replaced: ${result.replacedUrl} was replaced by ${webhook.url} (one webhook per organization)`;
+      if (webhook.activeHmac) {
+        message += result.newSecret
+          ? '. HMAC signing is on: store the secret below now, it is shown only once'
+          : '. HMAC signing is on with the existing secret';
+      } else {
+        message += '. HMAC signing is off';
+      }
+      ctx.status = result.created ? 201 : 200;
+      ctx.body = { message, ...webhookView(webhook), ...(result.newSecret ? { secret: result.newSecret } : {}) };
+    },
+    { body: true },
+  );
+
+  router.route(['GET'], '/webhook/get_webhook', Permission.webhookRead, (ctx, principal) => {
+    ctx.body = webhookView(services.webhooks.get(principal.orgId));
+  });
+
+  router.route(['GET'], '/webhook/get_secret', Permission.webhookManage, (ctx, principal) => {
+    ctx.body = { secret: services.webhooks.getSecret(principal.orgId) };
+  });
+}

@@ -1,0 +1,174 @@
+import { readFileSync } from 'node:fs';
+import { resolve, join } from 'node:path';
+import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import { CONFIG_SCHEMA, coerceLeaf, envNameFor, isLeaf, schemaLeaves, type SchemaNode } from './schema.ts';
+
+/** The resolved configuration. Durations are milliseconds; paths are absolute. */
+export interface Config {
+  readonly stateDir: string;
+  readonly database: { readonly path: string; readonly busyTimeoutMs: number };
+  readonly api: {
+    readonly listen: string;
+    readonly bodyLimitBytes: number;
+    readonly rateLimitPerMinute: number;
+    readonly rateLimitBurst: number;
+  };
+  readonly auth: {
+    readonly algorithm: 'HS256' | 'RS256' | 'ES256';
+    readonly secret: string | null;
+    readonly secretFile: string | null;
+    readonly publicKeyFile: string | null;
+    readonly privateKeyFile: string | null;
+    readonly issuer: string | null;
+    readonly audience: string | null;
+    readonly clockToleranceSeconds: number;
+    readonly emailClaim: string;
+    readonly organizationClaim: string;
+    readonly tokenTtl: number;
+  };
+  readonly delivery: { readonly allowHttp: boolean };
+  readonly log: { readonly level: string };
+}
+
+/** Values given on the command line, keyed by dotted config path (`api.listen`). */
+export type ConfigOverrides = Readonly<Record<string, string | undefined>>;
+
+export interface LoadConfigOptions {
+  /** Path of the config file (`--config`); falls back to HOOKRELAY_CONFIG. */
+  readonly configFile?: string | undefined;
+  readonly overrides?: ConfigOverrides;
+  readonly env?: NodeJS.ProcessEnv;
+  readonly cwd?: string;
+}
+
+const SECRET_PATHS = new Set(['auth.secret']);
+const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile'];
+/** Keys in a config file that document it and are otherwise ignored. */
+const COMMENT_KEY = '$comment';
+
+function configError(message: string): HookrelayError {
+  return new HookrelayError(ErrorCode.config, message);
+}
+
+function describe(path: string, raw: unknown): string {
+  if (SECRET_PATHS.has(path)) return '(value hidden)';
+  const text = JSON.stringify(raw);
+  return text === undefined ? String(raw) : text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+function setPath(target: Record<string, unknown>, path: string, value: unknown): void {
+  const parts = path.split('.');
+  let node = target;
+  for (const part of parts.slice(0, -1)) {
+    node[part] ??= {};
+    node = node[part] as Record<string, unknown>;
+  }
+  node[parts[parts.length - 1]!] = value;
+}
+
+/** Walks a parsed config file, rejecting unknown keys and wrong types with the key's full path. */
+function readFileLayer(file: string, data: unknown, schema: SchemaNode, prefix: string, into: Map<string, unknown>): void {
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+    throw configError(`${file}: ${prefix === '' ? 'the file' : `key "${prefix}"`} must be a JSON object`);
+  }
+  for (const [key, raw] of Object.entries(data)) {
+    if (key === COMMENT_KEY) continue;
+    const path = prefix === '' ? key : `${prefix}.${key}`;
+    const node = schema[key];
+    if (node === undefined) {
+      const known = Object.keys(schema).join(', ');
+      throw configError(`${file}: unknown key "${path}"; expected one of: ${known}`);
+    }
+    if (isLeaf(node)) {
+      const result = coerceLeaf(node, raw, false);
+      if (!result.ok) throw configError(`${file}: key "${path}" must be ${result.expected}; got ${describe(path, raw)}`);
+      into.set(path, result.value);
+    } else {
+      readFileLayer(file, raw, node, path, into);
+    }
+  }
+}
+
+/**
+ * Resolves the configuration: defaults < config file < HOOKRELAY_* environment < CLI flags.
+ * Throws a HookrelayError with code `invalid_config` naming the offending key.
+ */
+export function loadConfig(options: LoadConfigOptions = {}): Config {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const leaves = schemaLeaves();
+  const values = new Map<string, unknown>();
+
+  for (const { path, leaf } of leaves) {
+    const result = coerceLeaf(leaf, leaf.default, false);
+    if (!result.ok) throw new Error(`schema default of ${path} is invalid`);
+    values.set(path, result.value);
+  }
+
+  const configFile = options.configFile ?? (env.HOOKRELAY_CONFIG === '' ? undefined : env.HOOKRELAY_CONFIG);
+  if (configFile !== undefined) {
+    const file = resolve(cwd, configFile);
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      throw configError(`cannot read config file ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+    }
+    let data: unknown;
+    try {
+      data = JSON.parse(text);
+    } catch (err) {
+      throw configError(`config file ${file} is not valid JSON: ${(err as Error).message}`);
+    }
+    readFileLayer(file, data, CONFIG_SCHEMA, '', values);
+  }
+
+  const envNames = new Map(leaves.map(({ path, leaf }) => [envNameFor(path), { path, leaf }]));
+  for (const [name, raw] of Object.entries(env)) {
+    if (!name.startsWith('HOOKRELAY_') || name === 'HOOKRELAY_CONFIG' || raw === undefined) continue;
+    const entry = envNames.get(name);
+    if (entry === undefined) {
+      throw configError(`unknown environment variable ${name}; hookrelay reads ${[...envNames.keys(), 'HOOKRELAY_CONFIG'].join(', ')}`);
+    }
+    const result = coerceLeaf(entry.leaf, raw, true);
+    if (!result.ok) throw configError(`environment variable ${name} (${entry.path}) must be ${result.expected}; got ${describe(entry.path, raw)}`);
+    values.set(entry.path, result.value);
+  }
+
+  const byPath = new Map(leaves.map((l) => [l.path, l.leaf]));
+  for (const [path, raw] of Object.entries(options.overrides ?? {})) {
+    if (raw === undefined) continue;
+    const leaf = byPath.get(path);
+    if (leaf === undefined) throw new Error(`unknown override ${path}`);
+    const result = coerceLeaf(leaf, raw, true);
+    if (!result.ok) throw configError(`option for ${path} must be ${result.expected}; got ${describe(path, raw)}`);
+    values.set(path, result.value);
+  }
+
+  for (const path of PATH_KEYS) {
+    const value = values.get(path);
+    if (typeof value === 'string') values.set(path, resolve(cwd, value));
+  }
+  if (values.get('database.path') === null) {
+    values.set('database.path', join(values.get('stateDir') as string, 'hookrelay.db'));
+  }
+
+  const config: Record<string, unknown> = {};
+  for (const [path, value] of values) setPath(config, path, value);
+  checkCoherence(config as unknown as Config);
+  return config as unknown as Config;
+}
+
+function checkCoherence(config: Config): void {
+  const { auth } = config;
+  if (auth.algorithm === 'HS256') {
+    if (auth.secret !== null && Buffer.byteLength(auth.secret) < 32) {
+      throw configError('key "auth.secret" must be at least 32 bytes long; generate one with: openssl rand -base64 32');
+    }
+    if (auth.publicKeyFile !== null) {
+      throw configError('key "auth.publicKeyFile" is set but "auth.algorithm" is HS256; set auth.algorithm to RS256 or ES256 to verify with a public key');
+    }
+  } else if (auth.publicKeyFile === null) {
+    throw configError(`key "auth.algorithm" is ${auth.algorithm}, which needs "auth.publicKeyFile" (a PEM public key)`);
+  }
+}

@@ -1,0 +1,230 @@
+import { parseDuration } from '../domain/duration.ts';
+
+/**
+ * The configuration schema: one entry per key, with its default, its type and the sentence
+ * shown when a value is wrong. The loader, the environment mapping (HOOKRELAY_*), the example
+ * file test and docs/configuration.md all derive from this table, so a key exists in one place.
+ */
+
+export type LeafType =
+  | { readonly kind: 'string'; readonly nullable?: boolean; readonly pattern?: RegExp; readonly expect?: string }
+  | { readonly kind: 'int'; readonly min: number; readonly max: number }
+  | { readonly kind: 'bool' }
+  | { readonly kind: 'enum'; readonly values: readonly string[] }
+  | { readonly kind: 'duration'; readonly min: number; readonly max: number }
+  | { readonly kind: 'durationList'; readonly min: number; readonly max: number }
+  | { readonly kind: 'stringList' };
+
+export interface Leaf {
+  readonly type: LeafType;
+  readonly default: unknown;
+  readonly doc: string;
+}
+
+export const LISTEN_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
+
+export const CONFIG_SCHEMA = {
+  stateDir: {
+    type: { kind: 'string' },
+    default: './var',
+    doc: 'Directory for the database, the generated JWT secret and the feed position; created if missing.',
+  },
+  database: {
+    path: {
+      type: { kind: 'string', nullable: true },
+      default: null,
+      doc: 'SQLite database file; null means <stateDir>/hookrelay.db.',
+    },
+    busyTimeoutMs: {
+      type: { kind: 'int', min: 0, max: 600_000 },
+      default: 5000,
+      doc: 'How long a writer waits for another process (the CLI, say) to release the database, in ms.',
+    },
+  },
+  api: {
+    listen: {
+      type: { kind: 'string', pattern: LISTEN_PATTERN, expect: 'HOST:PORT, for example 127.0.0.1:8080 or [::1]:8080' },
+      default: '127.0.0.1:8080',
+      doc: 'Address of the admin API. Port 0 picks a free port.',
+    },
+    bodyLimitBytes: {
+      type: { kind: 'int', min: 1024, max: 10 * 1024 * 1024 },
+      default: 64 * 1024,
+      doc: 'Largest accepted JSON request body; larger bodies get 413.',
+    },
+    rateLimitPerMinute: {
+      type: { kind: 'int', min: 0, max: 1_000_000 },
+      default: 600,
+      doc: 'Sustained requests per minute allowed per bearer token; 0 disables the limit.',
+    },
+    rateLimitBurst: {
+      type: { kind: 'int', min: 1, max: 1_000_000 },
+      default: 60,
+      doc: 'Requests a token may make in a burst above the sustained rate.',
+    },
+  },
+  auth: {
+    algorithm: {
+      type: { kind: 'enum', values: ['HS256', 'RS256', 'ES256'] },
+      default: 'HS256',
+      doc: 'The one JWT algorithm accepted (pinned). HS256 uses a shared secret; RS256/ES256 a public key.',
+    },
+    secret: {
+      type: { kind: 'string', nullable: true },
+      default: null,
+      doc: 'HS256 secret (at least 32 bytes). Prefer secretFile or HOOKRELAY_AUTH_SECRET over a config file.',
+    },
+    secretFile: {
+      type: { kind: 'string', nullable: true },
+      default: null,
+      doc: 'File holding the HS256 secret (a systemd credential, for instance). When neither secret nor secretFile is set, <stateDir>/jwt-secret is generated on first start.',
+    },
+    publicKeyFile: {
+      type: { kind: 'string', nullable: true },
+      default: null,
+      doc: 'PEM public key that verifies RS256/ES256 tokens.',
+    },
+    privateKeyFile: {
+      type: { kind: 'string', nullable: true },
+      default: null,
+      doc: 'PEM private key used only by `hookrelay token issue` with RS256/ES256.',
+    },
+    issuer: {
+      type: { kind: 'string', nullable: true },
+      default: null,
+      doc: 'When set, tokens must carry this iss (and token issue sets it).',
+    },
+    audience: {
+      type: { kind: 'string', nullable: true },
+      default: null,
+      doc: 'When set, tokens must carry this aud (and token issue sets it).',
+    },
+    clockToleranceSeconds: {
+      type: { kind: 'int', min: 0, max: 60 },
+      default: 30,
+      doc: 'Allowed clock skew when checking exp and nbf, in seconds (at most 60).',
+    },
+    emailClaim: {
+      type: { kind: 'string', pattern: /^[A-Za-z_][A-Za-z0-9_:./-]{0,127}$/, expect: 'a JWT claim name' },
+      default: 'sub',
+      doc: "Claim holding the caller's e-mail.",
+    },
+    organizationClaim: {
+      type: { kind: 'string', pattern: /^[A-Za-z_][A-Za-z0-9_:./-]{0,127}$/, expect: 'a JWT claim name' },
+      default: 'org',
+      doc: "Claim holding the caller's organization id.",
+    },
+    tokenTtl: {
+      type: { kind: 'duration', min: 1000, max: 366 * 86_400_000 },
+      default: '1h',
+      doc: 'Default lifetime of tokens made by `hookrelay token issue` (for example 15m, 1h, 7d).',
+    },
+  },
+  delivery: {
+    allowHttp: {
+      type: { kind: 'bool' },
+      default: false,
+      doc: 'Allow plain http:// webhook URLs. For development only.',
+    },
+  },
+  log: {
+    level: {
+      type: { kind: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
+      default: 'info',
+      doc: 'Minimum level of the JSON log written to standard output.',
+    },
+  },
+} as const satisfies SchemaNode;
+
+export interface SchemaNode {
+  readonly [key: string]: Leaf | SchemaNode;
+}
+
+export function isLeaf(node: Leaf | SchemaNode): node is Leaf {
+  return 'type' in node && 'doc' in node && typeof (node as { doc: unknown }).doc === 'string';
+}
+
+/** Every leaf of the schema with its dotted path, in declaration order. */
+export function schemaLeaves(node: SchemaNode = CONFIG_SCHEMA, prefix = ''): Array<{ path: string; leaf: Leaf }> {
+  const out: Array<{ path: string; leaf: Leaf }> = [];
+  for (const [key, child] of Object.entries(node)) {
+    const path = prefix === '' ? key : `${prefix}.${key}`;
+    if (isLeaf(child)) out.push({ path, leaf: child });
+    else out.push(...schemaLeaves(child, path));
+  }
+  return out;
+}
+
+/** `api.rateLimitPerMinute` -> `HOOKRELAY_API_RATE_LIMIT_PER_MINUTE`. */
+export function envNameFor(path: string): string {
+  return (
+    'HOOKRELAY_' +
+    path
+      .split('.')
+      .map((part) => part.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase())
+      .join('_')
+  );
+}
+
+/**
+ * Converts and checks one value for a leaf. `fromText` is true for environment variables and
+ * CLI flags, whose values arrive as strings. Returns the value or an error sentence.
+ */
+export function coerceLeaf(leaf: Leaf, raw: unknown, fromText: boolean): { ok: true; value: unknown } | { ok: false; expected: string } {
+  const t = leaf.type;
+  switch (t.kind) {
+    case 'string': {
+      if (raw === null || (fromText && raw === '')) {
+        return t.nullable ? { ok: true, value: null } : { ok: false, expected: 'a non-empty string' };
+      }
+      if (typeof raw !== 'string' || raw === '') return { ok: false, expected: t.nullable ? 'a string or null' : 'a non-empty string' };
+      if (t.pattern && !t.pattern.test(raw)) return { ok: false, expected: t.expect ?? `a string matching ${t.pattern}` };
+      return { ok: true, value: raw };
+    }
+    case 'int': {
+      const n = fromText && typeof raw === 'string' && /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
+      if (typeof n !== 'number' || !Number.isInteger(n) || n < t.min || n > t.max) {
+        return { ok: false, expected: `an integer from ${t.min} to ${t.max}` };
+      }
+      return { ok: true, value: n };
+    }
+    case 'bool': {
+      if (typeof raw === 'boolean') return { ok: true, value: raw };
+      if (fromText && typeof raw === 'string' && /^(true|false|1|0)$/i.test(raw.trim())) {
+        return { ok: true, value: /^(true|1)$/i.test(raw.trim()) };
+      }
+      return { ok: false, expected: 'true or false' };
+    }
+    case 'enum': {
+      if (typeof raw === 'string' && t.values.includes(raw)) return { ok: true, value: raw };
+      return { ok: false, expected: `one of ${t.values.join(', ')}` };
+    }
+    case 'duration': {
+      const ms = typeof raw === 'string' || typeof raw === 'number' ? parseDuration(raw) : null;
+      if (ms === null || ms < t.min || ms > t.max) {
+        return { ok: false, expected: `a duration such as "15s", "5m" or "2h" (or milliseconds), from ${t.min} ms to ${t.max} ms` };
+      }
+      return { ok: true, value: ms };
+    }
+    case 'durationList': {
+      const items = fromText && typeof raw === 'string' ? raw.split(',') : raw;
+      if (!Array.isArray(items)) return { ok: false, expected: 'a list of durations such as ["5s", "5m", "30m"]' };
+      const out: number[] = [];
+      for (const item of items) {
+        const ms = typeof item === 'string' || typeof item === 'number' ? parseDuration(item) : null;
+        if (ms === null || ms < t.min || ms > t.max) {
+          return { ok: false, expected: `a list of durations such as ["5s", "5m", "30m"], each from ${t.min} ms to ${t.max} ms` };
+        }
+        out.push(ms);
+      }
+      return { ok: true, value: out };
+    }
+    case 'stringList': {
+      const items = fromText && typeof raw === 'string' ? raw.split(',').map((s) => s.trim()).filter((s) => s !== '') : raw;
+      if (!Array.isArray(items) || !items.every((s) => typeof s === 'string')) {
+        return { ok: false, expected: 'a list of strings' };
+      }
+      return { ok: true, value: items };
+    }
+  }
+}

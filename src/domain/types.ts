@@ -1,0 +1,52 @@
+import type { Permission } from './permissions.ts';
+
+export interface Organization {
+  readonly id: string;
+  readonly name: string;
+  readonly createdAt: number;
+}
+
+export interface Role {
+  readonly name: string;
+  readonly description: string;
+  readonly permissions: readonly Permission[];
+  readonly builtin: boolean;
+}
+
+export interface User {
+  readonly id: number;
+  readonly orgId: string;
+  readonly email: string;
+  readonly roleName: string;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+export const WebhookStatus = {
+  active: 'active',
+  failing: 'failing',
+  disabled: 'disabled',
+} as const;
+export type WebhookStatus = (typeof WebhookStatus)[keyof typeof WebhookStatus];
+
+export interface Webhook {
+  readonly orgId: string;
+  readonly url: string;
+  readonly activeHmac: boolean;
+  readonly status: WebhookStatus;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+/** The webhook plus its signing secret; only services that sign or reveal it ever load this. */
+export interface WebhookWithSecret extends Webhook {
+  readonly secret: string | null;
+}
+
+/** The authenticated caller of an admin operation, re-read from the store on every request. */
+export interface Principal {
+  readonly orgId: string;
+  readonly email: string;
+  readonly roleName: string;
+  readonly permissions: readonly Permission[];
+}

@@ -1,0 +1,65 @@
+/**
+ * Pure validators for identifiers that travel through the API, the CLI and the feed.
+ * Each returns `null` when the value is acceptable, or a sentence saying what is expected.
+ */
+
+export const ORG_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+export const ROLE_NAME_PATTERN = /^[a-z][a-z0-9_]{0,63}$/;
+/** Deliberately permissive (RFC 5322 is not a useful target): one @, no spaces, a dot-less local part is fine. */
+const EMAIL_PATTERN = /^[^\s@]{1,64}@[^\s@]{1,255}$/;
+export const MAX_EMAIL_LENGTH = 320;
+
+export function checkOrgId(value: unknown): string | null {
+  if (typeof value !== 'string') return 'must be a string';
+  if (!ORG_ID_PATTERN.test(value)) {
+    return 'must be 1-64 characters of letters, digits, ".", "_" or "-", starting with a letter or digit';
+  }
+  return null;
+}
+
+export function checkRoleName(value: unknown): string | null {
+  if (typeof value !== 'string') return 'must be a string';
+  if (!ROLE_NAME_PATTERN.test(value)) {
+    return 'must be 1-64 characters of lower-case letters, digits or "_", starting with a letter';
+  }
+  return null;
+}
+
+export function checkEmail(value: unknown): string | null {
+  if (typeof value !== 'string') return 'must be a string';
+  const trimmed = value.trim();
+  if (trimmed.length === 0) return 'must not be empty';
+  if (trimmed.length > MAX_EMAIL_LENGTH) return `must be at most ${MAX_EMAIL_LENGTH} characters`;
+  if (!EMAIL_PATTERN.test(trimmed)) return 'must be an e-mail address such as ada@example.com';
+  return null;
+}
+
+/** The form under which e-mails are compared: trimmed and lower-cased (case-insensitive per organization). */
+export function emailKey(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+export const MAX_WEBHOOK_URL_LENGTH = 2048;
+
+/**
+ * Checks a webhook URL as registered by an organization: absolute, https (http only when
+ * `allowHttp`), at most 2048 characters, no user-info, no fragment.
+ */
+export function checkWebhookUrl(value: unknown, allowHttp: boolean): string | null {
+  if (typeof value !== 'string') return 'must be a string';
+  if (value.length === 0) return 'must not be empty';
+  if (value.length > MAX_WEBHOOK_URL_LENGTH) return `must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'must be an absolute URL such as https://example.com/hooks';
+  }
+  if (url.protocol !== 'https:' && !(allowHttp && url.protocol === 'http:')) {
+    return allowHttp ? 'must use the https or http scheme' : 'must use the https scheme';
+  }
+  if (url.username !== '' || url.password !== '') return 'must not contain user-info (user:password@)';
+  if (value.includes('#')) return 'must not contain a fragment (#...)';
+  if (url.hostname === '') return 'must name a host';
+  return null;
+}

@@ -1,0 +1,16 @@
+import type { Config } from '../config/load.ts';
+import type { Store } from '../store/store.ts';
+import { createOrgService } from './orgs.ts';
+import { createRoleService } from './roles.ts';
+import { createUserService } from './users.ts';
+import { createWebhookService } from './webhooks.ts';
+
+/** The core operations shared by the admin API and the CLI. */
+export function createServices(store: Store, config: Pick<Config, 'delivery'>) {
+  const orgs = createOrgService(store);
+  const roles = createRoleService(store);
+  const users = createUserService(store, orgs, roles);
+  const webhooks = createWebhookService(store, orgs, { allowHttp: config.delivery.allowHttp });
+  return { orgs, roles, users, webhooks };
+}
+export type Services = ReturnType<typeof createServices>;

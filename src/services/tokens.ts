@@ -1,0 +1,41 @@
+import jwt from 'jsonwebtoken';
+import { randomUUID } from 'node:crypto';
+import type { Config } from '../config/load.ts';
+import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { AuthKeys } from './auth-keys.ts';
+import type { UserService } from './users.ts';
+
+/**
+ * Issues an access token the daemon accepts, for an existing user: the configured e-mail and
+ * organization claims, `exp` = now + `ttlMs`, and `iss`/`aud` when configured.
+ */
+export function issueToken(
+  deps: { keys: AuthKeys; auth: Config['auth']; users: UserService; clock: Clock },
+  input: { orgId: string; email: string; ttlMs: number },
+): { token: string; expiresAt: number } {
+  const { keys, auth } = deps;
+  if (keys.signKey === null) {
+    throw new HookrelayError(
+      ErrorCode.keyUnavailable,
+      `cannot issue ${keys.algorithm} tokens without a private key; set auth.privateKeyFile, or issue tokens with your identity provider`,
+    );
+  }
+  const principal = deps.users.principal(input.orgId, input.email);
+  if (!principal) {
+    throw new HookrelayError(ErrorCode.userNotFound, `no user with e-mail "${input.email}" in organization "${input.orgId}"; add one with: hookrelay users add`);
+  }
+  const nowSeconds = Math.floor(deps.clock.now() / 1000);
+  const exp = nowSeconds + Math.max(1, Math.round(input.ttlMs / 1000));
+  const payload: Record<string, unknown> = {
+    [auth.emailClaim]: principal.email,
+    [auth.organizationClaim]: principal.orgId,
+    iat: nowSeconds,
+    exp,
+    jti: randomUUID(),
+  };
+  if (auth.issuer !== null) payload.iss = auth.issuer;
+  if (auth.audience !== null) payload.aud = auth.audience;
+  const token = jwt.sign(payload, keys.signKey, { algorithm: keys.algorithm, noTimestamp: true });
+  return { token, expiresAt: exp * 1000 };
+}

@@ -1,0 +1,112 @@
+import { ErrorCode, HookrelayError, validationError, type InvalidParam } from '../domain/errors.ts';
+import { Permission } from '../domain/permissions.ts';
+import type { Principal, User } from '../domain/types.ts';
+import { checkEmail, emailKey } from '../domain/validation.ts';
+import type { Store } from '../store/store.ts';
+import type { OrgService } from './orgs.ts';
+import type { RoleService } from './roles.ts';
+
+export interface RoleChange {
+  readonly user: User;
+  readonly previousRoleName: string;
+  readonly changed: boolean;
+}
+
+function checkStringField(name: string, value: unknown, invalid: InvalidParam[]): value is string {
+  if (value === undefined || value === null) {
+    invalid.push({ name, reason: 'is required' });
+    return false;
+  }
+  if (typeof value !== 'string') {
+    invalid.push({ name, reason: 'must be a string' });
+    return false;
+  }
+  return true;
+}
+
+export function createUserService(store: Store, orgs: OrgService, roles: RoleService) {
+  function notFound(orgId: string, email: string): HookrelayError {
+    // Same answer whether the e-mail is unknown or belongs to another organization.
+    return new HookrelayError(ErrorCode.userNotFound, `no user with e-mail "${email}" in organization "${orgId}"`, {
+      invalidParams: [{ name: 'email', reason: 'is not the e-mail of a user of this organization' }],
+    });
+  }
+
+  /** Refuses to leave an organization without anyone who can manage users. */
+  function assertAnotherManager(user: User): void {
+    const current = roles.require(user.roleName);
+    if (!current.permissions.includes(Permission.usersManage)) return;
+    if (store.users.countOthersWithPermission(user.orgId, user.id, Permission.usersManage) === 0) {
+      throw new HookrelayError(
+        ErrorCode.lastUserManager,
+        `${user.email} is the last user of organization "${user.orgId}" who can manage users; give another user such a role first`,
+      );
+    }
+  }
+
+  return {
+    add(input: { orgId: string; email: string; roleName: string }): User {
+      const problem = checkEmail(input.email);
+      if (problem) throw validationError(`email ${problem}`, [{ name: 'email', reason: problem }]);
+      return store.transaction(() => {
+        orgs.require(input.orgId);
+        roles.require(input.roleName);
+        const email = input.email.trim();
+        const user = store.users.insert({ orgId: input.orgId, email, emailKey: emailKey(email), roleName: input.roleName }, store.clock.now());
+        if (!user) throw new HookrelayError(ErrorCode.userExists, `a user with e-mail "${email}" already exists in organization "${input.orgId}"`);
+        return user;
+      });
+    },
+
+    list(orgId: string): User[] {
+      orgs.require(orgId);
+      return store.users.listByOrg(orgId);
+    },
+
+    /**
+     * Changes a user's role within `orgId`. Input comes straight from a request body, so
+     * it is checked here: both fields required strings, a well-formed e-mail.
+     */
+    setRole(orgId: string, input: { email: unknown; role_name: unknown }): RoleChange {
+      const invalid: InvalidParam[] = [];
+      if (checkStringField('email', input.email, invalid)) {
+        const problem = checkEmail(input.email);
+        if (problem) invalid.push({ name: 'email', reason: problem });
+      }
+      checkStringField('role_name', input.role_name, invalid);
+      if (invalid.length > 0) throw validationError('the request body is invalid', invalid);
+      const email = input.email as string;
+      const roleName = input.role_name as string;
+
+      return store.transaction(() => {
+        const user = store.users.findByEmail(orgId, emailKey(email));
+        if (!user) throw notFound(orgId, email.trim());
+        const role = roles.require(roleName);
+        if (user.roleName === role.name) return { user, previousRoleName: user.roleName, changed: false };
+        if (!role.permissions.includes(Permission.usersManage)) assertAnotherManager(user);
+        const now = store.clock.now();
+        store.users.setRole(user.id, role.name, now);
+        return { user: { ...user, roleName: role.name, updatedAt: now }, previousRoleName: user.roleName, changed: true };
+      });
+    },
+
+    remove(orgId: string, email: string, options: { force?: boolean } = {}): User {
+      return store.transaction(() => {
+        const user = store.users.findByEmail(orgId, emailKey(email));
+        if (!user) throw notFound(orgId, email.trim());
+        if (!options.force) assertAnotherManager(user);
+        store.users.remove(user.id);
+        return user;
+      });
+    },
+
+    /** The caller behind a verified token, with the permissions of their current role; null if unknown. */
+    principal(orgId: string, email: string): Principal | null {
+      const user = store.users.findByEmail(orgId, emailKey(email));
+      if (!user) return null;
+      const role = store.roles.get(user.roleName);
+      return { orgId, email: user.email, roleName: user.roleName, permissions: role?.permissions ?? [] };
+    },
+  };
+}
+export type UserService = ReturnType<typeof createUserService>;

@@ -1,0 +1,76 @@
+import { ErrorCode, HookrelayError, validationError, type InvalidParam } from '../domain/errors.ts';
+import { generateWebhookSecret } from '../domain/secrets.ts';
+import type { Webhook } from '../domain/types.ts';
+import { checkWebhookUrl } from '../domain/validation.ts';
+import type { Store } from '../store/store.ts';
+import type { OrgService } from './orgs.ts';
+
+export interface Registration {
+  readonly webhook: Webhook;
+  /** True when the organization had no webhook before. */
+  readonly created: boolean;
+  /** The URL this registration replaced, when it replaced one. */
+  readonly replacedUrl: string | null;
+  /** The signing secret, only when this registration generated it (shown once). */
+  readonly newSecret: string | null;
+}
+
+export interface WebhookServiceOptions {
+  /** Accept plain http:// URLs (development only). */
+  readonly allowHttp: boolean;
+}
+
+export function createWebhookService(store: Store, orgs: OrgService, options: WebhookServiceOptions) {
+  function notConfigured(orgId: string): HookrelayError {
+    return new HookrelayError(ErrorCode.webhookNotConfigured, `organization "${orgId}" has no webhook; register one first`);
+  }
+
+  return {
+    /**
+     * Creates or replaces the organization's one webhook. `active_hmac` defaults to true;
+     * a secret is generated the first time HMAC is active and kept across re-registrations.
+     */
+    register(orgId: string, input: { webhook_url: unknown; active_hmac?: unknown }): Registration {
+      const invalid: InvalidParam[] = [];
+      if (input.webhook_url === undefined || input.webhook_url === null) {
+        invalid.push({ name: 'webhook_url', reason: 'is required' });
+      } else {
+        const problem = checkWebhookUrl(input.webhook_url, options.allowHttp);
+        if (problem) invalid.push({ name: 'webhook_url', reason: problem });
+      }
+      if (input.active_hmac !== undefined && typeof input.active_hmac !== 'boolean') {
+        invalid.push({ name: 'active_hmac', reason: 'must be true or false' });
+      }
+      if (invalid.length > 0) throw validationError('the request body is invalid', invalid);
+      const url = input.webhook_url as string;
+      const activeHmac = (input.active_hmac as boolean | undefined) ?? true;
+
+      return store.transaction(() => {
+        orgs.require(orgId);
+        const existing = store.webhooks.getWithSecret(orgId);
+        const newSecret = activeHmac && !existing?.secret ? generateWebhookSecret() : null;
+        store.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now());
+        const webhook = store.webhooks.get(orgId)!;
+        return { webhook, created: existing === null, replacedUrl: existing ? existing.url : null, newSecret };
+      });
+    },
+
+    /** The organization's webhook (never its secret), or `webhook_not_configured`. */
+    get(orgId: string): Webhook {
+      const webhook = store.webhooks.get(orgId);
+      if (!webhook) throw notConfigured(orgId);
+      return webhook;
+    },
+
+    /** The signing secret, for admins and the operator; `secret_not_configured` when HMAC was never enabled. */
+    getSecret(orgId: string): string {
+      const webhook = store.webhooks.getWithSecret(orgId);
+      if (!webhook) throw notConfigured(orgId);
+      if (!webhook.secret) {
+        throw new HookrelayError(ErrorCode.secretNotConfigured, `the webhook of organization "${orgId}" has no signing secret; register it with active_hmac true`);
+      }
+      return webhook.secret;
+    },
+  };
+}
+export type WebhookService = ReturnType<typeof createWebhookService>;

@@ -1,0 +1,66 @@
+import Database from 'better-sqlite3';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import { MIGRATIONS } from './migrations.ts';
+
+export type Db = Database.Database;
+
+export interface OpenDatabaseOptions {
+  readonly busyTimeoutMs?: number;
+}
+
+/** The schema version this code writes and understands. */
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+/**
+ * Opens (creating if needed) the SQLite database with the pragmas hookrelay relies on:
+ * WAL, synchronous=FULL (better-sqlite3 would leave WAL at NORMAL), foreign keys, a busy
+ * timeout so the CLI and the daemon can share the file; then applies pending migrations.
+ */
+export function openDatabase(path: string, options: OpenDatabaseOptions = {}): Db {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  // The database holds signing secrets: create it private (SQLite gives -wal/-shm the same mode).
+  closeSync(openSync(path, 'a', 0o600));
+  const db = new Database(path);
+  try {
+    db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = FULL');
+    db.pragma('foreign_keys = ON');
+    migrate(db);
+    return db;
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+export function schemaVersion(db: Db): number {
+  return db.pragma('user_version', { simple: true }) as number;
+}
+
+function assertNotNewer(db: Db, version: number): void {
+  if (version > SCHEMA_VERSION) {
+    throw new HookrelayError(
+      ErrorCode.databaseTooNew,
+      `database ${db.name} has schema version ${version}, newer than this hookrelay understands (${SCHEMA_VERSION}); run a newer hookrelay or restore a backup`,
+    );
+  }
+}
+
+/**
+ * Applies every pending migration in one IMMEDIATE transaction, so a crash leaves the
+ * database at the old version and two processes never migrate at once.
+ * Returns the versions before and after.
+ */
+export function migrate(db: Db): { from: number; to: number } {
+  const run = db.transaction(() => {
+    const from = schemaVersion(db);
+    assertNotNewer(db, from);
+    for (let v = from; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
+    if (from !== SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    return { from, to: SCHEMA_VERSION };
+  });
+  return run.immediate();
+}

@@ -1,0 +1,30 @@
+import type { Organization } from '../domain/types.ts';
+import type { Db } from './db.ts';
+
+interface OrgRow {
+  id: string;
+  name: string;
+  created_at: number;
+}
+
+const toOrg = (row: OrgRow): Organization => ({ id: row.id, name: row.name, createdAt: row.created_at });
+
+export function createOrgsRepo(db: Db) {
+  const insert = db.prepare<[string, string, number]>('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)');
+  const byId = db.prepare<[string], OrgRow>('SELECT id, name, created_at FROM organizations WHERE id = ?');
+  const all = db.prepare<[], OrgRow>('SELECT id, name, created_at FROM organizations ORDER BY id');
+  return {
+    /** Inserts; returns false when the id is taken. */
+    insert(org: Organization): boolean {
+      return insert.run(org.id, org.name, org.createdAt).changes === 1;
+    },
+    get(id: string): Organization | null {
+      const row = byId.get(id);
+      return row ? toOrg(row) : null;
+    },
+    list(): Organization[] {
+      return all.all().map(toOrg);
+    },
+  };
+}
+export type OrgsRepo = ReturnType<typeof createOrgsRepo>;

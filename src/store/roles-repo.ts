@@ -1,0 +1,39 @@
+import { isPermission, type Permission } from '../domain/permissions.ts';
+import type { Role } from '../domain/types.ts';
+import type { Db } from './db.ts';
+
+interface RoleRow {
+  name: string;
+  description: string;
+  permissions: string;
+  builtin: number;
+}
+
+function toRole(row: RoleRow): Role {
+  const parsed: unknown = JSON.parse(row.permissions);
+  // A permission this code no longer knows grants nothing (deny by default).
+  const permissions = Array.isArray(parsed) ? parsed.filter((p): p is Permission => typeof p === 'string' && isPermission(p)) : [];
+  return { name: row.name, description: row.description, permissions, builtin: row.builtin === 1 };
+}
+
+export function createRolesRepo(db: Db) {
+  const all = db.prepare<[], RoleRow>('SELECT name, description, permissions, builtin FROM roles ORDER BY name');
+  const byName = db.prepare<[string], RoleRow>('SELECT name, description, permissions, builtin FROM roles WHERE name = ?');
+  const insert = db.prepare<[string, string, string, number]>(
+    'INSERT INTO roles (name, description, permissions, builtin, created_at) VALUES (?, ?, ?, 0, ?) ON CONFLICT (name) DO NOTHING',
+  );
+  return {
+    list(): Role[] {
+      return all.all().map(toRole);
+    },
+    get(name: string): Role | null {
+      const row = byName.get(name);
+      return row ? toRole(row) : null;
+    },
+    /** Inserts a custom role; returns false when the name is taken. */
+    insert(role: { name: string; description: string; permissions: readonly Permission[] }, now: number): boolean {
+      return insert.run(role.name, role.description, JSON.stringify(role.permissions), now).changes === 1;
+    },
+  };
+}
+export type RolesRepo = ReturnType<typeof createRolesRepo>;

@@ -1,0 +1,41 @@
+import type { Clock } from '../domain/clock.ts';
+import { openDatabase, type Db } from './db.ts';
+import { createOrgsRepo } from './orgs-repo.ts';
+import { createRolesRepo } from './roles-repo.ts';
+import { createUsersRepo } from './users-repo.ts';
+import { createWebhooksRepo } from './webhooks-repo.ts';
+
+/** The database and its repositories: the only place that holds SQL. */
+export interface Store {
+  readonly db: Db;
+  readonly clock: Clock;
+  readonly orgs: ReturnType<typeof createOrgsRepo>;
+  readonly roles: ReturnType<typeof createRolesRepo>;
+  readonly users: ReturnType<typeof createUsersRepo>;
+  readonly webhooks: ReturnType<typeof createWebhooksRepo>;
+  /** Runs `fn` in one IMMEDIATE transaction (takes the write lock up front, so read-then-write is safe across processes). */
+  transaction<T>(fn: () => T): T;
+  /** Throws if the database cannot answer a trivial query (readiness probe). */
+  ping(): void;
+  close(): void;
+}
+
+export function openStore(path: string, clock: Clock, options: { busyTimeoutMs?: number } = {}): Store {
+  const db = openDatabase(path, options);
+  const select1 = db.prepare('SELECT 1');
+  return {
+    db,
+    clock,
+    orgs: createOrgsRepo(db),
+    roles: createRolesRepo(db),
+    users: createUsersRepo(db),
+    webhooks: createWebhooksRepo(db),
+    transaction: <T>(fn: () => T): T => db.transaction(fn).immediate(),
+    ping: () => {
+      select1.get();
+    },
+    close: () => {
+      if (db.open) db.close();
+    },
+  };
+}
