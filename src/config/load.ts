@@ -14,7 +14,7 @@ export interface Config {
     readonly rateLimitBurst: number;
   };
   readonly auth: {
-    readonly algorithm: 'HS256' | 'RS256' | 'ES256';
+    readonly algorithm: 'HS256' | 'RS256' | 'ES256' | 'EdDSA';
     readonly secret: string | null;
     readonly secretFile: string | null;
     readonly publicKeyFile: string | null;
@@ -166,7 +166,7 @@ function checkCoherence(config: Config): void {
       throw configError('key "auth.secret" must be at least 32 bytes long; generate one with: openssl rand -base64 32');
     }
     if (auth.publicKeyFile !== null) {
-      throw configError('key "auth.publicKeyFile" is set but "auth.algorithm" is HS256; set auth.algorithm to RS256 or ES256 to verify with a public key');
+      throw configError('key "auth.publicKeyFile" is set but "auth.algorithm" is HS256; set auth.algorithm to RS256, ES256 or EdDSA to verify with a public key');
     }
   } else if (auth.publicKeyFile === null) {
     throw configError(`key "auth.algorithm" is ${auth.algorithm}, which needs "auth.publicKeyFile" (a PEM public key)`);

@@ -65,9 +65,9 @@ export const CONFIG_SCHEMA = {
   },
   auth: {
     algorithm: {
-      type: { kind: 'enum', values: ['HS256', 'RS256', 'ES256'] },
+      type: { kind: 'enum', values: ['HS256', 'RS256', 'ES256', 'EdDSA'] },
       default: 'HS256',
-      doc: 'The one JWT algorithm accepted (pinned). HS256 uses a shared secret; RS256/ES256 a public key.',
+      doc: 'The one JWT algorithm accepted (pinned). HS256 uses a shared secret; RS256, ES256 and EdDSA (Ed25519) a public key.',
     },
     secret: {
       type: { kind: 'string', nullable: true },
@@ -82,12 +82,12 @@ export const CONFIG_SCHEMA = {
     publicKeyFile: {
       type: { kind: 'string', nullable: true },
       default: null,
-      doc: 'PEM public key that verifies RS256/ES256 tokens.',
+      doc: 'PEM public key that verifies RS256, ES256 or EdDSA tokens.',
     },
     privateKeyFile: {
       type: { kind: 'string', nullable: true },
       default: null,
-      doc: 'PEM private key used only by `hookrelay token issue` with RS256/ES256.',
+      doc: 'PEM private key used only by `hookrelay token issue` with RS256, ES256 or EdDSA.',
     },
     issuer: {
       type: { kind: 'string', nullable: true },

@@ -36,6 +36,10 @@ export function issueToken(
   };
   if (auth.issuer !== null) payload.iss = auth.issuer;
   if (auth.audience !== null) payload.aud = auth.audience;
+  if (keys.algorithm === 'EdDSA') {
+    // jsonwebtoken (koa-jwt's verifier) has no EdDSA; see api/auth.ts.
+    throw new HookrelayError(ErrorCode.keyUnavailable, 'EdDSA token issuing is not implemented yet');
+  }
   const token = jwt.sign(payload, keys.signKey, { algorithm: keys.algorithm, noTimestamp: true });
   return { token, expiresAt: exp * 1000 };
 }
