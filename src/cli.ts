@@ -9,7 +9,10 @@ import { createRelay } from './relay.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
 import { createServices, type Services } from './services/services.ts';
 import { issueToken } from './services/tokens.ts';
-import { migrate } from './store/db.ts';
+import { ingestStream } from './feed/stream-reader.ts';
+import { createIngestService } from './services/ingest.ts';
+import { createReadStream } from 'node:fs';
+import { resolve } from 'node:path';
 import { openStore, type Store } from './store/store.ts';
 import { VERSION } from './version.ts';
 
@@ -23,6 +26,7 @@ interface CommonOptions {
   config?: string;
   stateDir?: string;
   listen?: string;
+  feed?: string;
   logLevel?: string;
   json?: boolean;
 }
@@ -30,7 +34,7 @@ interface CommonOptions {
 function configFrom(options: CommonOptions): Config {
   return loadConfig({
     configFile: options.config,
-    overrides: { stateDir: options.stateDir, 'api.listen': options.listen, 'log.level': options.logLevel },
+    overrides: { stateDir: options.stateDir, 'api.listen': options.listen, 'log.level': options.logLevel, 'feed.path': options.feed },
   });
 }
 
@@ -76,8 +80,9 @@ export function buildProgram(): Command {
     .exitOverride();
   program.configureOutput({ writeErr: (text) => process.stderr.write(text) });
 
-  common(program.command('serve').description('run the daemon (admin API)'))
+  common(program.command('serve').description('run the daemon: admin API, feed reader'))
     .option('--listen <host:port>', 'admin API address (default 127.0.0.1:8080)')
+    .option('--feed <path>', 'JSONL feed file to tail, or - for standard input (default <state-dir>/feed.jsonl)')
     .addOption(new Option('--log-level <level>', 'log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
     .action(async (options: CommonOptions) => {
       const config = configFrom(options);
@@ -103,8 +108,75 @@ export function buildProgram(): Command {
 
   common(program.command('migrate').description('apply pending database migrations and exit')).action((options: CommonOptions) => {
     withServices(options, ({ store, config }) => {
-      const { from, to } = migrate(store.db);
+      // Opening the store applies pending migrations; report what it did.
+      const { from, to } = store.migrated;
       process.stdout.write(from === to ? `database ${config.database.path} is at schema version ${to}\n` : `migrated ${config.database.path} from ${from} to ${to}\n`);
+    });
+  });
+
+  common(program.command('ingest').description('ingest a JSONL file (or - for standard input) once and exit').argument('<file>', 'file to read, or -'), { json: true })
+    .action(async (file: string, options: CommonOptions) => {
+      const config = configFrom(options);
+      const store = openStore(config.database.path, systemClock, { busyTimeoutMs: config.database.busyTimeoutMs });
+      try {
+        const log = cliLogger(config);
+        const source = file === '-' ? 'stdin' : resolve(file);
+        const input = file === '-' ? process.stdin : createReadStream(source);
+        const counts = await ingestStream(input, { ...config.feed, source, ingest: createIngestService(store, log), log });
+        print(options, counts, () =>
+          `${counts.accepted} accepted, ${counts.duplicates} duplicate, ${counts.quarantined} quarantined` +
+          (counts.undeliverable > 0 ? ` (${counts.undeliverable} of the accepted are undeliverable: their organization has no webhook)` : '') +
+          (counts.quarantined > 0 ? '\nsee: hookrelay feed rejects' : ''),
+        );
+      } finally {
+        store.close();
+      }
+    });
+
+  const feedCmd = program.command('feed').description('the status-change feed');
+  common(feedCmd.command('rejects').description('list quarantined feed lines'), { json: true })
+    .option('--after <id>', 'only rejects with a larger id', '0')
+    .option('--limit <n>', 'at most this many', '100')
+    .action((options: CommonOptions & { after: string; limit: string }) => {
+      const after = Number(options.after);
+      const limit = Number(options.limit);
+      if (!Number.isInteger(after) || after < 0) throw new UsageError(`--after must be a non-negative integer; got "${options.after}"`);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UsageError(`--limit must be an integer from 1 to 10000; got "${options.limit}"`);
+      withServices(options, ({ store, log }) => {
+        const rejects = createIngestService(store, log).rejects(after, limit);
+        const view = rejects.map((r) => ({
+          id: r.id,
+          source: r.source,
+          position: r.position,
+          reason: r.reason,
+          detail: r.detail,
+          event_id: r.eventId,
+          line_bytes: r.lineBytes,
+          raw: r.raw.toString('utf8'),
+          raw_truncated: r.raw.length < r.lineBytes,
+          received_at: iso(r.receivedAt),
+        }));
+        print(options, view, () =>
+          view.length === 0
+            ? 'no quarantined lines'
+            : view.map((r) => `#${r.id} ${r.source}@${r.position ?? '-'} ${r.reason}: ${r.detail}\n    ${r.raw.slice(0, 200)}${r.raw_truncated || r.raw.length > 200 ? '...' : ''}`).join('\n'),
+        );
+      });
+    });
+  common(feedCmd.command('status').description('lines accepted, duplicate and quarantined; undeliverable events'), { json: true }).action((options: CommonOptions) => {
+    withServices(options, ({ store, log }) => {
+      const ingest = createIngestService(store, log);
+      const stats = ingest.stats();
+      const undeliverable = ingest.undeliverable();
+      const view = {
+        sources: stats.map((s) => ({ source: s.source, accepted: s.accepted, duplicates: s.duplicates, quarantined: s.quarantined, updated_at: iso(s.updatedAt), position: ingest.position(s.source)?.position ?? null })),
+        undeliverable: undeliverable.map((u) => ({ organization_id: u.orgId, events: u.events })),
+      };
+      print(options, view, () => {
+        const lines = view.sources.length === 0 ? ['no feed lines read yet'] : [table([['SOURCE', 'ACCEPTED', 'DUPLICATE', 'QUARANTINED', 'POSITION'], ...view.sources.map((s) => [s.source, String(s.accepted), String(s.duplicates), String(s.quarantined), String(s.position ?? '-')])])];
+        if (view.undeliverable.length > 0) lines.push('', 'undeliverable events (organization without webhook):', ...view.undeliverable.map((u) => `  ${u.organization_id}: ${u.events}`));
+        return lines.join('\n');
+      });
     });
   });
 

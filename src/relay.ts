@@ -1,17 +1,21 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Readable } from 'node:stream';
 import { createApi } from './api/app.ts';
 import type { Config } from './config/load.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
+import { createFileTailer } from './feed/file-tailer.ts';
+import { ingestStream } from './feed/stream-reader.ts';
 import type { Logger } from './log.ts';
+import { createIngestService, type IngestService } from './services/ingest.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
 import { createServices } from './services/services.ts';
 import { openStore, type Store } from './store/store.ts';
 
 export interface Relay {
-  /** Opens the database (migrating it), loads the JWT keys and starts the admin API. */
+  /** Opens the database (migrating it), loads the JWT keys, starts the admin API, then the feed reader. */
   start(): Promise<void>;
-  /** Stops accepting requests, lets in-flight ones finish (up to `deadlineMs`), closes the database. */
+  /** Stops the feed reader, then the admin API (in-flight requests get up to `deadlineMs`), then closes the database. */
   stop(deadlineMs?: number): Promise<void>;
   /** Where the admin API listens, once started. */
   address(): { host: string; port: number };
@@ -24,12 +28,34 @@ export function parseListen(listen: string): { host: string; port: number } {
 }
 
 /** Composition root: wires store, services and adapters; owns their start/stop order. */
-export function createRelay(config: Config, deps: { log: Logger; clock?: Clock }): Relay {
+export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; stdin?: Readable }): Relay {
   const log = deps.log;
   const clock = deps.clock ?? systemClock;
   let store: Store | null = null;
   let server: Server | null = null;
+  let feed: { stop(): Promise<void> } | null = null;
   let stopping = false;
+
+  function startFeed(ingest: IngestService): { stop(): Promise<void> } {
+    const { feed: options } = config;
+    if (options.path !== '-') {
+      const tailer = createFileTailer({ ...options, path: options.path, ingest, log });
+      tailer.start();
+      return tailer;
+    }
+    const controller = new AbortController();
+    const feedLog = log.child({ subsystem: 'feed', feed: 'stdin' });
+    const done = ingestStream(deps.stdin ?? process.stdin, { ...options, source: 'stdin', ingest, log, signal: controller.signal }).then(
+      (counts) => feedLog.info(counts, 'standard input closed: reading stopped, delivery continues'),
+      (err: unknown) => feedLog.error({ err }, 'reading standard input failed: reading stopped, delivery continues'),
+    );
+    return {
+      async stop() {
+        controller.abort();
+        await done;
+      },
+    };
+  }
 
   return {
     async start() {
@@ -63,10 +89,13 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock }
       });
       const address = this.address();
       log.info({ host: address.host, port: address.port, algorithm: keys.algorithm }, 'admin API listening');
+      feed = startFeed(createIngestService(store, log));
     },
 
     async stop(deadlineMs = 10_000) {
       stopping = true;
+      await feed?.stop();
+      feed = null;
       if (server !== null) {
         const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
         server.closeIdleConnections();

@@ -26,6 +26,14 @@ export interface Config {
     readonly organizationClaim: string;
     readonly tokenTtl: number;
   };
+  readonly feed: {
+    /** Absolute path of the feed file, or "-" for standard input. */
+    readonly path: string;
+    readonly startPosition: 'start' | 'end';
+    readonly maxLineBytes: number;
+    readonly batchLines: number;
+    readonly pollIntervalMs: number;
+  };
   readonly delivery: { readonly allowHttp: boolean };
   readonly log: { readonly level: string };
 }
@@ -152,6 +160,9 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   if (values.get('database.path') === null) {
     values.set('database.path', join(values.get('stateDir') as string, 'hookrelay.db'));
   }
+  const feedPath = values.get('feed.path');
+  if (feedPath === null) values.set('feed.path', join(values.get('stateDir') as string, 'feed.jsonl'));
+  else if (feedPath !== '-') values.set('feed.path', resolve(cwd, feedPath as string));
 
   const config: Record<string, unknown> = {};
   for (const [path, value] of values) setPath(config, path, value);

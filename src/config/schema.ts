@@ -120,6 +120,33 @@ export const CONFIG_SCHEMA = {
       doc: 'Default lifetime of tokens made by `hookrelay token issue` (for example 15m, 1h, 7d).',
     },
   },
+  feed: {
+    path: {
+      type: { kind: 'string', nullable: true },
+      default: null,
+      doc: 'JSONL feed the daemon tails; "-" reads standard input; null means <stateDir>/feed.jsonl (waited for until it appears).',
+    },
+    startPosition: {
+      type: { kind: 'enum', values: ['start', 'end'] },
+      default: 'start',
+      doc: 'Where the first start reads a feed file it has never seen: from its beginning or only new lines. Later starts resume from the committed position.',
+    },
+    maxLineBytes: {
+      type: { kind: 'int', min: 1024, max: 64 * 1024 * 1024 },
+      default: 1024 * 1024,
+      doc: 'Longest accepted line in bytes; a longer line is quarantined without being buffered.',
+    },
+    batchLines: {
+      type: { kind: 'int', min: 1, max: 100_000 },
+      default: 10_000,
+      doc: 'Most lines committed in one SQLite transaction (with the feed position); a batch also ends at 16 MiB or when the file has no more lines.',
+    },
+    pollIntervalMs: {
+      type: { kind: 'int', min: 10, max: 60_000 },
+      default: 250,
+      doc: 'How often an idle feed file is checked for new lines, rotation and truncation, in ms.',
+    },
+  },
   delivery: {
     allowHttp: {
       type: { kind: 'bool' },

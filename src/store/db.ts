@@ -18,7 +18,7 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
  * WAL, synchronous=FULL (better-sqlite3 would leave WAL at NORMAL), foreign keys, a busy
  * timeout so the CLI and the daemon can share the file; then applies pending migrations.
  */
-export function openDatabase(path: string, options: OpenDatabaseOptions = {}): Db {
+export function openDatabase(path: string, options: OpenDatabaseOptions = {}): { db: Db; migrated: { from: number; to: number } } {
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   // The database holds signing secrets: create it private (SQLite gives -wal/-shm the same mode).
   closeSync(openSync(path, 'a', 0o600));
@@ -28,8 +28,7 @@ export function openDatabase(path: string, options: OpenDatabaseOptions = {}): D
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
-    migrate(db);
-    return db;
+    return { db, migrated: migrate(db) };
   } catch (err) {
     db.close();
     throw err;

@@ -47,4 +47,70 @@ export const MIGRATIONS: readonly string[] = [
     ('saas_viewer', 'view-only access to the SaaS resources',
      '["roles:read","webhook:read"]', 1, unixepoch() * 1000);
   `,
+  // 2: feed ingestion: events, their outbox (deliveries), quarantined lines, feed positions
+  `
+  CREATE TABLE events (
+    seq                      INTEGER PRIMARY KEY,
+    id                       TEXT NOT NULL UNIQUE,
+    org_id                   TEXT NOT NULL,
+    anticipation_request_id  TEXT NOT NULL,
+    status                   TEXT NOT NULL,
+    previous_status          TEXT,
+    occurred_at              INTEGER NOT NULL,
+    payload                  TEXT NOT NULL,
+    source                   TEXT NOT NULL,
+    source_position          INTEGER,
+    received_at              INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX events_org_received ON events (org_id, received_at);
+
+  CREATE TABLE deliveries (
+    id                INTEGER PRIMARY KEY,
+    event_seq         INTEGER NOT NULL REFERENCES events (seq),
+    org_id            TEXT NOT NULL,
+    ordering_key      TEXT NOT NULL,
+    status            TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'dead')),
+    attempts          INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at   INTEGER NOT NULL,
+    lease_expires_at  INTEGER,
+    last_attempt_at   INTEGER,
+    last_status_code  INTEGER,
+    last_error        TEXT,
+    created_at        INTEGER NOT NULL,
+    updated_at        INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX deliveries_pending_due ON deliveries (next_attempt_at) WHERE status = 'pending';
+  CREATE INDEX deliveries_event ON deliveries (event_seq);
+  CREATE INDEX deliveries_org_status ON deliveries (org_id, status, id);
+
+  CREATE TABLE feed_rejects (
+    id            INTEGER PRIMARY KEY,
+    source        TEXT NOT NULL,
+    position      INTEGER,
+    line_bytes    INTEGER NOT NULL,
+    raw           BLOB NOT NULL,
+    reason        TEXT NOT NULL,
+    detail        TEXT NOT NULL,
+    event_id      TEXT,
+    received_at   INTEGER NOT NULL
+  ) STRICT;
+
+  CREATE TABLE feed_positions (
+    source             TEXT PRIMARY KEY,
+    dev                TEXT NOT NULL,
+    ino                TEXT NOT NULL,
+    fingerprint        TEXT NOT NULL,
+    fingerprint_bytes  INTEGER NOT NULL,
+    position           INTEGER NOT NULL,
+    updated_at         INTEGER NOT NULL
+  ) STRICT;
+
+  CREATE TABLE feed_stats (
+    source       TEXT PRIMARY KEY,
+    accepted     INTEGER NOT NULL DEFAULT 0,
+    duplicates   INTEGER NOT NULL DEFAULT 0,
+    quarantined  INTEGER NOT NULL DEFAULT 0,
+    updated_at   INTEGER NOT NULL
+  ) STRICT;
+  `,
 ];

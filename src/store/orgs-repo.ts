@@ -10,7 +10,7 @@ interface OrgRow {
 const toOrg = (row: OrgRow): Organization => ({ id: row.id, name: row.name, createdAt: row.created_at });
 
 export function createOrgsRepo(db: Db) {
-  const insert = db.prepare<[string, string, number]>('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?)');
+  const insert = db.prepare<[string, string, number]>('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING');
   const byId = db.prepare<[string], OrgRow>('SELECT id, name, created_at FROM organizations WHERE id = ?');
   const all = db.prepare<[], OrgRow>('SELECT id, name, created_at FROM organizations ORDER BY id');
   return {

@@ -1,5 +1,6 @@
 import type { Clock } from '../domain/clock.ts';
 import { openDatabase, type Db } from './db.ts';
+import { createFeedRepo } from './feed-repo.ts';
 import { createOrgsRepo } from './orgs-repo.ts';
 import { createRolesRepo } from './roles-repo.ts';
 import { createUsersRepo } from './users-repo.ts';
@@ -9,10 +10,13 @@ import { createWebhooksRepo } from './webhooks-repo.ts';
 export interface Store {
   readonly db: Db;
   readonly clock: Clock;
+  /** Schema versions before and after the migrations applied when this store was opened. */
+  readonly migrated: { readonly from: number; readonly to: number };
   readonly orgs: ReturnType<typeof createOrgsRepo>;
   readonly roles: ReturnType<typeof createRolesRepo>;
   readonly users: ReturnType<typeof createUsersRepo>;
   readonly webhooks: ReturnType<typeof createWebhooksRepo>;
+  readonly feed: ReturnType<typeof createFeedRepo>;
   /** Runs `fn` in one IMMEDIATE transaction (takes the write lock up front, so read-then-write is safe across processes). */
   transaction<T>(fn: () => T): T;
   /** Throws if the database cannot answer a trivial query (readiness probe). */
@@ -21,15 +25,17 @@ export interface Store {
 }
 
 export function openStore(path: string, clock: Clock, options: { busyTimeoutMs?: number } = {}): Store {
-  const db = openDatabase(path, options);
+  const { db, migrated } = openDatabase(path, options);
   const select1 = db.prepare('SELECT 1');
   return {
     db,
     clock,
+    migrated,
     orgs: createOrgsRepo(db),
     roles: createRolesRepo(db),
     users: createUsersRepo(db),
     webhooks: createWebhooksRepo(db),
+    feed: createFeedRepo(db),
     transaction: <T>(fn: () => T): T => db.transaction(fn).immediate(),
     ping: () => {
       select1.get();

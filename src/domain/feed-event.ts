@@ -1,0 +1,155 @@
+import { createHash } from 'node:crypto';
+import { checkOrgId } from './validation.ts';
+
+/**
+ * The feed format: one JSON object per line. This module turns a line into an event ready to
+ * store (with the exact webhook body, serialised once) or says precisely why it is rejected.
+ */
+
+export const EVENT_TYPE = 'anticipation_request.status_changed';
+
+export const RejectReason = {
+  invalidUtf8: 'invalid_utf8',
+  invalidJson: 'invalid_json',
+  notAnObject: 'not_an_object',
+  missingField: 'missing_field',
+  invalidField: 'invalid_field',
+  unknownField: 'unknown_field',
+  lineTooLong: 'line_too_long',
+  eventIdConflict: 'event_id_conflict',
+  incompleteLine: 'incomplete_line',
+} as const;
+export type RejectReason = (typeof RejectReason)[keyof typeof RejectReason];
+
+export interface FeedEvent {
+  readonly id: string;
+  readonly orgId: string;
+  readonly anticipationRequestId: string;
+  readonly status: string;
+  readonly previousStatus: string | null;
+  /** Epoch ms. */
+  readonly occurredAt: number;
+  /** The webhook request body, serialised once; every attempt sends these exact bytes. */
+  readonly payload: string;
+}
+
+export type ParsedLine =
+  | { readonly ok: true; readonly event: FeedEvent }
+  | { readonly ok: false; readonly reason: RejectReason; readonly detail: string; readonly eventId: string | null };
+
+const KNOWN_FIELDS = new Set(['organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at', 'event_id', 'data']);
+const RESERVED_DATA_KEYS = ['event_id', 'organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at'];
+const ISO_UTC_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+export const MAX_EVENT_ID_LENGTH = 200;
+const MAX_TEXT_FIELD = 200;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Two events with the same id are duplicates when they would send the same notification:
+ * their webhook bodies are equal as JSON values (key order and spacing do not matter).
+ */
+export function sameNotification(payloadA: string, payloadB: string): boolean {
+  return canonicalJson(JSON.parse(payloadA)) === canonicalJson(JSON.parse(payloadB));
+}
+
+/** JSON with object keys sorted at every depth: the same content always gives the same text. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const keys = Object.keys(value).sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+}
+
+function reject(reason: RejectReason, detail: string, eventId: string | null = null): ParsedLine {
+  return { ok: false, reason, detail, eventId };
+}
+
+/** Thrown inside the parser only, to leave it from any depth with a reject. */
+class LineRejected {
+  readonly reason: RejectReason;
+  readonly detail: string;
+  constructor(reason: RejectReason, detail: string) {
+    this.reason = reason;
+    this.detail = detail;
+  }
+}
+
+function text(record: Record<string, unknown>, field: string, required: true): string;
+function text(record: Record<string, unknown>, field: string, required: false): string | null;
+function text(record: Record<string, unknown>, field: string, required: boolean): string | null {
+  const value = record[field];
+  if (value === undefined || value === null) {
+    if (required) throw new LineRejected(RejectReason.missingField, `"${field}" is required`);
+    return null;
+  }
+  if (typeof value !== 'string' || value === '') throw new LineRejected(RejectReason.invalidField, `"${field}" must be a non-empty string`);
+  if (value.length > MAX_TEXT_FIELD) throw new LineRejected(RejectReason.invalidField, `"${field}" must be at most ${MAX_TEXT_FIELD} characters`);
+  return value;
+}
+
+/** Normalises occurred_at to the UTC form toISOString() gives; absent means `receivedAt`. */
+function occurredAtOf(value: unknown, receivedAt: number): { ms: number; iso: string } {
+  if (value === undefined || value === null) return { ms: receivedAt, iso: new Date(receivedAt).toISOString() };
+  const ms = typeof value === 'string' && RFC3339.test(value) ? Date.parse(value.replace(' ', 'T')) : Number.NaN;
+  if (Number.isNaN(ms)) throw new LineRejected(RejectReason.invalidField, '"occurred_at" must be an RFC 3339 date-time such as 2026-11-22T08:30:00Z');
+  // Already canonical (the common case): keep the text, skip re-formatting.
+  return { ms, iso: ISO_UTC_MS.test(value as string) ? (value as string) : new Date(ms).toISOString() };
+}
+
+/**
+ * Parses one feed line (without its newline). `receivedAt` (epoch ms) stands in for a missing
+ * `occurred_at`. Never throws: a bad line comes back with a reason and a detail sentence.
+ */
+export function parseFeedLine(bytes: Uint8Array, receivedAt: number): ParsedLine {
+  let record: Record<string, unknown>;
+  try {
+    const parsed: unknown = JSON.parse(utf8.decode(bytes));
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return reject(RejectReason.notAnObject, 'each line must be one JSON object');
+    record = parsed as Record<string, unknown>;
+  } catch (err) {
+    return err instanceof SyntaxError ? reject(RejectReason.invalidJson, `not valid JSON: ${err.message}`) : reject(RejectReason.invalidUtf8, 'the line is not valid UTF-8');
+  }
+  const rawId = record.event_id;
+  const givenId = typeof rawId === 'string' ? rawId : null;
+  try {
+    for (const key in record) {
+      if (!KNOWN_FIELDS.has(key)) throw new LineRejected(RejectReason.unknownField, `unknown field "${key}"; put extra fields under "data"`);
+    }
+    if (rawId !== undefined && (givenId === null || givenId === '' || givenId.length > MAX_EVENT_ID_LENGTH)) {
+      throw new LineRejected(RejectReason.invalidField, `"event_id" must be a string of 1-${MAX_EVENT_ID_LENGTH} characters`);
+    }
+    const orgId = text(record, 'organization_id', true);
+    const orgProblem = checkOrgId(orgId);
+    if (orgProblem) throw new LineRejected(RejectReason.invalidField, `"organization_id" ${orgProblem}`);
+    const requestId = text(record, 'anticipation_request_id', true);
+    const status = text(record, 'status', true);
+    const previousStatus = text(record, 'previous_status', false);
+    const occurred = occurredAtOf(record.occurred_at, receivedAt);
+    const data = record.data;
+    let dataJson = '';
+    if (data !== undefined && data !== null) {
+      if (typeof data !== 'object' || Array.isArray(data)) throw new LineRejected(RejectReason.invalidField, '"data" must be a JSON object');
+      const reserved = RESERVED_DATA_KEYS.filter((k) => k in data);
+      if (reserved.length > 0) throw new LineRejected(RejectReason.invalidField, `"data" must not contain the reserved key(s) ${reserved.join(', ')}`);
+      const inner = JSON.stringify(data).slice(1, -1);
+      if (inner !== '') dataJson = ',' + inner;
+    }
+
+    // Without an event_id the id is derived from the line's bytes: the same line twice is one event.
+    const id = givenId ?? `evt_${createHash('sha256').update(bytes).digest('hex').slice(0, 32)}`;
+    const iso = JSON.stringify(occurred.iso);
+    // The body, serialised once: {type, timestamp, data: {event fields..., ...data}}.
+    const payload =
+      `{"type":"${EVENT_TYPE}","timestamp":${iso},"data":{"event_id":${JSON.stringify(id)},"organization_id":${JSON.stringify(orgId)},` +
+      `"anticipation_request_id":${JSON.stringify(requestId)},"status":${JSON.stringify(status)},"previous_status":${JSON.stringify(previousStatus)},` +
+      `"occurred_at":${iso}${dataJson}}}`;
+    return {
+      ok: true,
+      event: { id, orgId, anticipationRequestId: requestId, status, previousStatus, occurredAt: occurred.ms, payload },
+    };
+  } catch (err) {
+    if (err instanceof LineRejected) return reject(err.reason, err.detail, givenId);
+    throw err;
+  }
+}

@@ -1,0 +1,275 @@
+import { createHash } from 'node:crypto';
+import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { RejectReason } from '../domain/feed-event.ts';
+import type { Logger } from '../log.ts';
+import type { IngestService, RawLine } from '../services/ingest.ts';
+import type { FeedPosition } from '../store/feed-repo.ts';
+import { LineSplitter } from './line-splitter.ts';
+
+/** The identity of a feed file is its device, inode and a hash of up to this many first bytes. */
+export const FINGERPRINT_BYTES = 256;
+const READ_CHUNK_BYTES = 4 << 20;
+/** A batch is committed once it holds this many bytes of lines, whatever its line count. */
+const BATCH_BYTES = 16 << 20;
+const RESTART_DELAY_MS = 1000;
+
+export interface FileTailerOptions {
+  readonly path: string;
+  readonly ingest: IngestService;
+  readonly log: Logger;
+  readonly maxLineBytes: number;
+  readonly batchLines: number;
+  readonly pollIntervalMs: number;
+  readonly startPosition: 'start' | 'end';
+}
+
+interface OpenFeed {
+  readonly fh: FileHandle;
+  readonly path: string;
+  readonly dev: string;
+  readonly ino: string;
+}
+
+interface Fingerprint {
+  readonly hash: string;
+  readonly bytes: number;
+}
+
+const EMPTY_FINGERPRINT: Fingerprint = { hash: createHash('sha256').digest('hex'), bytes: 0 };
+
+function isMissing(err: unknown): boolean {
+  return (err as NodeJS.ErrnoException).code === 'ENOENT';
+}
+
+async function openFeed(path: string): Promise<OpenFeed | null> {
+  let fh: FileHandle;
+  try {
+    fh = await open(path, 'r');
+  } catch (err) {
+    if (isMissing(err)) return null;
+    throw err;
+  }
+  const st = await fh.stat({ bigint: true });
+  return { fh, path, dev: String(st.dev), ino: String(st.ino) };
+}
+
+async function fingerprintOf(fh: FileHandle, bytes: number): Promise<Fingerprint> {
+  if (bytes === 0) return EMPTY_FINGERPRINT;
+  const buf = Buffer.alloc(bytes);
+  const { bytesRead } = await fh.read(buf, 0, bytes, 0);
+  return { hash: createHash('sha256').update(buf.subarray(0, bytesRead)).digest('hex'), bytes: bytesRead };
+}
+
+/** True when `feed` is the file `saved` describes: same device and inode, same first bytes. */
+async function isSameFile(feed: OpenFeed, saved: FeedPosition): Promise<boolean> {
+  if (feed.dev !== saved.dev || feed.ino !== saved.ino) return false;
+  const fp = await fingerprintOf(feed.fh, saved.fingerprintBytes);
+  return fp.bytes === saved.fingerprintBytes && fp.hash === saved.fingerprint;
+}
+
+/**
+ * Tails a JSONL feed file the way `tail -F` does, with durable positions: every batch of lines
+ * is committed together with the offset after it. Follows rotation by rename (the old file is
+ * read to its end first, even if the rotation happened while the daemon was down), detects
+ * truncation in place (copytruncate), and never consumes a line before its newline arrives.
+ */
+export function createFileTailer(options: FileTailerOptions) {
+  const source = options.path;
+  const log = options.log.child({ subsystem: 'feed', feed: source });
+  let controller: AbortController | null = null;
+  let running: Promise<void> | null = null;
+
+  /**
+   * Reads `feed` from the splitter's position to the current end, committing a batch (with
+   * the offset after its last line) every `batchLines` lines or BATCH_BYTES bytes, and at the end.
+   */
+  async function readToEnd(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }): Promise<number> {
+    let total = 0;
+    let batch: RawLine[] = [];
+    let batchBytes = 0;
+    let batchEnd = 0;
+    const flush = async () => {
+      if (batch.length === 0) return;
+      await commit(feed, fp, batch, batchEnd);
+      batch = [];
+      batchBytes = 0;
+    };
+    // Double-buffered: the next chunk is read (in libuv's pool) while this one is ingested.
+    const readAt = (offset: number) => feed.fh.read(Buffer.allocUnsafe(READ_CHUNK_BYTES), 0, READ_CHUNK_BYTES, offset);
+    let offset = splitter.consumed + splitter.pendingBytes;
+    let pending = readAt(offset);
+    for (;;) {
+      const { bytesRead, buffer } = await pending;
+      if (bytesRead === 0) break;
+      total += bytesRead;
+      offset += bytesRead;
+      pending = readAt(offset);
+      for (const { line, end } of splitter.push(buffer.subarray(0, bytesRead))) {
+        batch.push(line);
+        batchBytes += line.bytes.length;
+        batchEnd = end;
+        if (batch.length >= options.batchLines || batchBytes >= BATCH_BYTES) await flush();
+      }
+    }
+    await flush();
+    return total;
+  }
+
+  async function commit(feed: OpenFeed, fp: { current: Fingerprint }, lines: RawLine[], end: number): Promise<void> {
+    const wanted = Math.min(FINGERPRINT_BYTES, end);
+    if (fp.current.bytes < wanted) fp.current = await fingerprintOf(feed.fh, wanted);
+    const position: FeedPosition = { source, dev: feed.dev, ino: feed.ino, fingerprint: fp.current.hash, fingerprintBytes: fp.current.bytes, position: end };
+    if (lines.length === 0) options.ingest.savePosition(position);
+    else options.ingest.ingest(source, lines, position);
+  }
+
+  /** Reads a file that is being left behind to its end; a last line without newline is quarantined. */
+  async function finish(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }, why: string): Promise<void> {
+    await readToEnd(feed, splitter, fp);
+    const rest = splitter.takeIncomplete({ reason: RejectReason.incompleteLine, detail: why });
+    if (rest) await commit(feed, fp, [rest.line], rest.end);
+  }
+
+  /** After a restart, finds the file we were reading if it was renamed (rotated) meanwhile. */
+  async function findRotated(saved: FeedPosition): Promise<OpenFeed | null> {
+    const dir = dirname(source);
+    for (const name of (await readdir(dir)).slice(0, 10_000)) {
+      const path = join(dir, name);
+      if (path === source) continue;
+      const st = await stat(path, { bigint: true }).catch(() => null);
+      if (!st?.isFile() || String(st.dev) !== saved.dev || String(st.ino) !== saved.ino) continue;
+      const feed = await openFeed(path);
+      if (feed && (await isSameFile(feed, saved))) return feed;
+      await feed?.fh.close();
+    }
+    return null;
+  }
+
+  async function waitForFile(signal: AbortSignal): Promise<OpenFeed> {
+    let warned = false;
+    for (;;) {
+      const feed = await openFeed(source);
+      if (feed) return feed;
+      if (!warned) log.info('waiting for the feed file to appear');
+      warned = true;
+      await sleep(options.pollIntervalMs, undefined, { signal });
+    }
+  }
+
+  /** Offset just after the last newline of the file: where `startPosition: end` begins. */
+  async function endOfLastLine(feed: OpenFeed): Promise<number> {
+    const size = Number((await feed.fh.stat()).size);
+    const from = Math.max(0, size - READ_CHUNK_BYTES);
+    const buf = Buffer.alloc(size - from);
+    await feed.fh.read(buf, 0, buf.length, from);
+    const nl = buf.lastIndexOf(0x0a);
+    return nl === -1 ? (from === 0 ? 0 : size) : from + nl + 1;
+  }
+
+  async function startingPoint(feed: OpenFeed): Promise<number> {
+    const saved = options.ingest.position(source);
+    if (saved === null) {
+      const position = options.startPosition === 'end' ? await endOfLastLine(feed) : 0;
+      log.info({ position }, `first start on this feed: reading from its ${options.startPosition === 'end' ? 'end' : 'beginning'}`);
+      return position;
+    }
+    if (await isSameFile(feed, saved)) {
+      const size = Number((await feed.fh.stat()).size);
+      if (size >= saved.position) return saved.position;
+      log.warn({ size, position: saved.position }, 'feed file is shorter than the committed position (truncated while stopped); reading it from the start');
+      return 0;
+    }
+    if (feed.dev === saved.dev && feed.ino === saved.ino) {
+      log.warn('feed file has the same inode but different first bytes (rewritten or inode reused); reading it from the start');
+      return 0;
+    }
+    const old = await findRotated(saved);
+    if (old) {
+      log.info({ rotatedTo: old.path }, 'feed was rotated while stopped; finishing the old file first');
+      const splitter = new LineSplitter(options.maxLineBytes, saved.position);
+      try {
+        await finish(old, splitter, { current: { hash: saved.fingerprint, bytes: saved.fingerprintBytes } }, 'the feed was rotated before this line was terminated');
+      } finally {
+        await old.fh.close();
+      }
+    } else {
+      log.warn({ position: saved.position }, 'the feed file changed while stopped and the previous file was not found next to it; reading the new file from the start');
+    }
+    return 0;
+  }
+
+  async function follow(signal: AbortSignal): Promise<void> {
+    let feed = await waitForFile(signal);
+    try {
+      const start = await startingPoint(feed);
+      let splitter = new LineSplitter(options.maxLineBytes, start);
+      const fp = { current: EMPTY_FINGERPRINT };
+      await commit(feed, fp, [], start);
+
+      while (!signal.aborted) {
+        const read = await readToEnd(feed, splitter, fp);
+        if (read > 0) continue;
+
+        const current = await stat(source, { bigint: true }).catch((err: unknown) => {
+          if (isMissing(err)) return null;
+          throw err;
+        });
+        if (current && (String(current.dev) !== feed.dev || String(current.ino) !== feed.ino)) {
+          await finish(feed, splitter, fp, 'the feed was rotated before this line was terminated');
+          const next = await openFeed(source);
+          if (next) {
+            log.info({ previousInode: feed.ino, inode: next.ino }, 'feed file rotated; reading the new file from its start');
+            await feed.fh.close();
+            feed = next;
+            splitter = new LineSplitter(options.maxLineBytes, 0);
+            fp.current = EMPTY_FINGERPRINT;
+            await commit(feed, fp, [], 0);
+            continue;
+          }
+        }
+
+        const size = Number((await feed.fh.stat()).size);
+        const truncated = size < splitter.consumed + splitter.pendingBytes;
+        const rewritten = !truncated && fp.current.bytes > 0 && (await fingerprintOf(feed.fh, fp.current.bytes)).hash !== fp.current.hash;
+        if (truncated || rewritten) {
+          log.warn({ size, position: splitter.consumed }, truncated ? 'feed file truncated in place; reading it again from the start' : 'feed file rewritten in place; reading it again from the start');
+          splitter.reset(0);
+          fp.current = EMPTY_FINGERPRINT;
+          await commit(feed, fp, [], 0);
+          continue;
+        }
+        await sleep(options.pollIntervalMs, undefined, { signal });
+      }
+    } finally {
+      await feed.fh.close();
+    }
+  }
+
+  async function run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        await follow(signal);
+      } catch (err) {
+        if (signal.aborted) return;
+        log.error({ err }, `feed reader failed; restarting from the committed position in ${RESTART_DELAY_MS} ms`);
+        await sleep(RESTART_DELAY_MS, undefined, { signal }).catch(() => {});
+      }
+    }
+  }
+
+  return {
+    start(): void {
+      controller = new AbortController();
+      running = run(controller.signal);
+    },
+    /** Stops after the batch in progress is committed. */
+    async stop(): Promise<void> {
+      controller?.abort();
+      await running;
+      running = null;
+    },
+  };
+}
+export type FileTailer = ReturnType<typeof createFileTailer>;

@@ -1,0 +1,116 @@
+import { RejectReason } from '../domain/feed-event.ts';
+import { MAX_QUARANTINED_BYTES, type RawLine } from '../services/ingest.ts';
+
+const NEWLINE = 0x0a;
+
+/** A complete line and the offset just past its newline (where a reader resumes after it). */
+export interface SplitLine {
+  readonly line: RawLine;
+  readonly end: number;
+}
+
+/**
+ * Splits a byte stream into `\n`-terminated lines with their byte offsets. An unterminated
+ * tail is held (never emitted) until its newline arrives. A line longer than `maxLineBytes`
+ * is not buffered: only its first bytes are kept, the rest skipped, and it comes out as a
+ * `line_too_long` reject once its newline is seen.
+ */
+export class LineSplitter {
+  readonly #maxLineBytes: number;
+  #parts: Buffer[] = [];
+  #partBytes = 0;
+  /** Offset of the first byte of the unterminated line. */
+  #lineStart: number;
+  /** Total bytes of the current line while it is being skipped (over the limit); -1 otherwise. */
+  #skipped = -1;
+
+  constructor(maxLineBytes: number, start = 0) {
+    this.#maxLineBytes = maxLineBytes;
+    this.#lineStart = start;
+  }
+
+  /** Offset just past the last complete line: where reading resumes after a restart. */
+  get consumed(): number {
+    return this.#lineStart;
+  }
+
+  /** Bytes held for the unterminated line (0 when the stream ended on a newline). */
+  get pendingBytes(): number {
+    return this.#skipped >= 0 ? this.#skipped : this.#partBytes;
+  }
+
+  /** Forgets any partial line and restarts at `position`. */
+  reset(position: number): void {
+    this.#parts = [];
+    this.#partBytes = 0;
+    this.#skipped = -1;
+    this.#lineStart = position;
+  }
+
+  /** Feeds the next bytes of the stream (which must directly follow the previous ones). */
+  push(chunk: Buffer): SplitLine[] {
+    const out: SplitLine[] = [];
+    let from = 0;
+    while (from < chunk.length) {
+      const nl = chunk.indexOf(NEWLINE, from);
+      const stop = nl === -1 ? chunk.length : nl;
+      this.#append(chunk.subarray(from, stop), nl === -1);
+      if (nl === -1) break;
+      const length = this.pendingBytes;
+      const end = this.#lineStart + length + 1;
+      out.push({ line: this.#takeLine(length), end });
+      this.#lineStart = end;
+      from = nl + 1;
+    }
+    return out;
+  }
+
+  /** The unterminated remainder, if any, as a line (for a stream that has ended); clears it. */
+  takeIncomplete(asReject?: { reason: RejectReason; detail: string }): SplitLine | null {
+    const length = this.pendingBytes;
+    if (length === 0) return null;
+    const wasSkipped = this.#skipped >= 0;
+    const line = this.#takeLine(length);
+    const end = this.#lineStart + length;
+    this.#lineStart = end;
+    if (asReject && !wasSkipped) {
+      return { line: { ...line, rejected: { reason: asReject.reason, lineBytes: length, detail: asReject.detail } }, end };
+    }
+    return { line, end };
+  }
+
+  #append(bytes: Buffer, mayBeReused: boolean): void {
+    if (bytes.length === 0) return;
+    if (this.#skipped >= 0) {
+      this.#skipped += bytes.length;
+      return;
+    }
+    if (this.#partBytes + bytes.length > this.#maxLineBytes) {
+      // Keep only what the quarantine will store; count the rest.
+      const keep = Buffer.concat([...this.#parts, bytes]).subarray(0, MAX_QUARANTINED_BYTES);
+      this.#skipped = this.#partBytes + bytes.length;
+      this.#parts = [Buffer.from(keep)];
+      this.#partBytes = keep.length;
+      return;
+    }
+    // A tail that waits for more data must not alias a read buffer the caller will reuse.
+    this.#parts.push(mayBeReused ? Buffer.from(bytes) : bytes);
+    this.#partBytes += bytes.length;
+  }
+
+  #takeLine(length: number): RawLine {
+    const bytes = this.#parts.length === 1 ? this.#parts[0]! : Buffer.concat(this.#parts);
+    const line: RawLine =
+      this.#skipped >= 0
+        ? {
+            bytes,
+            position: this.#lineStart,
+            rejected: { reason: RejectReason.lineTooLong, lineBytes: length, detail: `the line is ${length} bytes, over the limit of ${this.#maxLineBytes} (feed.maxLineBytes)` },
+          }
+        : { bytes, position: this.#lineStart };
+    this.#parts = [];
+    this.#partBytes = 0;
+    this.#skipped = -1;
+    return line;
+  }
+}

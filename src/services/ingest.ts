@@ -1,0 +1,136 @@
+import { parseFeedLine, RejectReason, sameNotification, type FeedEvent } from '../domain/feed-event.ts';
+import type { Logger } from '../log.ts';
+import type { FeedPosition } from '../store/feed-repo.ts';
+import type { Store } from '../store/store.ts';
+
+/** At most this many bytes of a rejected line are kept in the quarantine table. */
+export const MAX_QUARANTINED_BYTES = 16 * 1024;
+
+/** One line read from a feed, without its newline. */
+export interface RawLine {
+  /** The line's bytes; for a line over the size limit, only its first bytes. */
+  readonly bytes: Buffer;
+  /** Byte offset of the line's first byte in its source, when the source has offsets. */
+  readonly position: number | null;
+  /** Set when the line is rejected before parsing (too long, cut off by rotation): its full length and the reason. */
+  readonly rejected?: { readonly reason: RejectReason; readonly lineBytes: number; readonly detail: string };
+}
+
+export interface IngestCounts {
+  accepted: number;
+  duplicates: number;
+  quarantined: number;
+  /** Accepted events of organizations without a webhook: stored, not queued. */
+  undeliverable: number;
+}
+
+export const emptyCounts = (): IngestCounts => ({ accepted: 0, duplicates: 0, quarantined: 0, undeliverable: 0 });
+
+export function addCounts(into: IngestCounts, more: IngestCounts): void {
+  into.accepted += more.accepted;
+  into.duplicates += more.duplicates;
+  into.quarantined += more.quarantined;
+  into.undeliverable += more.undeliverable;
+}
+
+/**
+ * Stores a batch of feed lines: each becomes an event (plus its outbox row when the
+ * organization has a webhook), a counted duplicate, or a quarantined reject. The feed
+ * position, when given, is committed in the same transaction, so a crash either keeps the
+ * whole batch and its position or neither: no line is lost or stored twice.
+ */
+export function createIngestService(store: Store, log: Logger) {
+  const feedLog = log.child({ subsystem: 'ingest' });
+
+  /**
+   * Same id: a duplicate if the line would send the same notification as the stored event
+   * (re-parsed with the stored event's ingestion time standing in for a missing occurred_at,
+   * compared as JSON values); otherwise a conflict. Only runs when ids collide.
+   */
+  function isDuplicate(line: RawLine, event: FeedEvent): boolean {
+    const stored = store.feed.eventForComparison(event.id);
+    if (stored === null) return false;
+    const again = parseFeedLine(line.bytes, stored.receivedAt);
+    return again.ok && sameNotification(stored.payload, again.event.payload);
+  }
+
+  return {
+    ingest(source: string, lines: readonly RawLine[], position: FeedPosition | null): IngestCounts {
+      const counts = emptyCounts();
+      const rejected: Array<{ position: number | null; reason: string; detail: string }> = [];
+      store.transaction(() => {
+        const now = store.clock.now();
+        const hasWebhook = new Map<string, boolean>();
+        const quarantine = (line: RawLine, reason: RejectReason, detail: string, eventId: string | null, lineBytes = line.bytes.length) => {
+          store.feed.insertReject({
+            source,
+            position: line.position,
+            lineBytes,
+            raw: line.bytes.subarray(0, MAX_QUARANTINED_BYTES),
+            reason,
+            detail,
+            eventId,
+            receivedAt: now,
+          });
+          counts.quarantined++;
+          rejected.push({ position: line.position, reason, detail });
+        };
+
+        for (const line of lines) {
+          if (line.rejected) {
+            quarantine(line, line.rejected.reason, line.rejected.detail, null, line.rejected.lineBytes);
+            continue;
+          }
+          const parsed = parseFeedLine(line.bytes, now);
+          if (!parsed.ok) {
+            quarantine(line, parsed.reason, parsed.detail, parsed.eventId);
+            continue;
+          }
+          const { event } = parsed;
+          const seq = store.feed.insertEvent(event, source, line.position, now);
+          if (seq === null) {
+            if (isDuplicate(line, event)) counts.duplicates++;
+            else quarantine(line, RejectReason.eventIdConflict, `event_id "${event.id}" was already ingested with different content`, event.id);
+            continue;
+          }
+          counts.accepted++;
+          let queued = hasWebhook.get(event.orgId);
+          if (queued === undefined) {
+            queued = store.webhooks.get(event.orgId) !== null;
+            hasWebhook.set(event.orgId, queued);
+          }
+          if (queued) store.feed.insertDelivery(seq, event.orgId, `${event.orgId}\u0000${event.anticipationRequestId}`, now);
+          else counts.undeliverable++;
+        }
+        if (position !== null) store.feed.savePosition(position, now);
+        store.feed.addStats(source, counts.accepted, counts.duplicates, counts.quarantined, now);
+      });
+      for (const r of rejected) feedLog.warn({ source, position: r.position, reason: r.reason, detail: r.detail }, 'feed line quarantined');
+      return counts;
+    },
+
+    position(source: string): FeedPosition | null {
+      return store.feed.getPosition(source);
+    },
+
+    /** Quarantined lines, oldest first, after `afterId`. */
+    rejects(afterId: number, limit: number) {
+      return store.feed.listRejects(afterId, limit);
+    },
+
+    /** Lines accepted, duplicate and quarantined per source since the database was created. */
+    stats() {
+      return store.feed.stats();
+    },
+
+    undeliverable() {
+      return store.feed.undeliverableByOrg();
+    },
+
+    /** Commits a new position without lines (rotation to a new file, truncation). */
+    savePosition(position: FeedPosition): void {
+      store.transaction(() => store.feed.savePosition(position, store.clock.now()));
+    },
+  };
+}
+export type IngestService = ReturnType<typeof createIngestService>;

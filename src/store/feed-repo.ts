@@ -1,0 +1,153 @@
+import type { FeedEvent, RejectReason } from '../domain/feed-event.ts';
+import type { Db } from './db.ts';
+
+/** Where a tailed feed file was last committed, and how to recognise that file again. */
+export interface FeedPosition {
+  readonly source: string;
+  readonly dev: string;
+  readonly ino: string;
+  /** sha256 (hex) of the file's first `fingerprintBytes` bytes. */
+  readonly fingerprint: string;
+  readonly fingerprintBytes: number;
+  /** Byte offset just past the last committed line. */
+  readonly position: number;
+}
+
+export interface FeedReject {
+  readonly id: number;
+  readonly source: string;
+  readonly position: number | null;
+  readonly lineBytes: number;
+  readonly raw: Buffer;
+  readonly reason: RejectReason;
+  readonly detail: string;
+  readonly eventId: string | null;
+  readonly receivedAt: number;
+}
+
+export interface FeedStats {
+  readonly source: string;
+  readonly accepted: number;
+  readonly duplicates: number;
+  readonly quarantined: number;
+  readonly updatedAt: number;
+}
+
+interface PositionRow {
+  source: string;
+  dev: string;
+  ino: string;
+  fingerprint: string;
+  fingerprint_bytes: number;
+  position: number;
+}
+
+interface RejectRow {
+  id: number;
+  source: string;
+  position: number | null;
+  line_bytes: number;
+  raw: Buffer;
+  reason: RejectReason;
+  detail: string;
+  event_id: string | null;
+  received_at: number;
+}
+
+export function createFeedRepo(db: Db) {
+  const insertEvent = db.prepare<[string, string, string, string, string | null, number, string, string, number | null, number]>(`
+    INSERT INTO events (id, org_id, anticipation_request_id, status, previous_status, occurred_at, payload, source, source_position, received_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`);
+  const eventById = db.prepare<[string], { payload: string; received_at: number }>('SELECT payload, received_at FROM events WHERE id = ?');
+  const insertDelivery = db.prepare<[number, string, string, number, number, number]>(`
+    INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
+    VALUES (?, ?, ?, 'pending', ?, ?, ?)`);
+  const insertReject = db.prepare<[string, number | null, number, Buffer, string, string, string | null, number]>(`
+    INSERT INTO feed_rejects (source, position, line_bytes, raw, reason, detail, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
+  const getPosition = db.prepare<[string], PositionRow>(
+    'SELECT source, dev, ino, fingerprint, fingerprint_bytes, position FROM feed_positions WHERE source = ?',
+  );
+  const savePosition = db.prepare<[string, string, string, string, number, number, number]>(`
+    INSERT INTO feed_positions (source, dev, ino, fingerprint, fingerprint_bytes, position, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (source) DO UPDATE SET dev = excluded.dev, ino = excluded.ino, fingerprint = excluded.fingerprint,
+      fingerprint_bytes = excluded.fingerprint_bytes, position = excluded.position, updated_at = excluded.updated_at`);
+  const addStats = db.prepare<[string, number, number, number, number]>(`
+    INSERT INTO feed_stats (source, accepted, duplicates, quarantined, updated_at) VALUES (?, ?, ?, ?, ?)
+    ON CONFLICT (source) DO UPDATE SET accepted = accepted + excluded.accepted, duplicates = duplicates + excluded.duplicates,
+      quarantined = quarantined + excluded.quarantined, updated_at = excluded.updated_at`);
+  const allStats = db.prepare<[], { source: string; accepted: number; duplicates: number; quarantined: number; updated_at: number }>(
+    'SELECT source, accepted, duplicates, quarantined, updated_at FROM feed_stats ORDER BY source',
+  );
+  const listRejects = db.prepare<[number, number], RejectRow>(
+    'SELECT id, source, position, line_bytes, raw, reason, detail, event_id, received_at FROM feed_rejects WHERE id > ? ORDER BY id LIMIT ?',
+  );
+
+  const undeliverable = db.prepare<[], { org_id: string; events: number }>(`
+    SELECT org_id, count(*) AS events FROM events e
+    WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq)
+    GROUP BY org_id ORDER BY org_id`);
+
+  return {
+    /** Events never queued for delivery (their organization had no webhook), per organization. */
+    undeliverableByOrg(): Array<{ orgId: string; events: number }> {
+      return undeliverable.all().map((r) => ({ orgId: r.org_id, events: r.events }));
+    },
+    /** Inserts the event; returns its sequence number, or null when an event with that id exists. */
+    insertEvent(event: FeedEvent, source: string, position: number | null, now: number): number | null {
+      const info = insertEvent.run(
+        event.id,
+        event.orgId,
+        event.anticipationRequestId,
+        event.status,
+        event.previousStatus,
+        event.occurredAt,
+        event.payload,
+        source,
+        position,
+        now,
+      );
+      return info.changes === 1 ? Number(info.lastInsertRowid) : null;
+    },
+    /** What a duplicate check needs of a stored event. */
+    eventForComparison(id: string): { payload: string; receivedAt: number } | null {
+      const row = eventById.get(id);
+      return row ? { payload: row.payload, receivedAt: row.received_at } : null;
+    },
+    /** Queues the event for the organization's webhook (the outbox row the dispatcher sends). */
+    insertDelivery(eventSeq: number, orgId: string, orderingKey: string, now: number): void {
+      insertDelivery.run(eventSeq, orgId, orderingKey, now, now, now);
+    },
+    insertReject(reject: Omit<FeedReject, 'id'>): void {
+      insertReject.run(reject.source, reject.position, reject.lineBytes, reject.raw, reject.reason, reject.detail, reject.eventId, reject.receivedAt);
+    },
+    getPosition(source: string): FeedPosition | null {
+      const row = getPosition.get(source);
+      return row
+        ? { source: row.source, dev: row.dev, ino: row.ino, fingerprint: row.fingerprint, fingerprintBytes: row.fingerprint_bytes, position: row.position }
+        : null;
+    },
+    savePosition(p: FeedPosition, now: number): void {
+      savePosition.run(p.source, p.dev, p.ino, p.fingerprint, p.fingerprintBytes, p.position, now);
+    },
+    addStats(source: string, accepted: number, duplicates: number, quarantined: number, now: number): void {
+      addStats.run(source, accepted, duplicates, quarantined, now);
+    },
+    stats(): FeedStats[] {
+      return allStats.all().map((r) => ({ source: r.source, accepted: r.accepted, duplicates: r.duplicates, quarantined: r.quarantined, updatedAt: r.updated_at }));
+    },
+    listRejects(afterId: number, limit: number): FeedReject[] {
+      return listRejects.all(afterId, limit).map((r) => ({
+        id: r.id,
+        source: r.source,
+        position: r.position,
+        lineBytes: r.line_bytes,
+        raw: r.raw,
+        reason: r.reason,
+        detail: r.detail,
+        eventId: r.event_id,
+        receivedAt: r.received_at,
+      }));
+    },
+  };
+}
+export type FeedRepo = ReturnType<typeof createFeedRepo>;
