@@ -8,6 +8,11 @@ import { createFileTailer } from './feed/file-tailer.ts';
 import { ingestStream } from './feed/stream-reader.ts';
 import type { Logger } from './log.ts';
 import { createIngestService, type IngestService } from './services/ingest.ts';
+import { createDeliverer, loadExtraCa } from './dispatch/deliverer.ts';
+import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.ts';
+import { createNetworkGuard } from './dispatch/network-guard.ts';
+import type { RetryPolicy } from './domain/retry-policy.ts';
+import { VERSION } from './version.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
 import { createServices } from './services/services.ts';
 import { openStore, type Store } from './store/store.ts';
@@ -27,6 +32,15 @@ export function parseListen(listen: string): { host: string; port: number } {
   return { host, port: Number(listen.slice(at + 1)) };
 }
 
+export function retryPolicyFrom(config: Config): RetryPolicy {
+  return {
+    scheduleMs: config.delivery.retrySchedule,
+    jitter: config.delivery.jitterPercent / 100,
+    minBackoffAfterThrottleMs: 60_000,
+    maxRetryAfterMs: config.delivery.maxRetryAfter,
+  };
+}
+
 /** Composition root: wires store, services and adapters; owns their start/stop order. */
 export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; stdin?: Readable }): Relay {
   const log = deps.log;
@@ -34,6 +48,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let store: Store | null = null;
   let server: Server | null = null;
   let feed: { stop(): Promise<void> } | null = null;
+  let dispatcher: Dispatcher | null = null;
   let stopping = false;
 
   function startFeed(ingest: IngestService): { stop(): Promise<void> } {
@@ -62,7 +77,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       store = openStore(config.database.path, clock, { busyTimeoutMs: config.database.busyTimeoutMs });
       log.info({ database: config.database.path }, 'database open');
       const keys = loadAuthKeys(config, log);
-      const services = createServices(store, config);
+      const services = createServices(store, config, log);
       const openStoreRef = store;
       const { app } = createApi({
         config,
@@ -90,12 +105,34 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       const address = this.address();
       log.info({ host: address.host, port: address.port, algorithm: keys.algorithm }, 'admin API listening');
       feed = startFeed(createIngestService(store, log));
+      dispatcher = createDispatcher({
+        deliveries: services.deliveries,
+        deliverer: createDeliverer({
+          guard: createNetworkGuard(config.delivery.allowNetworks),
+          clock,
+          timeoutMs: config.delivery.timeout,
+          allowHttp: config.delivery.allowHttp,
+          userAgent: `hookrelay/${VERSION}`,
+          extraCa: loadExtraCa(config.delivery.caFile),
+        }),
+        policy: retryPolicyFrom(config),
+        clock,
+        log,
+        concurrency: config.delivery.concurrency,
+        perWebhookConcurrency: config.delivery.perWebhookConcurrency,
+        // Longer than any attempt (deadline plus the in-attempt reconnects), so only a crash lets it lapse.
+        leaseMs: config.delivery.timeout + 60_000,
+        pollIntervalMs: config.delivery.pollInterval,
+      });
+      dispatcher.start();
     },
 
     async stop(deadlineMs = 10_000) {
       stopping = true;
       await feed?.stop();
       feed = null;
+      await dispatcher?.stop(deadlineMs);
+      dispatcher = null;
       if (server !== null) {
         const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
         server.closeIdleConnections();

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { resolve, join } from 'node:path';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { CONFIG_SCHEMA, coerceLeaf, envNameFor, isLeaf, schemaLeaves, type SchemaNode } from './schema.ts';
@@ -34,7 +35,21 @@ export interface Config {
     readonly batchLines: number;
     readonly pollIntervalMs: number;
   };
-  readonly delivery: { readonly allowHttp: boolean };
+  readonly delivery: {
+    readonly allowHttp: boolean;
+    readonly allowNetworks: readonly string[];
+    readonly caFile: string | null;
+    readonly timeout: number;
+    readonly retrySchedule: readonly number[];
+    readonly jitterPercent: number;
+    readonly maxRetryAfter: number;
+    readonly concurrency: number;
+    readonly perWebhookConcurrency: number;
+    readonly failingAfterFailures: number;
+    readonly disableAfter: number;
+    readonly secretRotationGrace: number;
+    readonly pollInterval: number;
+  };
   readonly log: { readonly level: string };
 }
 
@@ -50,7 +65,7 @@ export interface LoadConfigOptions {
 }
 
 const SECRET_PATHS = new Set(['auth.secret']);
-const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile'];
+const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile', 'delivery.caFile'];
 /** Keys in a config file that document it and are otherwise ignored. */
 const COMMENT_KEY = '$comment';
 
@@ -170,7 +185,23 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   return config as unknown as Config;
 }
 
+/** Parses "address/prefix"; null when it is not a CIDR. */
+export function parseCidr(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {
+  const match = /^([^/]+)\/(\d{1,3})$/.exec(text.trim());
+  if (!match) return null;
+  const version = isIP(match[1]!);
+  const prefix = Number(match[2]);
+  if (version === 0 || prefix > (version === 4 ? 32 : 128)) return null;
+  return { address: match[1]!, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
+}
+
 function checkCoherence(config: Config): void {
+  for (const cidr of config.delivery.allowNetworks) {
+    if (parseCidr(cidr) === null) throw configError(`key "delivery.allowNetworks" must list CIDRs such as "10.0.0.0/8" or "::1/128"; got ${JSON.stringify(cidr)}`);
+  }
+  if (config.delivery.perWebhookConcurrency > config.delivery.concurrency) {
+    throw configError('key "delivery.perWebhookConcurrency" must not exceed "delivery.concurrency"');
+  }
   const { auth } = config;
   if (auth.algorithm === 'HS256') {
     if (auth.secret !== null && Buffer.byteLength(auth.secret) < 32) {

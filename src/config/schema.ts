@@ -153,6 +153,66 @@ export const CONFIG_SCHEMA = {
       default: false,
       doc: 'Allow plain http:// webhook URLs. For development only.',
     },
+    allowNetworks: {
+      type: { kind: 'stringList' },
+      default: [],
+      doc: 'CIDRs (such as "10.20.0.0/16" or "127.0.0.1/32") that deliveries may reach although they are private, loopback or otherwise refused; for on-prem receivers.',
+    },
+    caFile: {
+      type: { kind: 'string', nullable: true },
+      default: null,
+      doc: 'PEM file of extra CA certificates trusted for https receivers, added to (not replacing) the default trust store.',
+    },
+    timeout: {
+      type: { kind: 'duration', min: 1000, max: 120_000 },
+      default: '15s',
+      doc: 'Overall deadline of one delivery attempt (connect, send, response); not an idle timeout.',
+    },
+    retrySchedule: {
+      type: { kind: 'durationList', min: 1000, max: 7 * 86_400_000 },
+      default: ['5s', '5m', '30m', '2h', '5h', '10h', '10h'],
+      doc: 'Waits after each failed attempt; when they are used up the delivery is dead (kept, replayable).',
+    },
+    jitterPercent: {
+      type: { kind: 'int', min: 0, max: 50 },
+      default: 20,
+      doc: 'Random spread applied to each retry wait, in percent (+-).',
+    },
+    maxRetryAfter: {
+      type: { kind: 'duration', min: 1000, max: 7 * 86_400_000 },
+      default: '6h',
+      doc: 'Longest Retry-After (on 429/503) honoured; longer values are clamped.',
+    },
+    concurrency: {
+      type: { kind: 'int', min: 1, max: 1000 },
+      default: 16,
+      doc: 'Attempts in flight at once, across all webhooks.',
+    },
+    perWebhookConcurrency: {
+      type: { kind: 'int', min: 1, max: 100 },
+      default: 4,
+      doc: 'Attempts in flight at once to one webhook, so a slow receiver cannot starve the others.',
+    },
+    failingAfterFailures: {
+      type: { kind: 'int', min: 1, max: 1000 },
+      default: 3,
+      doc: 'Consecutive failed attempts after which a webhook shows status "failing".',
+    },
+    disableAfter: {
+      type: { kind: 'duration', min: 60_000, max: 90 * 86_400_000 },
+      default: '5d',
+      doc: 'A webhook failing without any success for this long is disabled (its deliveries are held).',
+    },
+    secretRotationGrace: {
+      type: { kind: 'duration', min: 0, max: 30 * 86_400_000 },
+      default: '24h',
+      doc: 'After a secret rotation, how long the previous secret keeps signing alongside the new one.',
+    },
+    pollInterval: {
+      type: { kind: 'duration', min: 10, max: 60_000 },
+      default: '250ms',
+      doc: 'How often the dispatcher looks for due deliveries when it has not been woken up.',
+    },
   },
   log: {
     level: {

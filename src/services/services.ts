@@ -1,4 +1,6 @@
 import type { Config } from '../config/load.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { createDeliveryService } from './deliveries.ts';
 import type { Store } from '../store/store.ts';
 import { createOrgService } from './orgs.ts';
 import { createRoleService } from './roles.ts';
@@ -6,11 +8,16 @@ import { createUserService } from './users.ts';
 import { createWebhookService } from './webhooks.ts';
 
 /** The core operations shared by the admin API and the CLI. */
-export function createServices(store: Store, config: Pick<Config, 'delivery'>) {
+export function createServices(store: Store, config: Pick<Config, 'delivery'>, log: Logger = createLogger('silent')) {
   const orgs = createOrgService(store);
   const roles = createRoleService(store);
   const users = createUserService(store, orgs, roles);
   const webhooks = createWebhookService(store, orgs, { allowHttp: config.delivery.allowHttp });
-  return { orgs, roles, users, webhooks };
+  const deliveries = createDeliveryService(store, log.child({ subsystem: 'dispatch' }), {
+    failingAfterFailures: config.delivery.failingAfterFailures,
+    disableAfterMs: config.delivery.disableAfter,
+    secretRotationGraceMs: config.delivery.secretRotationGrace,
+  });
+  return { orgs, roles, users, webhooks, deliveries };
 }
 export type Services = ReturnType<typeof createServices>;

@@ -114,8 +114,8 @@ export function createFeedRepo(db: Db) {
       return row ? { payload: row.payload, receivedAt: row.received_at } : null;
     },
     /** Queues the event for the organization's webhook (the outbox row the dispatcher sends). */
-    insertDelivery(eventSeq: number, orgId: string, orderingKey: string, now: number): void {
-      insertDelivery.run(eventSeq, orgId, orderingKey, now, now, now);
+    insertDelivery(eventSeq: number, orgId: string, orderingKey: string, now: number): number {
+      return Number(insertDelivery.run(eventSeq, orgId, orderingKey, now, now, now).lastInsertRowid);
     },
     insertReject(reject: Omit<FeedReject, 'id'>): void {
       insertReject.run(reject.source, reject.position, reject.lineBytes, reject.raw, reject.reason, reject.detail, reject.eventId, reject.receivedAt);

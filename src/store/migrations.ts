@@ -113,4 +113,32 @@ export const MIGRATIONS: readonly string[] = [
     updated_at   INTEGER NOT NULL
   ) STRICT;
   `,
+  // 3: delivery engine: attempts log, webhook health and secret rotation, per-request ordering
+  `
+  ALTER TABLE events ADD COLUMN type TEXT NOT NULL DEFAULT 'anticipation_request.status_changed';
+
+  ALTER TABLE webhooks ADD COLUMN previous_secret TEXT;
+  ALTER TABLE webhooks ADD COLUMN previous_secret_expires_at INTEGER;
+  ALTER TABLE webhooks ADD COLUMN consecutive_failures INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE webhooks ADD COLUMN failing_since INTEGER;
+  ALTER TABLE webhooks ADD COLUMN last_success_at INTEGER;
+  ALTER TABLE webhooks ADD COLUMN disabled_reason TEXT;
+
+  CREATE INDEX deliveries_ordering ON deliveries (ordering_key, id) WHERE status = 'pending';
+
+  CREATE TABLE delivery_attempts (
+    id             INTEGER PRIMARY KEY,
+    delivery_id    INTEGER NOT NULL REFERENCES deliveries (id),
+    attempt        INTEGER NOT NULL,
+    started_at     INTEGER NOT NULL,
+    duration_ms    INTEGER NOT NULL,
+    url            TEXT NOT NULL,
+    status_code    INTEGER,
+    error_class    TEXT,
+    error_detail   TEXT,
+    response_body  TEXT,
+    outcome        TEXT NOT NULL CHECK (outcome IN ('delivered', 'retry', 'dead', 'disabled', 'abandoned'))
+  ) STRICT;
+  CREATE INDEX delivery_attempts_delivery ON delivery_attempts (delivery_id, id);
+  `,
 ];

@@ -1,5 +1,6 @@
 import type { Clock } from '../domain/clock.ts';
 import { openDatabase, type Db } from './db.ts';
+import { createDeliveriesRepo } from './deliveries-repo.ts';
 import { createFeedRepo } from './feed-repo.ts';
 import { createOrgsRepo } from './orgs-repo.ts';
 import { createRolesRepo } from './roles-repo.ts';
@@ -17,6 +18,7 @@ export interface Store {
   readonly users: ReturnType<typeof createUsersRepo>;
   readonly webhooks: ReturnType<typeof createWebhooksRepo>;
   readonly feed: ReturnType<typeof createFeedRepo>;
+  readonly deliveries: ReturnType<typeof createDeliveriesRepo>;
   /** Runs `fn` in one IMMEDIATE transaction (takes the write lock up front, so read-then-write is safe across processes). */
   transaction<T>(fn: () => T): T;
   /** Throws if the database cannot answer a trivial query (readiness probe). */
@@ -36,6 +38,7 @@ export function openStore(path: string, clock: Clock, options: { busyTimeoutMs?:
     users: createUsersRepo(db),
     webhooks: createWebhooksRepo(db),
     feed: createFeedRepo(db),
+    deliveries: createDeliveriesRepo(db),
     transaction: <T>(fn: () => T): T => db.transaction(fn).immediate(),
     ping: () => {
       select1.get();

@@ -9,6 +9,20 @@ interface WebhookRow {
   status: WebhookStatus;
   created_at: number;
   updated_at: number;
+  previous_secret: string | null;
+  previous_secret_expires_at: number | null;
+  consecutive_failures: number;
+  failing_since: number | null;
+  last_success_at: number | null;
+  disabled_reason: string | null;
+}
+
+/** Delivery health of a webhook, kept by the dispatcher. */
+export interface WebhookHealth {
+  readonly consecutiveFailures: number;
+  readonly failingSince: number | null;
+  readonly lastSuccessAt: number | null;
+  readonly disabledReason: string | null;
 }
 
 const toWebhook = (row: WebhookRow): Webhook => ({
@@ -22,14 +36,39 @@ const toWebhook = (row: WebhookRow): Webhook => ({
 
 export function createWebhooksRepo(db: Db) {
   const byOrg = db.prepare<[string], WebhookRow>(
-    'SELECT org_id, url, active_hmac, secret, status, created_at, updated_at FROM webhooks WHERE org_id = ?',
+    `SELECT org_id, url, active_hmac, secret, status, created_at, updated_at, previous_secret, previous_secret_expires_at,
+       consecutive_failures, failing_since, last_success_at, disabled_reason FROM webhooks WHERE org_id = ?`,
   );
+  const succeeded = db.prepare<{ org: string; now: number }>(`
+    UPDATE webhooks SET consecutive_failures = 0, failing_since = NULL, last_success_at = @now,
+      status = CASE WHEN status = 'disabled' THEN status ELSE 'active' END
+    WHERE org_id = @org`);
+  const failed = db.prepare<{ org: string; now: number; failingAfter: number; disableAfter: number }>(`
+    UPDATE webhooks SET consecutive_failures = consecutive_failures + 1, failing_since = coalesce(failing_since, @now),
+      status = CASE
+        WHEN status = 'disabled' THEN status
+        WHEN @now - coalesce(failing_since, @now) >= @disableAfter THEN 'disabled'
+        WHEN consecutive_failures + 1 >= @failingAfter THEN 'failing'
+        ELSE status END,
+      disabled_reason = CASE
+        WHEN status <> 'disabled' AND @now - coalesce(failing_since, @now) >= @disableAfter THEN 'failing_too_long'
+        ELSE disabled_reason END
+    WHERE org_id = @org`);
+  const setStatus = db.prepare<{ org: string; status: WebhookStatus; reason: string | null; now: number }>(`
+    UPDATE webhooks SET status = @status, disabled_reason = @reason, updated_at = @now,
+      consecutive_failures = CASE WHEN @status = 'active' THEN 0 ELSE consecutive_failures END,
+      failing_since = CASE WHEN @status = 'active' THEN NULL ELSE failing_since END
+    WHERE org_id = @org`);
+  const rotate = db.prepare<{ org: string; secret: string; expires: number; now: number }>(`
+    UPDATE webhooks SET previous_secret = secret, previous_secret_expires_at = @expires, secret = @secret, updated_at = @now
+    WHERE org_id = @org`);
   const upsert = db.prepare<{ org_id: string; url: string; active_hmac: number; secret: string | null; now: number }>(`
     INSERT INTO webhooks (org_id, url, active_hmac, secret, status, created_at, updated_at)
     VALUES (@org_id, @url, @active_hmac, @secret, 'active', @now, @now)
     ON CONFLICT (org_id) DO UPDATE SET
       url = excluded.url, active_hmac = excluded.active_hmac, secret = excluded.secret,
-      status = 'active', updated_at = excluded.updated_at`);
+      status = 'active', disabled_reason = NULL, consecutive_failures = 0, failing_since = NULL,
+      updated_at = excluded.updated_at`);
 
   return {
     /** The webhook without its secret: what every read path gets. */
@@ -40,6 +79,33 @@ export function createWebhooksRepo(db: Db) {
     getWithSecret(orgId: string): WebhookWithSecret | null {
       const row = byOrg.get(orgId);
       return row ? { ...toWebhook(row), secret: row.secret } : null;
+    },
+    health(orgId: string): WebhookHealth | null {
+      const row = byOrg.get(orgId);
+      return row
+        ? { consecutiveFailures: row.consecutive_failures, failingSince: row.failing_since, lastSuccessAt: row.last_success_at, disabledReason: row.disabled_reason }
+        : null;
+    },
+    /** The secrets that sign now, newest first: the current one, and the previous one during its grace period. */
+    signingSecrets(orgId: string, now: number): string[] {
+      const row = byOrg.get(orgId);
+      if (!row || row.active_hmac !== 1 || row.secret === null) return [];
+      const previous = row.previous_secret !== null && (row.previous_secret_expires_at ?? 0) > now ? [row.previous_secret] : [];
+      return [row.secret, ...previous];
+    },
+    recordSuccess(orgId: string, now: number): void {
+      succeeded.run({ org: orgId, now });
+    },
+    /** Counts a failed attempt: `failing` after `failingAfter` in a row, `disabled` after failing for `disableAfterMs`. */
+    recordFailure(orgId: string, now: number, failingAfter: number, disableAfterMs: number): void {
+      failed.run({ org: orgId, now, failingAfter, disableAfter: disableAfterMs });
+    },
+    setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): boolean {
+      return setStatus.run({ org: orgId, status, reason, now }).changes === 1;
+    },
+    /** The current secret becomes the previous one (signing until `previousExpiresAt`); `secret` becomes current. */
+    rotateSecret(orgId: string, secret: string, previousExpiresAt: number, now: number): void {
+      rotate.run({ org: orgId, secret, expires: previousExpiresAt, now });
     },
     /** Creates or replaces the organization's one webhook; status goes back to active. */
     upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number): void {

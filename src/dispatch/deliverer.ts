@@ -1,0 +1,165 @@
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
+import { isIP } from 'node:net';
+import got, { type Request } from 'got';
+import pRetry from 'p-retry';
+import type { Clock } from '../domain/clock.ts';
+import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import { AttemptError, parseRetryAfter, type AttemptResult } from '../domain/retry-policy.ts';
+import { signatureHeader } from '../domain/signature.ts';
+import { BLOCKED_CODE, type NetworkGuard } from './network-guard.ts';
+
+/** At most this much of a response body is read and kept. */
+export const MAX_RESPONSE_BYTES = 20 * 1024;
+
+export interface DeliveryRequest {
+  readonly url: string;
+  /** The event id: the `webhook-id` header, the same on every attempt and replay. */
+  readonly eventId: string;
+  /** The exact body bytes stored at ingestion. */
+  readonly payload: string;
+  /** Signing secrets, newest first; empty when active_hmac is off. */
+  readonly secrets: readonly string[];
+}
+
+export interface DelivererOptions {
+  readonly guard: NetworkGuard;
+  readonly clock: Clock;
+  readonly timeoutMs: number;
+  readonly allowHttp: boolean;
+  readonly userAgent: string;
+  /** PEM text of extra trusted CAs. */
+  readonly extraCa: string | null;
+}
+
+const TLS_CODES = /^(ERR_TLS_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|ERR_SSL_|EPROTO$)/;
+const TRANSIENT_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH']);
+
+/** Reads the operator's extra CA certificates (delivery.caFile). */
+export function loadExtraCa(caFile: string | null): string | null {
+  if (caFile === null) return null;
+  try {
+    return readFileSync(caFile, 'utf8');
+  } catch (err) {
+    throw new HookrelayError(ErrorCode.config, `cannot read delivery.caFile ${caFile}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+}
+
+class Refused extends Error {
+  readonly result: Pick<AttemptResult, 'error' | 'errorDetail'>;
+  constructor(error: AttemptError, detail: string) {
+    super(detail);
+    this.result = { error, errorDetail: detail };
+  }
+}
+
+function classify(err: unknown, deadlineHit: boolean): { error: AttemptError; detail: string } {
+  const e = err as NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException };
+  const code = e.code ?? e.cause?.code ?? '';
+  if (deadlineHit) return { error: AttemptError.timeout, detail: 'no complete response within the attempt deadline' };
+  if (code === BLOCKED_CODE || e.cause?.code === BLOCKED_CODE) return { error: AttemptError.blocked, detail: (e.cause ?? e).message };
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME') return { error: AttemptError.dns, detail: `DNS lookup failed (${code})` };
+  if (TLS_CODES.test(code)) return { error: AttemptError.tls, detail: `TLS failed (${code}): ${e.message}`.slice(0, 500) };
+  return { error: AttemptError.connection, detail: `${code || e.name}: ${e.message}`.slice(0, 500) };
+}
+
+/**
+ * Makes one delivery attempt: POST the stored bytes with Standard Webhooks headers, under
+ * one overall deadline, without following redirects, reading at most 20 KiB of the answer.
+ * Never throws: every outcome is an AttemptResult. A connection error before any response
+ * is retried briefly inside the attempt (p-retry); got's own retry is off.
+ */
+export function createDeliverer(options: DelivererOptions) {
+  const certificateAuthority = options.extraCa === null ? undefined : [...rootCertificates, options.extraCa];
+
+  function checkTarget(url: URL): void {
+    if (url.protocol !== 'https:' && !(options.allowHttp && url.protocol === 'http:')) {
+      throw new Refused(AttemptError.invalidUrl, `${url.protocol} URLs are not allowed; use https (or set delivery.allowHttp for development)`);
+    }
+    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    // IP literals never reach the lookup function, so they are checked here (the URL parser
+    // has already normalised forms such as 127.1, 2130706433 and 0x7f.0.0.1).
+    if (isIP(host) !== 0) {
+      const why = options.guard.refusal(host);
+      if (why !== null) throw new Refused(AttemptError.blocked, why);
+    }
+  }
+
+  async function send(url: URL, request: DeliveryRequest, signal: AbortSignal): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
+    const timestamp = Math.floor(options.clock.now() / 1000);
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'user-agent': options.userAgent,
+      'webhook-id': request.eventId,
+      'webhook-timestamp': String(timestamp),
+    };
+    if (request.secrets.length > 0) headers['webhook-signature'] = signatureHeader(request.secrets, request.eventId, timestamp, request.payload);
+    const stream: Request = got.stream(url, {
+      method: 'POST',
+      body: request.payload,
+      headers,
+      followRedirect: false,
+      throwHttpErrors: false,
+      retry: { limit: 0 },
+      decompress: false,
+      dnsLookup: options.guard.lookup as never,
+      signal,
+      ...(certificateAuthority ? { https: { certificateAuthority } } : {}),
+    });
+    const statusCode = await new Promise<number>((resolve, reject) => {
+      stream.once('response', (res: { statusCode: number }) => resolve(res.statusCode));
+      stream.once('error', reject);
+    });
+    const retryAfter = stream.response?.headers['retry-after'];
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      const take = chunk.subarray(0, MAX_RESPONSE_BYTES - size);
+      chunks.push(take);
+      size += take.length;
+      if (size >= MAX_RESPONSE_BYTES) break;
+    }
+    stream.destroy();
+    return { statusCode, body: Buffer.concat(chunks).toString('utf8'), retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
+  }
+
+  return {
+    /** @param shutdown aborts the attempt when the daemon stops. */
+    async deliver(request: DeliveryRequest, shutdown?: AbortSignal): Promise<AttemptResult> {
+      const started = performance.now();
+      const deadline = AbortSignal.timeout(options.timeoutMs);
+      const signal = shutdown ? AbortSignal.any([deadline, shutdown]) : deadline;
+      const elapsed = () => Math.round(performance.now() - started);
+      const base = { statusCode: null, responseBody: null, retryAfterMs: null };
+      try {
+        const url = new URL(request.url);
+        checkTarget(url);
+        const res = await pRetry(() => send(url, request, signal), {
+          retries: 2,
+          minTimeout: 100,
+          factor: 4,
+          randomize: false,
+          signal,
+          shouldRetry: ({ error }) => !signal.aborted && TRANSIENT_CODES.has((error as NodeJS.ErrnoException).code ?? ''),
+        });
+        const ok = res.statusCode >= 200 && res.statusCode < 300;
+        return {
+          statusCode: res.statusCode,
+          error: ok ? null : AttemptError.http,
+          errorDetail: ok ? null : res.statusCode >= 300 && res.statusCode < 400 ? `redirect (${res.statusCode}) not followed` : `HTTP ${res.statusCode}`,
+          responseBody: res.body,
+          durationMs: elapsed(),
+          retryAfterMs: parseRetryAfter(res.retryAfter, options.clock.now()),
+        };
+      } catch (err) {
+        if (err instanceof Refused) return { ...base, ...err.result, durationMs: elapsed() };
+        if (err instanceof TypeError && (err as NodeJS.ErrnoException).code === 'ERR_INVALID_URL') {
+          return { ...base, error: AttemptError.invalidUrl, errorDetail: 'the webhook URL is not a valid URL', durationMs: elapsed() };
+        }
+        const { error, detail } = classify(err, deadline.aborted);
+        return { ...base, error, errorDetail: detail, durationMs: elapsed() };
+      }
+    },
+  };
+}
+export type Deliverer = ReturnType<typeof createDeliverer>;

@@ -1,0 +1,77 @@
+/**
+ * What happens after a delivery attempt. A pure function of the attempt's result, the attempt
+ * number and the policy, so the schedule is testable without a clock.
+ */
+
+export interface RetryPolicy {
+  /** Delays after the 1st, 2nd, ... failed attempt, in ms; after the last one the delivery is dead. */
+  readonly scheduleMs: readonly number[];
+  /** Relative jitter applied to each delay (0.2 = +-20 %). */
+  readonly jitter: number;
+  /** Least wait after a timeout or a 429, in ms. */
+  readonly minBackoffAfterThrottleMs: number;
+  /** Retry-After values are clamped to this many ms. */
+  readonly maxRetryAfterMs: number;
+}
+
+export const DEFAULT_SCHEDULE_MS: readonly number[] = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
+
+/** Why an attempt failed, when it did. */
+export const AttemptError = {
+  blocked: 'blocked_address',
+  invalidUrl: 'invalid_url',
+  dns: 'dns_error',
+  connection: 'connection_error',
+  tls: 'tls_error',
+  timeout: 'timeout',
+  http: 'http_status',
+} as const;
+export type AttemptError = (typeof AttemptError)[keyof typeof AttemptError];
+
+export interface AttemptResult {
+  /** HTTP status, when a response arrived. */
+  readonly statusCode: number | null;
+  readonly error: AttemptError | null;
+  readonly errorDetail: string | null;
+  /** Up to 20 KiB of the response body. */
+  readonly responseBody: string | null;
+  readonly durationMs: number;
+  /** Parsed Retry-After header, in ms from now. */
+  readonly retryAfterMs: number | null;
+}
+
+export type DeliveryOutcome =
+  | { readonly kind: 'delivered' }
+  | { readonly kind: 'retry'; readonly at: number }
+  | { readonly kind: 'dead' }
+  /** The receiver said 410 Gone: the webhook is disabled; this delivery is held, not dropped. */
+  | { readonly kind: 'disable' };
+
+export function isSuccess(result: AttemptResult): boolean {
+  return result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300;
+}
+
+/**
+ * @param attempt 1-based number of the attempt that produced `result` (within this delivery's schedule)
+ * @param now epoch ms
+ * @param random a number in [0, 1), for jitter
+ */
+export function decideOutcome(result: AttemptResult, attempt: number, policy: RetryPolicy, now: number, random: number): DeliveryOutcome {
+  if (isSuccess(result)) return { kind: 'delivered' };
+  if (result.statusCode === 410) return { kind: 'disable' };
+  const base = policy.scheduleMs[attempt - 1];
+  if (base === undefined) return { kind: 'dead' };
+  let delay = base * (1 + policy.jitter * (2 * random - 1));
+  const throttled = result.statusCode === 429 || result.statusCode === 503;
+  if (throttled && result.retryAfterMs !== null) delay = Math.max(delay, Math.min(result.retryAfterMs, policy.maxRetryAfterMs));
+  if (result.statusCode === 429 || result.error === AttemptError.timeout) delay = Math.max(delay, policy.minBackoffAfterThrottleMs);
+  return { kind: 'retry', at: now + Math.round(delay) };
+}
+
+/** Parses Retry-After (delta-seconds or an HTTP date) into ms from `now`; null when absent or invalid. */
+export function parseRetryAfter(value: string | undefined, now: number): number | null {
+  if (value === undefined || value.trim() === '') return null;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? null : Math.max(0, date - now);
+}

@@ -1,0 +1,239 @@
+import type { Db } from './db.ts';
+
+export const DeliveryStatus = { pending: 'pending', delivered: 'delivered', dead: 'dead' } as const;
+export type DeliveryStatus = (typeof DeliveryStatus)[keyof typeof DeliveryStatus];
+
+/** A delivery the dispatcher may attempt now, with everything the attempt needs. */
+export interface DueDelivery {
+  readonly id: number;
+  readonly orgId: string;
+  readonly attempts: number;
+  readonly eventId: string;
+  readonly payload: string;
+  readonly url: string;
+  readonly activeHmac: boolean;
+  readonly secret: string | null;
+  readonly previousSecret: string | null;
+  readonly previousSecretExpiresAt: number | null;
+}
+
+export interface DeliveryRow {
+  readonly id: number;
+  readonly orgId: string;
+  readonly eventId: string;
+  readonly eventType: string;
+  readonly anticipationRequestId: string;
+  readonly status: DeliveryStatus;
+  readonly attempts: number;
+  readonly nextAttemptAt: number;
+  readonly lastAttemptAt: number | null;
+  readonly lastStatusCode: number | null;
+  readonly lastError: string | null;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+export interface AttemptRow {
+  readonly id: number;
+  readonly attempt: number;
+  readonly startedAt: number;
+  readonly durationMs: number;
+  readonly url: string;
+  readonly statusCode: number | null;
+  readonly errorClass: string | null;
+  readonly errorDetail: string | null;
+  readonly responseBody: string | null;
+  readonly outcome: string;
+}
+
+export interface ListFilter {
+  readonly status?: DeliveryStatus | 'failed' | undefined;
+  readonly since?: number | undefined;
+  readonly until?: number | undefined;
+  /** Cursor: only deliveries with a smaller id (newest first). */
+  readonly beforeId?: number | undefined;
+  readonly limit: number;
+}
+
+const DUE_COLUMNS = `d.id, d.org_id, d.attempts, e.id AS event_id, e.payload, w.url, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
+interface DueRow {
+  id: number;
+  org_id: string;
+  attempts: number;
+  event_id: string;
+  payload: string;
+  url: string;
+  active_hmac: number;
+  secret: string | null;
+  previous_secret: string | null;
+  previous_secret_expires_at: number | null;
+}
+const toDue = (r: DueRow): DueDelivery => ({
+  id: r.id,
+  orgId: r.org_id,
+  attempts: r.attempts,
+  eventId: r.event_id,
+  payload: r.payload,
+  url: r.url,
+  activeHmac: r.active_hmac === 1,
+  secret: r.secret,
+  previousSecret: r.previous_secret,
+  previousSecretExpiresAt: r.previous_secret_expires_at,
+});
+
+const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, e.type AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
+  d.last_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at`;
+interface Row {
+  id: number;
+  org_id: string;
+  event_id: string;
+  event_type: string;
+  anticipation_request_id: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: number;
+  last_attempt_at: number | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+const toRow = (r: Row): DeliveryRow => ({
+  id: r.id,
+  orgId: r.org_id,
+  eventId: r.event_id,
+  eventType: r.event_type,
+  anticipationRequestId: r.anticipation_request_id,
+  status: r.status,
+  attempts: r.attempts,
+  nextAttemptAt: r.next_attempt_at,
+  lastAttemptAt: r.last_attempt_at,
+  lastStatusCode: r.last_status_code,
+  lastError: r.last_error,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+export function createDeliveriesRepo(db: Db) {
+  // Due, unleased, the oldest pending delivery of its anticipation request (per-request
+  // ordering: a later change waits until the earlier one is delivered or dead), and its
+  // webhook not disabled (held deliveries stay pending).
+  const due = db.prepare<{ now: number; limit: number }, DueRow>(`
+    SELECT ${DUE_COLUMNS}
+    FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.org_id = d.org_id
+    WHERE d.status = 'pending' AND d.next_attempt_at <= @now
+      AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= @now)
+      AND w.status <> 'disabled'
+      AND d.id = (SELECT min(p.id) FROM deliveries p WHERE p.ordering_key = d.ordering_key AND p.status = 'pending')
+    ORDER BY d.next_attempt_at, d.id
+    LIMIT @limit`);
+  const lease = db.prepare<[number, number, number]>('UPDATE deliveries SET lease_expires_at = ?, updated_at = ? WHERE id = ?');
+  const nextDue = db.prepare<[], { at: number | null }>(`
+    SELECT min(CASE WHEN d.lease_expires_at IS NOT NULL AND d.lease_expires_at > d.next_attempt_at THEN d.lease_expires_at ELSE d.next_attempt_at END) AS at
+    FROM deliveries d JOIN webhooks w ON w.org_id = d.org_id
+    WHERE d.status = 'pending' AND w.status <> 'disabled'`);
+  const insertAttempt = db.prepare<[number, number, number, number, string, number | null, string | null, string | null, string | null, string]>(`
+    INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const settle = db.prepare<{ id: number; status: DeliveryStatus; attempts: number; next: number; at: number; code: number | null; error: string | null }>(`
+    UPDATE deliveries SET status = @status, attempts = @attempts, next_attempt_at = @next, lease_expires_at = NULL,
+      last_attempt_at = @at, last_status_code = @code, last_error = @error, updated_at = @at
+    WHERE id = @id`);
+  const release = db.prepare<[number, number]>('UPDATE deliveries SET lease_expires_at = NULL, updated_at = ? WHERE id = ?');
+  const byId = db.prepare<[string, number], Row>(`SELECT ${ROW_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.org_id = ? AND d.id = ?`);
+  const attemptsOf = db.prepare<[number], { id: number; attempt: number; started_at: number; duration_ms: number; url: string; status_code: number | null; error_class: string | null; error_detail: string | null; response_body: string | null; outcome: string }>(
+    'SELECT id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome FROM delivery_attempts WHERE delivery_id = ? ORDER BY id',
+  );
+  const list = db.prepare<{ org: string; status: string | null; failed: number; since: number | null; until: number | null; before: number | null; limit: number }, Row>(`
+    SELECT ${ROW_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq
+    WHERE d.org_id = @org
+      AND (@status IS NULL OR d.status = @status)
+      AND (@failed = 0 OR d.attempts > 0)
+      AND (@since IS NULL OR d.created_at >= @since)
+      AND (@until IS NULL OR d.created_at < @until)
+      AND (@before IS NULL OR d.id < @before)
+    ORDER BY d.id DESC LIMIT @limit`);
+  const eventSeqOfDelivery = db.prepare<[number], { event_seq: number; ordering_key: string }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = ?');
+  const hasOpenDelivery = db.prepare<[number], { n: number }>("SELECT count(*) AS n FROM deliveries WHERE event_seq = ? AND status = 'pending'");
+  // Events of the organization received in the window that were never delivered and have no
+  // pending delivery: dead ones and undeliverable ones (no delivery at all).
+  const recoverable = db.prepare<[string, number, number], { seq: number; org_id: string; anticipation_request_id: string; type: string }>(`
+    SELECT e.seq, e.org_id, e.anticipation_request_id, e.type FROM events e
+    WHERE e.org_id = ? AND e.received_at >= ? AND e.received_at < ?
+      AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq AND d.status IN ('pending', 'delivered'))
+    ORDER BY e.seq`);
+  const hurryFailed = db.prepare<{ now: number; org: string; since: number; until: number }>(`
+    UPDATE deliveries SET next_attempt_at = @now, updated_at = @now
+    WHERE org_id = @org AND status = 'pending' AND attempts > 0
+      AND event_seq IN (SELECT seq FROM events WHERE received_at >= @since AND received_at < @until)`);
+  const insertTestEvent = db.prepare<{ id: string; org: string; payload: string; now: number }>(`
+    INSERT INTO events (id, org_id, anticipation_request_id, status, occurred_at, payload, source, received_at, type)
+    VALUES (@id, @org, '', 'test', @now, @payload, 'api', @now, 'webhook.test')`);
+
+  return {
+    /** Up to `limit` deliveries that may be attempted now (not yet leased). */
+    due(now: number, limit: number): DueDelivery[] {
+      return due.all({ now, limit }).map(toDue);
+    },
+    /** Leases a delivery until `until` (epoch ms): nobody else attempts it before then. */
+    lease(id: number, until: number, now: number): void {
+      lease.run(until, now, id);
+    },
+    /** Earliest time a pending delivery of an enabled webhook becomes due (or its lease ends). */
+    nextDueAt(): number | null {
+      return nextDue.get()?.at ?? null;
+    },
+    insertAttempt(a: Omit<AttemptRow, 'id'> & { deliveryId: number }): void {
+      insertAttempt.run(a.deliveryId, a.attempt, a.startedAt, a.durationMs, a.url, a.statusCode, a.errorClass, a.errorDetail, a.responseBody, a.outcome);
+    },
+    settle(id: number, s: { status: DeliveryStatus; attempts: number; nextAttemptAt: number; at: number; statusCode: number | null; error: string | null }): void {
+      settle.run({ id, status: s.status, attempts: s.attempts, next: s.nextAttemptAt, at: s.at, code: s.statusCode, error: s.error });
+    },
+    release(id: number, now: number): void {
+      release.run(now, id);
+    },
+    get(orgId: string, id: number): DeliveryRow | null {
+      const row = byId.get(orgId, id);
+      return row ? toRow(row) : null;
+    },
+    attempts(deliveryId: number): AttemptRow[] {
+      return attemptsOf.all(deliveryId).map((r) => ({
+        id: r.id,
+        attempt: r.attempt,
+        startedAt: r.started_at,
+        durationMs: r.duration_ms,
+        url: r.url,
+        statusCode: r.status_code,
+        errorClass: r.error_class,
+        errorDetail: r.error_detail,
+        responseBody: r.response_body,
+        outcome: r.outcome,
+      }));
+    },
+    list(orgId: string, f: ListFilter): DeliveryRow[] {
+      const failed = f.status === 'failed';
+      return list
+        .all({ org: orgId, status: failed ? 'pending' : (f.status ?? null), failed: failed ? 1 : 0, since: f.since ?? null, until: f.until ?? null, before: f.beforeId ?? null, limit: f.limit })
+        .map(toRow);
+    },
+    eventOf(deliveryId: number): { eventSeq: number; orderingKey: string } | null {
+      const r = eventSeqOfDelivery.get(deliveryId);
+      return r ? { eventSeq: r.event_seq, orderingKey: r.ordering_key } : null;
+    },
+    hasPendingDelivery(eventSeq: number): boolean {
+      return (hasOpenDelivery.get(eventSeq)?.n ?? 0) > 0;
+    },
+    recoverable(orgId: string, since: number, until: number) {
+      return recoverable.all(orgId, since, until).map((r) => ({ eventSeq: r.seq, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, type: r.type }));
+    },
+    /** Makes failed (pending, already attempted) deliveries of events received in the window due now. */
+    hurryFailed(orgId: string, since: number, until: number, now: number): number {
+      return hurryFailed.run({ now, org: orgId, since, until }).changes;
+    },
+    /** Stores a `webhook.test` event; returns its sequence number. */
+    insertTestEvent(id: string, orgId: string, payload: string, now: number): number {
+      return Number(insertTestEvent.run({ id, org: orgId, payload, now }).lastInsertRowid);
+    },
+  };
+}
+export type DeliveriesRepo = ReturnType<typeof createDeliveriesRepo>;
