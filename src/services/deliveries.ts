@@ -140,18 +140,19 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
      * Re-queues every event of the organization received in [since, until) that was never
      * delivered: dead and undeliverable ones get a new delivery, failed ones are made due now.
      */
-    recover(orgId: string, since: number, until: number): { requeued: number; hurried: number } {
-      if (!(since < until)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
+    recover(orgId: string, since: number, until?: number): { requeued: number; hurried: number } {
+      const end = until ?? store.clock.now() + 1;
+      if (!(since < end)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
       return store.transaction(() => {
         requireWebhook(orgId);
         const now = store.clock.now();
         let requeued = 0;
-        for (const e of deliveries.recoverable(orgId, since, until)) {
+        for (const e of deliveries.recoverable(orgId, since, end)) {
           const key = e.type === TEST_EVENT_TYPE ? `test\u0000${e.eventSeq}` : `${orgId}\u0000${e.anticipationRequestId}`;
           store.feed.insertDelivery(e.eventSeq, orgId, key, now);
           requeued++;
         }
-        return { requeued, hurried: deliveries.hurryFailed(orgId, since, until, now) };
+        return { requeued, hurried: deliveries.hurryFailed(orgId, since, end, now) };
       });
     },
 

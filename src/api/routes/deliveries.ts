@@ -1,0 +1,127 @@
+import type { Context } from 'koa';
+import { validationError, type InvalidParam } from '../../domain/errors.ts';
+import { Permission } from '../../domain/permissions.ts';
+import type { AttemptRow } from '../../store/deliveries-repo.ts';
+import type { DeliveryService } from '../../services/deliveries.ts';
+import { deliveryView } from '../../services/views.ts';
+import type { SecuredRouter } from '../secured-router.ts';
+
+const STATUSES = ['pending', 'failed', 'delivered', 'dead'] as const;
+const MAX_PAGE = 200;
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+function attemptView(a: AttemptRow) {
+  return {
+    attempt: a.attempt,
+    started_at: iso(a.startedAt),
+    duration_ms: a.durationMs,
+    url: a.url,
+    status_code: a.statusCode,
+    error: a.errorClass,
+    error_detail: a.errorDetail,
+    response_body: a.responseBody,
+    outcome: a.outcome,
+  };
+}
+
+function parseTime(name: string, value: unknown, invalid: InvalidParam[]): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(value) ? Date.parse(value) : Number.NaN;
+  if (Number.isNaN(ms)) {
+    invalid.push({ name, reason: 'must be an RFC 3339 date-time such as 2026-11-22T08:00:00Z' });
+    return undefined;
+  }
+  return ms;
+}
+
+function deliveryId(ctx: Context): number {
+  const raw = (ctx as Context & { params: Record<string, string> }).params.id ?? '';
+  if (!/^\d{1,15}$/.test(raw)) throw validationError('the delivery id must be a positive integer', [{ name: 'id', reason: 'must be a positive integer' }]);
+  return Number(raw);
+}
+
+function single(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+export function registerDeliveryRoutes(router: SecuredRouter, services: { deliveries: DeliveryService }): void {
+  router.route(['GET'], '/webhook/deliveries', Permission.webhookRead, (ctx, principal) => {
+    const invalid: InvalidParam[] = [];
+    const q = ctx.query;
+    const status = single(q.status);
+    if (status !== undefined && !(STATUSES as readonly string[]).includes(status)) invalid.push({ name: 'status', reason: `must be one of ${STATUSES.join(', ')}` });
+    const since = parseTime('since', single(q.since), invalid);
+    const until = parseTime('until', single(q.until), invalid);
+    const limitText = single(q.limit) ?? '50';
+    const limit = Number(limitText);
+    if (!/^\d+$/.test(limitText) || limit < 1 || limit > MAX_PAGE) invalid.push({ name: 'limit', reason: `must be an integer from 1 to ${MAX_PAGE}` });
+    const cursor = single(q.cursor);
+    let beforeId: number | undefined;
+    if (cursor !== undefined) {
+      const decoded = Buffer.from(cursor, 'base64url').toString('utf8');
+      if (!/^\d{1,15}$/.test(decoded)) invalid.push({ name: 'cursor', reason: 'must be a next_cursor value from a previous page' });
+      else beforeId = Number(decoded);
+    }
+    if (invalid.length > 0) throw validationError('the query is invalid', invalid);
+    const rows = services.deliveries.list(principal.orgId, {
+      status: status as (typeof STATUSES)[number] | undefined,
+      since,
+      until,
+      beforeId,
+      limit: limit + 1,
+    });
+    const page = rows.slice(0, limit);
+    ctx.body = {
+      data: page.map(deliveryView),
+      next_cursor: rows.length > limit ? Buffer.from(String(page[page.length - 1]!.id)).toString('base64url') : null,
+    };
+  });
+
+  router.route(['GET'], '/webhook/deliveries/:id', Permission.webhookRead, (ctx, principal) => {
+    const { delivery, attempts } = services.deliveries.get(principal.orgId, deliveryId(ctx));
+    ctx.body = { ...deliveryView(delivery), attempt_log: attempts.map(attemptView) };
+  });
+
+  router.route(['POST'], '/webhook/deliveries/:id/replay', Permission.webhookManage, (ctx, principal) => {
+    const delivery = services.deliveries.replay(principal.orgId, deliveryId(ctx));
+    ctx.status = 202;
+    ctx.body = { message: `Event ${delivery.eventId} queued again as delivery ${delivery.id}`, delivery: deliveryView(delivery) };
+  });
+
+  router.route(
+    ['POST'],
+    '/webhook/recover',
+    Permission.webhookManage,
+    (ctx, principal) => {
+      const body = ctx.state.body as Record<string, unknown>;
+      const invalid: InvalidParam[] = [];
+      if (body.since === undefined) invalid.push({ name: 'since', reason: 'is required' });
+      const since = parseTime('since', body.since, invalid);
+      const until = parseTime('until', body.until, invalid);
+      if (invalid.length > 0) throw validationError('the request body is invalid', invalid);
+      const result = services.deliveries.recover(principal.orgId, since!, until);
+      ctx.status = 202;
+      ctx.body = {
+        message: `${result.requeued} event(s) queued again, ${result.hurried} failed delivery(ies) made due now`,
+        requeued: result.requeued,
+        retried_now: result.hurried,
+      };
+    },
+    { body: true },
+  );
+
+  router.route(['POST'], '/webhook/test', Permission.webhookManage, (ctx, principal) => {
+    const delivery = services.deliveries.sendTest(principal.orgId);
+    ctx.status = 202;
+    ctx.body = { message: `Test event ${delivery.eventId} queued as delivery ${delivery.id}`, delivery: deliveryView(delivery) };
+  });
+
+  router.route(['POST'], '/webhook/rotate_secret', Permission.webhookManage, (ctx, principal) => {
+    const { secret, previousSecretExpiresAt } = services.deliveries.rotateSecret(principal.orgId);
+    ctx.body = {
+      message: 'Signing secret rotated: store the new secret now, it is shown only once; the previous one keeps signing until previous_secret_expires_at',
+      secret,
+      previous_secret_expires_at: iso(previousSecretExpiresAt),
+    };
+  });
+}

@@ -1,0 +1,25 @@
+import type { DeliveryRow } from '../store/deliveries-repo.ts';
+import { publicStatus, TEST_EVENT_TYPE } from './deliveries.ts';
+
+/** Public JSON shapes shared by the admin API and the CLI's --json output. */
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export function deliveryView(d: DeliveryRow) {
+  const status = publicStatus(d);
+  return {
+    id: d.id,
+    event_id: d.eventId,
+    event_type: d.eventType,
+    anticipation_request_id: d.eventType === TEST_EVENT_TYPE ? null : d.anticipationRequestId,
+    status,
+    attempts: d.attempts,
+    next_attempt_at: d.status === 'pending' ? iso(d.nextAttemptAt) : null,
+    last_attempt_at: iso(d.lastAttemptAt),
+    last_status_code: d.lastStatusCode,
+    last_error: d.lastError,
+    created_at: iso(d.createdAt),
+    updated_at: iso(d.updatedAt),
+  };
+}
+
