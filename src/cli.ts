@@ -15,6 +15,7 @@ import { createReadStream } from 'node:fs';
 import { resolve } from 'node:path';
 import { openStore, type Store } from './store/store.ts';
 import { VERSION } from './version.ts';
+import { deliveryView } from './services/views.ts';
 
 /** Exit codes: 0 success, 1 runtime error, 2 usage or configuration error. */
 const EXIT_RUNTIME = 1;
@@ -308,7 +309,95 @@ export function buildProgram(): Command {
       });
     });
 
+  common(webhook.command('test').description('queue a webhook.test event for the webhook (the daemon sends it)'), { json: true })
+    .requiredOption('--org <id>', 'organization id')
+    .action((options: CommonOptions & { org: string }) => {
+      withServices(options, ({ services }) => {
+        const d = services.deliveries.sendTest(options.org);
+        print(options, deliveryView(d), () => `queued test event ${d.eventId} as delivery ${d.id}; see: hookrelay deliveries show ${d.id} --org ${options.org}`);
+      });
+    });
+  for (const [name, enabled] of [['enable', true], ['disable', false]] as const) {
+    common(webhook.command(name).description(enabled ? 'enable the webhook: held deliveries go out' : 'disable the webhook: deliveries are held, not dropped'))
+      .requiredOption('--org <id>', 'organization id')
+      .action((options: CommonOptions & { org: string }) => {
+        withServices(options, ({ services }) => {
+          services.deliveries.setEnabled(options.org, enabled);
+          process.stdout.write(`webhook of ${options.org} ${enabled ? 'enabled' : 'disabled'}\n`);
+        });
+      });
+  }
+  common(webhook.command('rotate-secret').description('new signing secret; the previous one signs too during the grace period'))
+    .requiredOption('--org <id>', 'organization id')
+    .action((options: CommonOptions & { org: string }) => {
+      withServices(options, ({ services }) => {
+        const r = services.deliveries.rotateSecret(options.org);
+        process.stdout.write(`${r.secret}\nprevious secret keeps signing until ${iso(r.previousSecretExpiresAt)}\n`);
+      });
+    });
+
+  const deliveries = program.command('deliveries').description('the delivery log');
+  common(deliveries.command('list').description("an organization's deliveries, newest first"), { json: true })
+    .requiredOption('--org <id>', 'organization id')
+    .option('--status <status>', 'pending, failed, delivered or dead')
+    .option('--limit <n>', 'at most this many', '50')
+    .action((options: CommonOptions & { org: string; status?: string; limit: string }) => {
+      const limit = Number(options.limit);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UsageError(`--limit must be an integer from 1 to 10000; got "${options.limit}"`);
+      if (options.status !== undefined && !['pending', 'failed', 'delivered', 'dead'].includes(options.status)) {
+        throw new UsageError(`--status must be one of pending, failed, delivered, dead; got "${options.status}"`);
+      }
+      withServices(options, ({ services }) => {
+        const rows = services.deliveries.list(options.org, { status: options.status as 'pending' | undefined, limit }).map(deliveryView);
+        print(options, rows, () =>
+          rows.length === 0 ? 'no deliveries' : table([['ID', 'STATUS', 'ATTEMPTS', 'EVENT', 'LAST ERROR'], ...rows.map((r) => [String(r.id), r.status, String(r.attempts), r.event_id, r.last_error ?? ''])]),
+        );
+      });
+    });
+  common(deliveries.command('show').description('one delivery with its attempts').argument('<id>', 'delivery id'), { json: true })
+    .requiredOption('--org <id>', 'organization id')
+    .action((id: string, options: CommonOptions & { org: string }) => {
+      withServices(options, ({ services }) => {
+        const { delivery, attempts } = services.deliveries.get(options.org, cliId(id));
+        const view = { ...deliveryView(delivery), attempt_log: attempts.map((a) => ({ attempt: a.attempt, started_at: iso(a.startedAt), duration_ms: a.durationMs, status_code: a.statusCode, error: a.errorClass, error_detail: a.errorDetail, outcome: a.outcome })) };
+        print(options, view, () =>
+          [`delivery ${view.id}: ${view.status}, ${view.attempts} attempt(s), event ${view.event_id}`, ...view.attempt_log.map((a) => `  #${a.attempt} ${a.started_at} ${a.status_code ?? a.error} ${a.outcome}${a.error_detail ? ` (${a.error_detail})` : ''}`)].join('\n'),
+        );
+      });
+    });
+  common(deliveries.command('replay').description("queue a delivery's event again").argument('<id>', 'delivery id'))
+    .requiredOption('--org <id>', 'organization id')
+    .action((id: string, options: CommonOptions & { org: string }) => {
+      withServices(options, ({ services }) => {
+        const d = services.deliveries.replay(options.org, cliId(id));
+        process.stdout.write(`event ${d.eventId} queued again as delivery ${d.id}\n`);
+      });
+    });
+  common(deliveries.command('recover').description('queue again every failed, dead or undeliverable event received in a window'))
+    .requiredOption('--org <id>', 'organization id')
+    .requiredOption('--since <time>', 'RFC 3339 start of the window')
+    .option('--until <time>', 'RFC 3339 end of the window (default now)')
+    .action((options: CommonOptions & { org: string; since: string; until?: string }) => {
+      const since = cliTime('--since', options.since);
+      const until = options.until === undefined ? undefined : cliTime('--until', options.until);
+      withServices(options, ({ services }) => {
+        const r = services.deliveries.recover(options.org, since, until);
+        process.stdout.write(`${r.requeued} event(s) queued again, ${r.hurried} failed delivery(ies) made due now\n`);
+      });
+    });
+
   return program;
+}
+
+function cliId(text: string): number {
+  if (!/^\d{1,15}$/.test(text)) throw new UsageError(`the delivery id must be a positive integer; got "${text}"`);
+  return Number(text);
+}
+
+function cliTime(flag: string, text: string): number {
+  const ms = /^\d{4}-\d{2}-\d{2}/.test(text) ? Date.parse(text) : Number.NaN;
+  if (Number.isNaN(ms)) throw new UsageError(`${flag} must be an RFC 3339 date-time such as 2026-11-22T08:00:00Z; got "${text}"`);
+  return ms;
 }
 
 /** Maps an error to one line on stderr and an exit code. */
