@@ -128,10 +128,6 @@ export function createDeliveriesRepo(db: Db) {
     ORDER BY d.next_attempt_at, d.id
     LIMIT @limit`);
   const lease = db.prepare<[number, number, number]>('UPDATE deliveries SET lease_expires_at = ?, updated_at = ? WHERE id = ?');
-  const nextDue = db.prepare<[], { at: number | null }>(`
-    SELECT min(CASE WHEN d.lease_expires_at IS NOT NULL AND d.lease_expires_at > d.next_attempt_at THEN d.lease_expires_at ELSE d.next_attempt_at END) AS at
-    FROM deliveries d JOIN webhooks w ON w.org_id = d.org_id
-    WHERE d.status = 'pending' AND w.status <> 'disabled'`);
   const insertAttempt = db.prepare<[number, number, number, number, string, number | null, string | null, string | null, string | null, string]>(`
     INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
@@ -178,10 +174,6 @@ export function createDeliveriesRepo(db: Db) {
     /** Leases a delivery until `until` (epoch ms): nobody else attempts it before then. */
     lease(id: number, until: number, now: number): void {
       lease.run(until, now, id);
-    },
-    /** Earliest time a pending delivery of an enabled webhook becomes due (or its lease ends). */
-    nextDueAt(): number | null {
-      return nextDue.get()?.at ?? null;
     },
     insertAttempt(a: Omit<AttemptRow, 'id'> & { deliveryId: number }): void {
       insertAttempt.run(a.deliveryId, a.attempt, a.startedAt, a.durationMs, a.url, a.statusCode, a.errorClass, a.errorDetail, a.responseBody, a.outcome);
