@@ -2,7 +2,9 @@
  * Shared test fixtures: a real relay on 127.0.0.1:0 over a temp SQLite file, a second store
  * connection for seeding and inspecting (as the CLI would), and small fetch helpers.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -112,4 +114,98 @@ export async function call(
 export function snapshot(store: Store): Record<string, unknown[]> {
   const tables = store.db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as { name: string }[];
   return Object.fromEntries(tables.map(({ name }) => [name, store.db.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all()]));
+}
+
+/**
+ * Runs `action` (a request the API must refuse) and asserts that no row of any table changed:
+ * "a rejected request changes nothing in the database". Returns what `action` returned.
+ */
+export async function assertUnchanged<T>(store: Store, action: () => Promise<T>): Promise<T> {
+  const before = snapshot(store);
+  const result = await action();
+  assert.deepEqual(snapshot(store), before, 'a rejected request changed the database');
+  return result;
+}
+
+/** The current role of a user, read through the services (as the CLI would); undefined if there is no such user. */
+export function roleOf(relay: RunningRelay, orgId: string, email: string): string | undefined {
+  return relay.services.users.list(orgId).find((u) => u.email === email)?.roleName;
+}
+
+/** Members an error body may have: the RFC 9457 ones plus the documented extensions. */
+const PROBLEM_MEMBERS = new Set([
+  'type',
+  'title',
+  'status',
+  'detail',
+  'code',
+  'instance',
+  'invalid_params',
+  'supported_versions',
+  'valid_role_names',
+  'retry_after_seconds',
+  'limit_bytes',
+]);
+/** Traces of internals that must never reach a client: stack frames, library and SQLite messages. */
+const LEAKS = /\n\s+at |\.[cm]?[jt]s:\d+|node_modules|\bstack\b|SqliteError|SQLITE_|no such table|JsonWebTokenError|TokenExpiredError|jwt (?:malformed|expired|signature|audience|issuer)|invalid signature|secretOrPublicKey|koa-jwt/i;
+
+/**
+ * Asserts an RFC 9457 answer with `status` and the stable `code`: problem+json content type,
+ * `type` derived from the code, a title, a detail, only documented members, nothing internal.
+ * Returns the body for further assertions.
+ */
+export function assertProblem(res: ApiResponse, status: number, code: string): Record<string, any> {
+  assert.equal(res.status, status, `expected ${status} ${code}, got ${res.status}: ${res.text}`);
+  assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json\b/);
+  const body = res.body as Record<string, any>;
+  assert.equal(body.code, code);
+  assert.equal(body.type, `urn:hookrelay:problem:${code}`);
+  assert.equal(body.status, status);
+  assert.equal(typeof body.title, 'string');
+  assert.ok(body.title.length > 0, 'title is empty');
+  assert.equal(typeof body.detail, 'string');
+  assert.ok(body.detail.length > 0, 'detail is empty');
+  for (const member of Object.keys(body)) assert.ok(PROBLEM_MEMBERS.has(member), `unexpected member "${member}" in ${res.text}`);
+  assert.doesNotMatch(res.text, LEAKS);
+  return body;
+}
+
+/** Base64url of the JSON of `value`: one segment of a compact JWS. */
+export function jwtSegment(value: unknown): string {
+  return Buffer.from(JSON.stringify(value)).toString('base64url');
+}
+
+/**
+ * Builds a compact JWS by hand (for tokens no library would make): `sign` gets the signing
+ * input `header.payload` and returns the signature bytes, or null for an empty signature.
+ */
+export function craftJwt(header: Record<string, unknown>, claims: Record<string, unknown>, sign: (signingInput: string) => Buffer | null): string {
+  const signingInput = `${jwtSegment(header)}.${jwtSegment(claims)}`;
+  return `${signingInput}.${sign(signingInput)?.toString('base64url') ?? ''}`;
+}
+
+/** Claims of a valid token for the default claim names, expiring in an hour unless overridden. */
+export function claimsFor(orgId: string, email: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const now = Math.floor(Date.now() / 1000);
+  return { sub: email, org: orgId, iat: now, exp: now + 3600, ...extra };
+}
+
+/** Writes a PEM key pair into `dir`; returns the file paths and the PEM texts. */
+export function writeKeyPair(
+  dir: string,
+  type: 'rsa' | 'ec' | 'ed25519',
+): { publicKeyFile: string; privateKeyFile: string; publicKeyPem: string; privateKeyPem: string } {
+  const publicKeyEncoding = { type: 'spki', format: 'pem' } as const;
+  const privateKeyEncoding = { type: 'pkcs8', format: 'pem' } as const;
+  const { publicKey, privateKey }: { publicKey: string; privateKey: string } =
+    type === 'rsa'
+      ? generateKeyPairSync('rsa', { modulusLength: 2048, publicKeyEncoding, privateKeyEncoding })
+      : type === 'ec'
+        ? generateKeyPairSync('ec', { namedCurve: 'P-256', publicKeyEncoding, privateKeyEncoding })
+        : generateKeyPairSync('ed25519', { publicKeyEncoding, privateKeyEncoding });
+  const publicKeyFile = join(dir, `${type}-public.pem`);
+  const privateKeyFile = join(dir, `${type}-private.pem`);
+  writeFileSync(publicKeyFile, publicKey);
+  writeFileSync(privateKeyFile, privateKey, { mode: 0o600 });
+  return { publicKeyFile, privateKeyFile, publicKeyPem: publicKey, privateKeyPem: privateKey };
 }

@@ -19,13 +19,15 @@ import { versionMiddleware } from './version.ts';
 import type { SecuredRouter } from './secured-router.ts';
 import { registerUserRoutes } from './routes/users.ts';
 import { registerWebhookRoutes } from './routes/webhook.ts';
+import { registerDeliveryRoutes } from './routes/deliveries.ts';
+import type { DeliveryService } from '../services/deliveries.ts';
 
 export interface ApiDeps {
   readonly config: Pick<Config, 'api' | 'auth'>;
   readonly keys: AuthKeys;
   readonly clock: Clock;
   readonly log: Logger;
-  readonly services: { readonly roles: RoleService; readonly users: UserService; readonly webhooks: WebhookService };
+  readonly services: { readonly roles: RoleService; readonly users: UserService; readonly webhooks: WebhookService; readonly deliveries: DeliveryService };
   /** Readiness: throws or returns false while the relay cannot serve (database gone, shutting down). */
   readonly isReady: () => boolean;
 }
@@ -47,7 +49,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   const router = new Router();
   const routes: RouteInfo[] = [];
 
-  const auth = authenticate({ keys: deps.keys, auth: deps.config.auth, users: deps.services.users });
+  const auth = authenticate({ keys: deps.keys, auth: deps.config.auth, users: deps.services.users, clock: deps.clock });
   const limit = rateLimit({ perMinute: deps.config.api.rateLimitPerMinute, burst: deps.config.api.rateLimitBurst, clock: deps.clock });
   const body = jsonBody(deps.config.api.bodyLimitBytes);
 
@@ -86,6 +88,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
 
   registerUserRoutes(secured, deps.services);
   registerWebhookRoutes(secured, deps.services);
+  registerDeliveryRoutes(secured, deps.services);
 
   app.use(accessLog(log));
   app.use(errorsAsProblems(log));

@@ -1,6 +1,9 @@
+import { createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto';
+import type { VerifyOptions } from 'jsonwebtoken';
 import type { Context, Middleware, Next } from 'koa';
 import koaJwt from 'koa-jwt';
 import type { Config } from '../config/load.ts';
+import type { Clock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import type { Permission } from '../domain/permissions.ts';
 import type { Principal } from '../domain/types.ts';
@@ -21,62 +24,147 @@ export class AuthError extends HookrelayError {
   }
 }
 
-/** Turns the errors koa-jwt and jsonwebtoken raise into a client-safe explanation. */
-function describeJwtFailure(err: { message?: string; originalError?: { name?: string; message?: string } }): AuthError {
-  const original = err.originalError;
-  if (original === undefined) {
-    if (err.message === 'Token not found') return new AuthError(ErrorCode.missingToken, 'Send an access token: Authorization: Bearer <JWT>');
-    return new AuthError(ErrorCode.invalidToken, 'The Authorization header must have the form "Bearer <JWT>"');
-  }
-  switch (original.name) {
-    case 'TokenExpiredError':
-      return new AuthError(ErrorCode.invalidToken, 'The token has expired; issue a new one');
-    case 'NotBeforeError':
-      return new AuthError(ErrorCode.invalidToken, 'The token is not valid yet (nbf)');
-    default: {
-      const m = original.message ?? '';
-      if (m.startsWith('jwt audience invalid')) return new AuthError(ErrorCode.invalidToken, 'The token audience (aud) is not accepted');
-      if (m.startsWith('jwt issuer invalid')) return new AuthError(ErrorCode.invalidToken, 'The token issuer (iss) is not accepted');
-      if (m === 'invalid algorithm') return new AuthError(ErrorCode.invalidToken, 'The token is signed with an algorithm this server does not accept');
-      return new AuthError(ErrorCode.invalidToken, 'The token could not be verified');
+const invalidToken = (message: string) => new AuthError(ErrorCode.invalidToken, message);
+const UNVERIFIABLE = 'The token could not be verified';
+const WRONG_ALGORITHM = 'The token is signed with an algorithm this server does not accept';
+
+/** RFC 6750 credentials: `Bearer` 1*SP b64token (the scheme is case-insensitive). */
+const BEARER_CREDENTIALS = /^Bearer +([A-Za-z0-9\-._~+/]+=*)$/i;
+
+/**
+ * The token of an `Authorization: Bearer <token>` header, or null when the header is absent or
+ * has another form. The one parser of that header (authentication and the rate limit share it).
+ */
+export function bearerCredentials(header: string): string | null {
+  return BEARER_CREDENTIALS.exec(header.trim())?.[1] ?? null;
+}
+
+/** The bearer token of the request, or the 401 that says what is wrong with the header. */
+function bearerToken(ctx: Context): string {
+  const header = ctx.get('Authorization');
+  if (header.trim() === '') throw new AuthError(ErrorCode.missingToken, 'Send an access token: Authorization: Bearer <JWT>');
+  const token = bearerCredentials(header);
+  if (token === null) throw invalidToken('The Authorization header must have the form "Bearer <JWT>"');
+  return token;
+}
+
+/**
+ * Checks the signature of the request's token with the one pinned algorithm and returns its
+ * payload. Claims are not looked at here: `checkClaims` does that for every algorithm.
+ */
+type SignatureVerifier = (ctx: Context) => Promise<unknown>;
+
+/** HS256, RS256, ES256: koa-jwt (jsonwebtoken), limited to the signature and the pinned algorithm. */
+function koaJwtVerifier(keys: AuthKeys): SignatureVerifier {
+  const options: koaJwt.Options & Pick<VerifyOptions, 'ignoreExpiration' | 'ignoreNotBefore'> = {
+    secret: keys.verifyKey,
+    algorithms: [keys.algorithm],
+    key: 'jwt',
+    debug: true,
+    getToken: bearerToken,
+    ignoreExpiration: true,
+    ignoreNotBefore: true,
+  };
+  const verify = koaJwt(options);
+  return async function verifyWithKoaJwt(ctx) {
+    try {
+      await verify(ctx, async () => {});
+    } catch (err) {
+      if (err instanceof AuthError || (err as { status?: number }).status !== 401) throw err;
+      // jsonwebtoken's messages name expected values and internals; the client gets one of two sentences.
+      const original = (err as { originalError?: { message?: string } }).originalError;
+      throw invalidToken(original?.message === 'invalid algorithm' ? WRONG_ALGORITHM : UNVERIFIABLE);
     }
+    return ctx.state.jwt;
+  };
+}
+
+const SEGMENT = /^[A-Za-z0-9_-]*$/;
+
+/** A base64url JSON segment of a compact JWS as an object, or null. */
+function decodeSegment(segment: string): Record<string, unknown> | null {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(segment, 'base64url').toString('utf8'));
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  } catch {
+    return null;
   }
 }
 
 /**
- * Authentication chain: koa-jwt verifies the signature with the one pinned algorithm (plus
- * iss/aud when configured, with bounded clock tolerance); then `exp` and the identity claims
- * are required, and the caller's role is read from the store, so role changes apply at once.
+ * EdDSA (RFC 8037, Ed25519) with node:crypto, which jsonwebtoken 9 does not implement: the
+ * header's `alg` must be exactly "EdDSA" and the signature must cover `header.payload` as sent.
  */
-export function authenticate(deps: { keys: AuthKeys; auth: Config['auth']; users: UserService }): Middleware {
-  const { auth } = deps;
-  const options: koaJwt.Options & { clockTolerance: number } = {
-    secret: deps.keys.verifyKey,
-    algorithms: [deps.keys.algorithm],
-    key: 'jwt',
-    debug: true,
-    clockTolerance: auth.clockToleranceSeconds,
-    ...(auth.issuer !== null ? { issuer: auth.issuer } : {}),
-    ...(auth.audience !== null ? { audience: auth.audience } : {}),
+function edDsaVerifier(publicKeyPem: string): SignatureVerifier {
+  let key: KeyObject;
+  try {
+    key = createPublicKey(publicKeyPem);
+  } catch (err) {
+    throw new HookrelayError(ErrorCode.config, 'auth.publicKeyFile does not hold a PEM public key', { cause: err });
+  }
+  if (key.asymmetricKeyType !== 'ed25519') {
+    throw new HookrelayError(ErrorCode.config, `auth.algorithm EdDSA needs an Ed25519 public key; auth.publicKeyFile holds a ${key.asymmetricKeyType ?? 'secret'} key`);
+  }
+  return async function verifyEdDsa(ctx) {
+    const parts = bearerToken(ctx).split('.');
+    if (parts.length !== 3 || !parts.every((part) => SEGMENT.test(part))) throw invalidToken(UNVERIFIABLE);
+    const [header, payload, signature] = parts as [string, string, string];
+    const decodedHeader = decodeSegment(header);
+    if (decodedHeader === null) throw invalidToken(UNVERIFIABLE);
+    if (decodedHeader.alg !== 'EdDSA') throw invalidToken(WRONG_ALGORITHM);
+    if (!verifySignature(null, Buffer.from(`${header}.${payload}`), key, Buffer.from(signature, 'base64url'))) {
+      throw invalidToken(UNVERIFIABLE);
+    }
+    return decodeSegment(payload);
   };
-  const verify = koaJwt(options);
+}
+
+/**
+ * The claim rules every token meets, whatever its algorithm: a JSON object payload, `exp`
+ * required (NumericDate, seconds), `nbf` honoured, `iss` and `aud` checked when configured,
+ * each time comparison allowing `auth.clockToleranceSeconds` of skew. `nowMs` is epoch ms.
+ */
+function checkClaims(payload: unknown, auth: Config['auth'], nowMs: number): Record<string, unknown> {
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw invalidToken('The token payload must be a JSON object');
+  const claims = payload as Record<string, unknown>;
+  const now = Math.floor(nowMs / 1000);
+  const leeway = auth.clockToleranceSeconds;
+  const isNumericDate = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value);
+
+  if (claims.exp === undefined) throw invalidToken('The token has no expiry (exp); tokens must expire');
+  if (!isNumericDate(claims.exp)) throw invalidToken('The token expiry (exp) must be a number of seconds since the epoch');
+  if (now >= claims.exp + leeway) throw invalidToken('The token has expired; issue a new one');
+  if (claims.nbf !== undefined) {
+    if (!isNumericDate(claims.nbf)) throw invalidToken('The token nbf must be a number of seconds since the epoch');
+    if (claims.nbf > now + leeway) throw invalidToken('The token is not valid yet (nbf)');
+  }
+  if (auth.issuer !== null && claims.iss !== auth.issuer) throw invalidToken('The token issuer (iss) is not accepted');
+  if (auth.audience !== null) {
+    const audiences: unknown[] = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
+    if (!audiences.includes(auth.audience)) throw invalidToken('The token audience (aud) is not accepted');
+  }
+  return claims;
+}
+
+/**
+ * Authentication chain: the signature is verified with the one pinned algorithm (koa-jwt, or
+ * node:crypto for EdDSA); then the claim rules and the identity claims are checked, and the
+ * caller's role is read from the store, so role changes apply at once. Throws at creation when
+ * the configured key cannot serve the algorithm.
+ */
+export function authenticate(deps: { keys: AuthKeys; auth: Config['auth']; users: UserService; clock: Clock }): Middleware {
+  const { auth } = deps;
+  const verify = deps.keys.algorithm === 'EdDSA' ? edDsaVerifier(deps.keys.verifyKey) : koaJwtVerifier(deps.keys);
 
   return async function authenticateCaller(ctx: Context, next: Next): Promise<void> {
-    try {
-      await verify(ctx, async () => {});
-    } catch (err) {
-      if ((err as { status?: number }).status === 401) throw describeJwtFailure(err as Parameters<typeof describeJwtFailure>[0]);
-      throw err;
-    }
-    const claims = ctx.state.jwt as Record<string, unknown>;
-    if (typeof claims.exp !== 'number') throw new AuthError(ErrorCode.invalidToken, 'The token has no expiry (exp); tokens must expire');
+    const claims = checkClaims(await verify(ctx), auth, deps.clock.now());
     const email = claims[auth.emailClaim];
     const orgId = claims[auth.organizationClaim];
     if (typeof email !== 'string' || typeof orgId !== 'string') {
-      throw new AuthError(ErrorCode.invalidToken, `The token must carry the claims "${auth.emailClaim}" (e-mail) and "${auth.organizationClaim}" (organization id)`);
+      throw invalidToken(`The token must carry the claims "${auth.emailClaim}" (e-mail) and "${auth.organizationClaim}" (organization id)`);
     }
     const principal = deps.users.principal(orgId, email);
-    if (principal === null) throw new AuthError(ErrorCode.invalidToken, 'The token subject is not a user of its organization');
+    if (principal === null) throw invalidToken('The token subject is not a user of its organization');
     ctx.state.principal = principal;
     await next();
   };

@@ -2,23 +2,27 @@ import { createHash } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import type { Clock } from '../domain/clock.ts';
 import { ErrorCode } from '../domain/errors.ts';
+import { bearerCredentials } from './auth.ts';
 import { problem } from './problem.ts';
 
 const MAX_TRACKED = 10_000;
 
 /**
- * A token bucket per bearer token (keyed by a hash of the token, never the token itself):
- * `burst` requests at once, refilled at `perMinute`. Requests without a token are left to
- * the authentication step. `perMinute` 0 disables the limit.
+ * A token bucket per bearer token: `burst` requests at once, refilled at `perMinute`. The key
+ * is a hash of the token's signed part (`header.payload`), never of the raw header or the whole
+ * token, so spelling the scheme `bearer`, adding spaces or re-encoding the signature (base64url
+ * has spare bits) does not buy a fresh bucket. Requests without a well-formed token are left to
+ * the authentication step, which refuses them. `perMinute` 0 disables the limit.
  */
 export function rateLimit(options: { perMinute: number; burst: number; clock: Clock }) {
   const buckets = new Map<string, { tokens: number; at: number }>();
   const perMs = options.perMinute / 60_000;
 
   return async function limitRate(ctx: Context, next: Next): Promise<void> {
-    const header = ctx.get('Authorization');
-    if (options.perMinute === 0 || header === '') return next();
-    const key = createHash('sha256').update(header).digest('base64url');
+    const token = options.perMinute === 0 ? null : bearerCredentials(ctx.get('Authorization'));
+    if (token === null) return next();
+    const signed = token.lastIndexOf('.') === -1 ? token : token.slice(0, token.lastIndexOf('.'));
+    const key = createHash('sha256').update(signed).digest('base64url');
     const now = options.clock.now();
     let bucket = buckets.get(key);
     if (bucket === undefined) {

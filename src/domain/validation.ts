@@ -49,6 +49,10 @@ export function checkWebhookUrl(value: unknown, allowHttp: boolean): string | nu
   if (typeof value !== 'string') return 'must be a string';
   if (value.length === 0) return 'must not be empty';
   if (value.length > MAX_WEBHOOK_URL_LENGTH) return `must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`;
+  // The URL is stored as typed, but the WHATWG parser drops spaces, tabs and newlines and
+  // accepts "https:host": refuse what would be called as something other than what is stored.
+  if (/[\s\u0000-\u001f\u007f]/.test(value)) return 'must not contain spaces or control characters';
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(value)) return 'must be an absolute URL such as https://example.com/hooks';
   let url: URL;
   try {
     url = new URL(value);

@@ -1,5 +1,5 @@
 import jwt from 'jsonwebtoken';
-import { randomUUID } from 'node:crypto';
+import { createPrivateKey, randomUUID, sign, type KeyObject } from 'node:crypto';
 import type { Config } from '../config/load.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import type { Clock } from '../domain/clock.ts';
@@ -36,10 +36,25 @@ export function issueToken(
   };
   if (auth.issuer !== null) payload.iss = auth.issuer;
   if (auth.audience !== null) payload.aud = auth.audience;
-  if (keys.algorithm === 'EdDSA') {
-    // jsonwebtoken (koa-jwt's verifier) has no EdDSA; see api/auth.ts.
-    throw new HookrelayError(ErrorCode.keyUnavailable, 'EdDSA token issuing is not implemented yet');
-  }
-  const token = jwt.sign(payload, keys.signKey, { algorithm: keys.algorithm, noTimestamp: true });
+  const token =
+    keys.algorithm === 'EdDSA'
+      ? signEdDsa(payload, keys.signKey)
+      : jwt.sign(payload, keys.signKey, { algorithm: keys.algorithm });
   return { token, expiresAt: exp * 1000 };
+}
+
+/** A compact JWS signed with Ed25519 (RFC 8037); jsonwebtoken has no EdDSA, api/auth.ts verifies it. */
+function signEdDsa(payload: Record<string, unknown>, privateKeyPem: string): string {
+  let key: KeyObject;
+  try {
+    key = createPrivateKey(privateKeyPem);
+  } catch (err) {
+    throw new HookrelayError(ErrorCode.keyUnavailable, 'auth.privateKeyFile does not hold a PEM private key', { cause: err });
+  }
+  if (key.asymmetricKeyType !== 'ed25519') {
+    throw new HookrelayError(ErrorCode.keyUnavailable, `EdDSA needs an Ed25519 private key; auth.privateKeyFile holds a ${key.asymmetricKeyType ?? 'secret'} key`);
+  }
+  const segment = (value: Record<string, unknown>) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const signingInput = `${segment({ alg: 'EdDSA', typ: 'JWT' })}.${segment(payload)}`;
+  return `${signingInput}.${sign(null, Buffer.from(signingInput), key).toString('base64url')}`;
 }
