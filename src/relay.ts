@@ -72,59 +72,76 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     };
   }
 
+  function address(): { host: string; port: number } {
+    const info = server?.address() as AddressInfo | null | undefined;
+    if (!info) throw new Error('the relay is not listening');
+    return { host: info.address, port: info.port };
+  }
+
+  async function startParts(): Promise<void> {
+    store = openStore(config.database.path, clock, { busyTimeoutMs: config.database.busyTimeoutMs });
+    log.info({ database: config.database.path }, 'database open');
+    const keys = loadAuthKeys(config, log);
+    const extraCa = loadExtraCa(config.delivery.caFile);
+    const services = createServices(store, config, log);
+    const openStoreRef = store;
+    const { app } = createApi({
+      config,
+      keys,
+      clock,
+      log,
+      services,
+      isReady: () => {
+        if (stopping) return false;
+        openStoreRef.ping();
+        return true;
+      },
+    });
+    server = createServer(app.callback());
+    server.requestTimeout = 30_000;
+    server.headersTimeout = 15_000;
+    const { host, port } = parseListen(config.api.listen);
+    await new Promise<void>((resolve, reject) => {
+      server!.once('error', reject);
+      server!.listen(port, host, () => {
+        server!.off('error', reject);
+        resolve();
+      });
+    });
+    const bound = address();
+    log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
+    feed = startFeed(createIngestService(store, log));
+    dispatcher = createDispatcher({
+      deliveries: services.deliveries,
+      deliverer: createDeliverer({
+        guard: createNetworkGuard(config.delivery.allowNetworks),
+        clock,
+        timeoutMs: config.delivery.timeout,
+        allowHttp: config.delivery.allowHttp,
+        userAgent: `hookrelay/${VERSION}`,
+        extraCa,
+      }),
+      policy: retryPolicyFrom(config),
+      clock,
+      log,
+      concurrency: config.delivery.concurrency,
+      perWebhookConcurrency: config.delivery.perWebhookConcurrency,
+      // Longer than any attempt (deadline plus the in-attempt reconnects), so only a crash lets it lapse.
+      leaseMs: config.delivery.timeout + 60_000,
+      pollIntervalMs: config.delivery.pollInterval,
+    });
+    dispatcher.start();
+  }
+
   return {
     async start() {
-      store = openStore(config.database.path, clock, { busyTimeoutMs: config.database.busyTimeoutMs });
-      log.info({ database: config.database.path }, 'database open');
-      const keys = loadAuthKeys(config, log);
-      const services = createServices(store, config, log);
-      const openStoreRef = store;
-      const { app } = createApi({
-        config,
-        keys,
-        clock,
-        log,
-        services,
-        isReady: () => {
-          if (stopping) return false;
-          openStoreRef.ping();
-          return true;
-        },
-      });
-      server = createServer(app.callback());
-      server.requestTimeout = 30_000;
-      server.headersTimeout = 15_000;
-      const { host, port } = parseListen(config.api.listen);
-      await new Promise<void>((resolve, reject) => {
-        server!.once('error', reject);
-        server!.listen(port, host, () => {
-          server!.off('error', reject);
-          resolve();
-        });
-      });
-      const address = this.address();
-      log.info({ host: address.host, port: address.port, algorithm: keys.algorithm }, 'admin API listening');
-      feed = startFeed(createIngestService(store, log));
-      dispatcher = createDispatcher({
-        deliveries: services.deliveries,
-        deliverer: createDeliverer({
-          guard: createNetworkGuard(config.delivery.allowNetworks),
-          clock,
-          timeoutMs: config.delivery.timeout,
-          allowHttp: config.delivery.allowHttp,
-          userAgent: `hookrelay/${VERSION}`,
-          extraCa: loadExtraCa(config.delivery.caFile),
-        }),
-        policy: retryPolicyFrom(config),
-        clock,
-        log,
-        concurrency: config.delivery.concurrency,
-        perWebhookConcurrency: config.delivery.perWebhookConcurrency,
-        // Longer than any attempt (deadline plus the in-attempt reconnects), so only a crash lets it lapse.
-        leaseMs: config.delivery.timeout + 60_000,
-        pollIntervalMs: config.delivery.pollInterval,
-      });
-      dispatcher.start();
+      try {
+        await startParts();
+      } catch (err) {
+        // Leave nothing half-open: a failed start releases what it had opened.
+        await this.stop(0);
+        throw err;
+      }
     },
 
     async stop(deadlineMs = 10_000) {
@@ -146,10 +163,6 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       log.info('stopped');
     },
 
-    address() {
-      const info = server?.address() as AddressInfo | null | undefined;
-      if (!info) throw new Error('the relay is not listening');
-      return { host: info.address, port: info.port };
-    },
+    address,
   };
 }
