@@ -55,7 +55,8 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
 
   const secured: SecuredRouter = {
     route(methods, path, permission, handler, options = {}) {
-      const chain: Middleware[] = [versionMiddleware, limit, auth, requirePermission(permission)];
+      // The rate limit counts verified tokens only, so junk tokens cannot evict real clients' buckets.
+      const chain: Middleware[] = [versionMiddleware, auth, limit, requirePermission(permission)];
       if (options.body) chain.push(body);
       chain.push((ctx) => handler(ctx, ctx.state.principal as Principal));
       router.register(path, [...methods], chain);

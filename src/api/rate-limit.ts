@@ -11,8 +11,9 @@ const MAX_TRACKED = 10_000;
  * A token bucket per bearer token: `burst` requests at once, refilled at `perMinute`. The key
  * is a hash of the token's signed part (`header.payload`), never of the raw header or the whole
  * token, so spelling the scheme `bearer`, adding spaces or re-encoding the signature (base64url
- * has spare bits) does not buy a fresh bucket. Requests without a well-formed token are left to
- * the authentication step, which refuses them. `perMinute` 0 disables the limit.
+ * has spare bits) does not buy a fresh bucket. It runs after authentication, so only verified
+ * tokens get a bucket and a flood of made-up tokens cannot push real clients' buckets out.
+ * `perMinute` 0 disables the limit.
  */
 export function rateLimit(options: { perMinute: number; burst: number; clock: Clock }) {
   const buckets = new Map<string, { tokens: number; at: number }>();

@@ -69,6 +69,46 @@ const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicK
 /** Keys in a config file that document it and are otherwise ignored. */
 const COMMENT_KEY = '$comment';
 
+/**
+ * Where JSON.parse failed, as "at line L, column C". V8's own message quotes the text around
+ * the fault, which may be a secret, so only the position is reported. When the message has no
+ * position, the fault is the first character after which no continuation can be valid JSON:
+ * the shortest prefix whose error is not "unexpected end".
+ */
+function jsonErrorPlace(text: string, err: unknown): string {
+  const given = /position (\d+)/.exec((err as Error).message);
+  let offset: number;
+  if (given) {
+    offset = Number(given[1]);
+  } else {
+    // True when text[0..k] already has a fault no continuation could repair (as opposed to
+    // merely ending early: end of input, an open string, a position at the very end).
+    const broken = (k: number) => {
+      try {
+        JSON.parse(text.slice(0, k + 1));
+        return false;
+      } catch (e) {
+        const message = (e as Error).message;
+        if (/end of JSON input|Unterminated string/.test(message)) return false;
+        const at = /position (\d+)/.exec(message);
+        return at === null || Number(at[1]) <= k;
+      }
+    };
+    let lo = 0;
+    let hi = text.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (broken(mid)) hi = mid;
+      else lo = mid + 1;
+    }
+    offset = lo;
+  }
+  const before = text.slice(0, offset);
+  const line = before.split('\n').length;
+  const column = before.length - before.lastIndexOf('\n');
+  return `at line ${line}, column ${column}`;
+}
+
 function configError(message: string): HookrelayError {
   return new HookrelayError(ErrorCode.config, message);
 }
@@ -141,7 +181,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
     try {
       data = JSON.parse(text);
     } catch (err) {
-      throw configError(`config file ${file} is not valid JSON: ${(err as Error).message}`);
+      throw configError(`config file ${file} is not valid JSON ${jsonErrorPlace(text, err)}; check the syntax there`);
     }
     readFileLayer(file, data, CONFIG_SCHEMA, '', values);
   }

@@ -1,0 +1,222 @@
+/**
+ * Configuration: config/hookrelay.example.json against the schema, the precedence of the four
+ * layers, path resolution, and the errors that stop start-up. Every call passes an explicit
+ * `env` object, so nothing here depends on the environment the tests run in.
+ */
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { test } from 'node:test';
+import { loadConfig, type LoadConfigOptions } from '../src/config/load.ts';
+import { envNameFor, schemaLeaves } from '../src/config/schema.ts';
+import { ErrorCode, HookrelayError } from '../src/domain/errors.ts';
+import { tempDir } from './helpers.ts';
+
+const EXAMPLE = fileURLToPath(new URL('../config/hookrelay.example.json', import.meta.url));
+const CONFIGURATION_MD = fileURLToPath(new URL('../docs/configuration.md', import.meta.url));
+const COMMENT = '$comment';
+
+/** Writes `data` as a JSON config file in `dir`; returns its path. */
+function writeConfig(dir: string, data: unknown, name = 'hookrelay.json'): string {
+  const file = join(dir, name);
+  writeFileSync(file, typeof data === 'string' ? data : JSON.stringify(data));
+  return file;
+}
+
+/**
+ * Asserts that loading fails with a HookrelayError `invalid_config` whose message contains every
+ * string of `names` and none of `hidden`. Returns the message.
+ */
+function configError(options: LoadConfigOptions, names: readonly string[], hidden: readonly string[] = []): string {
+  let message = '';
+  assert.throws(
+    () => loadConfig(options),
+    (err: unknown) => {
+      assert.ok(err instanceof HookrelayError, `expected a HookrelayError, got ${String(err)}`);
+      assert.equal(err.code, ErrorCode.config);
+      message = err.message;
+      return true;
+    },
+  );
+  for (const name of names) assert.ok(message.includes(name), `the message names ${name}: ${message}`);
+  for (const secret of hidden) assert.ok(!message.includes(secret), `the message must not echo the secret: ${message}`);
+  return message;
+}
+
+/** Every leaf of a parsed config file as dotted path -> value, `$comment` entries left out. */
+function fileLeaves(node: Record<string, unknown>, prefix = ''): Map<string, unknown> {
+  const out = new Map<string, unknown>();
+  for (const [key, value] of Object.entries(node)) {
+    if (key === COMMENT) continue;
+    const path = prefix === '' ? key : `${prefix}.${key}`;
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+      for (const [p, v] of fileLeaves(value as Record<string, unknown>, path)) out.set(p, v);
+    } else out.set(path, value);
+  }
+  return out;
+}
+
+test('the example config file loads and yields exactly the defaults', (t) => {
+  const cwd = tempDir(t);
+  const fromExample = loadConfig({ configFile: EXAMPLE, env: {}, cwd });
+  assert.deepEqual(fromExample, loadConfig({ env: {}, cwd }));
+  // The defaults a newcomer relies on (README: npm start with no config file).
+  assert.equal(fromExample.stateDir, join(cwd, 'var'));
+  assert.equal(fromExample.database.path, join(cwd, 'var', 'hookrelay.db'));
+  assert.equal(fromExample.api.listen, '127.0.0.1:8080');
+  assert.equal(fromExample.api.bodyLimitBytes, 64 * 1024);
+  assert.equal(fromExample.auth.algorithm, 'HS256');
+  assert.equal(fromExample.auth.secret, null);
+  assert.equal(fromExample.auth.tokenTtl, 3_600_000);
+  // Also through HOOKRELAY_CONFIG.
+  assert.deepEqual(loadConfig({ env: { HOOKRELAY_CONFIG: EXAMPLE }, cwd }), fromExample);
+});
+
+test('every schema key is in the example file, with its default, in the same nesting, documented by a $comment', () => {
+  const example = JSON.parse(readFileSync(EXAMPLE, 'utf8')) as Record<string, unknown>;
+  const inFile = fileLeaves(example);
+  const leaves = schemaLeaves();
+  assert.deepEqual([...inFile.keys()].sort(), leaves.map((l) => l.path).sort(), 'the example has every schema key and no other');
+  for (const { path, leaf } of leaves) {
+    assert.deepEqual(inFile.get(path), leaf.default, `${path} shows its default`);
+    const parts = path.split('.');
+    const key = parts.pop()!;
+    let section: Record<string, unknown> = example;
+    for (const part of parts) section = section[part] as Record<string, unknown>;
+    const comment = section[COMMENT];
+    assert.equal(typeof comment, 'string', `the object holding ${path} has a "$comment" string`);
+    assert.match(comment as string, new RegExp(`(^|[^A-Za-z])${key}: \\S`), `the $comment next to ${path} documents it as "${key}: ..."`);
+  }
+});
+
+test('precedence: defaults < config file < HOOKRELAY_* environment < CLI flags', (t) => {
+  const cwd = tempDir(t);
+  const file = writeConfig(cwd, {
+    stateDir: 'from-file',
+    api: { listen: '127.0.0.1:1001', rateLimitPerMinute: 100 },
+    auth: { clockToleranceSeconds: 10, tokenTtl: '15m' },
+    log: { level: 'warn' },
+  });
+  const env = {
+    HOOKRELAY_API_LISTEN: '127.0.0.1:2002',
+    HOOKRELAY_API_RATE_LIMIT_PER_MINUTE: '200',
+    HOOKRELAY_AUTH_TOKEN_TTL: '2h',
+    HOOKRELAY_LOG_LEVEL: 'error',
+  };
+  const overrides = { 'api.listen': '127.0.0.1:3003', 'log.level': 'debug', stateDir: 'from-flag' };
+
+  const defaults = loadConfig({ env: {}, cwd });
+  const fileOnly = loadConfig({ configFile: file, env: {}, cwd });
+  const fileEnv = loadConfig({ configFile: file, env, cwd });
+  const all = loadConfig({ configFile: file, env, overrides, cwd });
+
+  assert.equal(defaults.api.listen, '127.0.0.1:8080');
+  assert.equal(fileOnly.api.listen, '127.0.0.1:1001');
+  assert.equal(fileEnv.api.listen, '127.0.0.1:2002');
+  assert.equal(all.api.listen, '127.0.0.1:3003');
+
+  assert.equal(defaults.api.rateLimitPerMinute, 600);
+  assert.equal(fileOnly.api.rateLimitPerMinute, 100);
+  assert.equal(all.api.rateLimitPerMinute, 200, 'env beats the file; no flag for it');
+
+  assert.equal(defaults.auth.clockToleranceSeconds, 30);
+  assert.equal(all.auth.clockToleranceSeconds, 10, 'the file beats the default; nothing above it');
+
+  assert.equal(fileOnly.auth.tokenTtl, 15 * 60_000);
+  assert.equal(all.auth.tokenTtl, 2 * 3_600_000);
+
+  assert.deepEqual([defaults.log.level, fileOnly.log.level, fileEnv.log.level, all.log.level], ['info', 'warn', 'error', 'debug']);
+  assert.deepEqual([defaults.stateDir, fileEnv.stateDir, all.stateDir], [join(cwd, 'var'), join(cwd, 'from-file'), join(cwd, 'from-flag')]);
+
+  // An override left undefined (a flag not given) does not mask the layers below it.
+  assert.equal(loadConfig({ configFile: file, env, overrides: { 'api.listen': undefined }, cwd }).api.listen, '127.0.0.1:2002');
+  // The file comes from --config, else from HOOKRELAY_CONFIG; --config wins.
+  const other = writeConfig(cwd, { api: { listen: '127.0.0.1:4004' } }, 'other.json');
+  assert.equal(loadConfig({ env: { HOOKRELAY_CONFIG: file }, cwd }).api.listen, '127.0.0.1:1001');
+  assert.equal(loadConfig({ configFile: other, env: { HOOKRELAY_CONFIG: file }, cwd }).api.listen, '127.0.0.1:4004');
+});
+
+test('relative paths are resolved against the working directory, not the config file', (t) => {
+  const cwd = tempDir(t);
+  mkdirSync(join(cwd, 'etc'));
+  const file = writeConfig(join(cwd, 'etc'), {
+    stateDir: 'state',
+    auth: { secretFile: 'secrets/jwt' },
+    feed: { path: 'feeds/in.jsonl' },
+  });
+  const config = loadConfig({ configFile: 'etc/hookrelay.json', env: {}, cwd });
+  assert.equal(config.stateDir, join(cwd, 'state'));
+  assert.equal(config.database.path, join(cwd, 'state', 'hookrelay.db'), 'the database defaults to <stateDir>/hookrelay.db');
+  assert.equal(config.auth.secretFile, join(cwd, 'secrets', 'jwt'));
+  assert.equal(config.feed.path, join(cwd, 'feeds', 'in.jsonl'));
+  const viaEnv = loadConfig({ configFile: file, env: { HOOKRELAY_DATABASE_PATH: 'db/relay.db', HOOKRELAY_FEED_PATH: '-' }, cwd });
+  assert.equal(viaEnv.database.path, join(cwd, 'db', 'relay.db'));
+  assert.equal(viaEnv.feed.path, '-', '"-" (standard input) is not a path');
+});
+
+test('an unknown key in the config file stops loading and names the key', (t) => {
+  const cwd = tempDir(t);
+  configError({ configFile: writeConfig(cwd, { listen: '127.0.0.1:8080' }), env: {}, cwd }, ['"listen"', 'stateDir', 'api']);
+  configError({ configFile: writeConfig(cwd, { api: { lisen: '127.0.0.1:8080' } }), env: {}, cwd }, ['"api.lisen"', 'listen']);
+  configError({ configFile: writeConfig(cwd, { auth: { secret: null, claims: {} } }), env: {}, cwd }, ['"auth.claims"']);
+  // $comment is the one key ignored anywhere, whatever its value.
+  assert.equal(loadConfig({ configFile: writeConfig(cwd, { [COMMENT]: 'x', api: { [COMMENT]: ['y'], listen: '[::1]:9' } }), env: {}, cwd }).api.listen, '[::1]:9');
+});
+
+test('an unknown HOOKRELAY_ environment variable stops loading and names it', (t) => {
+  const cwd = tempDir(t);
+  configError({ env: { HOOKRELAY_API_LISTN: '127.0.0.1:1' }, cwd }, ['HOOKRELAY_API_LISTN', 'HOOKRELAY_API_LISTEN']);
+  configError({ env: { HOOKRELAY_SECRET: 'x' }, cwd }, ['HOOKRELAY_SECRET']);
+  // Variables of other programs are none of hookrelay's business.
+  assert.equal(loadConfig({ env: { PATH: '/usr/bin', HOOKRELAYX: '1', NODE_ENV: 'production' }, cwd }).api.listen, '127.0.0.1:8080');
+});
+
+test('a value of the wrong type or out of range stops loading and names the key and what is expected', (t) => {
+  const cwd = tempDir(t);
+  const file = (data: unknown) => ({ configFile: writeConfig(cwd, data), env: {}, cwd });
+  configError(file({ api: { rateLimitPerMinute: 'fast' } }), ['"api.rateLimitPerMinute"', 'integer']);
+  configError(file({ api: { bodyLimitBytes: 1.5 } }), ['"api.bodyLimitBytes"']);
+  configError(file({ auth: { clockToleranceSeconds: 120 } }), ['"auth.clockToleranceSeconds"', '0 to 60']);
+  configError(file({ auth: { algorithm: 'none' } }), ['"auth.algorithm"', 'HS256']);
+  configError(file({ delivery: { allowHttp: 'yes' } }), ['"delivery.allowHttp"', 'true or false']);
+  configError(file({ database: 'var/db.sqlite' }), ['"database"', 'object']);
+  configError(file({ auth: { tokenTtl: 'forever' } }), ['"auth.tokenTtl"', 'duration']);
+  configError(file({ api: { listen: 8080 } }), ['"api.listen"']);
+  configError({ env: { HOOKRELAY_API_BODY_LIMIT_BYTES: 'lots' }, cwd }, ['HOOKRELAY_API_BODY_LIMIT_BYTES', 'api.bodyLimitBytes', 'integer']);
+  configError({ env: { HOOKRELAY_DELIVERY_ALLOW_HTTP: 'maybe' }, cwd }, ['HOOKRELAY_DELIVERY_ALLOW_HTTP', 'true or false']);
+  configError({ env: {}, overrides: { 'api.listen': 'localhost' }, cwd }, ['api.listen', 'HOST:PORT']);
+  configError({ env: {}, overrides: { 'log.level': 'loud' }, cwd }, ['log.level']);
+  // Keys that only make sense together.
+  configError({ env: { HOOKRELAY_AUTH_ALGORITHM: 'RS256' }, cwd }, ['auth.publicKeyFile']);
+  // The file itself.
+  configError({ configFile: join(cwd, 'missing.json'), env: {}, cwd }, ['missing.json']);
+  configError({ configFile: writeConfig(cwd, '{ "api": '), env: {}, cwd }, ['not valid JSON']);
+  configError({ configFile: writeConfig(cwd, '[]'), env: {}, cwd }, ['must be a JSON object']);
+});
+
+test('a secret value is never echoed in a configuration error', (t) => {
+  const cwd = tempDir(t);
+  const secret = 'S3cr3t-value-that-must-stay-hidden-0123456789';
+  const short = 'S3cr3t-short';
+  configError({ configFile: writeConfig(cwd, { auth: { secret: [secret] } }), env: {}, cwd }, ['"auth.secret"'], [secret, 'S3cr3t']);
+  configError({ configFile: writeConfig(cwd, { auth: { secret: short } }), env: {}, cwd }, ['auth.secret', '32 bytes'], [short, 'S3cr3t']);
+  configError({ env: { HOOKRELAY_AUTH_SECRET: short }, cwd }, ['auth.secret'], [short, 'S3cr3t']);
+  configError({ configFile: writeConfig(cwd, { auth: { secrett: secret } }), env: {}, cwd }, ['"auth.secrett"'], [secret, 'S3cr3t']);
+  configError({ env: { HOOKRELAY_AUTH_SECRETT: secret }, cwd }, ['HOOKRELAY_AUTH_SECRETT'], [secret, 'S3cr3t']);
+  configError({ configFile: writeConfig(cwd, { auth: { secret, publicKeyFile: 'key.pem' } }), env: {}, cwd }, ['auth.publicKeyFile'], [secret, 'S3cr3t']);
+});
+
+test('a config file that is not valid JSON does not echo the text around the error (it may hold a secret)', (t) => {
+  const cwd = tempDir(t);
+  const file = writeConfig(cwd, '{"auth": {"secret": S3cr3t-value-that-must-stay-hidden-0123456789}}');
+  configError({ configFile: file, env: {}, cwd }, ['not valid JSON', 'line 1, column 21'], ['S3cr3t']);
+});
+
+test('docs/configuration.md lists every key with its environment variable', () => {
+  const doc = readFileSync(CONFIGURATION_MD, 'utf8');
+  for (const { path } of schemaLeaves()) {
+    assert.ok(doc.includes(`\`${path}\``), `docs/configuration.md documents ${path}`);
+    assert.ok(doc.includes(`\`${envNameFor(path)}\``), `docs/configuration.md names ${envNameFor(path)}`);
+  }
+});
