@@ -129,7 +129,7 @@ export const CONFIG_SCHEMA = {
     startPosition: {
       type: { kind: 'enum', values: ['start', 'end'] },
       default: 'start',
-      doc: 'Where the first start reads a feed file it has never seen: from its beginning or only new lines. Later starts resume from the committed position.',
+      doc: 'Where the first start reads a feed file it has never seen: from its beginning, or only lines written from now on (a file that appears later is read whole). Later starts resume from the committed position.',
     },
     maxLineBytes: {
       type: { kind: 'int', min: 1024, max: 64 * 1024 * 1024 },

@@ -40,7 +40,7 @@ export type ParsedLine =
 const KNOWN_FIELDS = new Set(['organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at', 'event_id', 'data']);
 const RESERVED_DATA_KEYS = ['event_id', 'organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at'];
 const ISO_UTC_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
 export const MAX_EVENT_ID_LENGTH = 200;
 const MAX_TEXT_FIELD = 200;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -88,10 +88,30 @@ function text(record: Record<string, unknown>, field: string, required: boolean)
   return value;
 }
 
+function daysInMonth(year: number, month: number): number {
+  if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
+  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+
+/**
+ * Epoch ms of an RFC 3339 date-time, NaN when it is not one. The fields are range-checked
+ * first because Date.parse rolls impossible values over (2026-02-30 becomes 2026-03-02,
+ * 24:00 the next day): a notification must not carry a date nobody sent. A leap second
+ * (:60) is refused, as Date cannot represent it.
+ */
+function rfc3339Ms(value: string): number {
+  const m = RFC3339.exec(value);
+  if (m === null) return Number.NaN;
+  const [year, month, day, hour, minute, second] = [m[1], m[2], m[3], m[4], m[5], m[6]].map(Number) as [number, number, number, number, number, number];
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month) || hour > 23 || minute > 59 || second > 59) return Number.NaN;
+  if (m[7] !== undefined && (Number(m[7]) > 23 || Number(m[8]) > 59)) return Number.NaN;
+  return Date.parse(value.replace(' ', 'T'));
+}
+
 /** Normalises occurred_at to the UTC form toISOString() gives; absent means `receivedAt`. */
 function occurredAtOf(value: unknown, receivedAt: number): { ms: number; iso: string } {
   if (value === undefined || value === null) return { ms: receivedAt, iso: new Date(receivedAt).toISOString() };
-  const ms = typeof value === 'string' && RFC3339.test(value) ? Date.parse(value.replace(' ', 'T')) : Number.NaN;
+  const ms = typeof value === 'string' ? rfc3339Ms(value) : Number.NaN;
   if (Number.isNaN(ms)) throw new LineRejected(RejectReason.invalidField, '"occurred_at" must be an RFC 3339 date-time such as 2026-11-22T08:30:00Z');
   // Already canonical (the common case): keep the text, skip re-formatting.
   return { ms, iso: ISO_UTC_MS.test(value as string) ? (value as string) : new Date(ms).toISOString() };

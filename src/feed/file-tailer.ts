@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import { RejectReason } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import type { IngestService, RawLine } from '../services/ingest.ts';
@@ -84,8 +84,10 @@ export function createFileTailer(options: FileTailerOptions) {
   /**
    * Reads `feed` from the splitter's position to the current end, committing a batch (with
    * the offset after its last line) every `batchLines` lines or BATCH_BYTES bytes, and at the end.
+   * When `signal` is aborted it returns after the batch in progress is committed, possibly
+   * before the end of the file.
    */
-  async function readToEnd(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }): Promise<number> {
+  async function readToEnd(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }, signal: AbortSignal): Promise<number> {
     let total = 0;
     let batch: RawLine[] = [];
     let batchBytes = 0;
@@ -100,7 +102,7 @@ export function createFileTailer(options: FileTailerOptions) {
     const readAt = (offset: number) => feed.fh.read(Buffer.allocUnsafe(READ_CHUNK_BYTES), 0, READ_CHUNK_BYTES, offset);
     let offset = splitter.consumed + splitter.pendingBytes;
     let pending = readAt(offset);
-    for (;;) {
+    reading: for (;;) {
       const { bytesRead, buffer } = await pending;
       if (bytesRead === 0) break;
       total += bytesRead;
@@ -110,7 +112,19 @@ export function createFileTailer(options: FileTailerOptions) {
         batch.push(line);
         batchBytes += line.bytes.length;
         batchEnd = end;
-        if (batch.length >= options.batchLines || batchBytes >= BATCH_BYTES) await flush();
+        if (batch.length >= options.batchLines || batchBytes >= BATCH_BYTES) {
+          await flush();
+          // A 4 MiB chunk holds tens of thousands of lines and every commit blocks on fsync: let
+          // the admin API, the dispatcher and a stop request run between batches.
+          await yieldToEventLoop();
+          // Stopping must not wait for the rest of a large file: the position is committed and
+          // the next start reads on from it. The lines split past it are dropped with the
+          // splitter, which the caller discards when stopped.
+          if (signal.aborted) {
+            await pending.catch(() => {});
+            break reading;
+          }
+        }
       }
     }
     await flush();
@@ -125,9 +139,13 @@ export function createFileTailer(options: FileTailerOptions) {
     else options.ingest.ingest(source, lines, position);
   }
 
-  /** Reads a file that is being left behind to its end; a last line without newline is quarantined. */
-  async function finish(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }, why: string): Promise<void> {
-    await readToEnd(feed, splitter, fp);
+  /**
+   * Reads a file that is being left behind to its end; a last line without newline is quarantined.
+   * Throws when stopped before the end: the caller must not move on to the next file then.
+   */
+  async function finish(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }, why: string, signal: AbortSignal): Promise<void> {
+    await readToEnd(feed, splitter, fp, signal);
+    signal.throwIfAborted();
     const rest = splitter.takeIncomplete({ reason: RejectReason.incompleteLine, detail: why });
     if (rest) await commit(feed, fp, [rest.line], rest.end);
   }
@@ -147,11 +165,12 @@ export function createFileTailer(options: FileTailerOptions) {
     return null;
   }
 
-  async function waitForFile(signal: AbortSignal): Promise<OpenFeed> {
+  /** Opens the feed file, waiting for it to appear; `appeared` is true when it did not exist at first. */
+  async function waitForFile(signal: AbortSignal): Promise<{ feed: OpenFeed; appeared: boolean }> {
     let warned = false;
     for (;;) {
       const feed = await openFeed(source);
-      if (feed) return feed;
+      if (feed) return { feed, appeared: warned };
       if (!warned) log.info('waiting for the feed file to appear');
       warned = true;
       await sleep(options.pollIntervalMs, undefined, { signal });
@@ -168,11 +187,14 @@ export function createFileTailer(options: FileTailerOptions) {
     return nl === -1 ? (from === 0 ? 0 : size) : from + nl + 1;
   }
 
-  async function startingPoint(feed: OpenFeed): Promise<number> {
+  async function startingPoint(feed: OpenFeed, appeared: boolean, signal: AbortSignal): Promise<number> {
     const saved = options.ingest.position(source);
     if (saved === null) {
-      const position = options.startPosition === 'end' ? await endOfLastLine(feed) : 0;
-      log.info({ position }, `first start on this feed: reading from its ${options.startPosition === 'end' ? 'end' : 'beginning'}`);
+      // `end` skips what the file held before the daemon started; a file that appeared while we
+      // waited for it holds only lines written since, so all of it is new.
+      const fromEnd = options.startPosition === 'end' && !appeared;
+      const position = fromEnd ? await endOfLastLine(feed) : 0;
+      log.info({ position }, `first start on this feed: reading from its ${fromEnd ? 'end' : 'beginning'}`);
       return position;
     }
     if (await isSameFile(feed, saved)) {
@@ -190,7 +212,7 @@ export function createFileTailer(options: FileTailerOptions) {
       log.info({ rotatedTo: old.path }, 'feed was rotated while stopped; finishing the old file first');
       const splitter = new LineSplitter(options.maxLineBytes, saved.position);
       try {
-        await finish(old, splitter, { current: { hash: saved.fingerprint, bytes: saved.fingerprintBytes } }, 'the feed was rotated before this line was terminated');
+        await finish(old, splitter, { current: { hash: saved.fingerprint, bytes: saved.fingerprintBytes } }, 'the feed was rotated before this line was terminated', signal);
       } finally {
         await old.fh.close();
       }
@@ -200,16 +222,35 @@ export function createFileTailer(options: FileTailerOptions) {
     return 0;
   }
 
+  /**
+   * True (after committing position 0) when the open file was truncated or rewritten in place
+   * since it was last read: then it is read again from its start. Checked before every read, so
+   * that new content is never read from the old offset.
+   */
+  async function restartedInPlace(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }): Promise<boolean> {
+    const size = Number((await feed.fh.stat()).size);
+    const truncated = size < splitter.consumed + splitter.pendingBytes;
+    const rewritten = !truncated && fp.current.bytes > 0 && (await fingerprintOf(feed.fh, fp.current.bytes)).hash !== fp.current.hash;
+    if (!truncated && !rewritten) return false;
+    log.warn({ size, position: splitter.consumed }, truncated ? 'feed file truncated in place; reading it again from the start' : 'feed file rewritten in place; reading it again from the start');
+    splitter.reset(0);
+    fp.current = EMPTY_FINGERPRINT;
+    await commit(feed, fp, [], 0);
+    return true;
+  }
+
   async function follow(signal: AbortSignal): Promise<void> {
-    let feed = await waitForFile(signal);
+    const found = await waitForFile(signal);
+    let feed = found.feed;
     try {
-      const start = await startingPoint(feed);
+      const start = await startingPoint(feed, found.appeared, signal);
       let splitter = new LineSplitter(options.maxLineBytes, start);
       const fp = { current: EMPTY_FINGERPRINT };
       await commit(feed, fp, [], start);
 
       while (!signal.aborted) {
-        const read = await readToEnd(feed, splitter, fp);
+        await restartedInPlace(feed, splitter, fp);
+        const read = await readToEnd(feed, splitter, fp, signal);
         if (read > 0) continue;
 
         const current = await stat(source, { bigint: true }).catch((err: unknown) => {
@@ -217,7 +258,7 @@ export function createFileTailer(options: FileTailerOptions) {
           throw err;
         });
         if (current && (String(current.dev) !== feed.dev || String(current.ino) !== feed.ino)) {
-          await finish(feed, splitter, fp, 'the feed was rotated before this line was terminated');
+          await finish(feed, splitter, fp, 'the feed was rotated before this line was terminated', signal);
           const next = await openFeed(source);
           if (next) {
             log.info({ previousInode: feed.ino, inode: next.ino }, 'feed file rotated; reading the new file from its start');
@@ -230,16 +271,7 @@ export function createFileTailer(options: FileTailerOptions) {
           }
         }
 
-        const size = Number((await feed.fh.stat()).size);
-        const truncated = size < splitter.consumed + splitter.pendingBytes;
-        const rewritten = !truncated && fp.current.bytes > 0 && (await fingerprintOf(feed.fh, fp.current.bytes)).hash !== fp.current.hash;
-        if (truncated || rewritten) {
-          log.warn({ size, position: splitter.consumed }, truncated ? 'feed file truncated in place; reading it again from the start' : 'feed file rewritten in place; reading it again from the start');
-          splitter.reset(0);
-          fp.current = EMPTY_FINGERPRINT;
-          await commit(feed, fp, [], 0);
-          continue;
-        }
+        // Idle: the next turn looks for truncation or a rewrite before reading again.
         await sleep(options.pollIntervalMs, undefined, { signal });
       }
     } finally {

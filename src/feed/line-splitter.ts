@@ -82,6 +82,13 @@ export class LineSplitter {
   #append(bytes: Buffer, mayBeReused: boolean): void {
     if (bytes.length === 0) return;
     if (this.#skipped >= 0) {
+      // Top the kept prefix up to what the quarantine stores, so the record does not depend on
+      // how the input happened to be chunked (with a limit below 16 KiB it could be cut short).
+      if (this.#partBytes < MAX_QUARANTINED_BYTES) {
+        const more = Buffer.from(bytes.subarray(0, MAX_QUARANTINED_BYTES - this.#partBytes));
+        this.#parts.push(more);
+        this.#partBytes += more.length;
+      }
       this.#skipped += bytes.length;
       return;
     }

@@ -1,0 +1,300 @@
+/**
+ * Fixtures for the feed tests: feed lines, an in-process relay that can be stopped and started
+ * again on the same state directory, a second database connection for assertions, bounded
+ * polling of the database, and the built CLI run or spawned as a user would.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import type { TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { loadConfig, type Config } from '../src/config/load.ts';
+import { systemClock } from '../src/domain/clock.ts';
+import { createLogger } from '../src/log.ts';
+import { createRelay, type Relay } from '../src/relay.ts';
+import { openStore, type Store } from '../src/store/store.ts';
+
+export const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+/** Upper bound of any wait; only reached when something is broken (then the test fails). */
+export const WAIT_LIMIT_MS = 30_000;
+
+const cleanups = new WeakMap<TestContext, Array<() => unknown>>();
+
+/**
+ * Runs `fn` when the test ends, in reverse order of registration (t.after runs hooks in
+ * registration order, which would remove a temp dir before the process using it is killed).
+ */
+export function defer(t: TestContext, fn: () => unknown): void {
+  let stack = cleanups.get(t);
+  if (stack === undefined) {
+    const fns: Array<() => unknown> = [];
+    cleanups.set(t, fns);
+    stack = fns;
+    t.after(async () => {
+      for (const cleanup of fns.reverse()) await cleanup();
+    });
+  }
+  stack.push(fn);
+}
+
+/** A fresh directory, removed when the test ends (after everything registered later is stopped). */
+export function scratchDir(t: TestContext, prefix = 'hookrelay-feed-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  defer(t, () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+export function assertBuilt(): void {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing; run npm run build first`);
+}
+
+/** The fields of a valid feed line, for request number `i`. */
+export function fields(i: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { organization_id: 'org-a', anticipation_request_id: `ar_${i}`, status: 'approved', previous_status: 'submitted', ...extra };
+}
+
+/** One feed line with its newline. */
+export function jsonLine(value: unknown): string {
+  return JSON.stringify(value) + '\n';
+}
+
+/** `count` valid lines (request numbers `from`..), and the byte offset at which each one starts. */
+export function feedLines(count: number, from = 0, extra: Record<string, unknown> = {}): { text: string; positions: number[]; bytes: number } {
+  const parts: string[] = [];
+  const positions: number[] = [];
+  let offset = 0;
+  for (let i = from; i < from + count; i++) {
+    const text = jsonLine(fields(i, extra));
+    positions.push(offset);
+    offset += Buffer.byteLength(text);
+    parts.push(text);
+  }
+  return { text: parts.join(''), positions, bytes: offset };
+}
+
+/** Polls `probe` (every 10 ms, at most `limitMs`) until it returns something other than undefined/false. */
+export async function waitFor<T>(what: string, probe: () => T | undefined | false, limitMs = WAIT_LIMIT_MS): Promise<T> {
+  const deadline = Date.now() + limitMs;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+/** Read-side queries on a second connection, as the CLI would make them. */
+export class Probe {
+  readonly store: Store;
+  constructor(t: TestContext, databasePath: string) {
+    this.store = openStore(databasePath, systemClock);
+    defer(t, () => this.store.close());
+  }
+
+  eventCount(): number {
+    return (this.store.db.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n;
+  }
+
+  events(): Array<{ id: string; anticipation_request_id: string; status: string; source: string; source_position: number | null; payload: string }> {
+    return this.store.db.prepare('SELECT id, anticipation_request_id, status, source, source_position, payload FROM events ORDER BY seq').all() as never;
+  }
+
+  /** Each stored request id (events of `fields(i)` lines carry `ar_i`). */
+  requestIds(): string[] {
+    return this.events().map((e) => e.anticipation_request_id);
+  }
+
+  rejects(): Array<{ source: string; position: number | null; line_bytes: number; raw: Buffer; reason: string; detail: string; event_id: string | null }> {
+    return this.store.db.prepare('SELECT source, position, line_bytes, raw, reason, detail, event_id FROM feed_rejects ORDER BY id').all() as never;
+  }
+
+  stats(source: string): { accepted: number; duplicates: number; quarantined: number } | undefined {
+    return this.store.db.prepare('SELECT accepted, duplicates, quarantined FROM feed_stats WHERE source = ?').get(source) as never;
+  }
+
+  /** The committed position of `source`, or null before the first commit. */
+  position(source: string): number | null {
+    return this.store.feed.getPosition(source)?.position ?? null;
+  }
+
+  deliveries(): Array<{ event_id: string; org_id: string; status: string; ordering_key: string }> {
+    return this.store.db
+      .prepare('SELECT e.id AS event_id, d.org_id, d.status, d.ordering_key FROM deliveries d JOIN events e ON e.seq = d.event_seq ORDER BY d.id')
+      .all() as never;
+  }
+
+  /** Waits until `source` has accepted + duplicate + quarantined `lines` lines in total. */
+  async waitForLines(source: string, lines: number): Promise<{ accepted: number; duplicates: number; quarantined: number }> {
+    return waitFor(`${lines} lines of ${source} to be committed`, () => {
+      const s = this.stats(source);
+      return s !== undefined && s.accepted + s.duplicates + s.quarantined >= lines ? s : undefined;
+    });
+  }
+}
+
+export interface FeedRelay {
+  readonly config: Config;
+  readonly stateDir: string;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /** The second connection (opened on first use, after the relay created the database). */
+  probe(): Probe;
+  /** The relay's log records so far (level info and above). */
+  logRecords(): Array<Record<string, unknown>>;
+}
+
+/**
+ * An in-process relay over `stateDir` (a new temp dir by default) that the test may stop and
+ * start again, as a restart of the daemon. Overrides are dotted config paths. Stopped when the
+ * test ends. The feed polls every 20 ms unless overridden.
+ */
+export function feedRelay(
+  t: TestContext,
+  overrides: Record<string, string>,
+  options: { stateDir?: string; stdin?: () => Readable } = {},
+): FeedRelay {
+  const stateDir = options.stateDir ?? scratchDir(t, 'hookrelay-feed-state-');
+  const config = loadConfig({
+    env: {},
+    overrides: { stateDir, 'api.listen': '127.0.0.1:0', 'log.level': 'silent', 'feed.pollIntervalMs': '20', ...overrides },
+  });
+  let running: Relay | null = null;
+  let probe: Probe | null = null;
+  const records: Array<Record<string, unknown>> = [];
+  const log = createLogger('info', { write: (line: string) => void records.push(JSON.parse(line) as Record<string, unknown>) });
+  defer(t, async () => {
+    await running?.stop();
+    running = null;
+  });
+  return {
+    config,
+    stateDir,
+    async start() {
+      assert.equal(running, null, 'the relay is already running');
+      const relay = createRelay(config, { log, ...(options.stdin ? { stdin: options.stdin() } : {}) });
+      await relay.start();
+      running = relay;
+    },
+    async stop() {
+      await running?.stop();
+      running = null;
+    },
+    probe() {
+      probe ??= new Probe(t, config.database.path);
+      return probe;
+    },
+    logRecords: () => records,
+  };
+}
+
+/** The caller's environment without anything that would change hookrelay's behaviour. */
+export function cleanEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value === undefined || name.startsWith('HOOKRELAY_') || name === 'NODE_TEST_CONTEXT' || name === 'NODE_OPTIONS') continue;
+    env[name] = value;
+  }
+  return env;
+}
+
+export interface Exit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+export interface CliResult extends Exit {
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs one CLI command to completion, with `input` (if any) on its standard input. */
+export async function runCli(t: TestContext, args: readonly string[], options: { input?: string | Buffer; cwd?: string } = {}): Promise<CliResult> {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    env: cleanEnv(),
+    ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
+    stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+  });
+  killAtEnd(t, child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  if (options.input !== undefined) child.stdin!.end(options.input);
+  const timer = setTimeout(() => child.kill('SIGKILL'), WAIT_LIMIT_MS);
+  const { code, signal } = await new Promise<Exit>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code, signal) => resolve({ code, signal }));
+  });
+  clearTimeout(timer);
+  return { code, signal, stdout, stderr };
+}
+
+function exitOf(child: ChildProcess): Promise<Exit> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+}
+
+/** SIGKILLs `child` when the test ends unless it has exited by then. */
+function killAtEnd(t: TestContext, child: ChildProcess): void {
+  defer(t, async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exit = exitOf(child);
+    child.kill('SIGKILL');
+    await exit;
+  });
+}
+
+export interface Daemon {
+  readonly child: ChildProcess;
+  readonly baseUrl: string;
+  /** JSON log records written to stdout so far. */
+  logRecords(): Array<Record<string, unknown>>;
+  stderr(): string;
+  /** Resolves with how the process ended ('close': its pipes are read to the end). */
+  readonly exited: Promise<Exit>;
+}
+
+/**
+ * Spawns `node dist/cli.js serve --state-dir D --listen 127.0.0.1:0 ...args` with no HOOKRELAY_*
+ * variable, and waits until it logs "admin API listening". SIGKILLed when the test ends.
+ */
+export async function spawnServe(t: TestContext, stateDir: string, args: readonly string[], options: { stdin?: boolean } = {}): Promise<Daemon> {
+  const child = spawn(process.execPath, [CLI, 'serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0', ...args], {
+    env: cleanEnv(),
+    stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+  });
+  killAtEnd(t, child);
+  let stdout = '';
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const exited = new Promise<Exit>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+  const logRecords = () =>
+    stdout
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the daemon did not start listening; stdout: ${stdout}; stderr: ${stderr}`)), WAIT_LIMIT_MS);
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+      const listening = logRecords().find((r) => r.msg === 'admin API listening');
+      if (listening) {
+        clearTimeout(timer);
+        resolve(listening.port as number);
+      }
+    });
+    void exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`the daemon exited (${code}, ${signal}) before listening; stderr: ${stderr}`));
+    });
+  });
+  return { child, baseUrl: `http://127.0.0.1:${port}`, logRecords, stderr: () => stderr, exited };
+}
+
+export function databaseIn(stateDir: string): string {
+  return join(stateDir, 'hookrelay.db');
+}

@@ -1,0 +1,282 @@
+/**
+ * Unit tests of the feed line parser (src/domain/feed-event.ts): every reject reason it
+ * gives, the defaults it fills in, the derived event id and the exact webhook body.
+ */
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { describe, test } from 'node:test';
+import { canonicalJson, EVENT_TYPE, MAX_EVENT_ID_LENGTH, parseFeedLine, sameNotification, type ParsedLine } from '../src/domain/feed-event.ts';
+
+const RECEIVED_AT = Date.UTC(2026, 10, 22, 9, 0, 0, 250);
+const RECEIVED_ISO = '2026-11-22T09:00:00.250Z';
+
+const base = { organization_id: 'acme', anticipation_request_id: 'ar_1842', status: 'approved' };
+
+function parse(value: unknown, receivedAt = RECEIVED_AT): ParsedLine {
+  return parseFeedLine(Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)), receivedAt);
+}
+
+function rejected(result: ParsedLine): { reason: string; detail: string; eventId: string | null } {
+  assert.equal(result.ok, false, `expected a reject, got ${JSON.stringify(result)}`);
+  if (result.ok) throw new Error('unreachable');
+  return { reason: result.reason, detail: result.detail, eventId: result.eventId };
+}
+
+function accepted(result: ParsedLine) {
+  if (!result.ok) assert.fail(`expected the line to be accepted, got ${result.reason}: ${result.detail}`);
+  return result.event;
+}
+
+describe('parseFeedLine rejects', () => {
+  test('bytes that are not UTF-8: invalid_utf8', () => {
+    const bytes = Buffer.concat([Buffer.from('{"organization_id":"acme","anticipation_request_id":"ar_1","status":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]);
+    const r = rejected(parseFeedLine(bytes, RECEIVED_AT));
+    assert.deepEqual(r, { reason: 'invalid_utf8', detail: 'the line is not valid UTF-8', eventId: null });
+    // A lone continuation byte, and a truncated multi-byte sequence at the end.
+    assert.equal(rejected(parseFeedLine(Buffer.from([0x7b, 0x80, 0x7d]), RECEIVED_AT)).reason, 'invalid_utf8');
+    assert.equal(rejected(parseFeedLine(Buffer.from([0x7b, 0x7d, 0xe2, 0x82]), RECEIVED_AT)).reason, 'invalid_utf8');
+  });
+
+  test('text that is not JSON, an empty line included: invalid_json', () => {
+    for (const line of ['{"organization_id":"acme"', 'not json', '', '   ', "{'a':1}", '{"a":1} {"b":2}']) {
+      const r = rejected(parse(line));
+      assert.equal(r.reason, 'invalid_json', `line ${JSON.stringify(line)}`);
+      assert.match(r.detail, /^not valid JSON: /);
+      assert.equal(r.eventId, null);
+    }
+  });
+
+  test('JSON that is not an object: not_an_object', () => {
+    for (const line of ['[]', '[{"organization_id":"acme"}]', '"text"', '42', 'null', 'true']) {
+      assert.deepEqual(rejected(parse(line)), { reason: 'not_an_object', detail: 'each line must be one JSON object', eventId: null }, line);
+    }
+  });
+
+  test('a required field absent or null: missing_field, naming the field', () => {
+    for (const field of ['organization_id', 'anticipation_request_id', 'status'] as const) {
+      const without: Record<string, unknown> = { ...base };
+      delete without[field];
+      assert.deepEqual(rejected(parse(without)), { reason: 'missing_field', detail: `"${field}" is required`, eventId: null });
+      assert.deepEqual(rejected(parse({ ...base, [field]: null })), { reason: 'missing_field', detail: `"${field}" is required`, eventId: null });
+    }
+  });
+
+  test('a reject keeps the given event_id, so the quarantine shows which event it was', () => {
+    const r = rejected(parse({ event_id: 'chg_1', organization_id: 'acme', status: 'approved' }));
+    assert.deepEqual(r, { reason: 'missing_field', detail: '"anticipation_request_id" is required', eventId: 'chg_1' });
+  });
+
+  test('text fields of the wrong type, empty or too long: invalid_field', () => {
+    for (const field of ['anticipation_request_id', 'status', 'previous_status'] as const) {
+      for (const bad of [5, true, '', ['x'], { a: 1 }]) {
+        assert.deepEqual(rejected(parse({ ...base, [field]: bad })), { reason: 'invalid_field', detail: `"${field}" must be a non-empty string`, eventId: null }, `${field}=${JSON.stringify(bad)}`);
+      }
+      assert.deepEqual(rejected(parse({ ...base, [field]: 'x'.repeat(201) })), { reason: 'invalid_field', detail: `"${field}" must be at most 200 characters`, eventId: null });
+      accepted(parse({ ...base, [field]: 'x'.repeat(200) }));
+    }
+  });
+
+  test('a bad organization_id: invalid_field', () => {
+    for (const bad of ['has space', '-leading-dash', 'a'.repeat(65), 'ünïcode', 'a/b']) {
+      const r = rejected(parse({ ...base, organization_id: bad }));
+      assert.equal(r.reason, 'invalid_field', bad);
+      assert.match(r.detail, /^"organization_id" must be 1-64 characters/);
+    }
+    assert.deepEqual(rejected(parse({ ...base, organization_id: 7 })), { reason: 'invalid_field', detail: '"organization_id" must be a non-empty string', eventId: null });
+    assert.equal(accepted(parse({ ...base, organization_id: 'A.b_c-9' })).orgId, 'A.b_c-9');
+    assert.equal(accepted(parse({ ...base, organization_id: 'a'.repeat(64) })).orgId, 'a'.repeat(64));
+  });
+
+  test('event_id of the wrong type, empty or over 200 characters: invalid_field', () => {
+    const detail = `"event_id" must be a string of 1-${MAX_EVENT_ID_LENGTH} characters`;
+    assert.deepEqual(rejected(parse({ ...base, event_id: 'e'.repeat(MAX_EVENT_ID_LENGTH + 1) })), { reason: 'invalid_field', detail, eventId: 'e'.repeat(201) });
+    assert.deepEqual(rejected(parse({ ...base, event_id: '' })), { reason: 'invalid_field', detail, eventId: '' });
+    for (const bad of [12, null, false, ['a'], { id: 'a' }]) {
+      assert.deepEqual(rejected(parse({ ...base, event_id: bad })), { reason: 'invalid_field', detail, eventId: null }, JSON.stringify(bad));
+    }
+    assert.equal(accepted(parse({ ...base, event_id: 'e'.repeat(MAX_EVENT_ID_LENGTH) })).id, 'e'.repeat(200));
+  });
+
+  test('occurred_at that is not an RFC 3339 date-time: invalid_field', () => {
+    const detail = '"occurred_at" must be an RFC 3339 date-time such as 2026-11-22T08:30:00Z';
+    for (const bad of [
+      '2026-11-22',
+      '2026-11-22T08:30:00', // no offset
+      '22/11/2026 08:30',
+      'yesterday',
+      '2026-13-01T00:00:00Z', // month 13
+      '2026-11-22T08:30:00+0100', // offset without colon
+      1764000000000,
+      true,
+      {},
+      '',
+    ]) {
+      assert.deepEqual(rejected(parse({ ...base, occurred_at: bad })), { reason: 'invalid_field', detail, eventId: null }, JSON.stringify(bad));
+    }
+  });
+
+  test('occurred_at naming a day or time that does not exist is refused, not moved to another day', () => {
+    // Date.parse rolls these over (2026-02-30 becomes 2026-03-02); a notification must not carry a date nobody sent.
+    for (const bad of ['2026-02-30T00:00:00Z', '2026-02-29T00:00:00Z', '2026-04-31T12:00:00Z', '2026-01-01T24:00:00Z', '2026-01-01T23:60:00Z', '2026-01-01T00:00:00+24:00']) {
+      assert.equal(rejected(parse({ ...base, occurred_at: bad })).reason, 'invalid_field', bad);
+    }
+    assert.equal(accepted(parse({ ...base, occurred_at: '2028-02-29T00:00:00Z' })).occurredAt, Date.UTC(2028, 1, 29));
+    assert.equal(accepted(parse({ ...base, occurred_at: '2026-12-31T23:59:59.999Z' })).occurredAt, Date.UTC(2026, 11, 31, 23, 59, 59, 999));
+  });
+
+  test('data that is not an object, or uses a reserved key: invalid_field', () => {
+    for (const bad of [[1, 2], 'text', 5, true]) {
+      assert.deepEqual(rejected(parse({ ...base, data: bad })), { reason: 'invalid_field', detail: '"data" must be a JSON object', eventId: null }, JSON.stringify(bad));
+    }
+    for (const key of ['event_id', 'organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at']) {
+      assert.deepEqual(rejected(parse({ ...base, data: { amount: 1, [key]: 'x' } })), {
+        reason: 'invalid_field',
+        detail: `"data" must not contain the reserved key(s) ${key}`,
+        eventId: null,
+      });
+    }
+    assert.equal(rejected(parse({ ...base, data: { status: 'x', occurred_at: 'y' } })).detail, '"data" must not contain the reserved key(s) status, occurred_at');
+  });
+
+  test('a top-level field that is not part of the format: unknown_field', () => {
+    assert.deepEqual(rejected(parse({ ...base, amount_cents: 100 })), {
+      reason: 'unknown_field',
+      detail: 'unknown field "amount_cents"; put extra fields under "data"',
+      eventId: null,
+    });
+    assert.deepEqual(rejected(parse({ ...base, event_id: 'chg_9', Status: 'x' })), {
+      reason: 'unknown_field',
+      detail: 'unknown field "Status"; put extra fields under "data"',
+      eventId: 'chg_9',
+    });
+    assert.equal(rejected(parse('{"organization_id":"acme","anticipation_request_id":"ar_1","status":"x","__proto__":{}}')).reason, 'unknown_field');
+  });
+});
+
+describe('parseFeedLine accepts', () => {
+  test('a full line: exact event and exact webhook body, data passed through after the event fields', () => {
+    const line = {
+      organization_id: 'acme',
+      anticipation_request_id: 'ar_1842',
+      status: 'approved',
+      previous_status: 'submitted',
+      occurred_at: '2026-11-22T08:30:00.000Z',
+      event_id: 'chg_77812',
+      data: { amount_cents: 125000, nested: { a: [1, 'two'] } },
+    };
+    const event = accepted(parse(line));
+    assert.deepEqual(
+      { ...event, payload: undefined },
+      {
+        id: 'chg_77812',
+        orgId: 'acme',
+        anticipationRequestId: 'ar_1842',
+        status: 'approved',
+        previousStatus: 'submitted',
+        occurredAt: Date.UTC(2026, 10, 22, 8, 30),
+        payload: undefined,
+      },
+    );
+    assert.equal(
+      event.payload,
+      '{"type":"anticipation_request.status_changed","timestamp":"2026-11-22T08:30:00.000Z","data":{"event_id":"chg_77812","organization_id":"acme",' +
+        '"anticipation_request_id":"ar_1842","status":"approved","previous_status":"submitted","occurred_at":"2026-11-22T08:30:00.000Z",' +
+        '"amount_cents":125000,"nested":{"a":[1,"two"]}}}',
+    );
+    assert.equal(EVENT_TYPE, 'anticipation_request.status_changed');
+  });
+
+  test('optional fields absent: previous_status null, occurred_at and timestamp = ingestion time, no extra data keys', () => {
+    const event = accepted(parse(base));
+    assert.equal(event.previousStatus, null);
+    assert.equal(event.occurredAt, RECEIVED_AT);
+    assert.deepEqual(JSON.parse(event.payload), {
+      type: EVENT_TYPE,
+      timestamp: RECEIVED_ISO,
+      data: {
+        event_id: event.id,
+        organization_id: 'acme',
+        anticipation_request_id: 'ar_1842',
+        status: 'approved',
+        previous_status: null,
+        occurred_at: RECEIVED_ISO,
+      },
+    });
+    // null stands for absent in the optional fields too.
+    const withNulls = accepted(parse({ ...base, previous_status: null, occurred_at: null, data: null }));
+    assert.equal(withNulls.previousStatus, null);
+    assert.equal(withNulls.occurredAt, RECEIVED_AT);
+    // An empty data object adds nothing.
+    assert.deepEqual(Object.keys(JSON.parse(accepted(parse({ ...base, data: {} })).payload).data), [
+      'event_id',
+      'organization_id',
+      'anticipation_request_id',
+      'status',
+      'previous_status',
+      'occurred_at',
+    ]);
+  });
+
+  test('occurred_at in other RFC 3339 forms is normalised to UTC with milliseconds', () => {
+    const cases: Array<[string, string]> = [
+      ['2026-11-22T08:30:00Z', '2026-11-22T08:30:00.000Z'],
+      ['2026-11-22T10:30:00+02:00', '2026-11-22T08:30:00.000Z'],
+      ['2026-11-22T05:00:00.5-03:30', '2026-11-22T08:30:00.500Z'],
+      ['2026-11-22 08:30:00Z', '2026-11-22T08:30:00.000Z'],
+      ['2026-11-22T08:30:00.123456Z', '2026-11-22T08:30:00.123Z'],
+    ];
+    for (const [given, iso] of cases) {
+      const event = accepted(parse({ ...base, occurred_at: given }));
+      assert.equal(event.occurredAt, Date.parse(iso), given);
+      const body = JSON.parse(event.payload);
+      assert.equal(body.timestamp, iso, given);
+      assert.equal(body.data.occurred_at, iso, given);
+    }
+  });
+
+  test('without event_id the id is derived from the line bytes: evt_ + 32 hex digits of their SHA-256, the same every time', () => {
+    const line = Buffer.from(JSON.stringify(base));
+    const expected = `evt_${createHash('sha256').update(line).digest('hex').slice(0, 32)}`;
+    const first = accepted(parseFeedLine(line, RECEIVED_AT));
+    // Ingested at another time: still the same id (the line is the same).
+    const again = accepted(parseFeedLine(Buffer.from(line), RECEIVED_AT + 60_000));
+    assert.equal(first.id, expected);
+    assert.equal(again.id, expected);
+    assert.match(first.id, /^evt_[0-9a-f]{32}$/);
+    assert.equal(JSON.parse(first.payload).data.event_id, expected);
+    // Another line (even only spacing) is another id.
+    assert.notEqual(accepted(parse(JSON.stringify(base, null, 1).replace(/\n/g, ''))).id, expected);
+    assert.notEqual(accepted(parse({ ...base, status: 'rejected' })).id, expected);
+  });
+
+  test('a line ending in \\r (CRLF feeds) parses, the \\r being JSON whitespace', () => {
+    const event = accepted(parse(JSON.stringify({ ...base, event_id: 'chg_cr' }) + '\r'));
+    assert.equal(event.id, 'chg_cr');
+    assert.equal(event.status, 'approved');
+  });
+
+  test('strings are passed through exactly, including characters JSON must escape', () => {
+    const status = 'needs "review" \\ ünïcode ✓ \u2028';
+    const event = accepted(parse({ ...base, status, data: { note: 'line\nbreak' } }));
+    assert.equal(event.status, status);
+    assert.equal(JSON.parse(event.payload).data.status, status);
+    assert.equal(JSON.parse(event.payload).data.note, 'line\nbreak');
+  });
+});
+
+describe('sameNotification / canonicalJson', () => {
+  test('equal JSON values with different key order and spacing are the same notification; other values are not', () => {
+    assert.equal(sameNotification('{"a":1,"b":{"c":[1,{"d":2,"e":3}]}}', '{ "b" : { "c" : [1, {"e":3,"d":2}] }, "a" : 1 }'), true);
+    assert.equal(sameNotification('{"a":1,"b":[1,2]}', '{"a":1,"b":[2,1]}'), false);
+    assert.equal(sameNotification('{"a":1}', '{"a":1,"b":null}'), false);
+    assert.equal(canonicalJson({ b: 1, a: [{ d: 1, c: 2 }] }), '{"a":[{"c":2,"d":1}],"b":1}');
+  });
+
+  test('two lines with the same event_id, fields and data in another order, make the same notification', () => {
+    const one = accepted(parse('{"event_id":"chg_1","organization_id":"acme","anticipation_request_id":"ar_1","status":"approved","data":{"x":1,"y":2}}'));
+    const two = accepted(parse('{"data":{"y":2,"x":1},"status":"approved","anticipation_request_id":"ar_1","organization_id":"acme","event_id":"chg_1"}'));
+    assert.equal(sameNotification(one.payload, two.payload), true);
+    const other = accepted(parse('{"event_id":"chg_1","organization_id":"acme","anticipation_request_id":"ar_1","status":"rejected","data":{"x":1,"y":2}}'));
+    assert.equal(sameNotification(one.payload, other.payload), false);
+  });
+});
