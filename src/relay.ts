@@ -32,6 +32,9 @@ export function parseListen(listen: string): { host: string; port: number } {
   return { host, port: Number(listen.slice(at + 1)) };
 }
 
+/** A claimed delivery's lease is the attempt deadline plus this. */
+export const LEASE_MARGIN_MS = 10_000;
+
 export function retryPolicyFrom(config: Config): RetryPolicy {
   return {
     scheduleMs: config.delivery.retrySchedule,
@@ -126,8 +129,9 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       log,
       concurrency: config.delivery.concurrency,
       perWebhookConcurrency: config.delivery.perWebhookConcurrency,
-      // Longer than any attempt (deadline plus the in-attempt reconnects), so only a crash lets it lapse.
-      leaseMs: config.delivery.timeout + 60_000,
+      // An attempt (in-attempt reconnects included) ends at its deadline; the margin covers
+      // recording it. So only a crash lets a lease lapse.
+      leaseMs: config.delivery.timeout + LEASE_MARGIN_MS,
       pollIntervalMs: config.delivery.pollInterval,
     });
     dispatcher.start();

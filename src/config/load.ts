@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { isIP } from 'node:net';
 import { resolve, join } from 'node:path';
+import { parseCidr } from '../domain/cidr.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { CONFIG_SCHEMA, coerceLeaf, envNameFor, isLeaf, schemaLeaves, type SchemaNode } from './schema.ts';
 
@@ -223,16 +223,6 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   for (const [path, value] of values) setPath(config, path, value);
   checkCoherence(config as unknown as Config);
   return config as unknown as Config;
-}
-
-/** Parses "address/prefix"; null when it is not a CIDR. */
-export function parseCidr(text: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {
-  const match = /^([^/]+)\/(\d{1,3})$/.exec(text.trim());
-  if (!match) return null;
-  const version = isIP(match[1]!);
-  const prefix = Number(match[2]);
-  if (version === 0 || prefix > (version === 4 ? 32 : 128)) return null;
-  return { address: match[1]!, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
 }
 
 function checkCoherence(config: Config): void {

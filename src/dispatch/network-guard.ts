@@ -1,11 +1,12 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
-import { parseCidr } from '../config/load.ts';
+import { parseCidr } from '../domain/cidr.ts';
 
 /**
  * Address ranges a webhook may not reach unless the operator allows them: loopback, private,
  * link-local (cloud metadata), CGNAT, unique-local, multicast, unspecified, documentation,
- * benchmarking, reserved, and IPv6 forms that embed IPv4 (6to4, NAT64 local, IPv4-compatible).
+ * benchmarking, reserved, and IPv6 forms that embed IPv4 (6to4, NAT64 local, IPv4-compatible;
+ * well-known-prefix NAT64 addresses are judged by the IPv4 address they embed).
  * node:net's BlockList also matches IPv4-mapped IPv6 (::ffff:a.b.c.d) against the IPv4 rules.
  */
 const DENIED_V4: ReadonlyArray<[string, number, string]> = [
@@ -58,6 +59,20 @@ export interface NetworkGuard {
   lookup(hostname: string, options: { all?: boolean; family?: number } | number, callback: LookupCallback): void;
 }
 
+/** The IPv4 address in the last 32 bits of an IPv6 address (which isIP has accepted), dotted. */
+function nat64Embedded(ipv6: string): string | null {
+  const text = ipv6.toLowerCase();
+  const dotted = /(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
+  if (dotted) return dotted.slice(1).join('.');
+  const [head = '', tail] = text.split('::');
+  const groups = (part: string) => (part === '' ? [] : part.split(':'));
+  const all = tail === undefined ? groups(head) : [...groups(head), ...Array<string>(8 - groups(head).length - groups(tail).length).fill('0'), ...groups(tail)];
+  if (all.length !== 8) return null;
+  const high = parseInt(all[6]!, 16);
+  const low = parseInt(all[7]!, 16);
+  return [high >> 8, high & 255, low >> 8, low & 255].join('.');
+}
+
 export function createNetworkGuard(allowNetworks: readonly string[]): NetworkGuard {
   const allowed = new BlockList();
   for (const cidr of allowNetworks) {
@@ -75,17 +90,31 @@ export function createNetworkGuard(allowNetworks: readonly string[]): NetworkGua
     list.addSubnet(address, prefix, 'ipv6');
     denied.push({ list, label });
   }
+  const nat64 = new BlockList();
+  nat64.addSubnet('64:ff9b::', 96, 'ipv6');
+
+  /** The label of the refused range `bare` is in, or null when it is not refused. */
+  function deniedLabel(bare: string, family: 'ipv4' | 'ipv6'): string | null {
+    if (allowed.check(bare, family)) return null;
+    for (const { list, label } of denied) {
+      if (list.check(bare, family)) return label;
+    }
+    // A NAT64 gateway turns 64:ff9b::a.b.c.d into a.b.c.d, and not every gateway refuses
+    // private targets (RFC 6052 asks them to): judge the embedded IPv4 address instead.
+    if (family === 'ipv6' && nat64.check(bare, 'ipv6')) {
+      const embedded = nat64Embedded(bare);
+      const label = embedded === null ? null : deniedLabel(embedded, 'ipv4');
+      return label === null ? null : `NAT64 (${embedded}: ${label})`;
+    }
+    return null;
+  }
 
   function refusal(address: string): string | null {
     const bare = address.replace(/^\[(.*)\]$/, '$1');
     const version = isIP(bare);
     if (version === 0) return `${address} is not an IP address`;
-    const family = version === 4 ? 'ipv4' : 'ipv6';
-    if (allowed.check(bare, family)) return null;
-    for (const { list, label } of denied) {
-      if (list.check(bare, family)) return `${bare} is a ${label} address; allow it with delivery.allowNetworks if this receiver is meant to be internal`;
-    }
-    return null;
+    const label = deniedLabel(bare, version === 4 ? 'ipv4' : 'ipv6');
+    return label === null ? null : `${bare} is in a refused range (${label}); allow it with delivery.allowNetworks if this receiver is meant to be internal`;
   }
 
   return {
@@ -97,7 +126,7 @@ export function createNetworkGuard(allowNetworks: readonly string[]): NetworkGua
         if (err) return callback(err, wantAll ? [] : '');
         for (const { address } of addresses) {
           const why = refusal(address);
-          if (why !== null) return callback(new BlockedAddressError(`${hostname} resolves to ${why}`), wantAll ? [] : '');
+          if (why !== null) return callback(new BlockedAddressError(`${hostname} resolves to a refused address: ${why}`), wantAll ? [] : '');
         }
         if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), wantAll ? [] : '');
         if (wantAll) return callback(null, addresses);

@@ -68,10 +68,17 @@ export function decideOutcome(result: AttemptResult, attempt: number, policy: Re
   return { kind: 'retry', at: now + Math.round(delay) };
 }
 
+/** An HTTP-date (RFC 9110 section 5.6.7) starts with a day name, in all three of its forms. */
+const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? /i;
+
 /** Parses Retry-After (delta-seconds or an HTTP date) into ms from `now`; null when absent or invalid. */
 export function parseRetryAfter(value: string | undefined, now: number): number | null {
   if (value === undefined || value.trim() === '') return null;
-  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
-  const date = Date.parse(value);
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // Date.parse alone accepts almost anything ("1.5" is a day in 2001): only HTTP dates count.
+  if (!HTTP_DATE.test(text)) return null;
+  // HTTP dates are GMT; the asctime form does not say so and Date.parse would read it as local time.
+  const date = Date.parse(/\bGMT$/i.test(text) ? text : `${text} GMT`);
   return Number.isNaN(date) ? null : Math.max(0, date - now);
 }

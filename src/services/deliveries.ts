@@ -51,11 +51,26 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       return store.transaction(() => {
         const now = store.clock.now();
         const taken: ClaimedDelivery[] = [];
-        for (const d of deliveries.due(now, limit * 4)) {
-          if (taken.length >= limit) break;
-          if (!canTake(d.orgId)) continue;
-          deliveries.lease(d.id, now + leaseMs, now);
-          taken.push({ ...d, secrets: webhooks.signingSecrets(d.orgId, now) });
+        // Organizations that `canTake` refused are left out of the following pages, so a webhook
+        // with a long backlog at its concurrency cap cannot hide the other webhooks' due
+        // deliveries behind its own (a slow receiver must not starve the others).
+        const full = new Set<string>();
+        const page = limit * 4;
+        while (taken.length < limit) {
+          const batch = deliveries.due(now, page, [...full]);
+          for (const d of batch) {
+            if (taken.length >= limit) break;
+            if (full.has(d.orgId)) continue;
+            if (!canTake(d.orgId)) {
+              full.add(d.orgId);
+              continue;
+            }
+            deliveries.lease(d.id, now + leaseMs, now);
+            taken.push({ ...d, secrets: webhooks.signingSecrets(d.orgId, now) });
+          }
+          // Each row of a page was either leased or put its organization in `full`, so the next
+          // page holds only rows not seen yet; a short page was the last one.
+          if (batch.length < page) break;
         }
         return taken;
       });

@@ -118,12 +118,13 @@ export function createDeliveriesRepo(db: Db) {
   // Due, unleased, the oldest pending delivery of its anticipation request (per-request
   // ordering: a later change waits until the earlier one is delivered or dead), and its
   // webhook not disabled (held deliveries stay pending).
-  const due = db.prepare<{ now: number; limit: number }, DueRow>(`
+  const due = db.prepare<{ now: number; limit: number; skip: string }, DueRow>(`
     SELECT ${DUE_COLUMNS}
     FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.org_id = d.org_id
     WHERE d.status = 'pending' AND d.next_attempt_at <= @now
       AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= @now)
       AND w.status <> 'disabled'
+      AND d.org_id NOT IN (SELECT value FROM json_each(@skip))
       AND d.id = (SELECT min(p.id) FROM deliveries p WHERE p.ordering_key = d.ordering_key AND p.status = 'pending')
     ORDER BY d.next_attempt_at, d.id
     LIMIT @limit`);
@@ -140,11 +141,13 @@ export function createDeliveriesRepo(db: Db) {
   const attemptsOf = db.prepare<[number], { id: number; attempt: number; started_at: number; duration_ms: number; url: string; status_code: number | null; error_class: string | null; error_detail: string | null; response_body: string | null; outcome: string }>(
     'SELECT id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome FROM delivery_attempts WHERE delivery_id = ? ORDER BY id',
   );
-  const list = db.prepare<{ org: string; status: string | null; failed: number; since: number | null; until: number | null; before: number | null; limit: number }, Row>(`
+  // `attempted` tells the two public states of a pending row apart: 0 = pending (never
+  // attempted), 1 = failed (attempted, a retry is scheduled), null = either.
+  const list = db.prepare<{ org: string; status: string | null; attempted: number | null; since: number | null; until: number | null; before: number | null; limit: number }, Row>(`
     SELECT ${ROW_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq
     WHERE d.org_id = @org
       AND (@status IS NULL OR d.status = @status)
-      AND (@failed = 0 OR d.attempts > 0)
+      AND (@attempted IS NULL OR (d.attempts > 0) = @attempted)
       AND (@since IS NULL OR d.created_at >= @since)
       AND (@until IS NULL OR d.created_at < @until)
       AND (@before IS NULL OR d.id < @before)
@@ -167,9 +170,9 @@ export function createDeliveriesRepo(db: Db) {
     VALUES (@id, @org, '', 'test', @now, @payload, 'api', @now, 'webhook.test')`);
 
   return {
-    /** Up to `limit` deliveries that may be attempted now (not yet leased). */
-    due(now: number, limit: number): DueDelivery[] {
-      return due.all({ now, limit }).map(toDue);
+    /** Up to `limit` deliveries that may be attempted now (not yet leased), leaving out the organizations in `skipOrgs`. */
+    due(now: number, limit: number, skipOrgs: readonly string[] = []): DueDelivery[] {
+      return due.all({ now, limit, skip: JSON.stringify(skipOrgs) }).map(toDue);
     },
     /** Leases a delivery until `until` (epoch ms): nobody else attempts it before then. */
     lease(id: number, until: number, now: number): void {
@@ -202,10 +205,19 @@ export function createDeliveriesRepo(db: Db) {
         outcome: r.outcome,
       }));
     },
+    /** Newest first. `status` is the public status (see publicStatus): `pending` is never attempted, `failed` attempted and waiting for a retry. */
     list(orgId: string, f: ListFilter): DeliveryRow[] {
-      const failed = f.status === 'failed';
+      const pendingRow = f.status === 'failed' || f.status === 'pending';
       return list
-        .all({ org: orgId, status: failed ? 'pending' : (f.status ?? null), failed: failed ? 1 : 0, since: f.since ?? null, until: f.until ?? null, before: f.beforeId ?? null, limit: f.limit })
+        .all({
+          org: orgId,
+          status: pendingRow ? 'pending' : (f.status ?? null),
+          attempted: pendingRow ? (f.status === 'failed' ? 1 : 0) : null,
+          since: f.since ?? null,
+          until: f.until ?? null,
+          before: f.beforeId ?? null,
+          limit: f.limit,
+        })
         .map(toRow);
     },
     eventOf(deliveryId: number): { eventSeq: number; orderingKey: string } | null {

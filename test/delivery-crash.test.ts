@@ -1,0 +1,164 @@
+/**
+ * Crash safety end to end, with the built CLI (`npm run build` first): `hookrelay serve` is
+ * killed with SIGKILL while the receiver holds its requests open, more feed lines arrive while
+ * it is down, and a new daemon on the same state directory delivers every event at least once,
+ * leaves nothing pending, and re-sends only the attempts that were in flight (once their lease,
+ * delivery.timeout + 60 s, has lapsed).
+ */
+import assert from 'node:assert/strict';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { systemClock } from '../src/domain/clock.ts';
+import { openStore } from '../src/store/store.ts';
+import { tempDir } from './helpers.ts';
+import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor } from './receivers.ts';
+
+const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+const run = promisify(execFile);
+
+/** The environment minus anything that would change hookrelay's behaviour or the test runner's. */
+function cleanEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value === undefined || name.startsWith('HOOKRELAY_') || name === 'NODE_TEST_CONTEXT' || name === 'NODE_OPTIONS') continue;
+    env[name] = value;
+  }
+  return env;
+}
+
+interface Daemon {
+  readonly child: ChildProcess;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  output(): string;
+}
+
+test('a daemon killed mid-delivery loses nothing: every event is delivered, only in-flight attempts are sent again', { timeout: 150_000 }, async (t) => {
+  assert.ok(existsSync(CLI), `${CLI} is missing; run npm run build first`);
+  const tls = createTestTls(t);
+  const dir = tempDir(t, 'hookrelay-crash-');
+  const stateDir = join(dir, 'state');
+  mkdirSync(stateDir);
+  const configFile = join(dir, 'hookrelay.json');
+  writeFileSync(
+    configFile,
+    JSON.stringify({
+      delivery: {
+        allowNetworks: ['127.0.0.1/32'],
+        caFile: tls.caFile,
+        // The lease is timeout + 10 s: the shortest timeout gives the shortest wait for in-flight re-sends.
+        timeout: '1s',
+        retrySchedule: ['1s', '1s', '1s'],
+        jitterPercent: 0,
+        pollInterval: '20ms',
+        concurrency: 8,
+        perWebhookConcurrency: 4,
+      },
+      feed: { pollIntervalMs: 20 },
+      log: { level: 'info' },
+    }),
+  );
+  const common = ['--state-dir', stateDir, '--config', configFile];
+
+  let holding = true;
+  const receiver = await startReceiver(t, tls, () => (holding ? 'hang' : { status: 200 }));
+
+  const daemons: Daemon[] = [];
+  const serve = (): Daemon => {
+    const child = spawn(process.execPath, [CLI, 'serve', ...common, '--listen', '127.0.0.1:0'], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    const daemon = { child, exited, output: () => output };
+    daemons.push(daemon);
+    return daemon;
+  };
+  t.after(async () => {
+    for (const d of daemons) {
+      if (d.child.exitCode === null && d.child.signalCode === null) d.child.kill('SIGKILL');
+      await d.exited;
+    }
+  });
+
+  await run(process.execPath, [CLI, 'orgs', 'add', 'org-a', ...common], { env: cleanEnv() });
+  await run(process.execPath, [CLI, 'webhook', 'set', '--org', 'org-a', '--url', receiver.url, ...common], { env: cleanEnv() });
+  const feedPath = join(stateDir, 'feed.jsonl');
+  const before = Array.from({ length: 10 }, (_, i) => `evt_crash_${i}`);
+  const after = Array.from({ length: 3 }, (_, i) => `evt_late_${i}`);
+  appendFeed(
+    feedPath,
+    before.map((id) => feedLine('org-a', id)),
+  );
+
+  // Phase 1: four attempts in flight (the per-webhook cap), held open by the receiver; SIGKILL.
+  const first = serve();
+  await receiver.waitForRequests(4, 30_000).catch((err: unknown) => {
+    throw new Error(`${String(err)}; daemon output: ${first.output()}`);
+  });
+  first.child.kill('SIGKILL');
+  assert.deepEqual(await first.exited, { code: null, signal: 'SIGKILL' });
+  const inFlight = new Set(receiver.requests.map((r) => eventIdOf(r)!));
+  assert.equal(inFlight.size, 4, `expected four distinct events in flight, got ${[...inFlight].join(', ')}`);
+
+  const store = openStore(join(stateDir, 'hookrelay.db'), systemClock);
+  t.after(() => store.close());
+  const rows = () =>
+    store.db.prepare("SELECT e.id AS event_id, d.status, d.attempts, d.lease_expires_at FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.org_id = 'org-a'").all() as Array<{
+      event_id: string;
+      status: string;
+      attempts: number;
+      lease_expires_at: number | null;
+    }>;
+  const atKill = rows();
+  assert.equal(atKill.length, 10);
+  assert.ok(atKill.every((r) => r.status === 'pending' && r.attempts === 0), 'an attempt was recorded before the kill');
+  assert.deepEqual(new Set(atKill.filter((r) => r.lease_expires_at !== null && r.lease_expires_at > Date.now()).map((r) => r.event_id)), inFlight, 'the leased deliveries are the ones in flight');
+
+  // While the daemon is down: more feed lines; the receiver recovers.
+  appendFeed(
+    feedPath,
+    after.map((id) => feedLine('org-a', id)),
+  );
+  holding = false;
+
+  // Phase 2: a new daemon on the same state directory.
+  const second = serve();
+  const all = [...before, ...after];
+  await waitFor(
+    'every event to be delivered by the restarted daemon (in-flight ones after their lease lapses, about 11 s)',
+    () => {
+      if (second.child.exitCode !== null) throw new Error(`the restarted daemon exited: ${second.output()}`);
+      const now = rows();
+      return now.length === all.length && now.every((r) => r.status === 'delivered');
+    },
+    100_000,
+    100,
+  );
+
+  const byEvent = new Map<string, number>();
+  for (const r of receiver.requests) byEvent.set(eventIdOf(r)!, (byEvent.get(eventIdOf(r)!) ?? 0) + 1);
+  for (const id of all) {
+    const answered = receiver.requestsFor(id).filter((r) => r.answeredStatus === 200);
+    assert.ok(answered.length >= 1, `${id} was never delivered`);
+    // Sent once, plus once more when it was in flight at the kill (its lease lapsed, then it went out again).
+    const expected = inFlight.has(id) ? 2 : 1;
+    assert.equal(byEvent.get(id), expected, `${id} was sent ${byEvent.get(id)} time(s), expected ${expected}`);
+    const copies = receiver.requestsFor(id);
+    for (const copy of copies) {
+      assert.equal(copy.headers['webhook-id'], id);
+      assert.ok(copy.body.equals(copies[0]!.body), `${id}: a re-send changed the body`);
+    }
+  }
+  const final = rows();
+  assert.equal(final.filter((r) => r.status === 'pending').length, 0);
+  assert.ok(final.every((r) => r.attempts === 1), 'an interrupted attempt was counted');
+  assert.equal((store.db.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n, all.length, 'the feed was read twice');
+
+  // And it stops cleanly.
+  second.child.kill('SIGTERM');
+  assert.deepEqual(await second.exited, { code: 0, signal: null });
+});
