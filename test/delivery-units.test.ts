@@ -4,6 +4,7 @@
  * lookup function's array form), and the retry policy (schedule, jitter bounds, dead after the
  * last step, 410, Retry-After parsing and clamping, the floor after a 429 or a timeout).
  */
+import { orderingKey, testOrderingKey } from '../src/domain/ordering.ts';
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { join } from 'node:path';
@@ -297,4 +298,16 @@ test('webhook health in the store: failing after N failures in a row, disabled a
   assert.deepEqual(state(), { status: 'active', consecutiveFailures: 0, failingSince: null, lastSuccessAt: t1 + 5 * day + 1, disabledReason: null });
   services.deliveries.setEnabled('org-a', false);
   assert.equal(state().disabledReason, 'operator');
+});
+
+test('ordering keys: one per (organization, request), distinct across organizations and requests, safe integers', () => {
+  assert.equal(orderingKey('acme', 'ar_1'), orderingKey('acme', 'ar_1'));
+  const keys = new Set<number>();
+  for (let org = 0; org < 20; org++) {
+    for (let request = 0; request < 500; request++) keys.add(orderingKey(`org-${org}`, `ar_${request}`));
+  }
+  assert.equal(keys.size, 10_000, 'no two of 10,000 (organization, request) pairs share a key');
+  assert.notEqual(orderingKey('ab', 'c'), orderingKey('a', 'bc'), 'the separator keeps the parts apart');
+  assert.notEqual(testOrderingKey('acme', 'evt_1'), orderingKey('acme', 'evt_1'), 'a test event never waits for a request');
+  for (const key of keys) assert.ok(Number.isSafeInteger(key) && key >= 0, String(key));
 });

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, test } from 'node:test';
+import { orderingKey } from '../src/domain/ordering.ts';
 import { assertBuilt, databaseIn, fields, jsonLine, Probe, runCli, scratchDir, type CliResult } from './feed-helpers.ts';
 
 before(assertBuilt);
@@ -103,8 +104,8 @@ test('ingest FILE and ingest -: counts printed (human and --json), rejects liste
 
   const probe = new Probe(t, databaseIn(stateDir));
   assert.deepEqual(probe.deliveries(), [
-    { event_id: 'chg_h1', org_id: 'org-hooked', status: 'pending', ordering_key: 'org-hooked\u0000ar_0' },
-    { event_id: 'chg_h2', org_id: 'org-hooked', status: 'pending', ordering_key: 'org-hooked\u0000ar_2' },
+    { event_id: 'chg_h1', org_id: 'org-hooked', status: 'pending', ordering_key: orderingKey('org-hooked', 'ar_0') },
+    { event_id: 'chg_h2', org_id: 'org-hooked', status: 'pending', ordering_key: orderingKey('org-hooked', 'ar_2') },
   ]);
   assert.deepEqual(
     probe.events().map((e) => [e.id.startsWith('evt_') ? 'derived' : e.id, e.anticipation_request_id, e.source, e.source_position]),

@@ -121,7 +121,7 @@ export class Probe {
     return this.store.feed.getPosition(source)?.position ?? null;
   }
 
-  deliveries(): Array<{ event_id: string; org_id: string; status: string; ordering_key: string }> {
+  deliveries(): Array<{ event_id: string; org_id: string; status: string; ordering_key: number }> {
     return this.store.db
       .prepare('SELECT e.id AS event_id, d.org_id, d.status, d.ordering_key FROM deliveries d JOIN events e ON e.seq = d.event_seq ORDER BY d.id')
       .all() as never;

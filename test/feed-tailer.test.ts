@@ -10,6 +10,7 @@ import { appendFileSync, renameSync, statSync, truncateSync, writeFileSync } fro
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import { systemClock } from '../src/domain/clock.ts';
+import { orderingKey } from '../src/domain/ordering.ts';
 import { createIngestService, MAX_QUARANTINED_BYTES, type RawLine } from '../src/services/ingest.ts';
 import { createServices } from '../src/services/services.ts';
 import { openStore } from '../src/store/store.ts';
@@ -442,8 +443,8 @@ describe('duplicates, conflicts and bad lines', () => {
       .prepare('SELECT e.id AS event_id, d.org_id, d.status, d.attempts, d.ordering_key FROM deliveries d JOIN events e ON e.seq = d.event_seq ORDER BY d.id')
       .all();
     assert.deepEqual(deliveries, [
-      { event_id: 'chg_h1', org_id: 'org-hooked', status: 'pending', attempts: 0, ordering_key: 'org-hooked\u0000ar_1' },
-      { event_id: 'chg_h2', org_id: 'org-hooked', status: 'pending', attempts: 0, ordering_key: 'org-hooked\u0000ar_3' },
+      { event_id: 'chg_h1', org_id: 'org-hooked', status: 'pending', attempts: 0, ordering_key: orderingKey('org-hooked', 'ar_1') },
+      { event_id: 'chg_h2', org_id: 'org-hooked', status: 'pending', attempts: 0, ordering_key: orderingKey('org-hooked', 'ar_3') },
     ]);
     assert.deepEqual(store.db.prepare('SELECT id FROM events ORDER BY seq').pluck().all(), ['chg_h1', 'chg_q1', 'chg_h2', 'chg_u1']);
     assert.deepEqual(ingest.undeliverable(), [

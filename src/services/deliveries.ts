@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ErrorCode, HookrelayError, validationError } from '../domain/errors.ts';
+import { orderingKey, testOrderingKey } from '../domain/ordering.ts';
 import { isSuccess, type AttemptResult, type DeliveryOutcome } from '../domain/retry-policy.ts';
 import { generateWebhookSecret } from '../domain/secrets.ts';
 import { WebhookStatus } from '../domain/types.ts';
@@ -163,7 +164,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         const now = store.clock.now();
         let requeued = 0;
         for (const e of deliveries.recoverable(orgId, since, end)) {
-          const key = e.type === TEST_EVENT_TYPE ? `test\u0000${e.eventSeq}` : `${orgId}\u0000${e.anticipationRequestId}`;
+          const key = e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId);
           store.feed.insertDelivery(e.eventSeq, orgId, key, now);
           requeued++;
         }
@@ -180,7 +181,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         const timestamp = new Date(now).toISOString();
         const payload = JSON.stringify({ type: TEST_EVENT_TYPE, timestamp, data: { event_id: id, organization_id: orgId, message: 'Test notification from hookrelay' } });
         const seq = deliveries.insertTestEvent(id, orgId, payload, now);
-        const deliveryId = store.feed.insertDelivery(seq, orgId, `test\u0000${seq}`, now);
+        const deliveryId = store.feed.insertDelivery(seq, orgId, testOrderingKey(orgId, id), now);
         return deliveries.get(orgId, deliveryId)!;
       });
     },

@@ -1,4 +1,5 @@
 import { parseFeedLine, RejectReason, sameNotification, type FeedEvent } from '../domain/feed-event.ts';
+import { orderingKey } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
 import type { Store } from '../store/store.ts';
@@ -99,7 +100,7 @@ export function createIngestService(store: Store, log: Logger) {
             queued = store.webhooks.get(event.orgId) !== null;
             hasWebhook.set(event.orgId, queued);
           }
-          if (queued) store.feed.insertDelivery(seq, event.orgId, `${event.orgId}\u0000${event.anticipationRequestId}`, now);
+          if (queued) store.feed.insertDelivery(seq, event.orgId, orderingKey(event.orgId, event.anticipationRequestId), now);
           else counts.undeliverable++;
         }
         if (position !== null) store.feed.savePosition(position, now);

@@ -152,12 +152,12 @@ export function createDeliveriesRepo(db: Db) {
       AND (@until IS NULL OR d.created_at < @until)
       AND (@before IS NULL OR d.id < @before)
     ORDER BY d.id DESC LIMIT @limit`);
-  const eventSeqOfDelivery = db.prepare<[number], { event_seq: number; ordering_key: string }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = ?');
+  const eventSeqOfDelivery = db.prepare<[number], { event_seq: number; ordering_key: number }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = ?');
   const hasOpenDelivery = db.prepare<[number], { n: number }>("SELECT count(*) AS n FROM deliveries WHERE event_seq = ? AND status = 'pending'");
   // Events of the organization received in the window that were never delivered and have no
   // pending delivery: dead ones and undeliverable ones (no delivery at all).
-  const recoverable = db.prepare<[string, number, number], { seq: number; org_id: string; anticipation_request_id: string; type: string }>(`
-    SELECT e.seq, e.org_id, e.anticipation_request_id, e.type FROM events e
+  const recoverable = db.prepare<[string, number, number], { seq: number; id: string; org_id: string; anticipation_request_id: string; type: string }>(`
+    SELECT e.seq, e.id, e.org_id, e.anticipation_request_id, e.type FROM events e
     WHERE e.org_id = ? AND e.received_at >= ? AND e.received_at < ?
       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq AND d.status IN ('pending', 'delivered'))
     ORDER BY e.seq`);
@@ -220,7 +220,7 @@ export function createDeliveriesRepo(db: Db) {
         })
         .map(toRow);
     },
-    eventOf(deliveryId: number): { eventSeq: number; orderingKey: string } | null {
+    eventOf(deliveryId: number): { eventSeq: number; orderingKey: number } | null {
       const r = eventSeqOfDelivery.get(deliveryId);
       return r ? { eventSeq: r.event_seq, orderingKey: r.ordering_key } : null;
     },
@@ -228,7 +228,7 @@ export function createDeliveriesRepo(db: Db) {
       return (hasOpenDelivery.get(eventSeq)?.n ?? 0) > 0;
     },
     recoverable(orgId: string, since: number, until: number) {
-      return recoverable.all(orgId, since, until).map((r) => ({ eventSeq: r.seq, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, type: r.type }));
+      return recoverable.all(orgId, since, until).map((r) => ({ eventSeq: r.seq, eventId: r.id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, type: r.type }));
     },
     /** Makes failed (pending, already attempted) deliveries of events received in the window due now. */
     hurryFailed(orgId: string, since: number, until: number, now: number): number {

@@ -59,7 +59,7 @@ export function createFeedRepo(db: Db) {
     INSERT INTO events (id, org_id, anticipation_request_id, status, previous_status, occurred_at, payload, source, source_position, received_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`);
   const eventById = db.prepare<[string], { payload: string; received_at: number }>('SELECT payload, received_at FROM events WHERE id = ?');
-  const insertDelivery = db.prepare<[number, string, string, number, number, number]>(`
+  const insertDelivery = db.prepare<[number, string, number, number, number, number]>(`
     INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
     VALUES (?, ?, ?, 'pending', ?, ?, ?)`);
   const insertReject = db.prepare<[string, number | null, number, Buffer, string, string, string | null, number]>(`
@@ -114,7 +114,7 @@ export function createFeedRepo(db: Db) {
       return row ? { payload: row.payload, receivedAt: row.received_at } : null;
     },
     /** Queues the event for the organization's webhook (the outbox row the dispatcher sends). */
-    insertDelivery(eventSeq: number, orgId: string, orderingKey: string, now: number): number {
+    insertDelivery(eventSeq: number, orgId: string, orderingKey: number, now: number): number {
       return Number(insertDelivery.run(eventSeq, orgId, orderingKey, now, now, now).lastInsertRowid);
     },
     insertReject(reject: Omit<FeedReject, 'id'>): void {

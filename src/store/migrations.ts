@@ -68,7 +68,7 @@ export const MIGRATIONS: readonly string[] = [
     id                INTEGER PRIMARY KEY,
     event_seq         INTEGER NOT NULL REFERENCES events (seq),
     org_id            TEXT NOT NULL,
-    ordering_key      TEXT NOT NULL,
+    ordering_key      INTEGER NOT NULL,
     status            TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'dead')),
     attempts          INTEGER NOT NULL DEFAULT 0,
     next_attempt_at   INTEGER NOT NULL,

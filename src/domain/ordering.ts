@@ -1,0 +1,29 @@
+/**
+ * Deliveries that share an ordering key go out one at a time, oldest first. The key is a
+ * 53-bit hash of (organization, anticipation request): an integer indexes far more cheaply
+ * than the text it stands for, which matters at ingest rates of 100k lines/s. Two requests
+ * whose keys collide (about n²/2⁵⁴ for n requests) are merely delivered in one common order:
+ * never out of order.
+ */
+export function orderingKey(orgId: string, requestId: string): number {
+  return hash53(`${orgId}\u0000${requestId}`);
+}
+
+/** A test notification is ordered on its own: nothing waits for it, it waits for nothing. */
+export function testOrderingKey(orgId: string, eventId: string): number {
+  return hash53(`${orgId}\u0000\u0000test\u0000${eventId}`);
+}
+
+/** Two independent 32-bit multiplicative hashes combined into a non-negative safe integer. */
+function hash53(text: string): number {
+  let a = 0x9e3779b9;
+  let b = 0x85ebca6b;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+  }
+  a = Math.imul(a ^ (a >>> 15), 0x2c1b3c6d) ^ Math.imul(b ^ (b >>> 13), 0x297a2d39);
+  b = Math.imul(b ^ (b >>> 16), 0x2c1b3c6d) ^ Math.imul(a ^ (a >>> 12), 0x297a2d39);
+  return (b & 0x1fffff) * 0x100000000 + (a >>> 0);
+}
