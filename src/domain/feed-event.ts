@@ -111,6 +111,12 @@ function rfc3339Ms(value: string): number {
 /** Normalises occurred_at to the UTC form toISOString() gives; absent means `receivedAt`. */
 function occurredAtOf(value: unknown, receivedAt: number): { ms: number; iso: string } {
   if (value === undefined || value === null) return { ms: receivedAt, iso: new Date(receivedAt).toISOString() };
+  if (typeof value === 'string' && ISO_UTC_MS.test(value)) {
+    // Fast path for the common, already canonical form: it is valid exactly when it survives a
+    // round trip (a day or hour that does not exist comes back as another one).
+    const ms = Date.parse(value);
+    if (!Number.isNaN(ms) && new Date(ms).toISOString() === value) return { ms, iso: value };
+  }
   const ms = typeof value === 'string' ? rfc3339Ms(value) : Number.NaN;
   if (Number.isNaN(ms)) throw new LineRejected(RejectReason.invalidField, '"occurred_at" must be an RFC 3339 date-time such as 2026-11-22T08:30:00Z');
   // Already canonical (the common case): keep the text, skip re-formatting.
