@@ -349,3 +349,47 @@ test('concurrency: at most delivery.perWebhookConcurrency attempts per webhook a
   assert.equal(a.requests.length, 5);
   assert.equal(b.requests.length, 5);
 });
+
+test('ordering: many requests with several changes each, slow answers and concurrency: each request receives its changes one at a time, in feed order', async (t) => {
+  const rig = await startDeliveryRig(t, { 'delivery.concurrency': '8', 'delivery.perWebhookConcurrency': '8' });
+  const open = new Map<string, number>();
+  const overlaps: string[] = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const receiver = await startReceiver(t, rig.tls, async (req) => {
+    inFlight++;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    const body = JSON.parse(req.body.toString('utf8')) as { data: { anticipation_request_id: string } };
+    const request = body.data.anticipation_request_id;
+    if ((open.get(request) ?? 0) > 0) overlaps.push(`${request}: ${eventIdOf(req)} arrived while an earlier change was in flight`);
+    open.set(request, (open.get(request) ?? 0) + 1);
+    await sleep(5 + (Number(eventIdOf(req)!.split('_').at(-1)) % 3) * 10);
+    open.set(request, open.get(request)! - 1);
+    inFlight--;
+    return { status: 200 };
+  });
+  seedOrg(rig.relay.services, 'org-a');
+  rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  const requests = 12;
+  const changes = 4;
+  const lines = [];
+  // Half of the requests have their changes next to each other in the feed (so one claim sees
+  // several changes of one request at once), the other half interleaved.
+  for (let r = 0; r < requests / 2; r++) {
+    for (let c = 1; c <= changes; c++) lines.push(feedLine('org-a', `evt_r${r}_${c}`, `ar_${r}`, `status_${c}`));
+  }
+  for (let c = 1; c <= changes; c++) {
+    for (let r = requests / 2; r < requests; r++) lines.push(feedLine('org-a', `evt_r${r}_${c}`, `ar_${r}`, `status_${c}`));
+  }
+  rig.feed(...lines);
+  const store = rig.relay.store;
+  await waitFor('every change delivered', () => deliveriesOf(store, 'org-a').length === requests * changes && deliveriesOf(store, 'org-a').every((d) => d.status === 'delivered'), 20_000);
+
+  assert.deepEqual(overlaps, []);
+  for (let r = 0; r < requests; r++) {
+    const received = receiver.requests.map((q) => eventIdOf(q)!).filter((id) => id.startsWith(`evt_r${r}_`));
+    assert.deepEqual(received, Array.from({ length: changes }, (_, i) => `evt_r${r}_${i + 1}`), `request ar_${r} received out of order`);
+  }
+  // With 8 attempts allowed at once and 12 requests, the requests did not wait for each other.
+  assert.ok(maxInFlight > 1, `deliveries of different requests should overlap (at most ${maxInFlight} at once)`);
+});

@@ -56,12 +56,15 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         // with a long backlog at its concurrency cap cannot hide the other webhooks' due
         // deliveries behind its own (a slow receiver must not starve the others).
         const full = new Set<string>();
+        // One delivery per anticipation request: a later one in the page waits for this one.
+        const keys = new Set<number>();
         const page = limit * 4;
         while (taken.length < limit) {
           const batch = deliveries.due(now, page, [...full]);
           for (const d of batch) {
             if (taken.length >= limit) break;
-            if (full.has(d.orgId)) continue;
+            if (full.has(d.orgId) || keys.has(d.orderingKey)) continue;
+            keys.add(d.orderingKey);
             if (!canTake(d.orgId)) {
               full.add(d.orgId);
               continue;
@@ -69,8 +72,9 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
             deliveries.lease(d.id, now + leaseMs, now);
             taken.push({ ...d, secrets: webhooks.signingSecrets(d.orgId, now) });
           }
-          // Each row of a page was either leased or put its organization in `full`, so the next
-          // page holds only rows not seen yet; a short page was the last one.
+          // Each row of a page was leased, put its organization in `full`, or waits behind a
+          // delivery of its request leased just now (which the query sees), so the next page
+          // holds only rows not seen yet; a short page was the last one.
           if (batch.length < page) break;
         }
         return taken;

@@ -42,6 +42,9 @@ export function addCounts(into: IngestCounts, more: IngestCounts): void {
  */
 export function createIngestService(store: Store, log: Logger) {
   const feedLog = log.child({ subsystem: 'ingest' });
+  // Fresh deliveries are dispatched in (next_attempt_at, id) order, which must be the order in
+  // which they were queued: a clock stepped back (NTP) must not put a later change first.
+  let lastBatchAt = 0;
 
   /**
    * Same id: a duplicate if the line would send the same notification as the stored event
@@ -60,7 +63,8 @@ export function createIngestService(store: Store, log: Logger) {
       const counts = emptyCounts();
       const rejected: Array<{ position: number | null; reason: string; detail: string }> = [];
       store.transaction(() => {
-        const now = store.clock.now();
+        const now = Math.max(store.clock.now(), lastBatchAt);
+        lastBatchAt = now;
         const hasWebhook = new Map<string, boolean>();
         const quarantine = (line: RawLine, reason: RejectReason, detail: string, eventId: string | null, lineBytes = line.bytes.length) => {
           store.feed.insertReject({

@@ -7,6 +7,7 @@ export type DeliveryStatus = (typeof DeliveryStatus)[keyof typeof DeliveryStatus
 export interface DueDelivery {
   readonly id: number;
   readonly orgId: string;
+  readonly orderingKey: number;
   readonly attempts: number;
   readonly eventId: string;
   readonly payload: string;
@@ -55,10 +56,11 @@ export interface ListFilter {
   readonly limit: number;
 }
 
-const DUE_COLUMNS = `d.id, d.org_id, d.attempts, e.id AS event_id, e.payload, w.url, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
+const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.payload, w.url, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
 interface DueRow {
   id: number;
   org_id: string;
+  ordering_key: number;
   attempts: number;
   event_id: string;
   payload: string;
@@ -71,6 +73,7 @@ interface DueRow {
 const toDue = (r: DueRow): DueDelivery => ({
   id: r.id,
   orgId: r.org_id,
+  orderingKey: r.ordering_key,
   attempts: r.attempts,
   eventId: r.event_id,
   payload: r.payload,
@@ -115,9 +118,11 @@ const toRow = (r: Row): DeliveryRow => ({
 });
 
 export function createDeliveriesRepo(db: Db) {
-  // Due, unleased, the oldest pending delivery of its anticipation request (per-request
-  // ordering: a later change waits until the earlier one is delivered or dead), and its
-  // webhook not disabled (held deliveries stay pending).
+  // Due, unleased, its webhook not disabled (held deliveries stay pending), and no earlier
+  // delivery of the same anticipation request that was tried or is being tried still pending
+  // (per-request ordering: a later change waits until the earlier one is delivered or dead).
+  // Earlier fresh ones (never tried) come first in (next_attempt_at, id) order, and the caller
+  // takes at most one delivery per ordering key from the result.
   const due = db.prepare<{ now: number; limit: number; skip: string }, DueRow>(`
     SELECT ${DUE_COLUMNS}
     FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.org_id = d.org_id
@@ -125,7 +130,9 @@ export function createDeliveriesRepo(db: Db) {
       AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= @now)
       AND w.status <> 'disabled'
       AND d.org_id NOT IN (SELECT value FROM json_each(@skip))
-      AND d.id = (SELECT min(p.id) FROM deliveries p WHERE p.ordering_key = d.ordering_key AND p.status = 'pending')
+      AND NOT EXISTS (SELECT 1 FROM deliveries p
+        WHERE p.ordering_key = d.ordering_key AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
+          AND p.id < d.id)
     ORDER BY d.next_attempt_at, d.id
     LIMIT @limit`);
   const lease = db.prepare<[number, number, number]>('UPDATE deliveries SET lease_expires_at = ?, updated_at = ? WHERE id = ?');

@@ -124,7 +124,10 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE webhooks ADD COLUMN last_success_at INTEGER;
   ALTER TABLE webhooks ADD COLUMN disabled_reason TEXT;
 
-  CREATE INDEX deliveries_ordering ON deliveries (ordering_key, id) WHERE status = 'pending';
+  -- Only deliveries that were tried or are being tried: fresh ones (all of them at ingest) stay
+  -- out, which keeps ingestion fast; the dispatcher orders fresh ones by (next_attempt_at, id).
+  CREATE INDEX deliveries_ordering ON deliveries (ordering_key, id)
+    WHERE status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL);
 
   CREATE TABLE delivery_attempts (
     id             INTEGER PRIMARY KEY,
