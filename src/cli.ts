@@ -15,7 +15,7 @@ import { createReadStream } from 'node:fs';
 import { resolve } from 'node:path';
 import { openStore, type Store } from './store/store.ts';
 import { VERSION } from './version.ts';
-import { deliveryView } from './services/views.ts';
+import { deliveryView, webhookView } from './services/views.ts';
 
 /** Exit codes: 0 success, 1 runtime error, 2 usage or configuration error. */
 const EXIT_RUNTIME = 1;
@@ -286,7 +286,7 @@ export function buildProgram(): Command {
     .action((options: CommonOptions & { org: string }) => {
       withServices(options, ({ services }) => {
         const w = services.webhooks.get(options.org);
-        const view = { webhook_url: w.url, active_hmac: w.activeHmac, status: w.status, created_at: iso(w.createdAt), updated_at: iso(w.updatedAt) };
+        const view = webhookView(w);
         print(options, view, () => Object.entries(view).map(([k, v]) => `${k}: ${String(v)}`).join('\n'));
       });
     });

@@ -151,7 +151,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
           throw validationError(`delivery ${id}'s event is already queued; wait for it or see GET /webhook/deliveries`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
         }
         const now = store.clock.now();
-        const newId = store.feed.insertDelivery(ref.eventSeq, orgId, ref.orderingKey, now);
+        const newId = store.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, now);
         return deliveries.get(orgId, newId)!;
       });
     },
@@ -169,7 +169,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         let requeued = 0;
         for (const e of deliveries.recoverable(orgId, since, end)) {
           const key = e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId);
-          store.feed.insertDelivery(e.eventSeq, orgId, key, now);
+          store.deliveries.insert(e.eventSeq, orgId, key, now);
           requeued++;
         }
         return { requeued, hurried: deliveries.hurryFailed(orgId, since, end, now) };
@@ -185,7 +185,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         const timestamp = new Date(now).toISOString();
         const payload = JSON.stringify({ type: TEST_EVENT_TYPE, timestamp, data: { event_id: id, organization_id: orgId, message: 'Test notification from hookrelay' } });
         const seq = deliveries.insertTestEvent(id, orgId, payload, now);
-        const deliveryId = store.feed.insertDelivery(seq, orgId, testOrderingKey(orgId, id), now);
+        const deliveryId = store.deliveries.insert(seq, orgId, testOrderingKey(orgId, id), now);
         return deliveries.get(orgId, deliveryId)!;
       });
     },

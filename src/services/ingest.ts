@@ -104,7 +104,7 @@ export function createIngestService(store: Store, log: Logger) {
             queued = store.webhooks.get(event.orgId) !== null;
             hasWebhook.set(event.orgId, queued);
           }
-          if (queued) store.feed.insertDelivery(seq, event.orgId, orderingKey(event.orgId, event.anticipationRequestId), now);
+          if (queued) store.deliveries.insert(seq, event.orgId, orderingKey(event.orgId, event.anticipationRequestId), now);
           else counts.undeliverable++;
         }
         if (position !== null) store.feed.savePosition(position, now);

@@ -1,3 +1,4 @@
+import type { Webhook } from '../domain/types.ts';
 import type { DeliveryRow } from '../store/deliveries-repo.ts';
 import { publicStatus, TEST_EVENT_TYPE } from './deliveries.ts';
 
@@ -23,3 +24,13 @@ export function deliveryView(d: DeliveryRow) {
   };
 }
 
+/** The public shape of a webhook configuration (never the secret). */
+export function webhookView(webhook: Webhook) {
+  return {
+    webhook_url: webhook.url,
+    active_hmac: webhook.activeHmac,
+    status: webhook.status,
+    created_at: new Date(webhook.createdAt).toISOString(),
+    updated_at: new Date(webhook.updatedAt).toISOString(),
+  };
+}

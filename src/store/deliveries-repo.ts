@@ -135,6 +135,9 @@ export function createDeliveriesRepo(db: Db) {
           AND p.id < d.id)
     ORDER BY d.next_attempt_at, d.id
     LIMIT @limit`);
+  const insertDelivery = db.prepare<[number, string, number, number, number, number]>(`
+    INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
+    VALUES (?, ?, ?, 'pending', ?, ?, ?)`);
   const lease = db.prepare<[number, number, number]>('UPDATE deliveries SET lease_expires_at = ?, updated_at = ? WHERE id = ?');
   const insertAttempt = db.prepare<[number, number, number, number, string, number | null, string | null, string | null, string | null, string]>(`
     INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome)
@@ -177,6 +180,10 @@ export function createDeliveriesRepo(db: Db) {
     VALUES (@id, @org, '', 'test', @now, @payload, 'api', @now, 'webhook.test')`);
 
   return {
+    /** Queues the event for the organization's webhook (the outbox row the dispatcher sends). */
+    insert(eventSeq: number, orgId: string, orderingKey: number, now: number): number {
+      return Number(insertDelivery.run(eventSeq, orgId, orderingKey, now, now, now).lastInsertRowid);
+    },
     /** Up to `limit` deliveries that may be attempted now (not yet leased), leaving out the organizations in `skipOrgs`. */
     due(now: number, limit: number, skipOrgs: readonly string[] = []): DueDelivery[] {
       return due.all({ now, limit, skip: JSON.stringify(skipOrgs) }).map(toDue);

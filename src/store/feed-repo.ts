@@ -59,9 +59,6 @@ export function createFeedRepo(db: Db) {
     INSERT INTO events (id, org_id, anticipation_request_id, status, previous_status, occurred_at, payload, source, source_position, received_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`);
   const eventById = db.prepare<[string], { payload: string; received_at: number }>('SELECT payload, received_at FROM events WHERE id = ?');
-  const insertDelivery = db.prepare<[number, string, number, number, number, number]>(`
-    INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
-    VALUES (?, ?, ?, 'pending', ?, ?, ?)`);
   const insertReject = db.prepare<[string, number | null, number, Buffer, string, string, string | null, number]>(`
     INSERT INTO feed_rejects (source, position, line_bytes, raw, reason, detail, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
   const getPosition = db.prepare<[string], PositionRow>(
@@ -112,10 +109,6 @@ export function createFeedRepo(db: Db) {
     eventForComparison(id: string): { payload: string; receivedAt: number } | null {
       const row = eventById.get(id);
       return row ? { payload: row.payload, receivedAt: row.received_at } : null;
-    },
-    /** Queues the event for the organization's webhook (the outbox row the dispatcher sends). */
-    insertDelivery(eventSeq: number, orgId: string, orderingKey: number, now: number): number {
-      return Number(insertDelivery.run(eventSeq, orgId, orderingKey, now, now, now).lastInsertRowid);
     },
     insertReject(reject: Omit<FeedReject, 'id'>): void {
       insertReject.run(reject.source, reject.position, reject.lineBytes, reject.raw, reject.reason, reject.detail, reject.eventId, reject.receivedAt);

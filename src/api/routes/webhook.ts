@@ -1,18 +1,7 @@
 import { Permission } from '../../domain/permissions.ts';
-import type { Webhook } from '../../domain/types.ts';
+import { webhookView } from '../../services/views.ts';
 import type { WebhookService } from '../../services/webhooks.ts';
 import type { SecuredRouter } from '../secured-router.ts';
-
-/** The public shape of a webhook configuration (never the secret). */
-export function webhookView(webhook: Webhook) {
-  return {
-    webhook_url: webhook.url,
-    active_hmac: webhook.activeHmac,
-    status: webhook.status,
-    created_at: new Date(webhook.createdAt).toISOString(),
-    updated_at: new Date(webhook.updatedAt).toISOString(),
-  };
-}
 
 export function registerWebhookRoutes(router: SecuredRouter, services: { webhooks: WebhookService }): void {
   router.route(
