@@ -56,13 +56,7 @@ export function createDispatcher(options: DispatcherOptions) {
   function fill(signal: AbortSignal): void {
     const free = options.concurrency - inFlight.size;
     if (free <= 0) return;
-    const taking = new Map<string, number>();
-    const claimed = options.deliveries.claim(free, options.leaseMs, (orgId) => {
-      const busy = (perOrg.get(orgId) ?? 0) + (taking.get(orgId) ?? 0);
-      if (busy >= options.perWebhookConcurrency) return false;
-      taking.set(orgId, (taking.get(orgId) ?? 0) + 1);
-      return true;
-    });
+    const claimed = options.deliveries.claim(free, options.leaseMs, (orgId) => options.perWebhookConcurrency - (perOrg.get(orgId) ?? 0));
     for (const d of claimed) {
       perOrg.set(d.orgId, (perOrg.get(d.orgId) ?? 0) + 1);
       const running = attempt(d, signal).finally(() => {

@@ -36,6 +36,7 @@ function notFound(id: number | string): HookrelayError {
  */
 export function createDeliveryService(store: Store, log: Logger, options: DeliveryServiceOptions) {
   const { deliveries, webhooks } = store;
+  let roundRobin = 0;
 
   function requireWebhook(orgId: string) {
     const webhook = webhooks.get(orgId);
@@ -45,37 +46,37 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
 
   return {
     /**
-     * Leases up to `limit` due deliveries whose webhook `canTake` accepts (called once per
-     * delivery taken, in order), until now + `leaseMs`.
+     * Leases up to `limit` due deliveries until now + `leaseMs`, at most `capacity(orgId)` of
+     * each organization, going round the organizations from a different one each time so that
+     * none waits behind another's backlog. Within an organization: oldest due first, and at
+     * most one delivery per anticipation request (a later change waits for the earlier one).
      */
-    claim(limit: number, leaseMs: number, canTake: (orgId: string) => boolean): ClaimedDelivery[] {
+    claim(limit: number, leaseMs: number, capacity: (orgId: string) => number): ClaimedDelivery[] {
       return store.transaction(() => {
         const now = store.clock.now();
         const taken: ClaimedDelivery[] = [];
-        // Organizations that `canTake` refused are left out of the following pages, so a webhook
-        // with a long backlog at its concurrency cap cannot hide the other webhooks' due
-        // deliveries behind its own (a slow receiver must not starve the others).
-        const full = new Set<string>();
-        // One delivery per anticipation request: a later one in the page waits for this one.
-        const keys = new Set<number>();
-        const page = limit * 4;
-        while (taken.length < limit) {
-          const batch = deliveries.due(now, page, [...full]);
-          for (const d of batch) {
-            if (taken.length >= limit) break;
-            if (full.has(d.orgId) || keys.has(d.orderingKey)) continue;
-            keys.add(d.orderingKey);
-            if (!canTake(d.orgId)) {
-              full.add(d.orgId);
-              continue;
+        const orgs = webhooks.deliverableOrgIds();
+        const first = orgs.length === 0 ? 0 : roundRobin++ % orgs.length;
+        for (let i = 0; i < orgs.length && taken.length < limit; i++) {
+          const orgId = orgs[(first + i) % orgs.length]!;
+          const room = Math.min(capacity(orgId), limit - taken.length);
+          if (room <= 0) continue;
+          let took = 0;
+          const keys = new Set<number>();
+          for (;;) {
+            const page = deliveries.due(orgId, now, room * 4);
+            for (const d of page) {
+              if (took >= room) break;
+              if (keys.has(d.orderingKey)) continue;
+              keys.add(d.orderingKey);
+              deliveries.lease(d.id, now + leaseMs, now);
+              taken.push({ ...d, secrets: webhooks.signingSecrets(orgId, now) });
+              took++;
             }
-            deliveries.lease(d.id, now + leaseMs, now);
-            taken.push({ ...d, secrets: webhooks.signingSecrets(d.orgId, now) });
+            // A row left in the page waits behind a delivery of its request leased just now,
+            // which the next query sees; so a full page with room left is worth another look.
+            if (took >= room || page.length < room * 4) break;
           }
-          // Each row of a page was leased, put its organization in `full`, or waits behind a
-          // delivery of its request leased just now (which the query sees), so the next page
-          // holds only rows not seen yet; a short page was the last one.
-          if (batch.length < page) break;
         }
         return taken;
       });

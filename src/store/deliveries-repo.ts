@@ -123,13 +123,14 @@ export function createDeliveriesRepo(db: Db) {
   // (per-request ordering: a later change waits until the earlier one is delivered or dead).
   // Earlier fresh ones (never tried) come first in (next_attempt_at, id) order, and the caller
   // takes at most one delivery per ordering key from the result.
-  const due = db.prepare<{ now: number; limit: number; skip: string }, DueRow>(`
+  // One organization at a time (index deliveries_org_due), so neither a disabled webhook's held
+  // backlog nor a busy webhook's queue is scanned while claiming for the others.
+  const due = db.prepare<{ org: string; now: number; limit: number }, DueRow>(`
     SELECT ${DUE_COLUMNS}
     FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.org_id = d.org_id
-    WHERE d.status = 'pending' AND d.next_attempt_at <= @now
+    WHERE d.org_id = @org AND d.status = 'pending' AND d.next_attempt_at <= @now
       AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= @now)
       AND w.status <> 'disabled'
-      AND d.org_id NOT IN (SELECT value FROM json_each(@skip))
       AND NOT EXISTS (SELECT 1 FROM deliveries p
         WHERE p.ordering_key = d.ordering_key AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
           AND p.id < d.id)
@@ -184,9 +185,9 @@ export function createDeliveriesRepo(db: Db) {
     insert(eventSeq: number, orgId: string, orderingKey: number, now: number): number {
       return Number(insertDelivery.run(eventSeq, orgId, orderingKey, now, now, now).lastInsertRowid);
     },
-    /** Up to `limit` deliveries that may be attempted now (not yet leased), leaving out the organizations in `skipOrgs`. */
-    due(now: number, limit: number, skipOrgs: readonly string[] = []): DueDelivery[] {
-      return due.all({ now, limit, skip: JSON.stringify(skipOrgs) }).map(toDue);
+    /** Up to `limit` deliveries of the organization that may be attempted now (not leased), oldest due first. */
+    due(orgId: string, now: number, limit: number): DueDelivery[] {
+      return due.all({ org: orgId, now, limit }).map(toDue);
     },
     /** Leases a delivery until `until` (epoch ms): nobody else attempts it before then. */
     lease(id: number, until: number, now: number): void {

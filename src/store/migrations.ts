@@ -79,7 +79,7 @@ export const MIGRATIONS: readonly string[] = [
     created_at        INTEGER NOT NULL,
     updated_at        INTEGER NOT NULL
   ) STRICT;
-  CREATE INDEX deliveries_pending_due ON deliveries (next_attempt_at) WHERE status = 'pending';
+  CREATE INDEX deliveries_org_due ON deliveries (org_id, next_attempt_at) WHERE status = 'pending';
   CREATE INDEX deliveries_event ON deliveries (event_seq);
   CREATE INDEX deliveries_org_status ON deliveries (org_id, status, id);
 
