@@ -80,14 +80,10 @@ export function createNetworkGuard(allowNetworks: readonly string[]): NetworkGua
     if (parsed) allowed.addSubnet(parsed.address, parsed.prefix, parsed.family);
   }
   const denied: Array<{ list: BlockList; label: string }> = [];
-  for (const [address, prefix, label] of DENIED_V4) {
+  const ranges = [...DENIED_V4.map((r) => [...r, 'ipv4'] as const), ...DENIED_V6.map((r) => [...r, 'ipv6'] as const)];
+  for (const [address, prefix, label, family] of ranges) {
     const list = new BlockList();
-    list.addSubnet(address, prefix, 'ipv4');
-    denied.push({ list, label });
-  }
-  for (const [address, prefix, label] of DENIED_V6) {
-    const list = new BlockList();
-    list.addSubnet(address, prefix, 'ipv6');
+    list.addSubnet(address, prefix, family);
     denied.push({ list, label });
   }
   const nat64 = new BlockList();

@@ -14,8 +14,6 @@ export interface RetryPolicy {
   readonly maxRetryAfterMs: number;
 }
 
-export const DEFAULT_SCHEDULE_MS: readonly number[] = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
-
 /** Why an attempt failed, when it did. */
 export const AttemptError = {
   blocked: 'blocked_address',

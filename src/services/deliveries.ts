@@ -63,6 +63,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
           if (room <= 0) continue;
           let took = 0;
           const keys = new Set<number>();
+          let secrets: readonly string[] | null = null;
           for (;;) {
             const page = deliveries.due(orgId, now, room * 4);
             for (const d of page) {
@@ -70,7 +71,8 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
               if (keys.has(d.orderingKey)) continue;
               keys.add(d.orderingKey);
               deliveries.lease(d.id, now + leaseMs, now);
-              taken.push({ ...d, secrets: webhooks.signingSecrets(orgId, now) });
+              secrets ??= webhooks.signingSecrets(orgId, now);
+              taken.push({ ...d, secrets });
               took++;
             }
             // A row left in the page waits behind a delivery of its request leased just now,

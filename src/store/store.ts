@@ -1,11 +1,11 @@
 import type { Clock } from '../domain/clock.ts';
 import { openDatabase, type Db } from './db.ts';
-import { createDeliveriesRepo } from './deliveries-repo.ts';
-import { createFeedRepo } from './feed-repo.ts';
-import { createOrgsRepo } from './orgs-repo.ts';
-import { createRolesRepo } from './roles-repo.ts';
-import { createUsersRepo } from './users-repo.ts';
-import { createWebhooksRepo } from './webhooks-repo.ts';
+import { createDeliveriesRepo, type DeliveriesRepo } from './deliveries-repo.ts';
+import { createFeedRepo, type FeedRepo } from './feed-repo.ts';
+import { createOrgsRepo, type OrgsRepo } from './orgs-repo.ts';
+import { createRolesRepo, type RolesRepo } from './roles-repo.ts';
+import { createUsersRepo, type UsersRepo } from './users-repo.ts';
+import { createWebhooksRepo, type WebhooksRepo } from './webhooks-repo.ts';
 
 /** The database and its repositories: the only place that holds SQL. */
 export interface Store {
@@ -13,12 +13,12 @@ export interface Store {
   readonly clock: Clock;
   /** Schema versions before and after the migrations applied when this store was opened. */
   readonly migrated: { readonly from: number; readonly to: number };
-  readonly orgs: ReturnType<typeof createOrgsRepo>;
-  readonly roles: ReturnType<typeof createRolesRepo>;
-  readonly users: ReturnType<typeof createUsersRepo>;
-  readonly webhooks: ReturnType<typeof createWebhooksRepo>;
-  readonly feed: ReturnType<typeof createFeedRepo>;
-  readonly deliveries: ReturnType<typeof createDeliveriesRepo>;
+  readonly orgs: OrgsRepo;
+  readonly roles: RolesRepo;
+  readonly users: UsersRepo;
+  readonly webhooks: WebhooksRepo;
+  readonly feed: FeedRepo;
+  readonly deliveries: DeliveriesRepo;
   /** Runs `fn` in one IMMEDIATE transaction (takes the write lock up front, so read-then-write is safe across processes). */
   transaction<T>(fn: () => T): T;
   /** Throws if the database cannot answer a trivial query (readiness probe). */
