@@ -169,13 +169,14 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       return store.transaction(() => {
         requireWebhook(orgId);
         const now = store.clock.now();
+        const { from, to } = store.feed.seqRange(since, end);
         let requeued = 0;
-        for (const e of deliveries.recoverable(orgId, since, end)) {
+        for (const e of deliveries.recoverable(orgId, from, to)) {
           const key = e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId);
           store.deliveries.insert(e.eventSeq, orgId, key, now);
           requeued++;
         }
-        return { requeued, hurried: deliveries.hurryFailed(orgId, since, end, now) };
+        return { requeued, hurried: deliveries.hurryFailed(orgId, from, to, now) };
       });
     },
 
@@ -183,7 +184,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
     sendTest(orgId: string): DeliveryRow {
       return store.transaction(() => {
         requireWebhook(orgId);
-        const now = store.clock.now();
+        const now = store.feed.receivedAt(store.clock.now());
         const id = `evt_test_${randomUUID().replaceAll('-', '')}`;
         const timestamp = new Date(now).toISOString();
         const payload = JSON.stringify({ type: TEST_EVENT_TYPE, timestamp, data: { event_id: id, organization_id: orgId, message: 'Test notification from hookrelay' } });

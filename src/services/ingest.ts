@@ -42,19 +42,17 @@ export function addCounts(into: IngestCounts, more: IngestCounts): void {
  */
 export function createIngestService(store: Store, log: Logger) {
   const feedLog = log.child({ subsystem: 'ingest' });
-  // Fresh deliveries are dispatched in (next_attempt_at, id) order, which must be the order in
-  // which they were queued: a clock stepped back (NTP) must not put a later change first.
-  let lastBatchAt = 0;
 
   /**
    * Same id: a duplicate if the line would send the same notification as the stored event
-   * (re-parsed with the stored event's ingestion time standing in for a missing occurred_at,
-   * compared as JSON values); otherwise a conflict. Only runs when ids collide.
+   * (re-parsed with the stored event's occurred_at standing in for a missing one, since a
+   * missing occurred_at defaults to the time the line was first read; compared as JSON
+   * values); otherwise a conflict. Only runs when ids collide.
    */
   function isDuplicate(line: RawLine, event: FeedEvent): boolean {
     const stored = store.feed.eventForComparison(event.id);
     if (stored === null) return false;
-    const again = parseFeedLine(line.bytes, stored.receivedAt);
+    const again = parseFeedLine(line.bytes, stored.occurredAt);
     return again.ok && sameNotification(stored.payload, again.event.payload);
   }
 
@@ -63,8 +61,10 @@ export function createIngestService(store: Store, log: Logger) {
       const counts = emptyCounts();
       const rejected: Array<{ position: number | null; reason: string; detail: string }> = [];
       store.transaction(() => {
-        const now = Math.max(store.clock.now(), lastBatchAt);
-        lastBatchAt = now;
+        // Never before the newest stored event: fresh deliveries are dispatched in
+        // (next_attempt_at, id) order, which must be the order in which they were queued even
+        // if the clock stepped back (NTP), and time windows map to seq ranges (recovery).
+        const now = store.feed.receivedAt(store.clock.now());
         const hasWebhook = new Map<string, boolean>();
         const quarantine = (line: RawLine, reason: RejectReason, detail: string, eventId: string | null, lineBytes = line.bytes.length) => {
           store.feed.insertReject({

@@ -165,17 +165,16 @@ export function createDeliveriesRepo(db: Db) {
     ORDER BY d.id DESC LIMIT @limit`);
   const eventSeqOfDelivery = db.prepare<[number], { event_seq: number; ordering_key: number }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = ?');
   const hasOpenDelivery = db.prepare<[number], { n: number }>("SELECT count(*) AS n FROM deliveries WHERE event_seq = ? AND status = 'pending'");
-  // Events of the organization received in the window that were never delivered and have no
-  // pending delivery: dead ones and undeliverable ones (no delivery at all).
-  const recoverable = db.prepare<[string, number, number], { seq: number; id: string; org_id: string; anticipation_request_id: string; type: string }>(`
+  // Events of the organization in a seq range (a time window, see feed-repo's seqRange) that were
+  // never delivered and have no pending delivery: dead ones and undeliverable ones (no delivery at all).
+  const recoverable = db.prepare<[number, number, string], { seq: number; id: string; org_id: string; anticipation_request_id: string; type: string }>(`
     SELECT e.seq, e.id, e.org_id, e.anticipation_request_id, e.type FROM events e
-    WHERE e.org_id = ? AND e.received_at >= ? AND e.received_at < ?
+    WHERE e.seq >= ? AND e.seq < ? AND e.org_id = ?
       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq AND d.status IN ('pending', 'delivered'))
     ORDER BY e.seq`);
-  const hurryFailed = db.prepare<{ now: number; org: string; since: number; until: number }>(`
+  const hurryFailed = db.prepare<{ now: number; org: string; from: number; to: number }>(`
     UPDATE deliveries SET next_attempt_at = @now, updated_at = @now
-    WHERE org_id = @org AND status = 'pending' AND attempts > 0
-      AND event_seq IN (SELECT seq FROM events WHERE received_at >= @since AND received_at < @until)`);
+    WHERE event_seq >= @from AND event_seq < @to AND org_id = @org AND status = 'pending' AND attempts > 0`);
   const insertTestEvent = db.prepare<{ id: string; org: string; payload: string; now: number }>(`
     INSERT INTO events (id, org_id, anticipation_request_id, status, occurred_at, payload, source, received_at, type)
     VALUES (@id, @org, '', 'test', @now, @payload, 'api', @now, 'webhook.test')`);
@@ -242,12 +241,13 @@ export function createDeliveriesRepo(db: Db) {
     hasPendingDelivery(eventSeq: number): boolean {
       return (hasOpenDelivery.get(eventSeq)?.n ?? 0) > 0;
     },
-    recoverable(orgId: string, since: number, until: number) {
-      return recoverable.all(orgId, since, until).map((r) => ({ eventSeq: r.seq, eventId: r.id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, type: r.type }));
+    /** Events of the organization with seq in [from, to) that were never delivered and are not queued. */
+    recoverable(orgId: string, from: number, to: number) {
+      return recoverable.all(from, to, orgId).map((r) => ({ eventSeq: r.seq, eventId: r.id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, type: r.type }));
     },
-    /** Makes failed (pending, already attempted) deliveries of events received in the window due now. */
-    hurryFailed(orgId: string, since: number, until: number, now: number): number {
-      return hurryFailed.run({ now, org: orgId, since, until }).changes;
+    /** Makes failed (pending, already attempted) deliveries of events with seq in [from, to) due now. */
+    hurryFailed(orgId: string, from: number, to: number, now: number): number {
+      return hurryFailed.run({ now, org: orgId, from, to }).changes;
     },
     /** Stores a `webhook.test` event; returns its sequence number. */
     insertTestEvent(id: string, orgId: string, payload: string, now: number): number {

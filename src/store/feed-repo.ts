@@ -58,7 +58,10 @@ export function createFeedRepo(db: Db) {
   const insertEvent = db.prepare<[string, string, string, string, string | null, number, string, string, number | null, number]>(`
     INSERT INTO events (id, org_id, anticipation_request_id, status, previous_status, occurred_at, payload, source, source_position, received_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`);
-  const eventById = db.prepare<[string], { payload: string; received_at: number }>('SELECT payload, received_at FROM events WHERE id = ?');
+  const eventById = db.prepare<[string], { payload: string; occurred_at: number }>('SELECT payload, occurred_at FROM events WHERE id = ?');
+  const newestReceivedAt = db.prepare<[], { received_at: number }>('SELECT received_at FROM events ORDER BY seq DESC LIMIT 1');
+  const firstAtOrAfter = db.prepare<[number], { seq: number; received_at: number }>('SELECT seq, received_at FROM events WHERE seq >= ? ORDER BY seq LIMIT 1');
+  const seqBounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT min(seq) AS lo, max(seq) AS hi FROM events');
   const insertReject = db.prepare<[string, number | null, number, Buffer, string, string, string | null, number]>(`
     INSERT INTO feed_rejects (source, position, line_bytes, raw, reason, detail, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
   const getPosition = db.prepare<[string], PositionRow>(
@@ -106,9 +109,41 @@ export function createFeedRepo(db: Db) {
       return info.changes === 1 ? Number(info.lastInsertRowid) : null;
     },
     /** What a duplicate check needs of a stored event. */
-    eventForComparison(id: string): { payload: string; receivedAt: number } | null {
+    eventForComparison(id: string): { payload: string; occurredAt: number } | null {
       const row = eventById.get(id);
-      return row ? { payload: row.payload, receivedAt: row.received_at } : null;
+      return row ? { payload: row.payload, occurredAt: row.occurred_at } : null;
+    },
+    /**
+     * The time (epoch ms) the next stored event is received at: `now`, or the newest event's
+     * time if the clock is behind it (stepped back, or another process's clock). Keeps
+     * received_at non-decreasing along seq, which seqRange relies on. Call inside the write
+     * transaction that inserts.
+     */
+    receivedAt(now: number): number {
+      return Math.max(now, newestReceivedAt.get()?.received_at ?? 0);
+    },
+    /**
+     * The seqs of events received in [since, until) (epoch ms) as a half-open range
+     * [from, to): a binary search over seq, in O(log n) primary-key lookups, which needs no
+     * index on received_at because received_at never decreases along seq.
+     */
+    seqRange(since: number, until: number): { from: number; to: number } {
+      const bounds = seqBounds.get();
+      if (!bounds || bounds.lo === null || bounds.hi === null) return { from: 0, to: 0 };
+      const { lo, hi } = bounds;
+      /** Smallest seq s in [lo, hi + 1] such that the first event at or after s was received at or after t. */
+      const firstSeqAtOrAfter = (t: number): number => {
+        let low = lo;
+        let high = hi + 1;
+        while (low < high) {
+          const mid = Math.floor((low + high) / 2);
+          const row = firstAtOrAfter.get(mid);
+          if (row === undefined || row.received_at >= t) high = mid;
+          else low = row.seq + 1;
+        }
+        return low;
+      };
+      return { from: firstSeqAtOrAfter(since), to: firstSeqAtOrAfter(until) };
     },
     insertReject(reject: Omit<FeedReject, 'id'>): void {
       insertReject.run(reject.source, reject.position, reject.lineBytes, reject.raw, reject.reason, reject.detail, reject.eventId, reject.receivedAt);
