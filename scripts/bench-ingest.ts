@@ -17,6 +17,7 @@ import { once } from 'node:events';
 import { systemClock } from '../src/domain/clock.ts';
 import { parseFeedLine } from '../src/domain/feed-event.ts';
 import { createFileTailer } from '../src/feed/file-tailer.ts';
+import { createWorkerLineParser, inlineLineParser } from '../src/feed/line-parser.ts';
 import { createLogger } from '../src/log.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import { openStore } from '../src/store/store.ts';
@@ -27,6 +28,8 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '3' },
     batch: { type: 'string', default: '10000' },
     json: { type: 'string' },
+    // Parse on the calling thread instead of the worker thread, for comparison.
+    inline: { type: 'boolean', default: false },
   },
 });
 const lines = Number(values.lines);
@@ -84,7 +87,8 @@ try {
       store.webhooks.upsert(`org-${o}`, 'https://example.com/hook', true, 'whsec_x', 0);
     }
     const ingest = createIngestService(store, log);
-    const tailer = createFileTailer({ path: feedPath, ingest, log, maxLineBytes: 1 << 20, batchLines, pollIntervalMs: 50, startPosition: 'start' });
+    const parser = values.inline ? inlineLineParser : createWorkerLineParser(log);
+    const tailer = createFileTailer({ path: feedPath, ingest, log, maxLineBytes: 1 << 20, batchLines, pollIntervalMs: 50, startPosition: 'start', parser });
     global.gc?.();
     let peakRss = process.memoryUsage().rss;
     const started = performance.now();
@@ -95,6 +99,7 @@ try {
     }
     const seconds = (performance.now() - started) / 1000;
     await tailer.stop();
+    await parser.close();
     const accepted = ingest.stats().reduce((n, s) => n + s.accepted, 0);
     if (accepted !== lines) throw new Error(`expected ${lines} accepted lines, found ${accepted}`);
     store.close();

@@ -9,6 +9,7 @@ import { createRelay } from './relay.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
 import { createServices, type Services } from './services/services.ts';
 import { issueToken } from './services/tokens.ts';
+import { createWorkerLineParser } from './feed/line-parser.ts';
 import { ingestStream } from './feed/stream-reader.ts';
 import { createIngestService } from './services/ingest.ts';
 import { createReadStream } from 'node:fs';
@@ -123,7 +124,8 @@ export function buildProgram(): Command {
         const log = cliLogger(config);
         const source = file === '-' ? 'stdin' : resolve(file);
         const input = file === '-' ? process.stdin : createReadStream(source);
-        const counts = await ingestStream(input, { ...config.feed, source, ingest: createIngestService(store, log), log });
+        const parser = createWorkerLineParser(log);
+        const counts = await ingestStream(input, { ...config.feed, source, ingest: createIngestService(store, log), log, parser }).finally(() => parser.close());
         print(options, counts, () =>
           `${counts.accepted} accepted, ${counts.duplicates} duplicate, ${counts.quarantined} quarantined` +
           (counts.undeliverable > 0 ? ` (${counts.undeliverable} of the accepted are undeliverable: their organization has no webhook)` : '') +

@@ -5,6 +5,7 @@ import { createApi } from './api/app.ts';
 import type { Config } from './config/load.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { createFileTailer } from './feed/file-tailer.ts';
+import { createWorkerLineParser } from './feed/line-parser.ts';
 import { ingestStream } from './feed/stream-reader.ts';
 import type { Logger } from './log.ts';
 import { createIngestService, type IngestService } from './services/ingest.ts';
@@ -56,14 +57,20 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
 
   function startFeed(ingest: IngestService): { stop(): Promise<void> } {
     const { feed: options } = config;
+    const parser = createWorkerLineParser(log);
     if (options.path !== '-') {
-      const tailer = createFileTailer({ ...options, path: options.path, ingest, log });
+      const tailer = createFileTailer({ ...options, path: options.path, ingest, log, parser });
       tailer.start();
-      return tailer;
+      return {
+        async stop() {
+          await tailer.stop();
+          await parser.close();
+        },
+      };
     }
     const controller = new AbortController();
     const feedLog = log.child({ subsystem: 'feed', feed: 'stdin' });
-    const done = ingestStream(deps.stdin ?? process.stdin, { ...options, source: 'stdin', ingest, log, signal: controller.signal }).then(
+    const done = ingestStream(deps.stdin ?? process.stdin, { ...options, source: 'stdin', ingest, log, parser, signal: controller.signal }).then(
       (counts) => feedLog.info(counts, 'standard input closed: reading stopped, delivery continues'),
       (err: unknown) => feedLog.error({ err }, 'reading standard input failed: reading stopped, delivery continues'),
     );
@@ -71,6 +78,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       async stop() {
         controller.abort();
         await done;
+        await parser.close();
       },
     };
   }

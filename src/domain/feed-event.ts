@@ -38,11 +38,20 @@ export type ParsedLine =
   | { readonly ok: false; readonly reason: RejectReason; readonly detail: string; readonly eventId: string | null };
 
 const KNOWN_FIELDS = new Set(['organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at', 'event_id', 'data']);
-const RESERVED_DATA_KEYS = ['event_id', 'organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at'];
+const RESERVED_DATA_KEYS = new Set(['event_id', 'organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at']);
 const ISO_UTC_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
 export const MAX_EVENT_ID_LENGTH = 200;
 const MAX_TEXT_FIELD = 200;
+/** Ids and statuses are single-line text: a control character in one is a producer bug, and the packed form of a parsed batch relies on their absence. */
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+/** What JSON.stringify would escape in a string (quote, backslash, control characters, lone surrogates), plus DEL. */
+const NEEDS_CARE = /[\u0000-\u001f"\\\u007f\ud800-\udfff]/;
+
+/** JSON text of a string, as JSON.stringify gives it; plain strings (nearly all ids) are quoted without it, which is several times cheaper. */
+function quote(value: string): string {
+  return NEEDS_CARE.test(value) ? JSON.stringify(value) : `"${value}"`;
+}
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
@@ -85,6 +94,7 @@ function text(record: Record<string, unknown>, field: string, required: boolean)
   }
   if (typeof value !== 'string' || value === '') throw new LineRejected(RejectReason.invalidField, `"${field}" must be a non-empty string`);
   if (value.length > MAX_TEXT_FIELD) throw new LineRejected(RejectReason.invalidField, `"${field}" must be at most ${MAX_TEXT_FIELD} characters`);
+  if (NEEDS_CARE.test(value) && CONTROL_CHARACTER.test(value)) throw new LineRejected(RejectReason.invalidField, `"${field}" must not contain control characters`);
   return value;
 }
 
@@ -108,14 +118,45 @@ function rfc3339Ms(value: string): number {
   return Date.parse(value.replace(' ', 'T'));
 }
 
+/** The value of `count` ASCII digits of `text` from `at`, or -1 if one of them is not a digit. */
+function digits(text: string, at: number, count: number): number {
+  let n = 0;
+  for (let i = at; i < at + count; i++) {
+    const d = text.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return -1;
+    n = n * 10 + d;
+  }
+  return n;
+}
+
+/**
+ * Epoch ms of a date-time in the canonical form toISOString() gives (2026-11-22T08:30:00.000Z,
+ * years 0000-9999), NaN if `value` is not in that form or names a date or time that does not
+ * exist. Read digit by digit: the common case of every feed line, about ten times cheaper
+ * than a regular expression plus a Date round trip.
+ */
+function canonicalIsoMs(value: string): number {
+  if (value.length !== 24 || value.charCodeAt(4) !== 45 || value.charCodeAt(7) !== 45 || value.charCodeAt(10) !== 84 || value.charCodeAt(13) !== 58 || value.charCodeAt(16) !== 58 || value.charCodeAt(19) !== 46 || value.charCodeAt(23) !== 90) return Number.NaN;
+  const year = digits(value, 0, 4);
+  const month = digits(value, 5, 2);
+  const day = digits(value, 8, 2);
+  const hour = digits(value, 11, 2);
+  const minute = digits(value, 14, 2);
+  const second = digits(value, 17, 2);
+  const ms = digits(value, 20, 3);
+  if (year < 0 || ms < 0 || month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month) || hour < 0 || hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 59) return Number.NaN;
+  const date = new Date(0);
+  // setUTCFullYear, not Date.UTC: Date.UTC maps years 0-99 to 1900-1999.
+  date.setUTCFullYear(year, month - 1, day);
+  return date.setUTCHours(hour, minute, second, ms);
+}
+
 /** Normalises occurred_at to the UTC form toISOString() gives; absent means `receivedAt`. */
 function occurredAtOf(value: unknown, receivedAt: number): { ms: number; iso: string } {
   if (value === undefined || value === null) return { ms: receivedAt, iso: new Date(receivedAt).toISOString() };
-  if (typeof value === 'string' && ISO_UTC_MS.test(value)) {
-    // Fast path for the common, already canonical form: it is valid exactly when it survives a
-    // round trip (a day or hour that does not exist comes back as another one).
-    const ms = Date.parse(value);
-    if (!Number.isNaN(ms) && new Date(ms).toISOString() === value) return { ms, iso: value };
+  if (typeof value === 'string') {
+    const canonical = canonicalIsoMs(value);
+    if (!Number.isNaN(canonical)) return { ms: canonical, iso: value };
   }
   const ms = typeof value === 'string' ? rfc3339Ms(value) : Number.NaN;
   if (Number.isNaN(ms)) throw new LineRejected(RejectReason.invalidField, '"occurred_at" must be an RFC 3339 date-time such as 2026-11-22T08:30:00Z');
@@ -145,6 +186,7 @@ export function parseFeedLine(bytes: Uint8Array, receivedAt: number): ParsedLine
     if (rawId !== undefined && (givenId === null || givenId === '' || givenId.length > MAX_EVENT_ID_LENGTH)) {
       throw new LineRejected(RejectReason.invalidField, `"event_id" must be a string of 1-${MAX_EVENT_ID_LENGTH} characters`);
     }
+    if (givenId !== null && NEEDS_CARE.test(givenId) && CONTROL_CHARACTER.test(givenId)) throw new LineRejected(RejectReason.invalidField, '"event_id" must not contain control characters');
     const orgId = text(record, 'organization_id', true);
     const orgProblem = checkOrgId(orgId);
     if (orgProblem) throw new LineRejected(RejectReason.invalidField, `"organization_id" ${orgProblem}`);
@@ -156,7 +198,7 @@ export function parseFeedLine(bytes: Uint8Array, receivedAt: number): ParsedLine
     let dataJson = '';
     if (data !== undefined && data !== null) {
       if (typeof data !== 'object' || Array.isArray(data)) throw new LineRejected(RejectReason.invalidField, '"data" must be a JSON object');
-      const reserved = RESERVED_DATA_KEYS.filter((k) => k in data);
+      const reserved = Object.keys(data).filter((k) => RESERVED_DATA_KEYS.has(k));
       if (reserved.length > 0) throw new LineRejected(RejectReason.invalidField, `"data" must not contain the reserved key(s) ${reserved.join(', ')}`);
       const inner = JSON.stringify(data).slice(1, -1);
       if (inner !== '') dataJson = ',' + inner;
@@ -164,11 +206,11 @@ export function parseFeedLine(bytes: Uint8Array, receivedAt: number): ParsedLine
 
     // Without an event_id the id is derived from the line's bytes: the same line twice is one event.
     const id = givenId ?? `evt_${createHash('sha256').update(bytes).digest('hex').slice(0, 32)}`;
-    const iso = JSON.stringify(occurred.iso);
+    const iso = `"${occurred.iso}"`;
     // The body, serialised once: {type, timestamp, data: {event fields..., ...data}}.
     const payload =
-      `{"type":"${EVENT_TYPE}","timestamp":${iso},"data":{"event_id":${JSON.stringify(id)},"organization_id":${JSON.stringify(orgId)},` +
-      `"anticipation_request_id":${JSON.stringify(requestId)},"status":${JSON.stringify(status)},"previous_status":${JSON.stringify(previousStatus)},` +
+      `{"type":"${EVENT_TYPE}","timestamp":${iso},"data":{"event_id":${quote(id)},"organization_id":${quote(orgId)},` +
+      `"anticipation_request_id":${quote(requestId)},"status":${quote(status)},"previous_status":${previousStatus === null ? 'null' : quote(previousStatus)},` +
       `"occurred_at":${iso}${dataJson}}}`;
     return {
       ok: true,

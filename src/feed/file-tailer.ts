@@ -6,6 +6,8 @@ import { RejectReason } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import type { IngestService, RawLine } from '../services/ingest.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
+import type { ParsedLine } from '../domain/feed-event.ts';
+import { inlineLineParser, type LineParser } from './line-parser.ts';
 import { LineSplitter } from './line-splitter.ts';
 
 /** The identity of a feed file is its device, inode and a hash of up to this many first bytes. */
@@ -23,6 +25,8 @@ export interface FileTailerOptions {
   readonly batchLines: number;
   readonly pollIntervalMs: number;
   readonly startPosition: 'start' | 'end';
+  /** Parses batches (on a worker thread, see line-parser.ts); by default on this thread. */
+  readonly parser?: LineParser;
 }
 
 interface OpenFeed {
@@ -78,13 +82,17 @@ async function isSameFile(feed: OpenFeed, saved: FeedPosition): Promise<boolean>
 export function createFileTailer(options: FileTailerOptions) {
   const source = options.path;
   const log = options.log.child({ subsystem: 'feed', feed: source });
+  const parser = options.parser ?? inlineLineParser;
   let controller: AbortController | null = null;
   let running: Promise<void> | null = null;
 
   /**
    * Reads `feed` from the splitter's position to the current end, committing a batch (with
    * the offset after its last line) every `batchLines` lines or BATCH_BYTES bytes, and at the end.
-   * When `signal` is aborted it returns after the batch in progress is committed, possibly
+   * Batches are pipelined: while one is committed (SQLite, on this thread), the next one is
+   * parsed (on the parser's thread). Commits happen one at a time, in file order; at most two
+   * batches are held besides the one being filled.
+   * When `signal` is aborted it returns after the batches in progress are committed, possibly
    * before the end of the file.
    */
   async function readToEnd(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }, signal: AbortSignal): Promise<number> {
@@ -92,51 +100,70 @@ export function createFileTailer(options: FileTailerOptions) {
     let batch: RawLine[] = [];
     let batchBytes = 0;
     let batchEnd = 0;
+    // The batch handed to the parser and not committed yet. Committing it is the first thing
+    // the next flush does, right after handing over its own batch: so the parser works on
+    // batch k+1 while this thread commits batch k, and commits stay in file order.
+    let parsing: { lines: RawLine[]; end: number; parsed: Promise<Array<ParsedLine | null>> } | null = null;
+    const commitParsing = async () => {
+      const done = parsing;
+      parsing = null;
+      if (done) await commit(feed, fp, done.lines, done.end, await done.parsed);
+    };
     const flush = async () => {
       if (batch.length === 0) return;
-      await commit(feed, fp, batch, batchEnd);
+      const previous = parsing;
+      parsing = { lines: batch, end: batchEnd, parsed: parser.parse(batch, options.ingest.now()) };
+      // Awaited by commitParsing, or dropped with an error thrown meanwhile.
+      parsing.parsed.catch(() => {});
       batch = [];
       batchBytes = 0;
+      if (previous) await commit(feed, fp, previous.lines, previous.end, await previous.parsed);
     };
     // Double-buffered: the next chunk is read (in libuv's pool) while this one is ingested.
     const readAt = (offset: number) => feed.fh.read(Buffer.allocUnsafe(READ_CHUNK_BYTES), 0, READ_CHUNK_BYTES, offset);
     let offset = splitter.consumed + splitter.pendingBytes;
     let pending = readAt(offset);
-    reading: for (;;) {
-      const { bytesRead, buffer } = await pending;
-      if (bytesRead === 0) break;
-      total += bytesRead;
-      offset += bytesRead;
-      pending = readAt(offset);
-      for (const { line, end } of splitter.push(buffer.subarray(0, bytesRead))) {
-        batch.push(line);
-        batchBytes += line.bytes.length;
-        batchEnd = end;
-        if (batch.length >= options.batchLines || batchBytes >= BATCH_BYTES) {
-          await flush();
-          // A 4 MiB chunk holds tens of thousands of lines and every commit blocks on fsync: let
-          // the admin API, the dispatcher and a stop request run between batches.
-          await yieldToEventLoop();
-          // Stopping must not wait for the rest of a large file: the position is committed and
-          // the next start reads on from it. The lines split past it are dropped with the
-          // splitter, which the caller discards when stopped.
-          if (signal.aborted) {
-            await pending.catch(() => {});
-            break reading;
+    try {
+      reading: for (;;) {
+        const { bytesRead, buffer } = await pending;
+        if (bytesRead === 0) break;
+        total += bytesRead;
+        offset += bytesRead;
+        pending = readAt(offset);
+        for (const { line, end } of splitter.push(buffer.subarray(0, bytesRead))) {
+          batch.push(line);
+          batchBytes += line.bytes.length;
+          batchEnd = end;
+          if (batch.length >= options.batchLines || batchBytes >= BATCH_BYTES) {
+            await flush();
+            // Every commit blocks this thread on fsync: let the admin API, the dispatcher and
+            // a stop request run between batches.
+            await yieldToEventLoop();
+            // Stopping must not wait for the rest of a large file: the position is committed and
+            // the next start reads on from it. The lines split past it are dropped with the
+            // splitter, which the caller discards when stopped.
+            if (signal.aborted) {
+              await pending.catch(() => {});
+              break reading;
+            }
           }
         }
       }
+      await flush();
+      await commitParsing();
+    } finally {
+      // After an error, wait for the parse in flight, so that nothing runs on after us.
+      await (parsing as { parsed: Promise<unknown> } | null)?.parsed.catch(() => {});
     }
-    await flush();
     return total;
   }
 
-  async function commit(feed: OpenFeed, fp: { current: Fingerprint }, lines: RawLine[], end: number): Promise<void> {
+  async function commit(feed: OpenFeed, fp: { current: Fingerprint }, lines: RawLine[], end: number, parsed?: Array<ParsedLine | null>): Promise<void> {
     const wanted = Math.min(FINGERPRINT_BYTES, end);
     if (fp.current.bytes < wanted) fp.current = await fingerprintOf(feed.fh, wanted);
     const position: FeedPosition = { source, dev: feed.dev, ino: feed.ino, fingerprint: fp.current.hash, fingerprintBytes: fp.current.bytes, position: end };
     if (lines.length === 0) options.ingest.savePosition(position);
-    else options.ingest.ingest(source, lines, position);
+    else options.ingest.ingest(source, lines, position, parsed);
   }
 
   /**

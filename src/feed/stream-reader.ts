@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import { RejectReason } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import { addCounts, emptyCounts, type IngestCounts, type IngestService, type RawLine } from '../services/ingest.ts';
+import { inlineLineParser, type LineParser } from './line-parser.ts';
 import { LineSplitter } from './line-splitter.ts';
 
 export interface StreamReadOptions {
@@ -11,6 +12,8 @@ export interface StreamReadOptions {
   readonly batchLines: number;
   readonly log: Logger;
   readonly signal?: AbortSignal;
+  /** Parses batches (on a worker thread, see line-parser.ts); by default on this thread. */
+  readonly parser?: LineParser;
 }
 
 /**
@@ -22,11 +25,14 @@ export interface StreamReadOptions {
 export async function ingestStream(input: Readable, options: StreamReadOptions): Promise<IngestCounts> {
   const total = emptyCounts();
   const splitter = new LineSplitter(options.maxLineBytes);
+  const parser = options.parser ?? inlineLineParser;
   let batch: RawLine[] = [];
-  const flush = () => {
+  const flush = async () => {
     if (batch.length === 0) return;
-    addCounts(total, options.ingest.ingest(options.source, batch, null));
+    const lines = batch;
     batch = [];
+    const parsed = await parser.parse(lines, options.ingest.now());
+    addCounts(total, options.ingest.ingest(options.source, lines, null, parsed));
   };
   const onAbort = () => input.destroy();
   options.signal?.addEventListener('abort', onAbort, { once: true });
@@ -34,11 +40,11 @@ export async function ingestStream(input: Readable, options: StreamReadOptions):
     for await (const chunk of input as AsyncIterable<Buffer | string>) {
       for (const { line } of splitter.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)) {
         batch.push(line);
-        if (batch.length >= options.batchLines) flush();
+        if (batch.length >= options.batchLines) await flush();
       }
       // Commit what has arrived rather than wait for a full batch: a slow producer's lines
       // must not sit in memory.
-      flush();
+      await flush();
     }
   } catch (err) {
     if (!options.signal?.aborted) throw err;
@@ -49,7 +55,7 @@ export async function ingestStream(input: Readable, options: StreamReadOptions):
       ? splitter.takeIncomplete({ reason: RejectReason.incompleteLine, detail: 'the reader stopped before this line was terminated' })
       : splitter.takeIncomplete();
     if (last) batch.push(last.line);
-    flush();
+    await flush();
     options.signal?.removeEventListener('abort', onAbort);
   }
   return total;

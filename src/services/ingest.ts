@@ -1,4 +1,4 @@
-import { parseFeedLine, RejectReason, sameNotification, type FeedEvent } from '../domain/feed-event.ts';
+import { parseFeedLine, RejectReason, sameNotification, type FeedEvent, type ParsedLine } from '../domain/feed-event.ts';
 import { orderingKey } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
@@ -39,6 +39,9 @@ export function addCounts(into: IngestCounts, more: IngestCounts): void {
  * organization has a webhook), a counted duplicate, or a quarantined reject. The feed
  * position, when given, is committed in the same transaction, so a crash either keeps the
  * whole batch and its position or neither: no line is lost or stored twice.
+ *
+ * `parsed`, when given, holds the lines already parsed (one result per line, null for a line
+ * with `rejected` set), by a parser on another thread; otherwise they are parsed here.
  */
 export function createIngestService(store: Store, log: Logger) {
   const feedLog = log.child({ subsystem: 'ingest' });
@@ -57,7 +60,13 @@ export function createIngestService(store: Store, log: Logger) {
   }
 
   return {
-    ingest(source: string, lines: readonly RawLine[], position: FeedPosition | null): IngestCounts {
+    /** The time to parse a batch with: it stands in for a missing occurred_at. */
+    now(): number {
+      return store.clock.now();
+    },
+
+    ingest(source: string, lines: readonly RawLine[], position: FeedPosition | null, parsedLines?: ReadonlyArray<ParsedLine | null>): IngestCounts {
+      if (parsedLines !== undefined && parsedLines.length !== lines.length) throw new Error(`${parsedLines.length} parse results for ${lines.length} lines`);
       const counts = emptyCounts();
       const rejected: Array<{ position: number | null; reason: string; detail: string }> = [];
       store.transaction(() => {
@@ -81,12 +90,13 @@ export function createIngestService(store: Store, log: Logger) {
           rejected.push({ position: line.position, reason, detail });
         };
 
-        for (const line of lines) {
+        for (let i = 0; i < lines.length; i++) {
+          const line = lines[i]!;
           if (line.rejected) {
             quarantine(line, line.rejected.reason, line.rejected.detail, null, line.rejected.lineBytes);
             continue;
           }
-          const parsed = parseFeedLine(line.bytes, now);
+          const parsed = parsedLines?.[i] ?? parseFeedLine(line.bytes, now);
           if (!parsed.ok) {
             quarantine(line, parsed.reason, parsed.detail, parsed.eventId);
             continue;

@@ -1,0 +1,123 @@
+import { Worker } from 'node:worker_threads';
+import { parseFeedLine, type ParsedLine } from '../domain/feed-event.ts';
+import type { Logger } from '../log.ts';
+import type { RawLine } from '../services/ingest.ts';
+import { PRE_REJECTED, unpack, type PackedBatch } from './parsed-batch.ts';
+import type { ParseRequest } from './parse-worker.ts';
+
+/** Parses batches of feed lines; one result per line, null for a line already rejected (`line.rejected`). */
+export interface LineParser {
+  /** `receivedAt` (epoch ms) stands in for a missing occurred_at. */
+  parse(lines: readonly RawLine[], receivedAt: number): Promise<Array<ParsedLine | null>>;
+  /** Ends the worker thread, if any. Pending parses are still answered (on this thread). */
+  close(): Promise<void>;
+}
+
+const WORKER_OPTIONS = {};
+
+function parseHere(lines: readonly RawLine[], receivedAt: number): Array<ParsedLine | null> {
+  return lines.map((line) => (line.rejected ? null : parseFeedLine(line.bytes, receivedAt)));
+}
+
+/** Parses on the calling thread: for small inputs and as the fallback of the worker parser. */
+export const inlineLineParser: LineParser = {
+  parse: (lines, receivedAt) => Promise.resolve(parseHere(lines, receivedAt)),
+  close: () => Promise.resolve(),
+};
+
+/**
+ * Parses on one worker thread, so that a reader can parse the next batch while the main
+ * thread commits the previous one (see the file tailer). The lines cross as one buffer that is
+ * transferred, not copied; the results come back packed (see parsed-batch.ts).
+ *
+ * Should the worker fail, the error is logged and this and every later batch is parsed on the
+ * calling thread: slower, never wrong.
+ */
+export function createWorkerLineParser(log: Logger): LineParser {
+  const parserLog = log.child({ subsystem: 'feed-parser' });
+  const fromSources = import.meta.url.endsWith('.ts');
+  let worker: Worker | null = null;
+  let failed = false;
+  let nextId = 0;
+  const waiting = new Map<number, { resolve: (batch: PackedBatch) => void; reject: (err: Error) => void }>();
+
+  function failAll(err: Error): void {
+    for (const w of waiting.values()) w.reject(err);
+    waiting.clear();
+  }
+
+  function start(): Worker {
+    const w = fromSources ? startFromSources() : new Worker(new URL('./parse-worker.js', import.meta.url), WORKER_OPTIONS);
+    w.on('message', (message: { id: number; batch: PackedBatch }) => {
+      const entryFor = waiting.get(message.id);
+      waiting.delete(message.id);
+      if (waiting.size === 0) w.unref();
+      entryFor?.resolve(message.batch);
+    });
+    w.on('error', (err) => {
+      if (!failed) parserLog.error({ err }, 'feed parser thread failed; parsing on the main thread from now on');
+      failed = true;
+      worker = null;
+      failAll(err);
+    });
+    w.on('exit', (code) => {
+      worker = null;
+      failAll(new Error(`feed parser thread exited with code ${code}`));
+    });
+    w.unref();
+    return w;
+  }
+
+  /** Under tsx (tests, scripts) a worker does not inherit its TypeScript loader: register it first. */
+  function startFromSources(): Worker {
+    const tsx = import.meta.resolve('tsx/esm/api');
+    const entry = new URL('./parse-worker.ts', import.meta.url).href;
+    return new Worker(`import(${JSON.stringify(tsx)}).then((api) => { api.register(); return import(${JSON.stringify(entry)}); });`, { eval: true, ...WORKER_OPTIONS });
+  }
+
+  function inWorker(lines: readonly RawLine[], receivedAt: number): Promise<PackedBatch> {
+    worker ??= start();
+    let total = 0;
+    for (const line of lines) if (!line.rejected) total += line.bytes.length;
+    // A buffer of its own (not a slice of the shared pool), so it can be transferred.
+    const bytes = Buffer.allocUnsafeSlow(total);
+    const lengths = new Int32Array(lines.length);
+    let offset = 0;
+    lines.forEach((line, i) => {
+      if (line.rejected) {
+        lengths[i] = PRE_REJECTED;
+        return;
+      }
+      line.bytes.copy(bytes, offset);
+      offset += line.bytes.length;
+      lengths[i] = line.bytes.length;
+    });
+    const id = nextId++;
+    const request: ParseRequest = { id, bytes, lengths, receivedAt };
+    const w = worker;
+    return new Promise<PackedBatch>((resolve, reject) => {
+      waiting.set(id, { resolve, reject });
+      w.ref();
+      w.postMessage(request, [bytes.buffer as ArrayBuffer, lengths.buffer as ArrayBuffer]);
+    });
+  }
+
+  return {
+    async parse(lines, receivedAt) {
+      if (failed) return parseHere(lines, receivedAt);
+      try {
+        return unpack(await inWorker(lines, receivedAt));
+      } catch (err) {
+        if (!failed) parserLog.error({ err }, 'feed parser thread failed; parsing on the main thread from now on');
+        failed = true;
+        return parseHere(lines, receivedAt);
+      }
+    },
+    async close() {
+      const w = worker;
+      failed = true;
+      worker = null;
+      if (w) await w.terminate();
+    },
+  };
+}
