@@ -100,7 +100,7 @@ export class Probe {
   }
 
   events(): Array<{ id: string; anticipation_request_id: string; status: string; source: string; source_position: number | null; payload: string }> {
-    return this.store.db.prepare('SELECT id, anticipation_request_id, status, source, source_position, payload FROM events ORDER BY seq').all() as never;
+    return this.store.db.prepare("SELECT id, anticipation_request_id, payload ->> '$.data.status' AS status, source, source_position, payload FROM events ORDER BY seq").all() as never;
   }
 
   /** Each stored request id (events of `fields(i)` lines carry `ar_i`). */

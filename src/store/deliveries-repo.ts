@@ -84,7 +84,7 @@ const toDue = (r: DueRow): DueDelivery => ({
   previousSecretExpiresAt: r.previous_secret_expires_at,
 });
 
-const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, e.type AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
+const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, e.payload ->> '$.type' AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
   d.last_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at`;
 interface Row {
   id: number;
@@ -168,7 +168,7 @@ export function createDeliveriesRepo(db: Db) {
   // Events of the organization in a seq range (a time window, see feed-repo's seqRange) that were
   // never delivered and have no pending delivery: dead ones and undeliverable ones (no delivery at all).
   const recoverable = db.prepare<[number, number, string], { seq: number; id: string; org_id: string; anticipation_request_id: string; type: string }>(`
-    SELECT e.seq, e.id, e.org_id, e.anticipation_request_id, e.type FROM events e
+    SELECT e.seq, e.id, e.org_id, e.anticipation_request_id, e.payload ->> '$.type' AS type FROM events e
     WHERE e.seq >= ? AND e.seq < ? AND e.org_id = ?
       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq AND d.status IN ('pending', 'delivered'))
     ORDER BY e.seq`);
@@ -176,8 +176,8 @@ export function createDeliveriesRepo(db: Db) {
     UPDATE deliveries SET next_attempt_at = @now, updated_at = @now
     WHERE event_seq >= @from AND event_seq < @to AND org_id = @org AND status = 'pending' AND attempts > 0`);
   const insertTestEvent = db.prepare<{ id: string; org: string; payload: string; now: number }>(`
-    INSERT INTO events (id, org_id, anticipation_request_id, status, occurred_at, payload, source, received_at, type)
-    VALUES (@id, @org, '', 'test', @now, @payload, 'api', @now, 'webhook.test')`);
+    INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source, received_at)
+    VALUES (@id, @org, '', @now, @payload, 'api', @now)`);
 
   return {
     /** Queues the event for the organization's webhook (the outbox row the dispatcher sends). */

@@ -55,9 +55,9 @@ interface RejectRow {
 }
 
 export function createFeedRepo(db: Db) {
-  const insertEvent = db.prepare<[string, string, string, string, string | null, number, string, string, number | null, number]>(`
-    INSERT INTO events (id, org_id, anticipation_request_id, status, previous_status, occurred_at, payload, source, source_position, received_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`);
+  const insertEvent = db.prepare<[string, string, string, number, string, string, number | null, number]>(`
+    INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source, source_position, received_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`);
   const eventById = db.prepare<[string], { payload: string; occurred_at: number }>('SELECT payload, occurred_at FROM events WHERE id = ?');
   const newestReceivedAt = db.prepare<[], { received_at: number }>('SELECT received_at FROM events ORDER BY seq DESC LIMIT 1');
   const firstAtOrAfter = db.prepare<[number], { seq: number; received_at: number }>('SELECT seq, received_at FROM events WHERE seq >= ? ORDER BY seq LIMIT 1');
@@ -92,20 +92,9 @@ export function createFeedRepo(db: Db) {
     undeliverableByOrg(): Array<{ orgId: string; events: number }> {
       return undeliverable.all().map((r) => ({ orgId: r.org_id, events: r.events }));
     },
-    /** Inserts the event; returns its sequence number, or null when an event with that id exists. */
+    /** Inserts the event read at byte `position` of `source`; returns its sequence number, or null when an event with that id exists. */
     insertEvent(event: FeedEvent, source: string, position: number | null, now: number): number | null {
-      const info = insertEvent.run(
-        event.id,
-        event.orgId,
-        event.anticipationRequestId,
-        event.status,
-        event.previousStatus,
-        event.occurredAt,
-        event.payload,
-        source,
-        position,
-        now,
-      );
+      const info = insertEvent.run(event.id, event.orgId, event.anticipationRequestId, event.occurredAt, event.payload, source, position, now);
       return info.changes === 1 ? Number(info.lastInsertRowid) : null;
     },
     /** What a duplicate check needs of a stored event. */
