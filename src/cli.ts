@@ -123,7 +123,8 @@ export function buildProgram(): Command {
       try {
         const log = cliLogger(config);
         const source = file === '-' ? 'stdin' : resolve(file);
-        const input = file === '-' ? process.stdin : createReadStream(source);
+        // Large reads make full batches, so parsing and committing overlap (see BatchPipeline).
+        const input = file === '-' ? process.stdin : createReadStream(source, { highWaterMark: 4 << 20 });
         const parser = createWorkerLineParser(log);
         const counts = await ingestStream(input, { ...config.feed, source, ingest: createIngestService(store, log), log, parser }).finally(() => parser.close());
         print(options, counts, () =>

@@ -7,6 +7,7 @@ import type { Logger } from '../log.ts';
 import type { IngestService, RawLine } from '../services/ingest.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
 import type { ParsedLine } from '../domain/feed-event.ts';
+import { BatchPipeline } from './batch-pipeline.ts';
 import { inlineLineParser, type LineParser } from './line-parser.ts';
 import { LineSplitter } from './line-splitter.ts';
 
@@ -89,9 +90,7 @@ export function createFileTailer(options: FileTailerOptions) {
   /**
    * Reads `feed` from the splitter's position to the current end, committing a batch (with
    * the offset after its last line) every `batchLines` lines or BATCH_BYTES bytes, and at the end.
-   * Batches are pipelined: while one is committed (SQLite, on this thread), the next one is
-   * parsed (on the parser's thread). Commits happen one at a time, in file order; at most two
-   * batches are held besides the one being filled.
+   * Batches are pipelined (see BatchPipeline): while one is committed, the next one is parsed.
    * When `signal` is aborted it returns after the batches in progress are committed, possibly
    * before the end of the file.
    */
@@ -100,24 +99,13 @@ export function createFileTailer(options: FileTailerOptions) {
     let batch: RawLine[] = [];
     let batchBytes = 0;
     let batchEnd = 0;
-    // The batch handed to the parser and not committed yet. Committing it is the first thing
-    // the next flush does, right after handing over its own batch: so the parser works on
-    // batch k+1 while this thread commits batch k, and commits stay in file order.
-    let parsing: { lines: RawLine[]; end: number; parsed: Promise<Array<ParsedLine | null>> } | null = null;
-    const commitParsing = async () => {
-      const done = parsing;
-      parsing = null;
-      if (done) await commit(feed, fp, done.lines, done.end, await done.parsed);
-    };
+    const pipeline = new BatchPipeline<number>(parser, options.ingest.now, (lines, parsed, end) => commit(feed, fp, lines, end, parsed));
     const flush = async () => {
       if (batch.length === 0) return;
-      const previous = parsing;
-      parsing = { lines: batch, end: batchEnd, parsed: parser.parse(batch, options.ingest.now()) };
-      // Awaited by commitParsing, or dropped with an error thrown meanwhile.
-      parsing.parsed.catch(() => {});
+      const lines = batch;
       batch = [];
       batchBytes = 0;
-      if (previous) await commit(feed, fp, previous.lines, previous.end, await previous.parsed);
+      await pipeline.submit(lines, batchEnd);
     };
     // Double-buffered: the next chunk is read (in libuv's pool) while this one is ingested.
     const readAt = (offset: number) => feed.fh.read(Buffer.allocUnsafe(READ_CHUNK_BYTES), 0, READ_CHUNK_BYTES, offset);
@@ -150,10 +138,9 @@ export function createFileTailer(options: FileTailerOptions) {
         }
       }
       await flush();
-      await commitParsing();
+      await pipeline.drain();
     } finally {
-      // After an error, wait for the parse in flight, so that nothing runs on after us.
-      await (parsing as { parsed: Promise<unknown> } | null)?.parsed.catch(() => {});
+      await pipeline.abandon();
     }
     return total;
   }

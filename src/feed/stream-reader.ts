@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import { RejectReason } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import { addCounts, emptyCounts, type IngestCounts, type IngestService, type RawLine } from '../services/ingest.ts';
+import { BatchPipeline } from './batch-pipeline.ts';
 import { inlineLineParser, type LineParser } from './line-parser.ts';
 import { LineSplitter } from './line-splitter.ts';
 
@@ -25,30 +26,33 @@ export interface StreamReadOptions {
 export async function ingestStream(input: Readable, options: StreamReadOptions): Promise<IngestCounts> {
   const total = emptyCounts();
   const splitter = new LineSplitter(options.maxLineBytes);
-  const parser = options.parser ?? inlineLineParser;
+  const pipeline = new BatchPipeline<null>(options.parser ?? inlineLineParser, options.ingest.now, (lines, parsed) =>
+    addCounts(total, options.ingest.ingest(options.source, lines, null, parsed)),
+  );
   let batch: RawLine[] = [];
   const flush = async () => {
     if (batch.length === 0) return;
     const lines = batch;
     batch = [];
-    const parsed = await parser.parse(lines, options.ingest.now());
-    addCounts(total, options.ingest.ingest(options.source, lines, null, parsed));
+    await pipeline.submit(lines, null);
   };
   const onAbort = () => input.destroy();
   options.signal?.addEventListener('abort', onAbort, { once: true });
   try {
-    for await (const chunk of input as AsyncIterable<Buffer | string>) {
-      for (const { line } of splitter.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)) {
-        batch.push(line);
-        if (batch.length >= options.batchLines) await flush();
+    try {
+      for await (const chunk of input as AsyncIterable<Buffer | string>) {
+        for (const { line } of splitter.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)) {
+          batch.push(line);
+          if (batch.length >= options.batchLines) await flush();
+        }
+        // Commit what has arrived rather than wait for a full batch: a slow producer's lines
+        // must not sit in memory.
+        await flush();
+        await pipeline.drain();
       }
-      // Commit what has arrived rather than wait for a full batch: a slow producer's lines
-      // must not sit in memory.
-      await flush();
+    } catch (err) {
+      if (!options.signal?.aborted) throw err;
     }
-  } catch (err) {
-    if (!options.signal?.aborted) throw err;
-  } finally {
     // At the end of the stream the last line is complete; when we are stopped mid-line it
     // is not, and since it cannot be read again it is quarantined rather than dropped.
     const last = options.signal?.aborted
@@ -56,6 +60,9 @@ export async function ingestStream(input: Readable, options: StreamReadOptions):
       : splitter.takeIncomplete();
     if (last) batch.push(last.line);
     await flush();
+    await pipeline.drain();
+  } finally {
+    await pipeline.abandon();
     options.signal?.removeEventListener('abort', onAbort);
   }
   return total;
