@@ -264,6 +264,226 @@ describe('parseFeedLine accepts', () => {
   });
 });
 
+describe('parseFeedLine: control characters in ids and statuses', () => {
+  const fieldsToCheck = ['event_id', 'anticipation_request_id', 'status', 'previous_status'] as const;
+
+  test('a C0 control character or DEL in event_id, anticipation_request_id, status or previous_status: invalid_field', () => {
+    for (const field of fieldsToCheck) {
+      for (const control of ['\u0000', '\n', '\r', '\t', '\u001b', '\u001f', '\u007f']) {
+        const value = `chg_${control}_1`;
+        // JSON.stringify writes the C0 characters as escapes (\u0000, \n) and DEL as the raw byte 0x7f.
+        const r = rejected(parse({ ...base, [field]: value }));
+        assert.deepEqual(
+          r,
+          { reason: 'invalid_field', detail: `"${field}" must not contain control characters`, eventId: field === 'event_id' ? value : null },
+          `${field} with U+${control.charCodeAt(0).toString(16).padStart(4, '0')}`,
+        );
+        assert.match(r.detail, /control characters/);
+      }
+    }
+  });
+
+  test('control characters written as JSON escapes in the line are refused the same way', () => {
+    for (const escape of ['\\u0000', '\\n', '\\u007f', '\\u007F', '\\b']) {
+      const line = `{"organization_id":"acme","anticipation_request_id":"ar_1","status":"approved","previous_status":"sub${escape}mitted"}`;
+      assert.deepEqual(rejected(parse(line)), { reason: 'invalid_field', detail: '"previous_status" must not contain control characters', eventId: null }, line);
+    }
+    const line = '{"organization_id":"acme","anticipation_request_id":"ar_1","status":"approved","event_id":"chg\\u00001"}';
+    assert.deepEqual(rejected(parse(line)), { reason: 'invalid_field', detail: '"event_id" must not contain control characters', eventId: 'chg\u00001' });
+  });
+
+  test('the first problem is the one reported: a bad event_id before a missing field', () => {
+    assert.deepEqual(rejected(parse({ organization_id: 'acme', event_id: 'a\nb' })), {
+      reason: 'invalid_field',
+      detail: '"event_id" must not contain control characters',
+      eventId: 'a\nb',
+    });
+  });
+
+  test('characters that are not C0 controls or DEL pass: quote, backslash, non-ASCII, U+0080, U+2028', () => {
+    for (const field of fieldsToCheck) {
+      for (const value of ['a"b', 'a\\b', 'é', '😀', 'x\u0080y', 'x\u2028y', ' spaced ']) {
+        const event = accepted(parse({ ...base, [field]: value }));
+        const stored = { event_id: event.id, anticipation_request_id: event.anticipationRequestId, status: event.status, previous_status: event.previousStatus }[field];
+        assert.equal(stored, value, `${field}=${JSON.stringify(value)}`);
+      }
+    }
+  });
+});
+
+describe('parseFeedLine: the webhook body for ids and statuses that need JSON escaping', () => {
+  /** The body as it was built before plain strings were quoted by hand: JSON.stringify of every field. */
+  function bodyBuiltWithStringify(event: { id: string; orgId: string; anticipationRequestId: string; status: string; previousStatus: string | null }, iso: string, dataJson = ''): string {
+    return (
+      `{"type":"${EVENT_TYPE}","timestamp":${JSON.stringify(iso)},"data":{"event_id":${JSON.stringify(event.id)},"organization_id":${JSON.stringify(event.orgId)},` +
+      `"anticipation_request_id":${JSON.stringify(event.anticipationRequestId)},"status":${JSON.stringify(event.status)},"previous_status":${JSON.stringify(event.previousStatus)},` +
+      `"occurred_at":${JSON.stringify(iso)}${dataJson}}}`
+    );
+  }
+
+  const OCCURRED = '2026-11-22T08:30:00.000Z';
+  const awkward = ['chg_"quoted"', 'chg_back\\slash', 'chg_\\"both\\"', 'chg_é', 'chg_😀', 'ünï"cödé\\😀', 'x\u2028y\u2029z', 'tab-like \\t text', 'chg_plain'];
+
+  test('an event_id with a quote, a backslash or non-ASCII characters is accepted, and the body holds it exactly as JSON.stringify writes it', () => {
+    for (const id of awkward) {
+      const event = accepted(parse({ ...base, event_id: id, previous_status: 'submitted', occurred_at: OCCURRED }));
+      assert.equal(event.id, id);
+      assert.equal(JSON.parse(event.payload).data.event_id, id, id);
+      assert.equal(event.payload, bodyBuiltWithStringify(event, OCCURRED), id);
+      assert.ok(event.payload.includes(`"event_id":${JSON.stringify(id)},`), id);
+    }
+  });
+
+  test('the same holds for anticipation_request_id, status and previous_status, with data after them', () => {
+    for (const value of awkward) {
+      const line = { organization_id: 'acme', anticipation_request_id: `ar_${value}`, status: `st_${value}`, previous_status: `prev_${value}`, occurred_at: OCCURRED, event_id: 'chg_1', data: { note: value } };
+      const event = accepted(parse(line));
+      assert.equal(event.payload, bodyBuiltWithStringify(event, OCCURRED, `,"note":${JSON.stringify(value)}`), value);
+      const body = JSON.parse(event.payload);
+      assert.equal(body.data.anticipation_request_id, `ar_${value}`);
+      assert.equal(body.data.status, `st_${value}`);
+      assert.equal(body.data.previous_status, `prev_${value}`);
+      assert.equal(body.data.note, value);
+    }
+  });
+
+  test('a lone surrogate (a JSON escape in the line) in an id or status is refused: it cannot be stored as UTF-8, so the id read back would differ from the body', () => {
+    for (const [field, escaped] of [
+      ['event_id', 'chg_\\ud83d'],
+      ['anticipation_request_id', 'ar_\\udc00'],
+      ['status', '\\udc00\\ud800'],
+      ['previous_status', 'x\\ud800'],
+    ] as const) {
+      const fieldsText = { organization_id: 'acme', anticipation_request_id: 'ar_1', status: 'approved', occurred_at: OCCURRED, event_id: 'chg_1' } as Record<string, string>;
+      const line = '{' + Object.entries({ ...fieldsText, [field]: '@' }).map(([k, v]) => `"${k}":"${v === '@' ? escaped : v}"`).join(',') + '}';
+      const result = parse(line);
+      assert.equal(result.ok, false, line);
+      assert.ok(!result.ok && result.reason === 'invalid_field' && result.detail.includes(`"${field}"`) && result.detail.includes('surrogate'), JSON.stringify(result));
+    }
+    // A pair written as two escapes is one character: accepted.
+    const paired = accepted(parse(`{"organization_id":"acme","anticipation_request_id":"ar_1","status":"approved","occurred_at":"${OCCURRED}","event_id":"chg_\\ud83d\\ude00"}`));
+    assert.equal(paired.id, 'chg_😀');
+  });
+
+  test('a lone surrogate inside data is written escaped, as JSON.stringify does, so the body stays valid UTF-8 text', () => {
+    const line = `{"organization_id":"acme","anticipation_request_id":"ar_1","status":"approved","occurred_at":"${OCCURRED}","event_id":"chg_1","data":{"s":"\\ud83d"}}`;
+    const event = accepted(parse(line));
+    assert.ok(event.payload.includes('"s":"\\ud83d"'), event.payload);
+    assert.equal(JSON.parse(event.payload).data.s, '\ud83d');
+  });
+
+  test('a derived id and a missing previous_status give the same body as before', () => {
+    const event = accepted(parse({ ...base, status: 'é"\\' }));
+    assert.equal(event.previousStatus, null);
+    assert.equal(event.payload, bodyBuiltWithStringify(event, RECEIVED_ISO));
+  });
+});
+
+describe('parseFeedLine: occurred_at in the canonical form YYYY-MM-DDTHH:MM:SS.mmmZ', () => {
+  /** Epoch ms of a UTC date-time for any year (Date.UTC would move years 0-99 to 1900-1999). */
+  function utcMs(year: number, month: number, day: number, hour = 0, minute = 0, second = 0, ms = 0): number {
+    const date = new Date(0);
+    date.setUTCFullYear(year, month - 1, day);
+    return date.setUTCHours(hour, minute, second, ms);
+  }
+
+  test('valid dates are accepted with the exact time, and the text is kept as given', () => {
+    const cases: Array<[string, number]> = [
+      ['2024-02-29T23:59:59.999Z', Date.UTC(2024, 1, 29, 23, 59, 59, 999)],
+      ['2000-02-29T12:00:00.000Z', Date.UTC(2000, 1, 29, 12)],
+      ['2026-11-22T08:30:00.001Z', Date.UTC(2026, 10, 22, 8, 30, 0, 1)],
+      ['1970-01-01T00:00:00.000Z', 0],
+      ['1969-12-31T23:59:59.999Z', -1],
+      ['9999-12-31T23:59:59.999Z', Date.UTC(9999, 11, 31, 23, 59, 59, 999)],
+      ['0001-01-01T00:00:00.000Z', utcMs(1, 1, 1)],
+      ['0099-12-31T23:59:59.999Z', utcMs(99, 12, 31, 23, 59, 59, 999)],
+      ['0004-02-29T01:02:03.004Z', utcMs(4, 2, 29, 1, 2, 3, 4)],
+      ['0000-02-29T00:00:00.000Z', utcMs(0, 2, 29)],
+    ];
+    for (const [given, ms] of cases) {
+      const event = accepted(parse({ ...base, occurred_at: given }));
+      assert.equal(event.occurredAt, ms, given);
+      // Date.parse reads the ISO form with 4-digit years as given (no 1900 shift): a second witness.
+      assert.equal(event.occurredAt, Date.parse(given), given);
+      assert.equal(new Date(event.occurredAt).toISOString(), given, given);
+      const body = JSON.parse(event.payload);
+      assert.equal(body.timestamp, given);
+      assert.equal(body.data.occurred_at, given);
+    }
+    // Years below 100 really are years 1-99, not 1901-1999.
+    assert.equal(new Date(accepted(parse({ ...base, occurred_at: '0099-12-31T23:59:59.999Z' })).occurredAt).getUTCFullYear(), 99);
+    assert.equal(new Date(accepted(parse({ ...base, occurred_at: '0001-01-01T00:00:00.000Z' })).occurredAt).getUTCFullYear(), 1);
+  });
+
+  test('dates and times that do not exist are refused, not rolled over', () => {
+    const detail = '"occurred_at" must be an RFC 3339 date-time such as 2026-11-22T08:30:00Z';
+    for (const bad of [
+      '2023-02-29T00:00:00.000Z', // not a leap year
+      '1900-02-29T00:00:00.000Z', // a century that is not a leap year
+      '2026-02-30T00:00:00.000Z',
+      '2026-04-31T00:00:00.000Z',
+      '2026-06-31T00:00:00.000Z',
+      '2026-09-31T00:00:00.000Z',
+      '2026-11-31T00:00:00.000Z',
+      '2026-01-32T00:00:00.000Z',
+      '2026-01-00T00:00:00.000Z',
+      '2026-00-10T00:00:00.000Z',
+      '2026-13-10T00:00:00.000Z',
+      '2026-01-01T24:00:00.000Z',
+      '2026-01-01T23:60:00.000Z',
+      '2026-01-01T23:59:60.000Z',
+      '2026-01-01T99:00:00.000Z',
+    ]) {
+      assert.deepEqual(rejected(parse({ ...base, occurred_at: bad })), { reason: 'invalid_field', detail, eventId: null }, bad);
+    }
+  });
+
+  test('text of the canonical length that is not a date-time is refused', () => {
+    for (const bad of [
+      '2026-1a-01T00:00:00.000Z',
+      '2026-01-01T00:00:00.00aZ',
+      '20x6-01-01T00:00:00.000Z',
+      '2026-01-01T0 :00:00.000Z',
+      '2026-01-01T-1:00:00.000Z',
+      '+026-01-01T00:00:00.000Z',
+      '2026/01/01T00:00:00.000Z',
+      '2026-01-01X00:00:00.000Z',
+      '2026-01-01T00-00:00.000Z',
+      '2026-01-01T00:00:00,000Z',
+      '2026-01-01T00:00:00.000+',
+      '２０２６-01-01T00:00:00.000Z', // full-width digits
+    ]) {
+      assert.equal(rejected(parse({ ...base, occurred_at: bad })).reason, 'invalid_field', bad);
+    }
+  });
+
+  test('other RFC 3339 forms still take the general path: offsets, no or other fractions, lowercase t and z, a space', () => {
+    const cases: Array<[string, string]> = [
+      ['2026-11-22t08:30:00.000Z', '2026-11-22T08:30:00.000Z'],
+      ['2026-11-22T08:30:00.000z', '2026-11-22T08:30:00.000Z'],
+      ['2026-11-22t08:30:00z', '2026-11-22T08:30:00.000Z'],
+      ['2026-11-22T08:30:00.000+00:00', '2026-11-22T08:30:00.000Z'],
+      ['2026-11-22T08:30:00.000-00:00', '2026-11-22T08:30:00.000Z'],
+      ['2026-11-23T00:30:00.250+16:00', '2026-11-22T08:30:00.250Z'],
+      ['2024-02-29T23:59:59+00:00', '2024-02-29T23:59:59.000Z'],
+      ['2026-11-22 08:30:00.000Z', '2026-11-22T08:30:00.000Z'],
+      ['2026-11-22T08:30:00.12Z', '2026-11-22T08:30:00.120Z'],
+      ['0050-06-15T12:00:00Z', '0050-06-15T12:00:00.000Z'],
+    ];
+    for (const [given, iso] of cases) {
+      const event = accepted(parse({ ...base, occurred_at: given }));
+      assert.equal(event.occurredAt, Date.parse(iso), given);
+      const body = JSON.parse(event.payload);
+      assert.equal(body.timestamp, iso, given);
+      assert.equal(body.data.occurred_at, iso, given);
+    }
+    // And the general path still refuses what does not exist.
+    for (const bad of ['2023-02-29T00:00:00Z', '2026-01-01t24:00:00z', '2026-04-31T00:00:00.000+00:00']) {
+      assert.equal(rejected(parse({ ...base, occurred_at: bad })).reason, 'invalid_field', bad);
+    }
+  });
+});
+
 describe('sameNotification / canonicalJson', () => {
   test('equal JSON values with different key order and spacing are the same notification; other values are not', () => {
     assert.equal(sameNotification('{"a":1,"b":{"c":[1,{"d":2,"e":3}]}}', '{ "b" : { "c" : [1, {"e":3,"d":2}] }, "a" : 1 }'), true);

@@ -45,6 +45,8 @@ export const MAX_EVENT_ID_LENGTH = 200;
 const MAX_TEXT_FIELD = 200;
 /** Ids and statuses are single-line text: a control character in one is a producer bug, and the packed form of a parsed batch relies on their absence. */
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+/** A UTF-16 surrogate without its pair: not a character, and not storable as UTF-8. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 /** What JSON.stringify would escape in a string (quote, backslash, control characters, lone surrogates), plus DEL. */
 const NEEDS_CARE = /[\u0000-\u001f"\\\u007f\ud800-\udfff]/;
 
@@ -84,6 +86,12 @@ class LineRejected {
   }
 }
 
+/** Ids and statuses: no control characters, and well-formed Unicode (an id read back from the database must equal the one in the payload). */
+function checkText(field: string, value: string): void {
+  if (CONTROL_CHARACTER.test(value)) throw new LineRejected(RejectReason.invalidField, `"${field}" must not contain control characters`);
+  if (LONE_SURROGATE.test(value)) throw new LineRejected(RejectReason.invalidField, `"${field}" must be valid Unicode text (it holds an unpaired surrogate escape)`);
+}
+
 function text(record: Record<string, unknown>, field: string, required: true): string;
 function text(record: Record<string, unknown>, field: string, required: false): string | null;
 function text(record: Record<string, unknown>, field: string, required: boolean): string | null {
@@ -94,7 +102,7 @@ function text(record: Record<string, unknown>, field: string, required: boolean)
   }
   if (typeof value !== 'string' || value === '') throw new LineRejected(RejectReason.invalidField, `"${field}" must be a non-empty string`);
   if (value.length > MAX_TEXT_FIELD) throw new LineRejected(RejectReason.invalidField, `"${field}" must be at most ${MAX_TEXT_FIELD} characters`);
-  if (NEEDS_CARE.test(value) && CONTROL_CHARACTER.test(value)) throw new LineRejected(RejectReason.invalidField, `"${field}" must not contain control characters`);
+  if (NEEDS_CARE.test(value)) checkText(field, value);
   return value;
 }
 
@@ -186,7 +194,7 @@ export function parseFeedLine(bytes: Uint8Array, receivedAt: number): ParsedLine
     if (rawId !== undefined && (givenId === null || givenId === '' || givenId.length > MAX_EVENT_ID_LENGTH)) {
       throw new LineRejected(RejectReason.invalidField, `"event_id" must be a string of 1-${MAX_EVENT_ID_LENGTH} characters`);
     }
-    if (givenId !== null && NEEDS_CARE.test(givenId) && CONTROL_CHARACTER.test(givenId)) throw new LineRejected(RejectReason.invalidField, '"event_id" must not contain control characters');
+    if (givenId !== null && NEEDS_CARE.test(givenId)) checkText('event_id', givenId);
     const orgId = text(record, 'organization_id', true);
     const orgProblem = checkOrgId(orgId);
     if (orgProblem) throw new LineRejected(RejectReason.invalidField, `"organization_id" ${orgProblem}`);

@@ -164,7 +164,8 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
      * delivered: dead and undeliverable ones get a new delivery, failed ones are made due now.
      */
     recover(orgId: string, since: number, until?: number): { requeued: number; hurried: number } {
-      const end = until ?? store.clock.now() + 1;
+      // Without `until`: everything received so far, which may be later than the clock if it stepped back.
+      const end = until ?? store.feed.receivedAt(store.clock.now()) + 1;
       if (!(since < end)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
       return store.transaction(() => {
         requireWebhook(orgId);
