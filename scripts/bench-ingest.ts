@@ -89,6 +89,7 @@ try {
     const ingest = createIngestService(store, log);
     const parser = values.inline ? inlineLineParser : createWorkerLineParser(log);
     const tailer = createFileTailer({ path: feedPath, ingest, log, maxLineBytes: 1 << 20, batchLines, pollIntervalMs: 50, startPosition: 'start', parser });
+    await parser.parse([], 0);
     global.gc?.();
     let peakRss = process.memoryUsage().rss;
     const started = performance.now();

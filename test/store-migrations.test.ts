@@ -30,6 +30,7 @@ function version3Database(path: string): void {
       VALUES ('evt_test_1', 'acme', '', 'test', 2000, '{"type":"webhook.test","timestamp":"1970-01-01T00:00:02.000Z","data":{"event_id":"evt_test_1"}}', 'api', 6000, 'webhook.test');
     INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at) VALUES (1, 'acme', 7, 'dead', 5000, 5000, 5000);
     INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at) VALUES (2, 'acme', 8, 'pending', 6000, 6000, 6000);
+    INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, outcome) VALUES (1, 1, 5000, 12, 'https://hooks.example/acme', 500, 'dead');
   `);
   db.close();
 }
@@ -47,6 +48,19 @@ test('a version 3 database upgrades to the current schema with its events and de
   assert.equal(store.db.prepare("SELECT count(*) FROM sqlite_schema WHERE name = 'events_org_received'").pluck().get(), 0);
   assert.deepEqual(store.db.pragma('foreign_key_check'), []);
 
+  // Deliveries were rebuilt (cheaper status check): rows, attempts and constraints are all still there.
+  assert.deepEqual(store.deliveries.attempts(1).map((a) => [a.attempt, a.statusCode, a.outcome]), [[1, 500, 'dead']]);
+  assert.throws(() => store.db.prepare("UPDATE deliveries SET status = 'lost' WHERE id = 1").run(), /CHECK constraint failed/);
+  assert.throws(
+    () => store.db.prepare("INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, outcome) VALUES (99, 1, 0, 0, 'x', 'dead')").run(),
+    /FOREIGN KEY constraint failed/,
+  );
+  assert.throws(
+    () => store.db.prepare("INSERT INTO deliveries (event_seq, org_id, ordering_key, next_attempt_at, created_at, updated_at) VALUES (99, 'acme', 1, 0, 0, 0)").run(),
+    /FOREIGN KEY constraint failed/,
+  );
+  assert.equal(store.db.pragma('foreign_keys', { simple: true }), 1);
+
   // The event type now comes from the payload: the delivery log shows the same as before.
   const deliveries = store.deliveries.list('acme', { limit: 10 });
   assert.deepEqual(
@@ -61,4 +75,20 @@ test('a version 3 database upgrades to the current schema with its events and de
   const service = createDeliveryService(store, silentLog, { failingAfterFailures: 5, disableAfterMs: 86_400_000, secretRotationGraceMs: 1000 });
   assert.deepEqual(service.recover('acme', 4000, 5500), { requeued: 1, hurried: 0 });
   assert.deepEqual(service.recover('acme', 5500, 7000), { requeued: 0, hurried: 0 });
+});
+
+test('a migration that would leave a broken foreign key rolls back and leaves the database as it was', (t) => {
+  const path = join(tempDir(t), 'hookrelay.db');
+  version3Database(path);
+  // An outbox row whose event is gone, as a database edited by hand (foreign keys off) could hold.
+  const raw = new Database(path);
+  raw.pragma('foreign_keys = OFF');
+  raw.exec("INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at) VALUES (404, 'acme', 9, 'pending', 1, 1, 1)");
+  raw.close();
+
+  assert.throws(() => openStore(path, { now: () => 10_000 }), /would leave 1 broken foreign key\(s\); nothing was changed/);
+  const after = new Database(path, { readonly: true });
+  t.after(() => after.close());
+  assert.equal(after.pragma('user_version', { simple: true }), 3);
+  assert.equal(after.prepare("SELECT count(*) FROM sqlite_schema WHERE name = 'events_org_received'").pluck().get(), 1);
 });

@@ -61,7 +61,9 @@ function assertNotNewer(db: Db, version: number): void {
 
 /**
  * Applies every pending migration in one IMMEDIATE transaction, so a crash leaves the
- * database at the old version and two processes never migrate at once.
+ * database at the old version and two processes never migrate at once. Foreign keys are off
+ * while migrations run (SQLite's procedure for rebuilding a table that others reference) and
+ * checked before the transaction commits: a migration that would break one rolls back.
  * Returns the versions before and after.
  */
 export function migrate(db: Db): { from: number; to: number } {
@@ -69,8 +71,19 @@ export function migrate(db: Db): { from: number; to: number } {
     const from = schemaVersion(db);
     assertNotNewer(db, from);
     for (let v = from; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
-    if (from !== SCHEMA_VERSION) db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    if (from !== SCHEMA_VERSION) {
+      const broken = db.pragma('foreign_key_check') as unknown[];
+      if (broken.length > 0) throw new Error(`migrating ${db.name} from ${from} to ${SCHEMA_VERSION} would leave ${broken.length} broken foreign key(s); nothing was changed`);
+      db.pragma(`user_version = ${SCHEMA_VERSION}`);
+    }
     return { from, to: SCHEMA_VERSION };
   });
-  return run.immediate();
+  // The pragma is a no-op inside a transaction, so it is switched around it.
+  const foreignKeys = db.pragma('foreign_keys', { simple: true }) === 1;
+  db.pragma('foreign_keys = OFF');
+  try {
+    return run.immediate();
+  } finally {
+    if (foreignKeys) db.pragma('foreign_keys = ON');
+  }
 }
