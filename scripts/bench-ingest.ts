@@ -1,14 +1,19 @@
 /**
  * Durable ingest throughput: writes N feed lines (~300 bytes each) to a temp file, then lets
  * the real file tailer commit them to a fresh SQLite database (WAL, synchronous=FULL) and
- * reports lines/s from first read to the last committed position, and peak RSS.
+ * reports lines/s from first read to the last committed position, peak RSS, and bytes written.
  *
- *   node --import tsx scripts/bench-ingest.ts [--lines N] [--runs R] [--batch B] [--json FILE]
+ *   node --max-semi-space-size=32 --import tsx scripts/bench-ingest.ts \
+ *     [--lines N] [--runs R] [--batch B] [--compare] [--json FILE]
  *
- * The parse-only rate of the same line shape is measured in the same process first, so the
- * ratio between the two is not skewed by what else the (shared) machine is doing.
+ * The daemon's design is measured: parsing on a worker thread pipelined with the commits, and
+ * WAL checkpoints on a thread of their own. `--compare` also runs, alternating with it in the
+ * same process on the same file, the single-threaded design (parse on the main thread, the
+ * writer checkpoints itself every 4096 pages), so the ratio between the two is measured side by
+ * side on this shared, noisy machine. The parse-only rate of the same line shape is measured in
+ * the same process too. `--max-semi-space-size=32` is what `npm start` and the systemd unit use.
  */
-import { mkdtempSync, rmSync, statSync, writeFileSync, createWriteStream } from 'node:fs';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -20,6 +25,7 @@ import { createFileTailer } from '../src/feed/file-tailer.ts';
 import { createWorkerLineParser, inlineLineParser } from '../src/feed/line-parser.ts';
 import { createLogger } from '../src/log.ts';
 import { createIngestService } from '../src/services/ingest.ts';
+import { startBackgroundCheckpoints } from '../src/store/checkpointer.ts';
 import { openStore } from '../src/store/store.ts';
 
 const { values } = parseArgs({
@@ -27,14 +33,16 @@ const { values } = parseArgs({
     lines: { type: 'string', default: '1000000' },
     runs: { type: 'string', default: '3' },
     batch: { type: 'string', default: '10000' },
+    compare: { type: 'boolean', default: false },
     json: { type: 'string' },
-    // Parse on the calling thread instead of the worker thread, for comparison.
-    inline: { type: 'boolean', default: false },
   },
 });
 const lines = Number(values.lines);
 const runs = Number(values.runs);
 const batchLines = Number(values.batch);
+
+type Variant = 'pipelined' | 'single-threaded';
+const variants: Variant[] = values.compare ? ['pipelined', 'single-threaded'] : ['pipelined'];
 
 async function writeFeed(path: string, n: number): Promise<number> {
   const out = createWriteStream(path);
@@ -63,7 +71,6 @@ const log = createLogger('warn');
 /** Parse-only rate on 200k lines of the same shape, measured in this run for the ratio. */
 function measureParseOnly(): number {
   const sample = 200_000;
-  // About 300 bytes a line, as the issue specifies.
   const filler = 'x'.repeat(55);
   const buffers = Array.from({ length: sample }, (_, i) =>
     Buffer.from(JSON.stringify({ organization_id: `org-${i % 50}`, anticipation_request_id: `ar-${i}`, status: 'approved', previous_status: 'submitted', occurred_at: new Date(1_790_000_000_000 + i * 1000).toISOString(), event_id: `evt-${i}`, data: { amount_cents: i, currency: 'EUR', note: filler } })),
@@ -72,55 +79,97 @@ function measureParseOnly(): number {
   for (const b of buffers) parseFeedLine(b, 0);
   return Math.round(sample / ((performance.now() - started) / 1000));
 }
-const results: Array<{ run: number; lines: number; seconds: number; linesPerSecond: number; peakRssMiB: number }> = [];
+
+/** Bytes this process has caused to be written to storage so far (Linux). */
+function writtenBytes(): number {
+  return Number(/write_bytes: (\d+)/.exec(readFileSync('/proc/self/io', 'utf8'))?.[1] ?? Number.NaN);
+}
+
+interface Result {
+  variant: Variant;
+  run: number;
+  lines: number;
+  seconds: number;
+  linesPerSecond: number;
+  peakRssMiB: number;
+  writtenMiB: number;
+}
+
+async function measure(variant: Variant, run: number, feedPath: string, size: number, dir: string): Promise<Result> {
+  const dbPath = join(dir, `${variant}-${run}.db`);
+  const store = openStore(dbPath, systemClock);
+  // Half of the organizations have a webhook, so half of the events also get an outbox row.
+  for (let o = 0; o < 50; o += 2) {
+    store.orgs.insert({ id: `org-${o}`, name: `org-${o}`, createdAt: 0 });
+    store.webhooks.upsert(`org-${o}`, 'https://example.com/hook', true, 'whsec_x', 0);
+  }
+  const pipelined = variant === 'pipelined';
+  const checkpoints = pipelined ? await startBackgroundCheckpoints(store.db, log) : null;
+  const parser = pipelined ? createWorkerLineParser(log) : inlineLineParser;
+  // The daemon starts its parser thread once, at start-up: not part of the figure.
+  await parser.parse([], 0);
+  const ingest = createIngestService(store, log);
+  const tailer = createFileTailer({ path: feedPath, ingest, log, maxLineBytes: 1 << 20, batchLines, pollIntervalMs: 50, startPosition: 'start', parser });
+  global.gc?.();
+  let peakRss = process.memoryUsage().rss;
+  const written = writtenBytes();
+  const started = performance.now();
+  tailer.start();
+  while ((ingest.position(feedPath)?.position ?? 0) < size) {
+    await sleep(20);
+    peakRss = Math.max(peakRss, process.memoryUsage().rss);
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const writtenMiB = Math.round((writtenBytes() - written) / 1024 / 1024);
+  await tailer.stop();
+  await parser.close();
+  await checkpoints?.stop();
+  const accepted = ingest.stats().reduce((n, s) => n + s.accepted, 0);
+  if (accepted !== lines) throw new Error(`expected ${lines} accepted lines, found ${accepted}`);
+  store.close();
+  for (const suffix of ['', '-wal', '-shm']) rmSync(dbPath + suffix, { force: true });
+  return { variant, run, lines, seconds: Number(seconds.toFixed(3)), linesPerSecond: Math.round(lines / seconds), peakRssMiB: Math.round(peakRss / 1024 / 1024), writtenMiB };
+}
+
+function median(numbers: number[]): number {
+  const sorted = [...numbers].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : Math.round((sorted[mid - 1]! + sorted[mid]!) / 2);
+}
+
+const results: Result[] = [];
 const dir = mkdtempSync(join(tmpdir(), 'hookrelay-bench-'));
 try {
   const feedPath = join(dir, 'feed.jsonl');
   const size = await writeFeed(feedPath, lines);
-  console.log(`feed: ${lines} lines, ${(size / 1024 / 1024).toFixed(1)} MiB (${Math.round(size / lines)} bytes/line); batch ${batchLines}`);
+  console.log(`feed: ${lines} lines, ${(size / 1024 / 1024).toFixed(1)} MiB (${Math.round(size / lines)} bytes/line); batch ${batchLines}; ${variants.join(' vs ')}`);
   for (let run = 1; run <= runs; run++) {
-    const dbPath = join(dir, `run-${run}.db`);
-    const store = openStore(dbPath, systemClock);
-    // Half of the organizations have a webhook, so half of the events also get an outbox row.
-    for (let o = 0; o < 50; o += 2) {
-      store.orgs.insert({ id: `org-${o}`, name: `org-${o}`, createdAt: 0 });
-      store.webhooks.upsert(`org-${o}`, 'https://example.com/hook', true, 'whsec_x', 0);
+    // Alternate the variants (and their order) so both see the same machine.
+    const order = run % 2 === 1 ? variants : [...variants].reverse();
+    for (const variant of order) {
+      const r = await measure(variant, run, feedPath, size, dir);
+      results.push(r);
+      console.log(`run ${run} ${variant}: ${r.linesPerSecond} lines/s (${r.seconds} s), peak RSS ${r.peakRssMiB} MiB, ${r.writtenMiB} MiB written`);
     }
-    const ingest = createIngestService(store, log);
-    const parser = values.inline ? inlineLineParser : createWorkerLineParser(log);
-    const tailer = createFileTailer({ path: feedPath, ingest, log, maxLineBytes: 1 << 20, batchLines, pollIntervalMs: 50, startPosition: 'start', parser });
-    await parser.parse([], 0);
-    global.gc?.();
-    let peakRss = process.memoryUsage().rss;
-    const started = performance.now();
-    tailer.start();
-    while ((ingest.position(feedPath)?.position ?? 0) < size) {
-      await sleep(20);
-      peakRss = Math.max(peakRss, process.memoryUsage().rss);
-    }
-    const seconds = (performance.now() - started) / 1000;
-    await tailer.stop();
-    await parser.close();
-    const accepted = ingest.stats().reduce((n, s) => n + s.accepted, 0);
-    if (accepted !== lines) throw new Error(`expected ${lines} accepted lines, found ${accepted}`);
-    store.close();
-    rmSync(dbPath, { force: true });
-    rmSync(dbPath + '-wal', { force: true });
-    rmSync(dbPath + '-shm', { force: true });
-    const r = { run, lines, seconds: Number(seconds.toFixed(3)), linesPerSecond: Math.round(lines / seconds), peakRssMiB: Math.round(peakRss / 1024 / 1024) };
-    results.push(r);
-    console.log(`run ${run}: ${r.linesPerSecond} lines/s (${r.seconds} s), peak RSS ${r.peakRssMiB} MiB`);
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
 // Measured after the runs, so its buffers do not count in their peak RSS.
 const parseOnly = measureParseOnly();
-const sorted = results.map((r) => r.linesPerSecond).sort((a, b) => a - b);
-const median = sorted[Math.floor(sorted.length / 2)]!;
-const peakRss = Math.max(...results.map((r) => r.peakRssMiB));
-console.log(`median: ${median} lines/s over ${runs} runs; peak RSS ${peakRss} MiB`);
-console.log(`parsing alone (same line shape, in memory): ${parseOnly} lines/s, so durable ingest runs at ${(median / parseOnly * 100).toFixed(0)} % of parse speed`);
+const summary = variants.map((variant) => {
+  const mine = results.filter((r) => r.variant === variant);
+  return { variant, medianLinesPerSecond: median(mine.map((r) => r.linesPerSecond)), peakRssMiB: Math.max(...mine.map((r) => r.peakRssMiB)), medianWrittenMiB: median(mine.map((r) => r.writtenMiB)) };
+});
+for (const s of summary) console.log(`median ${s.variant}: ${s.medianLinesPerSecond} lines/s over ${runs} runs; peak RSS ${s.peakRssMiB} MiB; ${s.medianWrittenMiB} MiB written`);
+if (values.compare) {
+  const ratios = Array.from({ length: runs }, (_, i) => {
+    const [a, b] = variants.map((v) => results.find((r) => r.variant === v && r.run === i + 1)!.linesPerSecond);
+    return a! / b!;
+  });
+  console.log(`pipelined / single-threaded, per run: ${ratios.map((r) => r.toFixed(2)).join(', ')}; median ${[...ratios].sort((a, b) => a - b)[Math.floor(ratios.length / 2)]!.toFixed(2)}`);
+}
+console.log(`parsing alone (same line shape, in memory, one thread): ${parseOnly} lines/s`);
 if (values.json) {
-  writeFileSync(values.json, JSON.stringify({ lines, batchLines, runs: results, medianLinesPerSecond: median, peakRssMiB: peakRss, parseOnlyLinesPerSecond: parseOnly }, null, 2) + '\n');
+  writeFileSync(values.json, JSON.stringify({ lines, batchLines, runs: results, summary, parseOnlyLinesPerSecond: parseOnly }, null, 2) + '\n');
 }

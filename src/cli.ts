@@ -10,6 +10,7 @@ import { loadAuthKeys } from './services/auth-keys.ts';
 import { createServices, type Services } from './services/services.ts';
 import { issueToken } from './services/tokens.ts';
 import { createWorkerLineParser } from './feed/line-parser.ts';
+import { startBackgroundCheckpoints } from './store/checkpointer.ts';
 import { ingestStream } from './feed/stream-reader.ts';
 import { createIngestService } from './services/ingest.ts';
 import { createReadStream } from 'node:fs';
@@ -126,7 +127,11 @@ export function buildProgram(): Command {
         // Large reads make full batches, so parsing and committing overlap (see BatchPipeline).
         const input = file === '-' ? process.stdin : createReadStream(source, { highWaterMark: 4 << 20 });
         const parser = createWorkerLineParser(log);
-        const counts = await ingestStream(input, { ...config.feed, source, ingest: createIngestService(store, log), log, parser }).finally(() => parser.close());
+        const checkpoints = await startBackgroundCheckpoints(store.db, log).catch(() => null);
+        const counts = await ingestStream(input, { ...config.feed, source, ingest: createIngestService(store, log), log, parser }).finally(async () => {
+          await parser.close();
+          await checkpoints?.stop();
+        });
         print(options, counts, () =>
           `${counts.accepted} accepted, ${counts.duplicates} duplicate, ${counts.quarantined} quarantined` +
           (counts.undeliverable > 0 ? ` (${counts.undeliverable} of the accepted are undeliverable: their organization has no webhook)` : '') +

@@ -16,6 +16,7 @@ import type { RetryPolicy } from './domain/retry-policy.ts';
 import { VERSION } from './version.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
 import { createServices } from './services/services.ts';
+import { startBackgroundCheckpoints, type BackgroundCheckpoints } from './store/checkpointer.ts';
 import { openStore, type Store } from './store/store.ts';
 
 export interface Relay {
@@ -53,6 +54,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let server: Server | null = null;
   let feed: { stop(): Promise<void> } | null = null;
   let dispatcher: Dispatcher | null = null;
+  let checkpoints: BackgroundCheckpoints | null = null;
   let stopping = false;
 
   function startFeed(ingest: IngestService): { stop(): Promise<void> } {
@@ -81,6 +83,16 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         await parser.close();
       },
     };
+  }
+
+  /** Checkpoints on a thread of their own; without one (it failed to start) the writer checkpoints itself, as SQLite does by default. */
+  async function startCheckpoints(opened: Store): Promise<BackgroundCheckpoints | null> {
+    try {
+      return await startBackgroundCheckpoints(opened.db, log);
+    } catch (err) {
+      log.warn({ err }, 'background checkpoints unavailable; the writer checkpoints the WAL itself');
+      return null;
+    }
   }
 
   function address(): { host: string; port: number } {
@@ -121,6 +133,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     });
     const bound = address();
     log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
+    checkpoints = await startCheckpoints(store);
     feed = startFeed(createIngestService(store, log));
     dispatcher = createDispatcher({
       deliveries: services.deliveries,
@@ -170,6 +183,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         clearTimeout(timer);
         server = null;
       }
+      await checkpoints?.stop();
+      checkpoints = null;
       store?.close();
       store = null;
       log.info('stopped');

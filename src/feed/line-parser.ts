@@ -1,6 +1,7 @@
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { parseFeedLine, type ParsedLine } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
+import { startWorker } from '../worker-thread.ts';
 import type { RawLine } from '../services/ingest.ts';
 import { PRE_REJECTED, unpack, type PackedBatch } from './parsed-batch.ts';
 import type { ParseRequest } from './parse-worker.ts';
@@ -12,8 +13,6 @@ export interface LineParser {
   /** Ends the worker thread, if any. Pending parses are still answered (on this thread). */
   close(): Promise<void>;
 }
-
-const WORKER_OPTIONS = {};
 
 function parseHere(lines: readonly RawLine[], receivedAt: number): Array<ParsedLine | null> {
   return lines.map((line) => (line.rejected ? null : parseFeedLine(line.bytes, receivedAt)));
@@ -35,7 +34,6 @@ export const inlineLineParser: LineParser = {
  */
 export function createWorkerLineParser(log: Logger): LineParser {
   const parserLog = log.child({ subsystem: 'feed-parser' });
-  const fromSources = import.meta.url.endsWith('.ts');
   let worker: Worker | null = null;
   let failed = false;
   let nextId = 0;
@@ -47,7 +45,7 @@ export function createWorkerLineParser(log: Logger): LineParser {
   }
 
   function start(): Worker {
-    const w = fromSources ? startFromSources() : new Worker(new URL('./parse-worker.js', import.meta.url), WORKER_OPTIONS);
+    const w = startWorker(new URL('./parse-worker.ts', import.meta.url));
     w.on('message', (message: { id: number; batch: PackedBatch }) => {
       const entryFor = waiting.get(message.id);
       waiting.delete(message.id);
@@ -66,13 +64,6 @@ export function createWorkerLineParser(log: Logger): LineParser {
     });
     w.unref();
     return w;
-  }
-
-  /** Under tsx (tests, scripts) a worker does not inherit its TypeScript loader: register it first. */
-  function startFromSources(): Worker {
-    const tsx = import.meta.resolve('tsx/esm/api');
-    const entry = new URL('./parse-worker.ts', import.meta.url).href;
-    return new Worker(`import(${JSON.stringify(tsx)}).then((api) => { api.register(); return import(${JSON.stringify(entry)}); });`, { eval: true, ...WORKER_OPTIONS });
   }
 
   function inWorker(lines: readonly RawLine[], receivedAt: number): Promise<PackedBatch> {
