@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
-import { parseFeedLine, RejectReason, type ParsedLine } from '../src/domain/feed-event.ts';
+import { parseFeedLine, RejectReason, toStorable, type StorableLine } from '../src/domain/feed-event.ts';
 import { createWorkerLineParser, inlineLineParser, type LineParser } from '../src/feed/line-parser.ts';
 import { parseAndPack, PRE_REJECTED, unpack } from '../src/feed/parsed-batch.ts';
 import { createLogger } from '../src/log.ts';
@@ -59,17 +59,17 @@ function packInput(lines: ReadonlyArray<Buffer | null>): { bytes: Uint8Array; le
   return { bytes: Buffer.concat(lines.filter((l): l is Buffer => l !== null)), lengths };
 }
 
-/** What the packed form must reproduce: parseFeedLine per line, null where the line was rejected before parsing. */
-function expectedResults(lines: ReadonlyArray<Buffer | null>, receivedAt: number): Array<ParsedLine | null> {
-  return lines.map((line) => (line === null ? null : parseFeedLine(line, receivedAt)));
+/** What the packed form must reproduce: parseFeedLine per line, reduced to what storing takes, null where the line was rejected before parsing. */
+function expectedResults(lines: ReadonlyArray<Buffer | null>, receivedAt: number): Array<StorableLine | null> {
+  return lines.map((line) => (line === null ? null : toStorable(parseFeedLine(line, receivedAt))));
 }
 
-function roundTrip(lines: ReadonlyArray<Buffer | null>, receivedAt: number): Array<ParsedLine | null> {
+function roundTrip(lines: ReadonlyArray<Buffer | null>, receivedAt: number): Array<StorableLine | null> {
   const { bytes, lengths } = packInput(lines);
   return unpack(parseAndPack(bytes, lengths, receivedAt));
 }
 
-function countOutcomes(results: ReadonlyArray<ParsedLine | null>): { accepted: number; rejected: number; preRejected: number } {
+function countOutcomes(results: ReadonlyArray<StorableLine | null>): { accepted: number; rejected: number; preRejected: number } {
   return {
     accepted: results.filter((r) => r?.ok === true).length,
     rejected: results.filter((r) => r?.ok === false).length,
@@ -103,15 +103,15 @@ describe('parseAndPack / unpack', () => {
     assert.deepEqual(unpack(batch), expected);
   });
 
-  test('the fields that may be absent or empty-looking survive: previous_status null vs given, the receive time as occurred_at', () => {
+  test('what may be absent survives: previous_status null vs given (inside the payload), the receive time as occurred_at', () => {
     const results = roundTrip([lineBytes(base), lineBytes({ ...base, previous_status: 'submitted' })], RECEIVED_AT);
     const [withoutPrevious, withPrevious] = results.map((r) => {
       if (r === null || !r.ok) return assert.fail(`expected an accepted line, got ${JSON.stringify(r)}`);
       return r.event;
     });
-    assert.equal(withoutPrevious!.previousStatus, null);
+    assert.equal(JSON.parse(withoutPrevious!.payload).data.previous_status, null);
     assert.equal(withoutPrevious!.occurredAt, RECEIVED_AT);
-    assert.equal(withPrevious!.previousStatus, 'submitted');
+    assert.equal(JSON.parse(withPrevious!.payload).data.previous_status, 'submitted');
   });
 
   test('the packed batch survives a structured clone (what crosses to the main thread)', () => {
@@ -147,10 +147,10 @@ describe('parseAndPack / unpack', () => {
     assert.deepEqual(roundTrip(lines, RECEIVED_AT), expectedResults(lines, RECEIVED_AT));
   });
 
-  test('unpack refuses a batch whose text does not hold six fields per event', () => {
+  test('unpack refuses a batch whose text does not hold four fields per event', () => {
     const { bytes, lengths } = packInput(ACCEPTED_LINES.slice(0, 2));
     const batch = parseAndPack(bytes, lengths, RECEIVED_AT);
-    assert.throws(() => unpack({ ...batch, text: batch.text + '\u0000extra' }), /packed batch holds 13 fields for 2 events/);
+    assert.throws(() => unpack({ ...batch, text: batch.text + '\u0000extra' }), /packed batch holds 9 fields for 2 events/);
   });
 });
 

@@ -37,6 +37,18 @@ export type ParsedLine =
   | { readonly ok: true; readonly event: FeedEvent }
   | { readonly ok: false; readonly reason: RejectReason; readonly detail: string; readonly eventId: string | null };
 
+/** What storing an event takes: the other fields of a FeedEvent are inside its payload. */
+export type StorableEvent = Pick<FeedEvent, 'id' | 'orgId' | 'anticipationRequestId' | 'occurredAt' | 'payload'>;
+
+/** A parse result reduced to what storing it takes (what crosses back from the parser thread). */
+export type StorableLine = { readonly ok: true; readonly event: StorableEvent } | Extract<ParsedLine, { ok: false }>;
+
+export function toStorable(parsed: ParsedLine): StorableLine {
+  if (!parsed.ok) return parsed;
+  const { id, orgId, anticipationRequestId, occurredAt, payload } = parsed.event;
+  return { ok: true, event: { id, orgId, anticipationRequestId, occurredAt, payload } };
+}
+
 const KNOWN_FIELDS = new Set(['organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at', 'event_id', 'data']);
 const RESERVED_DATA_KEYS = new Set(['event_id', 'organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at']);
 const ISO_UTC_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

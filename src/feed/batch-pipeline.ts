@@ -1,4 +1,4 @@
-import type { ParsedLine } from '../domain/feed-event.ts';
+import type { StorableLine } from '../domain/feed-event.ts';
 import type { RawLine } from '../services/ingest.ts';
 import type { LineParser } from './line-parser.ts';
 
@@ -13,11 +13,11 @@ import type { LineParser } from './line-parser.ts';
 export class BatchPipeline<M> {
   readonly #parser: LineParser;
   readonly #now: () => number;
-  readonly #commit: (lines: RawLine[], parsed: Array<ParsedLine | null>, meta: M) => unknown;
-  #parsing: { lines: RawLine[]; meta: M; parsed: Promise<Array<ParsedLine | null>> } | null = null;
+  readonly #commit: (lines: RawLine[], parsed: Array<StorableLine | null>, meta: M) => unknown;
+  #parsing: { lines: RawLine[]; meta: M; parsed: Promise<Array<StorableLine | null>> } | null = null;
 
   /** `now` gives the time a batch is parsed at (it stands in for a missing occurred_at). */
-  constructor(parser: LineParser, now: () => number, commit: (lines: RawLine[], parsed: Array<ParsedLine | null>, meta: M) => unknown) {
+  constructor(parser: LineParser, now: () => number, commit: (lines: RawLine[], parsed: Array<StorableLine | null>, meta: M) => unknown) {
     this.#parser = parser;
     this.#now = now;
     this.#commit = commit;

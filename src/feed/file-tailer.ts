@@ -6,7 +6,7 @@ import { RejectReason } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import type { IngestService, RawLine } from '../services/ingest.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
-import type { ParsedLine } from '../domain/feed-event.ts';
+import type { StorableLine } from '../domain/feed-event.ts';
 import { BatchPipeline } from './batch-pipeline.ts';
 import { inlineLineParser, type LineParser } from './line-parser.ts';
 import { LineSplitter } from './line-splitter.ts';
@@ -145,7 +145,7 @@ export function createFileTailer(options: FileTailerOptions) {
     return total;
   }
 
-  async function commit(feed: OpenFeed, fp: { current: Fingerprint }, lines: RawLine[], end: number, parsed?: Array<ParsedLine | null>): Promise<void> {
+  async function commit(feed: OpenFeed, fp: { current: Fingerprint }, lines: RawLine[], end: number, parsed?: Array<StorableLine | null>): Promise<void> {
     const wanted = Math.min(FINGERPRINT_BYTES, end);
     if (fp.current.bytes < wanted) fp.current = await fingerprintOf(feed.fh, wanted);
     const position: FeedPosition = { source, dev: feed.dev, ino: feed.ino, fingerprint: fp.current.hash, fingerprintBytes: fp.current.bytes, position: end };

@@ -1,21 +1,21 @@
 import type { Worker } from 'node:worker_threads';
-import { parseFeedLine, type ParsedLine } from '../domain/feed-event.ts';
+import { parseFeedLine, toStorable, type StorableLine } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import { startWorker } from '../worker-thread.ts';
 import type { RawLine } from '../services/ingest.ts';
 import { PRE_REJECTED, unpack, type PackedBatch } from './parsed-batch.ts';
 import type { ParseRequest } from './parse-worker.ts';
 
-/** Parses batches of feed lines; one result per line, null for a line already rejected (`line.rejected`). */
+/** Parses batches of feed lines; one result per line (reduced to what storing it takes), null for a line already rejected (`line.rejected`). */
 export interface LineParser {
   /** `receivedAt` (epoch ms) stands in for a missing occurred_at. */
-  parse(lines: readonly RawLine[], receivedAt: number): Promise<Array<ParsedLine | null>>;
+  parse(lines: readonly RawLine[], receivedAt: number): Promise<Array<StorableLine | null>>;
   /** Ends the worker thread, if any. Pending parses are still answered (on this thread). */
   close(): Promise<void>;
 }
 
-function parseHere(lines: readonly RawLine[], receivedAt: number): Array<ParsedLine | null> {
-  return lines.map((line) => (line.rejected ? null : parseFeedLine(line.bytes, receivedAt)));
+function parseHere(lines: readonly RawLine[], receivedAt: number): Array<StorableLine | null> {
+  return lines.map((line) => (line.rejected ? null : toStorable(parseFeedLine(line.bytes, receivedAt))));
 }
 
 /** Parses on the calling thread: for small inputs and as the fallback of the worker parser. */

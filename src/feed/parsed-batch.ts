@@ -1,4 +1,4 @@
-import { parseFeedLine, type ParsedLine, type RejectReason } from '../domain/feed-event.ts';
+import { parseFeedLine, type RejectReason, type StorableLine } from '../domain/feed-event.ts';
 
 /**
  * A batch of parsed feed lines in the shape that crosses between threads cheaply: the
@@ -13,7 +13,7 @@ import { parseFeedLine, type ParsedLine, type RejectReason } from '../domain/fee
 export interface PackedBatch {
   /** Per line: k >= 0, the k-th accepted event; -1, a line rejected before parsing (no result); -2 - r, the r-th reject. */
   readonly slots: Int32Array;
-  /** Six fields per accepted event, joined with U+0000: id, organization, request, status, previous status ('' for none), payload. */
+  /** Four fields per accepted event, joined with U+0000: id, organization, request, payload (the status and the rest are inside the payload). */
   readonly text: string;
   /** occurred_at (epoch ms) per accepted event. */
   readonly occurredAt: Float64Array;
@@ -21,7 +21,7 @@ export interface PackedBatch {
 }
 
 const SEPARATOR = '\u0000';
-const FIELDS = 6;
+const FIELDS = 4;
 export const PRE_REJECTED = -1;
 
 /** Parses the lines of `bytes` (lengths[i] bytes each, back to back; -1 for a line not to parse) and packs the results. */
@@ -43,7 +43,7 @@ export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt:
       const e = parsed.event;
       slots[i] = times.length;
       times.push(e.occurredAt);
-      parts.push(e.id, e.orgId, e.anticipationRequestId, e.status, e.previousStatus ?? '', e.payload);
+      parts.push(e.id, e.orgId, e.anticipationRequestId, e.payload);
     } else {
       slots[i] = -2 - rejects.length;
       rejects.push({ reason: parsed.reason, detail: parsed.detail, eventId: parsed.eventId });
@@ -52,11 +52,11 @@ export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt:
   return { slots, text: parts.join(SEPARATOR), occurredAt: Float64Array.from(times), rejects };
 }
 
-/** The parse results again, one per line (null where the line was rejected before parsing). */
-export function unpack(batch: PackedBatch): Array<ParsedLine | null> {
+/** The parse results again, reduced to what storing them takes; one per line (null where the line was rejected before parsing). */
+export function unpack(batch: PackedBatch): Array<StorableLine | null> {
   const fields = batch.occurredAt.length > 0 ? batch.text.split(SEPARATOR) : [];
   if (fields.length !== batch.occurredAt.length * FIELDS) throw new Error(`packed batch holds ${fields.length} fields for ${batch.occurredAt.length} events`);
-  const out = new Array<ParsedLine | null>(batch.slots.length);
+  const out = new Array<StorableLine | null>(batch.slots.length);
   for (let i = 0; i < batch.slots.length; i++) {
     const slot = batch.slots[i]!;
     if (slot >= 0) {
@@ -67,10 +67,8 @@ export function unpack(batch: PackedBatch): Array<ParsedLine | null> {
           id: fields[f]!,
           orgId: fields[f + 1]!,
           anticipationRequestId: fields[f + 2]!,
-          status: fields[f + 3]!,
-          previousStatus: fields[f + 4] === '' ? null : fields[f + 4]!,
           occurredAt: batch.occurredAt[slot]!,
-          payload: fields[f + 5]!,
+          payload: fields[f + 3]!,
         },
       };
     } else if (slot === PRE_REJECTED) {

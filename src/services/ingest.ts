@@ -1,4 +1,4 @@
-import { parseFeedLine, RejectReason, sameNotification, type FeedEvent, type ParsedLine } from '../domain/feed-event.ts';
+import { parseFeedLine, RejectReason, sameNotification, type StorableEvent, type StorableLine } from '../domain/feed-event.ts';
 import { orderingKey } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
@@ -52,7 +52,7 @@ export function createIngestService(store: Store, log: Logger) {
    * missing occurred_at defaults to the time the line was first read; compared as JSON
    * values); otherwise a conflict. Only runs when ids collide.
    */
-  function isDuplicate(line: RawLine, event: FeedEvent): boolean {
+  function isDuplicate(line: RawLine, event: StorableEvent): boolean {
     const stored = store.feed.eventForComparison(event.id);
     if (stored === null) return false;
     const again = parseFeedLine(line.bytes, stored.occurredAt);
@@ -65,7 +65,7 @@ export function createIngestService(store: Store, log: Logger) {
       return store.clock.now();
     },
 
-    ingest(source: string, lines: readonly RawLine[], position: FeedPosition | null, parsedLines?: ReadonlyArray<ParsedLine | null>): IngestCounts {
+    ingest(source: string, lines: readonly RawLine[], position: FeedPosition | null, parsedLines?: ReadonlyArray<StorableLine | null>): IngestCounts {
       if (parsedLines !== undefined && parsedLines.length !== lines.length) throw new Error(`${parsedLines.length} parse results for ${lines.length} lines`);
       const counts = emptyCounts();
       const rejected: Array<{ position: number | null; reason: string; detail: string }> = [];

@@ -1,4 +1,4 @@
-import type { FeedEvent, RejectReason } from '../domain/feed-event.ts';
+import type { RejectReason, StorableEvent } from '../domain/feed-event.ts';
 import type { Db } from './db.ts';
 
 /** Where a tailed feed file was last committed, and how to recognise that file again. */
@@ -93,7 +93,7 @@ export function createFeedRepo(db: Db) {
       return undeliverable.all().map((r) => ({ orgId: r.org_id, events: r.events }));
     },
     /** Inserts the event read at byte `position` of `source`; returns its sequence number, or null when an event with that id exists. */
-    insertEvent(event: FeedEvent, source: string, position: number | null, now: number): number | null {
+    insertEvent(event: StorableEvent, source: string, position: number | null, now: number): number | null {
       const info = insertEvent.run(event.id, event.orgId, event.anticipationRequestId, event.occurredAt, event.payload, source, position, now);
       return info.changes === 1 ? Number(info.lastInsertRowid) : null;
     },
