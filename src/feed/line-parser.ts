@@ -79,7 +79,7 @@ export function createWorkerLineParser(log: Logger): LineParser {
         lengths[i] = PRE_REJECTED;
         return;
       }
-      line.bytes.copy(bytes, offset);
+      bytes.set(line.bytes, offset);
       offset += line.bytes.length;
       lengths[i] = line.bytes.length;
     });

@@ -53,6 +53,14 @@ export class LineSplitter {
     let from = 0;
     while (from < chunk.length) {
       const nl = chunk.indexOf(NEWLINE, from);
+      if (nl !== -1 && this.#partBytes === 0 && this.#skipped < 0 && nl - from <= this.#maxLineBytes) {
+        // The common case, a whole line inside this chunk: a view of it, nothing copied or held.
+        const end = this.#lineStart + (nl - from) + 1;
+        out.push({ line: { bytes: chunk.subarray(from, nl), position: this.#lineStart }, end });
+        this.#lineStart = end;
+        from = nl + 1;
+        continue;
+      }
       const stop = nl === -1 ? chunk.length : nl;
       this.#append(chunk.subarray(from, stop), nl === -1);
       if (nl === -1) break;
