@@ -27,6 +27,17 @@ function accepted(result: ParsedLine) {
   return result.event;
 }
 
+/** Each given occurred_at is accepted, and both its time and the body carry the canonical UTC form. */
+function assertNormalised(cases: ReadonlyArray<readonly [given: string, iso: string]>): void {
+  for (const [given, iso] of cases) {
+    const event = accepted(parse({ ...base, occurred_at: given }));
+    assert.equal(event.occurredAt, Date.parse(iso), given);
+    const body = JSON.parse(event.payload);
+    assert.equal(body.timestamp, iso, given);
+    assert.equal(body.data.occurred_at, iso, given);
+  }
+}
+
 describe('parseFeedLine rejects', () => {
   test('bytes that are not UTF-8: invalid_utf8', () => {
     const bytes = Buffer.concat([Buffer.from('{"organization_id":"acme","anticipation_request_id":"ar_1","status":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]);
@@ -225,13 +236,7 @@ describe('parseFeedLine accepts', () => {
       ['2026-11-22 08:30:00Z', '2026-11-22T08:30:00.000Z'],
       ['2026-11-22T08:30:00.123456Z', '2026-11-22T08:30:00.123Z'],
     ];
-    for (const [given, iso] of cases) {
-      const event = accepted(parse({ ...base, occurred_at: given }));
-      assert.equal(event.occurredAt, Date.parse(iso), given);
-      const body = JSON.parse(event.payload);
-      assert.equal(body.timestamp, iso, given);
-      assert.equal(body.data.occurred_at, iso, given);
-    }
+    assertNormalised(cases);
   });
 
   test('without event_id the id is derived from the line bytes: evt_ + 32 hex digits of their SHA-256, the same every time', () => {
@@ -470,13 +475,7 @@ describe('parseFeedLine: occurred_at in the canonical form YYYY-MM-DDTHH:MM:SS.m
       ['2026-11-22T08:30:00.12Z', '2026-11-22T08:30:00.120Z'],
       ['0050-06-15T12:00:00Z', '0050-06-15T12:00:00.000Z'],
     ];
-    for (const [given, iso] of cases) {
-      const event = accepted(parse({ ...base, occurred_at: given }));
-      assert.equal(event.occurredAt, Date.parse(iso), given);
-      const body = JSON.parse(event.payload);
-      assert.equal(body.timestamp, iso, given);
-      assert.equal(body.data.occurred_at, iso, given);
-    }
+    assertNormalised(cases);
     // And the general path still refuses what does not exist.
     for (const bad of ['2023-02-29T00:00:00Z', '2026-01-01t24:00:00z', '2026-04-31T00:00:00.000+00:00']) {
       assert.equal(rejected(parse({ ...base, occurred_at: bad })).reason, 'invalid_field', bad);
