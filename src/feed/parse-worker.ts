@@ -14,5 +14,5 @@ export interface ParseRequest {
 
 parentPort?.on('message', (request: ParseRequest) => {
   const batch = parseAndPack(request.bytes, request.lengths, request.receivedAt);
-  parentPort!.postMessage({ id: request.id, batch }, [batch.slots.buffer as ArrayBuffer, batch.occurredAt.buffer as ArrayBuffer]);
+  parentPort!.postMessage({ id: request.id, batch }, [batch.slots.buffer as ArrayBuffer, batch.occurredAt.buffer as ArrayBuffer, batch.text.buffer as ArrayBuffer]);
 });
