@@ -127,13 +127,10 @@ export function buildProgram(): Command {
         // Large reads make full batches, so parsing and committing overlap (see BatchPipeline).
         const input = file === '-' ? process.stdin : createReadStream(source, { highWaterMark: 4 << 20 });
         const parser = createWorkerLineParser(log);
-        const checkpoints = await startBackgroundCheckpoints(store.db, log).catch((err: unknown) => {
-          log.warn({ err }, 'background checkpoints unavailable; the writer checkpoints the WAL itself');
-          return null;
-        });
+        const checkpoints = await startBackgroundCheckpoints(store.db, log);
         const counts = await ingestStream(input, { ...config.feed, source, ingest: createIngestService(store, log), log, parser }).finally(async () => {
           await parser.close();
-          await checkpoints?.stop();
+          await checkpoints.stop();
         });
         print(options, counts, () =>
           `${counts.accepted} accepted, ${counts.duplicates} duplicate, ${counts.quarantined} quarantined` +

@@ -85,16 +85,6 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     };
   }
 
-  /** Checkpoints on a thread of their own; without one (it failed to start) the writer checkpoints itself, as SQLite does by default. */
-  async function startCheckpoints(opened: Store): Promise<BackgroundCheckpoints | null> {
-    try {
-      return await startBackgroundCheckpoints(opened.db, log);
-    } catch (err) {
-      log.warn({ err }, 'background checkpoints unavailable; the writer checkpoints the WAL itself');
-      return null;
-    }
-  }
-
   function address(): { host: string; port: number } {
     const info = server?.address() as AddressInfo | null | undefined;
     if (!info) throw new Error('the relay is not listening');
@@ -133,7 +123,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     });
     const bound = address();
     log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
-    checkpoints = await startCheckpoints(store);
+    checkpoints = await startBackgroundCheckpoints(store.db, log);
     feed = startFeed(createIngestService(store, log));
     dispatcher = createDispatcher({
       deliveries: services.deliveries,

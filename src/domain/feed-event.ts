@@ -51,7 +51,6 @@ export function toStorable(parsed: ParsedLine): StorableLine {
 
 const KNOWN_FIELDS = new Set(['organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at', 'event_id', 'data']);
 const RESERVED_DATA_KEYS = new Set(['event_id', 'organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at']);
-const ISO_UTC_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
 export const MAX_EVENT_ID_LENGTH = 200;
 const MAX_TEXT_FIELD = 200;
@@ -180,8 +179,8 @@ function occurredAtOf(value: unknown, receivedAt: number): { ms: number; iso: st
   }
   const ms = typeof value === 'string' ? rfc3339Ms(value) : Number.NaN;
   if (Number.isNaN(ms)) throw new LineRejected(RejectReason.invalidField, '"occurred_at" must be an RFC 3339 date-time such as 2026-11-22T08:30:00Z');
-  // Already canonical (the common case): keep the text, skip re-formatting.
-  return { ms, iso: ISO_UTC_MS.test(value as string) ? (value as string) : new Date(ms).toISOString() };
+  // Any other RFC 3339 form (the canonical one returned above): normalised to UTC with milliseconds.
+  return { ms, iso: new Date(ms).toISOString() };
 }
 
 /**

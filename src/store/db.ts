@@ -6,6 +6,9 @@ import { MIGRATIONS } from './migrations.ts';
 
 export type Db = Database.Database;
 
+/** WAL pages after which a connection checkpoints on its own (unless background checkpoints raise it: see checkpointer.ts). */
+export const AUTOCHECKPOINT_PAGES = 4096;
+
 export interface OpenDatabaseOptions {
   readonly busyTimeoutMs?: number;
 }
@@ -37,7 +40,7 @@ export function openDatabase(path: string, options: OpenDatabaseOptions = {}): {
     // Checkpoint every 4096 pages (64 MiB of WAL) instead of every 1000: pages that ingestion
     // rewrites often are copied into the database once per checkpoint, not once per batch
     // (+3-5 % ingest rate, side by side); the WAL file is trimmed back to 64 MiB afterwards.
-    db.pragma('wal_autocheckpoint = 4096');
+    db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
     db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
     return { db, migrated: migrate(db) };
   } catch (err) {
