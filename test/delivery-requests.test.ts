@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import { storedBody } from '../src/domain/feed-event.ts';
 import { VERSION } from '../src/version.ts';
 import { call, seedOrg } from './helpers.ts';
 import { attemptsOf, deliveriesOfEvent, feedLine, startDeliveryRig, startReceiver, waitFor, waitForDelivery, type RecordedRequest } from './receivers.ts';
@@ -21,9 +22,11 @@ function webhookHeaders(req: RecordedRequest): Record<string, string> {
 }
 
 function storedPayload(rig: Awaited<ReturnType<typeof startDeliveryRig>>, eventId: string): string {
-  const row = rig.relay.store.db.prepare('SELECT payload FROM events WHERE id = ?').get(eventId) as { payload: string } | undefined;
+  const row = rig.relay.store.db.prepare('SELECT id, org_id, anticipation_request_id, occurred_at, payload FROM events WHERE id = ?').get(eventId) as
+    | { id: string; org_id: string; anticipation_request_id: string; occurred_at: number; payload: string }
+    | undefined;
   assert.ok(row, `event ${eventId} is not stored`);
-  return row.payload;
+  return storedBody({ id: row.id, orgId: row.org_id, anticipationRequestId: row.anticipation_request_id, occurredAt: row.occurred_at, payload: row.payload });
 }
 
 test('a delivery is a signed POST of the stored bytes that standardwebhooks verifies, and refuses once tampered with', async (t) => {

@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, type Config } from '../src/config/load.ts';
 import { systemClock } from '../src/domain/clock.ts';
+import { storedBody } from '../src/domain/feed-event.ts';
 import { createLogger } from '../src/log.ts';
 import { createRelay, type Relay } from '../src/relay.ts';
 import { openStore, type Store } from '../src/store/store.ts';
@@ -99,8 +100,18 @@ export class Probe {
     return (this.store.db.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n;
   }
 
+  /** Stored events in seq order, each with its webhook body (`payload`) and the status in it. */
   events(): Array<{ id: string; anticipation_request_id: string; status: string; source: string; source_position: number | null; payload: string }> {
-    return this.store.db.prepare("SELECT id, anticipation_request_id, payload ->> '$.data.status' AS status, source, source_position, payload FROM events ORDER BY seq").all() as never;
+    const rows = this.store.db
+      .prepare(
+        'SELECT e.id, e.org_id, e.anticipation_request_id, e.occurred_at, e.payload, s.name AS source, e.source_position FROM events e JOIN feed_sources s ON s.id = e.source_id ORDER BY e.seq',
+      )
+      .all() as Array<{ id: string; org_id: string; anticipation_request_id: string; occurred_at: number; payload: string; source: string; source_position: number | null }>;
+    return rows.map((r) => {
+      const body = storedBody({ id: r.id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, occurredAt: r.occurred_at, payload: r.payload });
+      const status = (JSON.parse(body) as { data: { status: string } }).data.status;
+      return { id: r.id, anticipation_request_id: r.anticipation_request_id, status, source: r.source, source_position: r.source_position, payload: body };
+    });
   }
 
   /** Each stored request id (events of `fields(i)` lines carry `ar_i`). */

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
-import { parseFeedLine, RejectReason, toStorable, type StorableLine } from '../src/domain/feed-event.ts';
+import { parseFeedLine, RejectReason, statusChangeBody, toStorable, type StorableLine } from '../src/domain/feed-event.ts';
 import { createWorkerLineParser, inlineLineParser, type LineParser } from '../src/feed/line-parser.ts';
 import { parseAndPack, PRE_REJECTED, unpack } from '../src/feed/parsed-batch.ts';
 import { createLogger } from '../src/log.ts';
@@ -109,9 +109,9 @@ describe('parseAndPack / unpack', () => {
       if (r === null || !r.ok) return assert.fail(`expected an accepted line, got ${JSON.stringify(r)}`);
       return r.event;
     });
-    assert.equal(JSON.parse(withoutPrevious!.payload).data.previous_status, null);
+    assert.equal(JSON.parse(statusChangeBody(withoutPrevious!)).data.previous_status, null);
     assert.equal(withoutPrevious!.occurredAt, RECEIVED_AT);
-    assert.equal(JSON.parse(withPrevious!.payload).data.previous_status, 'submitted');
+    assert.equal(JSON.parse(statusChangeBody(withPrevious!)).data.previous_status, 'submitted');
   });
 
   test('the packed batch survives a structured clone (what crosses to the main thread)', () => {

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { canonicalJson, EVENT_TYPE, MAX_EVENT_ID_LENGTH, parseFeedLine, sameNotification, type ParsedLine } from '../src/domain/feed-event.ts';
+import { canonicalJson, EVENT_TYPE, MAX_EVENT_ID_LENGTH, parseFeedLine, sameNotification, statusChangeBody, type ParsedLine } from '../src/domain/feed-event.ts';
 
 const RECEIVED_AT = Date.UTC(2026, 10, 22, 9, 0, 0, 250);
 const RECEIVED_ISO = '2026-11-22T09:00:00.250Z';
@@ -32,7 +32,7 @@ function assertNormalised(cases: ReadonlyArray<readonly [given: string, iso: str
   for (const [given, iso] of cases) {
     const event = accepted(parse({ ...base, occurred_at: given }));
     assert.equal(event.occurredAt, Date.parse(iso), given);
-    const body = JSON.parse(event.payload);
+    const body = JSON.parse(statusChangeBody(event));
     assert.equal(body.timestamp, iso, given);
     assert.equal(body.data.occurred_at, iso, given);
   }
@@ -177,7 +177,7 @@ describe('parseFeedLine accepts', () => {
     };
     const event = accepted(parse(line));
     assert.deepEqual(
-      { ...event, payload: undefined },
+      { ...event, details: undefined },
       {
         id: 'chg_77812',
         orgId: 'acme',
@@ -185,13 +185,13 @@ describe('parseFeedLine accepts', () => {
         status: 'approved',
         previousStatus: 'submitted',
         occurredAt: Date.UTC(2026, 10, 22, 8, 30),
-        payload: undefined,
+        details: undefined,
       },
     );
     assert.equal(
-      event.payload,
+      statusChangeBody(event),
       '{"type":"anticipation_request.status_changed","timestamp":"2026-11-22T08:30:00.000Z","data":{"event_id":"chg_77812","organization_id":"acme",' +
-        '"anticipation_request_id":"ar_1842","status":"approved","previous_status":"submitted","occurred_at":"2026-11-22T08:30:00.000Z",' +
+        '"anticipation_request_id":"ar_1842","occurred_at":"2026-11-22T08:30:00.000Z","status":"approved","previous_status":"submitted",' +
         '"amount_cents":125000,"nested":{"a":[1,"two"]}}}',
     );
     assert.equal(EVENT_TYPE, 'anticipation_request.status_changed');
@@ -201,7 +201,7 @@ describe('parseFeedLine accepts', () => {
     const event = accepted(parse(base));
     assert.equal(event.previousStatus, null);
     assert.equal(event.occurredAt, RECEIVED_AT);
-    assert.deepEqual(JSON.parse(event.payload), {
+    assert.deepEqual(JSON.parse(statusChangeBody(event)), {
       type: EVENT_TYPE,
       timestamp: RECEIVED_ISO,
       data: {
@@ -218,13 +218,13 @@ describe('parseFeedLine accepts', () => {
     assert.equal(withNulls.previousStatus, null);
     assert.equal(withNulls.occurredAt, RECEIVED_AT);
     // An empty data object adds nothing.
-    assert.deepEqual(Object.keys(JSON.parse(accepted(parse({ ...base, data: {} })).payload).data), [
+    assert.deepEqual(Object.keys(JSON.parse(statusChangeBody(accepted(parse({ ...base, data: {} })))).data), [
       'event_id',
       'organization_id',
       'anticipation_request_id',
+      'occurred_at',
       'status',
       'previous_status',
-      'occurred_at',
     ]);
   });
 
@@ -248,7 +248,7 @@ describe('parseFeedLine accepts', () => {
     assert.equal(first.id, expected);
     assert.equal(again.id, expected);
     assert.match(first.id, /^evt_[0-9a-f]{32}$/);
-    assert.equal(JSON.parse(first.payload).data.event_id, expected);
+    assert.equal(JSON.parse(statusChangeBody(first)).data.event_id, expected);
     // Another line (even only spacing) is another id.
     assert.notEqual(accepted(parse(JSON.stringify(base, null, 1).replace(/\n/g, ''))).id, expected);
     assert.notEqual(accepted(parse({ ...base, status: 'rejected' })).id, expected);
@@ -264,8 +264,8 @@ describe('parseFeedLine accepts', () => {
     const status = 'needs "review" \\ ünïcode ✓ \u2028';
     const event = accepted(parse({ ...base, status, data: { note: 'line\nbreak' } }));
     assert.equal(event.status, status);
-    assert.equal(JSON.parse(event.payload).data.status, status);
-    assert.equal(JSON.parse(event.payload).data.note, 'line\nbreak');
+    assert.equal(JSON.parse(statusChangeBody(event)).data.status, status);
+    assert.equal(JSON.parse(statusChangeBody(event)).data.note, 'line\nbreak');
   });
 });
 
@@ -321,8 +321,8 @@ describe('parseFeedLine: the webhook body for ids and statuses that need JSON es
   function bodyBuiltWithStringify(event: { id: string; orgId: string; anticipationRequestId: string; status: string; previousStatus: string | null }, iso: string, dataJson = ''): string {
     return (
       `{"type":"${EVENT_TYPE}","timestamp":${JSON.stringify(iso)},"data":{"event_id":${JSON.stringify(event.id)},"organization_id":${JSON.stringify(event.orgId)},` +
-      `"anticipation_request_id":${JSON.stringify(event.anticipationRequestId)},"status":${JSON.stringify(event.status)},"previous_status":${JSON.stringify(event.previousStatus)},` +
-      `"occurred_at":${JSON.stringify(iso)}${dataJson}}}`
+      `"anticipation_request_id":${JSON.stringify(event.anticipationRequestId)},"occurred_at":${JSON.stringify(iso)},` +
+      `"status":${JSON.stringify(event.status)},"previous_status":${JSON.stringify(event.previousStatus)}${dataJson}}}`
     );
   }
 
@@ -333,9 +333,9 @@ describe('parseFeedLine: the webhook body for ids and statuses that need JSON es
     for (const id of awkward) {
       const event = accepted(parse({ ...base, event_id: id, previous_status: 'submitted', occurred_at: OCCURRED }));
       assert.equal(event.id, id);
-      assert.equal(JSON.parse(event.payload).data.event_id, id, id);
-      assert.equal(event.payload, bodyBuiltWithStringify(event, OCCURRED), id);
-      assert.ok(event.payload.includes(`"event_id":${JSON.stringify(id)},`), id);
+      assert.equal(JSON.parse(statusChangeBody(event)).data.event_id, id, id);
+      assert.equal(statusChangeBody(event), bodyBuiltWithStringify(event, OCCURRED), id);
+      assert.ok(statusChangeBody(event).includes(`"event_id":${JSON.stringify(id)},`), id);
     }
   });
 
@@ -343,8 +343,8 @@ describe('parseFeedLine: the webhook body for ids and statuses that need JSON es
     for (const value of awkward) {
       const line = { organization_id: 'acme', anticipation_request_id: `ar_${value}`, status: `st_${value}`, previous_status: `prev_${value}`, occurred_at: OCCURRED, event_id: 'chg_1', data: { note: value } };
       const event = accepted(parse(line));
-      assert.equal(event.payload, bodyBuiltWithStringify(event, OCCURRED, `,"note":${JSON.stringify(value)}`), value);
-      const body = JSON.parse(event.payload);
+      assert.equal(statusChangeBody(event), bodyBuiltWithStringify(event, OCCURRED, `,"note":${JSON.stringify(value)}`), value);
+      const body = JSON.parse(statusChangeBody(event));
       assert.equal(body.data.anticipation_request_id, `ar_${value}`);
       assert.equal(body.data.status, `st_${value}`);
       assert.equal(body.data.previous_status, `prev_${value}`);
@@ -373,14 +373,14 @@ describe('parseFeedLine: the webhook body for ids and statuses that need JSON es
   test('a lone surrogate inside data is written escaped, as JSON.stringify does, so the body stays valid UTF-8 text', () => {
     const line = `{"organization_id":"acme","anticipation_request_id":"ar_1","status":"approved","occurred_at":"${OCCURRED}","event_id":"chg_1","data":{"s":"\\ud83d"}}`;
     const event = accepted(parse(line));
-    assert.ok(event.payload.includes('"s":"\\ud83d"'), event.payload);
-    assert.equal(JSON.parse(event.payload).data.s, '\ud83d');
+    assert.ok(statusChangeBody(event).includes('"s":"\\ud83d"'), statusChangeBody(event));
+    assert.equal(JSON.parse(statusChangeBody(event)).data.s, '\ud83d');
   });
 
   test('a derived id and a missing previous_status give the same body as before', () => {
     const event = accepted(parse({ ...base, status: 'é"\\' }));
     assert.equal(event.previousStatus, null);
-    assert.equal(event.payload, bodyBuiltWithStringify(event, RECEIVED_ISO));
+    assert.equal(statusChangeBody(event), bodyBuiltWithStringify(event, RECEIVED_ISO));
   });
 });
 
@@ -411,7 +411,7 @@ describe('parseFeedLine: occurred_at in the canonical form YYYY-MM-DDTHH:MM:SS.m
       // Date.parse reads the ISO form with 4-digit years as given (no 1900 shift): a second witness.
       assert.equal(event.occurredAt, Date.parse(given), given);
       assert.equal(new Date(event.occurredAt).toISOString(), given, given);
-      const body = JSON.parse(event.payload);
+      const body = JSON.parse(statusChangeBody(event));
       assert.equal(body.timestamp, given);
       assert.equal(body.data.occurred_at, given);
     }
@@ -494,8 +494,8 @@ describe('sameNotification / canonicalJson', () => {
   test('two lines with the same event_id, fields and data in another order, make the same notification', () => {
     const one = accepted(parse('{"event_id":"chg_1","organization_id":"acme","anticipation_request_id":"ar_1","status":"approved","data":{"x":1,"y":2}}'));
     const two = accepted(parse('{"data":{"y":2,"x":1},"status":"approved","anticipation_request_id":"ar_1","organization_id":"acme","event_id":"chg_1"}'));
-    assert.equal(sameNotification(one.payload, two.payload), true);
+    assert.equal(sameNotification(statusChangeBody(one), statusChangeBody(two)), true);
     const other = accepted(parse('{"event_id":"chg_1","organization_id":"acme","anticipation_request_id":"ar_1","status":"rejected","data":{"x":1,"y":2}}'));
-    assert.equal(sameNotification(one.payload, other.payload), false);
+    assert.equal(sameNotification(statusChangeBody(one), statusChangeBody(other)), false);
   });
 });

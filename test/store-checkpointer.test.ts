@@ -14,7 +14,7 @@ import { openStore } from '../src/store/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
 
 function feedLine(i: number): Buffer {
-  return Buffer.from(JSON.stringify({ organization_id: 'acme', anticipation_request_id: `ar_${i}`, status: 'approved', event_id: `chg_${i}`, data: { note: 'x'.repeat(200) } }));
+  return Buffer.from(JSON.stringify({ organization_id: 'acme', anticipation_request_id: `ar_${i}`, status: 'approved', event_id: `chg_${i}`, data: { note: 'x'.repeat(500) } }));
 }
 
 test('committed pages reach the database file through the checkpoint thread, and stop() restores the writer’s own checkpoints', async (t) => {
@@ -27,7 +27,7 @@ test('committed pages reach the database file through the checkpoint thread, and
   assert.equal(store.db.pragma('wal_autocheckpoint', { simple: true }), SAFETY_NET_PAGES);
 
   const sizeBefore = statSync(path).size;
-  // About 2.5 MiB of events: far below the safety net, so only the thread can move them.
+  // About 3 MiB of events: far below the safety net, so only the thread can move them.
   const ingest = createIngestService(store, silentLog);
   for (let batch = 0; batch < 5; batch++) {
     ingest.ingest('/feed.jsonl', Array.from({ length: 1000 }, (_, i) => ({ bytes: feedLine(batch * 1000 + i), position: null })), null);

@@ -44,7 +44,15 @@ test('a version 3 database upgrades to the current schema with its events and de
   assert.deepEqual(store.migrated, { from: 3, to: SCHEMA_VERSION });
 
   const columns = store.db.prepare("SELECT name FROM pragma_table_info('events')").pluck().all();
-  assert.deepEqual(columns, ['seq', 'id', 'org_id', 'anticipation_request_id', 'occurred_at', 'payload', 'source', 'source_position', 'received_at']);
+  assert.deepEqual(columns, ['seq', 'id', 'org_id', 'anticipation_request_id', 'occurred_at', 'payload', 'source_id', 'source_position', 'received_at']);
+  // Each event still names where it came from, now through feed_sources.
+  assert.deepEqual(
+    store.db.prepare('SELECT e.id, s.name, e.source_position FROM events e JOIN feed_sources s ON s.id = e.source_id ORDER BY e.seq').raw().all(),
+    [
+      ['evt_1', '/feed.jsonl', 0],
+      ['evt_test_1', 'api', null],
+    ],
+  );
   assert.equal(store.db.prepare("SELECT count(*) FROM sqlite_schema WHERE name = 'events_org_received'").pluck().get(), 0);
   assert.deepEqual(store.db.pragma('foreign_key_check'), []);
 

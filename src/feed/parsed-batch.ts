@@ -9,13 +9,13 @@ import { parseFeedLine, type RejectReason, type StorableLine } from '../domain/f
  * alive until the end, for its garbage collector to copy.
  *
  * The text fields are separated by a 0 byte, which none of them can contain: the parser refuses
- * control characters in ids and statuses, and the payload is JSON.stringify output, which
+ * control characters in ids and statuses, and the details are JSON text, which
  * escapes them (and UTF-8 has no 0 byte but U+0000).
  */
 export interface PackedBatch {
   /** Per line: k >= 0, the k-th accepted event; -1, a line rejected before parsing (no result); -2 - r, the r-th reject. */
   readonly slots: Int32Array;
-  /** Four fields per accepted event, as UTF-8, each followed by a 0 byte: id, organization, request, payload (the status and the rest are inside the payload). */
+  /** Four fields per accepted event, as UTF-8, each followed by a 0 byte: id, organization, request, details (the status fields and the data, as JSON members). */
   readonly text: Uint8Array;
   /** occurred_at (epoch ms) per accepted event. */
   readonly occurredAt: Float64Array;
@@ -76,7 +76,7 @@ export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt:
       text.put(e.id);
       text.put(e.orgId);
       text.put(e.anticipationRequestId);
-      text.put(e.payload);
+      text.put(e.details);
     } else {
       slots[i] = -2 - rejects.length;
       rejects.push({ reason: parsed.reason, detail: parsed.detail, eventId: parsed.eventId });
@@ -103,7 +103,7 @@ export function unpack(batch: PackedBatch): Array<StorableLine | null> {
           orgId: fields[f + 1]!,
           anticipationRequestId: fields[f + 2]!,
           occurredAt: batch.occurredAt[slot]!,
-          payload: fields[f + 3]!,
+          details: fields[f + 3]!,
         },
       };
     } else if (slot === PRE_REJECTED) {

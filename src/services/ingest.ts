@@ -1,4 +1,4 @@
-import { parseFeedLine, RejectReason, sameNotification, type StorableEvent, type StorableLine } from '../domain/feed-event.ts';
+import { parseFeedLine, RejectReason, sameNotification, statusChangeBody, type StorableEvent, type StorableLine } from '../domain/feed-event.ts';
 import { orderingKey } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
@@ -56,7 +56,7 @@ export function createIngestService(store: Store, log: Logger) {
     const stored = store.feed.eventForComparison(event.id);
     if (stored === null) return false;
     const again = parseFeedLine(line.bytes, stored.occurredAt);
-    return again.ok && sameNotification(stored.payload, again.event.payload);
+    return again.ok && sameNotification(stored.body, statusChangeBody(again.event));
   }
 
   return {
@@ -75,6 +75,7 @@ export function createIngestService(store: Store, log: Logger) {
         // if the clock stepped back (NTP), and time windows map to seq ranges (recovery).
         const now = store.feed.receivedAt(store.clock.now());
         const hasWebhook = new Map<string, boolean>();
+        const sourceId = store.feed.sourceId(source);
         const quarantine = (line: RawLine, reason: RejectReason, detail: string, eventId: string | null, lineBytes = line.bytes.length) => {
           store.feed.insertReject({
             source,
@@ -102,7 +103,7 @@ export function createIngestService(store: Store, log: Logger) {
             continue;
           }
           const { event } = parsed;
-          const seq = store.feed.insertEvent(event, source, line.position, now);
+          const seq = store.feed.insertEvent(event, sourceId, line.position, now);
           if (seq === null) {
             if (isDuplicate(line, event)) counts.duplicates++;
             else quarantine(line, RejectReason.eventIdConflict, `event_id "${event.id}" was already ingested with different content`, event.id);

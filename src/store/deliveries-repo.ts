@@ -1,3 +1,4 @@
+import { EVENT_TYPE, storedBody } from '../domain/feed-event.ts';
 import type { Db } from './db.ts';
 
 export const DeliveryStatus = { pending: 'pending', delivered: 'delivered', dead: 'dead' } as const;
@@ -56,13 +57,15 @@ export interface ListFilter {
   readonly limit: number;
 }
 
-const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.payload, w.url, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
+const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
 interface DueRow {
   id: number;
   org_id: string;
   ordering_key: number;
   attempts: number;
   event_id: string;
+  anticipation_request_id: string;
+  occurred_at: number;
   payload: string;
   url: string;
   active_hmac: number;
@@ -76,7 +79,7 @@ const toDue = (r: DueRow): DueDelivery => ({
   orderingKey: r.ordering_key,
   attempts: r.attempts,
   eventId: r.event_id,
-  payload: r.payload,
+  payload: storedBody({ id: r.event_id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, occurredAt: r.occurred_at, payload: r.payload }),
   url: r.url,
   activeHmac: r.active_hmac === 1,
   secret: r.secret,
@@ -84,7 +87,9 @@ const toDue = (r: DueRow): DueDelivery => ({
   previousSecretExpiresAt: r.previous_secret_expires_at,
 });
 
-const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, e.payload ->> '$.type' AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
+/** An event's type: a whole stored body names it; stored details are a status change's (see storedBody). */
+const EVENT_TYPE_SQL = `CASE WHEN substr(e.payload, 1, 1) = '{' THEN e.payload ->> '$.type' ELSE '${EVENT_TYPE}' END`;
+const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL} AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
   d.last_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at`;
 interface Row {
   id: number;
@@ -101,6 +106,9 @@ interface Row {
   created_at: number;
   updated_at: number;
 }
+/** A pending delivery of the same ordering key, before `d`, that was tried or is being tried. */
+const EARLIER_TRIED = `SELECT 1 FROM deliveries p
+  WHERE p.ordering_key = d.ordering_key AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL) AND p.id < d.id`;
 const toRow = (r: Row): DeliveryRow => ({
   id: r.id,
   orgId: r.org_id,
@@ -121,19 +129,27 @@ export function createDeliveriesRepo(db: Db) {
   // Due, unleased, its webhook not disabled (held deliveries stay pending), and no earlier
   // delivery of the same anticipation request that was tried or is being tried still pending
   // (per-request ordering: a later change waits until the earlier one is delivered or dead).
-  // Earlier fresh ones (never tried) come first in (next_attempt_at, id) order, and the caller
-  // takes at most one delivery per ordering key from the result.
-  // One organization at a time (index deliveries_org_due), so neither a disabled webhook's held
-  // backlog nor a busy webhook's queue is scanned while claiming for the others.
+  // Two queues per organization, each read through its own index, so neither a disabled
+  // webhook's held backlog nor a busy webhook's queue is scanned while claiming for the others:
+  // fresh deliveries (never tried, not leased; deliveries_org_fresh) in queue order, and tried
+  // ones (deliveries_org_due) by due time. The result merges the two by (next_attempt_at, id);
+  // the caller takes at most one delivery per ordering key from it.
   const due = db.prepare<{ org: string; now: number; limit: number }, DueRow>(`
     SELECT ${DUE_COLUMNS}
-    FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.org_id = d.org_id
-    WHERE d.org_id = @org AND d.status = 'pending' AND d.next_attempt_at <= @now
-      AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= @now)
-      AND w.status <> 'disabled'
-      AND NOT EXISTS (SELECT 1 FROM deliveries p
-        WHERE p.ordering_key = d.ordering_key AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
-          AND p.id < d.id)
+    FROM (
+      SELECT id FROM (SELECT d.id FROM deliveries d
+        WHERE d.org_id = @org AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL AND d.next_attempt_at <= @now
+          AND NOT EXISTS (${EARLIER_TRIED})
+        ORDER BY d.id LIMIT @limit)
+      UNION ALL
+      SELECT id FROM (SELECT d.id FROM deliveries d
+        WHERE d.org_id = @org AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at <= @now
+          AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= @now)
+          AND NOT EXISTS (${EARLIER_TRIED})
+        ORDER BY d.next_attempt_at, d.id LIMIT @limit)
+    ) c
+    JOIN deliveries d ON d.id = c.id JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.org_id = d.org_id
+    WHERE w.status <> 'disabled'
     ORDER BY d.next_attempt_at, d.id
     LIMIT @limit`);
   const insertDelivery = db.prepare<[number, string, number, number, number, number]>(`
@@ -154,21 +170,32 @@ export function createDeliveriesRepo(db: Db) {
   );
   // `attempted` tells the two public states of a pending row apart: 0 = pending (never
   // attempted), 1 = failed (attempted, a retry is scheduled), null = either.
-  const list = db.prepare<{ org: string; status: string | null; attempted: number | null; since: number | null; until: number | null; before: number | null; limit: number }, Row>(`
-    SELECT ${ROW_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq
-    WHERE d.org_id = @org
-      AND (@status IS NULL OR d.status = @status)
-      AND (@attempted IS NULL OR (d.attempts > 0) = @attempted)
-      AND (@since IS NULL OR d.created_at >= @since)
-      AND (@until IS NULL OR d.created_at < @until)
-      AND (@before IS NULL OR d.id < @before)
+  // Fresh deliveries (deliveries_org_fresh) and all others (deliveries_org_status) are indexed
+  // apart: each part is read newest first up to the limit, then the two are merged. @fresh = 0
+  // leaves out the fresh part when the filter cannot match a fresh delivery.
+  const list = db.prepare<{ org: string; fresh: number; status: string | null; attempted: number | null; since: number | null; until: number | null; before: number | null; limit: number }, Row>(`
+    SELECT ${ROW_COLUMNS}
+    FROM (
+      SELECT id FROM (SELECT d.id FROM deliveries d
+        WHERE @fresh = 1 AND d.org_id = @org AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL
+          AND (@since IS NULL OR d.created_at >= @since) AND (@until IS NULL OR d.created_at < @until) AND (@before IS NULL OR d.id < @before)
+        ORDER BY d.id DESC LIMIT @limit)
+      UNION ALL
+      SELECT id FROM (SELECT d.id FROM deliveries d
+        WHERE d.org_id = @org AND (d.status <> 'pending' OR d.attempts > 0 OR d.lease_expires_at IS NOT NULL)
+          AND (@status IS NULL OR d.status = @status)
+          AND (@attempted IS NULL OR (d.attempts > 0) = @attempted)
+          AND (@since IS NULL OR d.created_at >= @since) AND (@until IS NULL OR d.created_at < @until) AND (@before IS NULL OR d.id < @before)
+        ORDER BY d.id DESC LIMIT @limit)
+    ) c
+    JOIN deliveries d ON d.id = c.id JOIN events e ON e.seq = d.event_seq
     ORDER BY d.id DESC LIMIT @limit`);
   const eventSeqOfDelivery = db.prepare<[number], { event_seq: number; ordering_key: number }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = ?');
   const hasOpenDelivery = db.prepare<[number], { n: number }>("SELECT count(*) AS n FROM deliveries WHERE event_seq = ? AND status = 'pending'");
   // Events of the organization in a seq range (a time window, see feed-repo's seqRange) that were
   // never delivered and have no pending delivery: dead ones and undeliverable ones (no delivery at all).
   const recoverable = db.prepare<[number, number, string], { seq: number; id: string; org_id: string; anticipation_request_id: string; type: string }>(`
-    SELECT e.seq, e.id, e.org_id, e.anticipation_request_id, e.payload ->> '$.type' AS type FROM events e
+    SELECT e.seq, e.id, e.org_id, e.anticipation_request_id, ${EVENT_TYPE_SQL} AS type FROM events e
     WHERE e.seq >= ? AND e.seq < ? AND e.org_id = ?
       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq AND d.status IN ('pending', 'delivered'))
     ORDER BY e.seq`);
@@ -176,8 +203,8 @@ export function createDeliveriesRepo(db: Db) {
     UPDATE deliveries SET next_attempt_at = @now, updated_at = @now
     WHERE event_seq >= @from AND event_seq < @to AND org_id = @org AND status = 'pending' AND attempts > 0`);
   const insertTestEvent = db.prepare<{ id: string; org: string; payload: string; now: number }>(`
-    INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source, received_at)
-    VALUES (@id, @org, '', @now, @payload, 'api', @now)`);
+    INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
+    VALUES (@id, @org, '', @now, @payload, (SELECT id FROM feed_sources WHERE name = 'api'), @now)`);
 
   return {
     /** Queues the event for the organization's webhook (the outbox row the dispatcher sends). */
@@ -225,6 +252,7 @@ export function createDeliveriesRepo(db: Db) {
       return list
         .all({
           org: orgId,
+          fresh: f.status === undefined || f.status === 'pending' ? 1 : 0,
           status: pendingRow ? 'pending' : (f.status ?? null),
           attempted: pendingRow ? (f.status === 'failed' ? 1 : 0) : null,
           since: f.since ?? null,

@@ -1,4 +1,4 @@
-import type { RejectReason, StorableEvent } from '../domain/feed-event.ts';
+import { storedBody, type RejectReason, type StorableEvent } from '../domain/feed-event.ts';
 import type { Db } from './db.ts';
 
 /** Where a tailed feed file was last committed, and how to recognise that file again. */
@@ -55,10 +55,14 @@ interface RejectRow {
 }
 
 export function createFeedRepo(db: Db) {
-  const insertEvent = db.prepare<[string, string, string, number, string, string, number | null, number]>(`
-    INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source, source_position, received_at)
+  const insertEvent = db.prepare<[string, string, string, number, string, number, number | null, number]>(`
+    INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, source_position, received_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`);
-  const eventById = db.prepare<[string], { payload: string; occurred_at: number }>('SELECT payload, occurred_at FROM events WHERE id = ?');
+  const insertSource = db.prepare<[string]>('INSERT INTO feed_sources (name) VALUES (?)');
+  const sourceByName = db.prepare<[string], { id: number }>('SELECT id FROM feed_sources WHERE name = ?');
+  const eventById = db.prepare<[string], { id: string; org_id: string; anticipation_request_id: string; payload: string; occurred_at: number }>(
+    'SELECT id, org_id, anticipation_request_id, payload, occurred_at FROM events WHERE id = ?',
+  );
   const newestReceivedAt = db.prepare<[], { received_at: number }>('SELECT received_at FROM events ORDER BY seq DESC LIMIT 1');
   const firstAtOrAfter = db.prepare<[number], { seq: number; received_at: number }>('SELECT seq, received_at FROM events WHERE seq >= ? ORDER BY seq LIMIT 1');
   const seqBounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT min(seq) AS lo, max(seq) AS hi FROM events');
@@ -92,15 +96,25 @@ export function createFeedRepo(db: Db) {
     undeliverableByOrg(): Array<{ orgId: string; events: number }> {
       return undeliverable.all().map((r) => ({ orgId: r.org_id, events: r.events }));
     },
-    /** Inserts the event read at byte `position` of `source`; returns its sequence number, or null when an event with that id exists. */
-    insertEvent(event: StorableEvent, source: string, position: number | null, now: number): number | null {
-      const info = insertEvent.run(event.id, event.orgId, event.anticipationRequestId, event.occurredAt, event.payload, source, position, now);
+    /**
+     * The number that stands for a source (a feed's path, "-" for standard input) in the events
+     * it stored; given the first time the source is seen. Call inside the write transaction
+     * (not cached: a batch that rolls back takes a new source's row with it).
+     */
+    sourceId(source: string): number {
+      return sourceByName.get(source)?.id ?? Number(insertSource.run(source).lastInsertRowid);
+    },
+    /** Inserts the event read at byte `position` of the source `sourceId` names; returns its sequence number, or null when an event with that id exists. */
+    insertEvent(event: StorableEvent, sourceId: number, position: number | null, now: number): number | null {
+      const info = insertEvent.run(event.id, event.orgId, event.anticipationRequestId, event.occurredAt, event.details, sourceId, position, now);
       return info.changes === 1 ? Number(info.lastInsertRowid) : null;
     },
-    /** What a duplicate check needs of a stored event. */
-    eventForComparison(id: string): { payload: string; occurredAt: number } | null {
+    /** What a duplicate check needs of a stored event: its webhook body and occurred_at. */
+    eventForComparison(id: string): { body: string; occurredAt: number } | null {
       const row = eventById.get(id);
-      return row ? { payload: row.payload, occurredAt: row.occurred_at } : null;
+      if (!row) return null;
+      const body = storedBody({ id: row.id, orgId: row.org_id, anticipationRequestId: row.anticipation_request_id, occurredAt: row.occurred_at, payload: row.payload });
+      return { body, occurredAt: row.occurred_at };
     },
     /**
      * The time (epoch ms) the next stored event is received at: `now`, or the newest event's

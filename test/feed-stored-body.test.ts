@@ -1,0 +1,237 @@
+/**
+ * The webhook body of a stored event (storedBody / statusChangeBody in
+ * src/domain/feed-event.ts). Since schema version 5 a status change stores only its details
+ * and its body is put together again on every read; a whole body (a test notification, any
+ * event stored before version 5) is sent as stored. What receivers and signatures rely on:
+ * the documented body, ids quoted as JSON.stringify quotes them, the same bytes on every read,
+ * and duplicates still recognised against events stored before the change.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, test, type TestContext } from 'node:test';
+import Database from 'better-sqlite3';
+import type { Clock } from '../src/domain/clock.ts';
+import { EVENT_TYPE, statusChangeBody, storedBody, type StoredEvent } from '../src/domain/feed-event.ts';
+import { orderingKey } from '../src/domain/ordering.ts';
+import { createIngestService, type RawLine } from '../src/services/ingest.ts';
+import { DeliveryStatus } from '../src/store/deliveries-repo.ts';
+import { MIGRATIONS } from '../src/store/migrations.ts';
+import { openStore, type Store } from '../src/store/store.ts';
+import { silentLog, tempDir } from './helpers.ts';
+
+const OCCURRED_AT = Date.UTC(2026, 10, 22, 8, 30, 0, 5);
+const OCCURRED_ISO = '2026-11-22T08:30:00.005Z';
+
+/** Ids and statuses that JSON must escape or that are not ASCII. */
+const AWKWARD = ['chg_"quoted"', 'chg_back\\slash', 'chg_\\"both\\"', 'chg_é', 'chg_😀', 'ünï"cödé\\😀', 'x\u2028y\u2029z', 'chg_plain'];
+
+/** The documented body of a status change, by JSON.stringify: keys in the documented order. */
+function documentedBody(event: { id: string; orgId: string; anticipationRequestId: string; iso: string }, details: Record<string, unknown>): string {
+  const { id, orgId, anticipationRequestId, iso } = event;
+  return JSON.stringify({
+    type: EVENT_TYPE,
+    timestamp: iso,
+    data: { event_id: id, organization_id: orgId, anticipation_request_id: anticipationRequestId, occurred_at: iso, ...details },
+  });
+}
+
+describe('storedBody', () => {
+  test('a whole body (a test notification, an event stored before version 5) is returned byte for byte, whatever the columns say', () => {
+    const bodies = [
+      '{"type":"webhook.test","timestamp":"2026-11-22T08:30:00.000Z","data":{"event_id":"evt_test_1","organization_id":"acme","message":"Test notification from hookrelay"}}',
+      // As version 4 stored a status change: the status fields before occurred_at.
+      '{"type":"anticipation_request.status_changed","timestamp":"2026-11-22T08:30:00.000Z","data":{"event_id":"chg_1","organization_id":"acme",' +
+        '"anticipation_request_id":"ar_1","status":"approved","previous_status":null,"occurred_at":"2026-11-22T08:30:00.000Z"}}',
+      // Spacing and escapes that re-serialising would change.
+      '{ "type" : "x" , "data" : { "s" : "\\u00e9\\/" , "n" : 1.50 } }',
+    ];
+    for (const payload of bodies) {
+      const event: StoredEvent = { id: 'chg_other', orgId: 'other', anticipationRequestId: 'ar_other', occurredAt: 0, payload };
+      assert.equal(storedBody(event), payload);
+    }
+  });
+
+  test("stored details expand to the documented body: type, timestamp, then data with the event's columns, its status fields and the line's data", () => {
+    const event = { id: 'chg_77812', orgId: 'acme', anticipationRequestId: 'ar_1842', occurredAt: OCCURRED_AT };
+    const details = '"status":"approved","previous_status":null,"note":"x"';
+    const expected =
+      '{"type":"anticipation_request.status_changed","timestamp":"2026-11-22T08:30:00.005Z","data":{"event_id":"chg_77812","organization_id":"acme",' +
+      '"anticipation_request_id":"ar_1842","occurred_at":"2026-11-22T08:30:00.005Z","status":"approved","previous_status":null,"note":"x"}}';
+    assert.equal(storedBody({ ...event, payload: details }), expected);
+    assert.equal(statusChangeBody({ ...event, details }), expected);
+    assert.equal(storedBody({ ...event, payload: details }), storedBody({ ...event, payload: details }), 'the same row gives the same bytes');
+  });
+
+  test('ids with quotes, backslashes and non-ASCII characters are quoted exactly as JSON.stringify quotes them', () => {
+    for (const value of AWKWARD) {
+      const event = { id: value, orgId: 'acme', anticipationRequestId: `ar_${value}`, occurredAt: OCCURRED_AT };
+      const details = `"status":${JSON.stringify(`st_${value}`)},"previous_status":${JSON.stringify(`prev_${value}`)}`;
+      const expected = documentedBody({ ...event, iso: OCCURRED_ISO }, { status: `st_${value}`, previous_status: `prev_${value}` });
+      assert.equal(storedBody({ ...event, payload: details }), expected, value);
+    }
+  });
+});
+
+/** A clock that says what the test last set. */
+interface ManualClock extends Clock {
+  at: number;
+}
+
+function line(value: unknown): RawLine {
+  return { bytes: Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)), position: null };
+}
+
+function openTestStore(t: TestContext, path: string, clock: Clock): Store {
+  const store = openStore(path, clock);
+  t.after(() => store.close());
+  return store;
+}
+
+describe('stored events read back', () => {
+  test('a line ingested and read back through due() gives the body the line describes, with the same bytes on every read', (t) => {
+    const path = join(tempDir(t, 'hookrelay-body-'), 'hookrelay.db');
+    const clock: ManualClock = { at: 1_000_000, now: () => clock.at };
+    const store = openTestStore(t, path, clock);
+    store.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 0 });
+    store.webhooks.upsert('acme', 'https://hooks.example/acme', false, null, 0);
+
+    const data = { amount_cents: 125000, note: 'açaí "quoted" \\ ✓', nested: { list: [1, 'two', null], ok: true } };
+    type Line = { event_id: string; organization_id: string; anticipation_request_id: string; status: string; previous_status?: string; occurred_at: string; data: typeof data };
+    const lines = AWKWARD.map((value, i): Line => ({
+      event_id: value,
+      organization_id: 'acme',
+      anticipation_request_id: `ar_${value}`,
+      status: `st_${value}`,
+      // Every other line: no previous_status, and occurred_at with an offset (normalised to UTC).
+      ...(i % 2 === 0 ? { previous_status: `prev_${value}`, occurred_at: '2026-11-22T08:30:00.005Z' } : { occurred_at: '2026-11-22T10:30:00.005+02:00' }),
+      data,
+    }));
+    const ingest = createIngestService(store, silentLog);
+    assert.deepEqual(ingest.ingest('feed', lines.map(line), null), { accepted: lines.length, duplicates: 0, quarantined: 0, undeliverable: 0 });
+
+    const expected = lines.map((l) =>
+      documentedBody(
+        { id: l.event_id, orgId: l.organization_id, anticipationRequestId: l.anticipation_request_id, iso: OCCURRED_ISO },
+        { status: l.status, previous_status: l.previous_status ?? null, ...l.data },
+      ),
+    );
+    const due = store.deliveries.due('acme', clock.at, 100);
+    assert.deepEqual(
+      due.map((d) => d.eventId),
+      lines.map((l) => l.event_id),
+    );
+    assert.deepEqual(
+      due.map((d) => d.payload),
+      expected,
+    );
+    for (const [i, d] of due.entries()) assert.deepEqual(JSON.parse(d.payload), JSON.parse(expected[i]!));
+
+    // A failed attempt and its retry, another connection, the duplicate check: always the same bytes.
+    const first = due[0]!;
+    store.deliveries.lease(first.id, clock.at + 30_000, clock.at);
+    store.deliveries.settle(first.id, { status: DeliveryStatus.pending, attempts: 1, nextAttemptAt: clock.at + 60_000, at: clock.at, statusCode: 500, error: 'HTTP 500' });
+    const retried = store.deliveries.due('acme', clock.at + 60_000, 100).find((d) => d.id === first.id);
+    assert.equal(retried?.payload, first.payload);
+    const other = openTestStore(t, path, clock);
+    assert.deepEqual(
+      other.deliveries.due('acme', clock.at + 60_000, 100).map((d) => d.payload),
+      [...expected.slice(1), expected[0]],
+    );
+    assert.equal(store.feed.eventForComparison(first.eventId)?.body, first.payload);
+  });
+
+  /** A database at schema version 4 holding two status changes as version 4 stored them (whole bodies), each with a fresh delivery. */
+  function version4Database(path: string, rows: ReadonlyArray<{ id: string; request: string; occurredAt: number; body: string }>): void {
+    const db = new Database(path);
+    db.pragma('journal_mode = WAL');
+    db.transaction(() => {
+      for (const sql of MIGRATIONS.slice(0, 4)) db.exec(sql);
+      db.pragma('user_version = 4');
+    })();
+    db.exec(`
+      INSERT INTO organizations (id, name, created_at) VALUES ('acme', 'Acme', 1);
+      INSERT INTO webhooks (org_id, url, active_hmac, secret, created_at, updated_at) VALUES ('acme', 'https://hooks.example/acme', 0, NULL, 1, 1);
+    `);
+    const event = db.prepare(`INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source, source_position, received_at)
+      VALUES (?, 'acme', ?, ?, ?, '/var/log/feed.jsonl', NULL, 5000)`);
+    const delivery = db.prepare(`INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
+      VALUES (?, 'acme', ?, 'pending', 5000, 5000, 5000)`);
+    for (const row of rows) {
+      const seq = Number(event.run(row.id, row.request, row.occurredAt, row.body).lastInsertRowid);
+      delivery.run(seq, orderingKey('acme', row.request));
+    }
+    db.close();
+  }
+
+  test('events stored whole before version 5 are sent unchanged; the same line again is a duplicate, the same event_id with other content an event_id_conflict', (t) => {
+    const path = join(tempDir(t, 'hookrelay-body-'), 'hookrelay.db');
+    const withTime = {
+      event_id: 'chg_"legacy"_1',
+      organization_id: 'acme',
+      anticipation_request_id: 'ar_é_1',
+      status: 'approved',
+      previous_status: 'submitted',
+      occurred_at: '2026-11-22T08:30:00.000Z',
+      data: { amount_cents: 125000 },
+    };
+    // Without occurred_at: it was stored with the time the line was read (5000), which stands in again.
+    const withoutTime = { event_id: 'chg_legacy_2', organization_id: 'acme', anticipation_request_id: 'ar_2', status: 'approved' };
+    // The bodies as version 4 wrote them: status fields before occurred_at.
+    const legacy = [
+      {
+        id: withTime.event_id,
+        request: withTime.anticipation_request_id,
+        occurredAt: Date.parse(withTime.occurred_at),
+        body: JSON.stringify({
+          type: EVENT_TYPE,
+          timestamp: withTime.occurred_at,
+          data: { event_id: withTime.event_id, organization_id: 'acme', anticipation_request_id: withTime.anticipation_request_id, status: 'approved', previous_status: 'submitted', occurred_at: withTime.occurred_at, amount_cents: 125000 },
+        }),
+      },
+      {
+        id: withoutTime.event_id,
+        request: withoutTime.anticipation_request_id,
+        occurredAt: 5000,
+        body: JSON.stringify({
+          type: EVENT_TYPE,
+          timestamp: '1970-01-01T00:00:05.000Z',
+          data: { event_id: withoutTime.event_id, organization_id: 'acme', anticipation_request_id: 'ar_2', status: 'approved', previous_status: null, occurred_at: '1970-01-01T00:00:05.000Z' },
+        }),
+      },
+    ];
+    version4Database(path, legacy);
+    const clock: ManualClock = { at: 1_000_000, now: () => clock.at };
+    const store = openTestStore(t, path, clock);
+    assert.deepEqual(store.migrated, { from: 4, to: MIGRATIONS.length });
+
+    // Sent as stored, byte for byte (what was signed before the upgrade is signed again).
+    assert.deepEqual(
+      store.deliveries.due('acme', clock.at, 10).map((d) => d.payload),
+      legacy.map((l) => l.body),
+    );
+
+    const ingest = createIngestService(store, silentLog);
+    const counts = ingest.ingest(
+      'feed',
+      [
+        line(withTime),
+        line(`{"data":{"amount_cents":125000},"occurred_at":"2026-11-22T10:30:00+02:00","previous_status":"submitted","status":"approved",` +
+          `"anticipation_request_id":"ar_é_1","organization_id":"acme","event_id":"chg_\\"legacy\\"_1"}`),
+        line(withoutTime),
+        line({ ...withTime, status: 'rejected' }),
+        line({ ...withoutTime, data: { extra: 1 } }),
+      ],
+      null,
+    );
+    assert.deepEqual(counts, { accepted: 0, duplicates: 3, quarantined: 2, undeliverable: 0 });
+    assert.deepEqual(
+      ingest.rejects(0, 10).map((r) => [r.reason, r.eventId]),
+      [
+        ['event_id_conflict', withTime.event_id],
+        ['event_id_conflict', withoutTime.event_id],
+      ],
+    );
+    assert.equal(store.db.prepare('SELECT count(*) FROM events').pluck().get(), 2);
+    assert.equal(store.db.prepare('SELECT count(*) FROM deliveries').pluck().get(), 2);
+  });
+});
