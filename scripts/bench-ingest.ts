@@ -4,7 +4,7 @@
  * reports lines/s from first read to the last committed position, peak RSS, and bytes written.
  *
  *   node --max-semi-space-size=32 --import tsx scripts/bench-ingest.ts \
- *     [--lines N] [--runs R] [--batch B] [--compare] [--json FILE]
+ *     [--lines N] [--runs R] [--batch B] [--ids sequential|uuid|none] [--compare] [--json FILE]
  *
  * The daemon's design is measured: parsing on a worker thread pipelined with the commits, and
  * WAL checkpoints on a thread of their own. `--compare` also runs, alternating with it in the
@@ -12,8 +12,13 @@
  * writer checkpoints itself every 4096 pages), so the ratio between the two is measured side by
  * side on this shared, noisy machine. The parse-only rate of the same line shape is measured in
  * the same process too. `--max-semi-space-size=32` is what `npm start` and the systemd unit use.
+ *
+ * `--ids` chooses the lines' event ids: `sequential` (evt-0, evt-1, ...; the default), `uuid`
+ * (random UUIDs) or `none` (no event_id: hookrelay derives one from the line, a hash). Random ids
+ * land all over the id index instead of at its end; the line length stays about 300 bytes.
  */
 import { createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -34,20 +39,24 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '3' },
     batch: { type: 'string', default: '10000' },
     compare: { type: 'boolean', default: false },
+    ids: { type: 'string', default: 'sequential' },
     json: { type: 'string' },
   },
 });
 const lines = Number(values.lines);
 const runs = Number(values.runs);
 const batchLines = Number(values.batch);
+const ids = values.ids;
+if (ids !== 'sequential' && ids !== 'uuid' && ids !== 'none') throw new Error(`--ids must be sequential, uuid or none, not ${ids}`);
 
 type Variant = 'pipelined' | 'single-threaded';
 const variants: Variant[] = values.compare ? ['pipelined', 'single-threaded'] : ['pipelined'];
 
 async function writeFeed(path: string, n: number): Promise<number> {
   const out = createWriteStream(path);
-  // About 300 bytes a line, as the issue specifies.
-  const filler = 'x'.repeat(55);
+  // About 300 bytes a line, as the issue specifies: a UUID is 26 characters longer than evt-N,
+  // and a line without event_id 24 shorter.
+  const filler = 'x'.repeat(ids === 'uuid' ? 29 : ids === 'none' ? 79 : 55);
   for (let i = 0; i < n; i++) {
     const line =
       JSON.stringify({
@@ -56,7 +65,7 @@ async function writeFeed(path: string, n: number): Promise<number> {
         status: i % 3 === 0 ? 'approved' : 'pending_review',
         previous_status: 'submitted',
         occurred_at: new Date(1_790_000_000_000 + i * 1000).toISOString(),
-        event_id: `evt-${i}`,
+        event_id: ids === 'sequential' ? `evt-${i}` : ids === 'uuid' ? randomUUID() : undefined,
         data: { amount_cents: i * 13, currency: 'EUR', note: filler },
       }) + '\n';
     if (!out.write(line)) await once(out, 'drain');
@@ -142,7 +151,7 @@ const dir = mkdtempSync(join(tmpdir(), 'hookrelay-bench-'));
 try {
   const feedPath = join(dir, 'feed.jsonl');
   const size = await writeFeed(feedPath, lines);
-  console.log(`feed: ${lines} lines, ${(size / 1024 / 1024).toFixed(1)} MiB (${Math.round(size / lines)} bytes/line); batch ${batchLines}; ${variants.join(' vs ')}`);
+  console.log(`feed: ${lines} lines, ${(size / 1024 / 1024).toFixed(1)} MiB (${Math.round(size / lines)} bytes/line), ${ids} event ids; batch ${batchLines}; ${variants.join(' vs ')}`);
   for (let run = 1; run <= runs; run++) {
     // Alternate the variants (and their order) so both see the same machine.
     const order = run % 2 === 1 ? variants : [...variants].reverse();
@@ -171,5 +180,5 @@ if (values.compare) {
 }
 console.log(`parsing alone (same line shape, in memory, one thread): ${parseOnly} lines/s`);
 if (values.json) {
-  writeFileSync(values.json, JSON.stringify({ lines, batchLines, runs: results, summary, parseOnlyLinesPerSecond: parseOnly }, null, 2) + '\n');
+  writeFileSync(values.json, JSON.stringify({ lines, batchLines, ids, runs: results, summary, parseOnlyLinesPerSecond: parseOnly }, null, 2) + '\n');
 }

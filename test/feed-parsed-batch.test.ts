@@ -147,11 +147,11 @@ describe('parseAndPack / unpack', () => {
     assert.deepEqual(roundTrip(lines, RECEIVED_AT), expectedResults(lines, RECEIVED_AT));
   });
 
-  test('unpack refuses a batch whose text does not hold four fields per event', () => {
+  test('unpack refuses a batch whose text does not hold five fields per event', () => {
     const { bytes, lengths } = packInput(ACCEPTED_LINES.slice(0, 2));
     const batch = parseAndPack(bytes, lengths, RECEIVED_AT);
     const extra = Buffer.concat([batch.text, Buffer.from('extra\u0000')]);
-    assert.throws(() => unpack({ ...batch, text: extra }), /packed batch holds 9 fields for 2 events/);
+    assert.throws(() => unpack({ ...batch, text: extra }), /packed batch holds 11 fields for 2 events/);
   });
 });
 

@@ -186,6 +186,7 @@ describe('parseFeedLine accepts', () => {
         previousStatus: 'submitted',
         occurredAt: Date.UTC(2026, 10, 22, 8, 30),
         details: undefined,
+        legacyId: null,
       },
     );
     assert.equal(
@@ -239,7 +240,7 @@ describe('parseFeedLine accepts', () => {
     assertNormalised(cases);
   });
 
-  test('without event_id the id is derived from the line bytes: evt_ + 32 hex digits of their SHA-256, the same every time', () => {
+  test('without event_id or occurred_at the id is derived from the line bytes: evt_ + 32 hex digits of their SHA-256, the same every time', () => {
     const line = Buffer.from(JSON.stringify(base));
     const expected = `evt_${createHash('sha256').update(line).digest('hex').slice(0, 32)}`;
     const first = accepted(parseFeedLine(line, RECEIVED_AT));
@@ -248,10 +249,29 @@ describe('parseFeedLine accepts', () => {
     assert.equal(first.id, expected);
     assert.equal(again.id, expected);
     assert.match(first.id, /^evt_[0-9a-f]{32}$/);
+    // That was already the id before schema version 5: nothing else to look for.
+    assert.equal(first.legacyId, null);
     assert.equal(JSON.parse(statusChangeBody(first)).data.event_id, expected);
     // Another line (even only spacing) is another id.
     assert.notEqual(accepted(parse(JSON.stringify(base, null, 1).replace(/\n/g, ''))).id, expected);
     assert.notEqual(accepted(parse({ ...base, status: 'rejected' })).id, expected);
+  });
+
+  test('without event_id but with occurred_at the derived id starts with that time in compact UTC, so the ids of a feed in time order increase', () => {
+    const line = Buffer.from(JSON.stringify({ ...base, occurred_at: '2026-11-22T09:30:00.5+01:00' }));
+    const hash = createHash('sha256').update(line).digest('hex').slice(0, 32);
+    const first = accepted(parseFeedLine(line, RECEIVED_AT));
+    assert.equal(first.id, `evt_20261122T083000500Z_${hash}`);
+    // Deterministic: the same line read at another time is the same id; the id of before version 5 comes with it.
+    const again = accepted(parseFeedLine(Buffer.from(line), RECEIVED_AT + 60_000));
+    assert.deepEqual([again.id, again.legacyId], [first.id, `evt_${hash}`]);
+    assert.equal(JSON.parse(statusChangeBody(first)).data.event_id, first.id);
+    // Later lines sort after earlier ones, whatever their hashes.
+    const ids = Array.from({ length: 50 }, (_, i) => accepted(parse({ ...base, occurred_at: new Date(Date.UTC(2026, 10, 22) + i * 37).toISOString() })).id);
+    assert.deepEqual([...ids].sort(), ids);
+    // A given event_id is the id, with nothing derived.
+    const given = accepted(parse({ ...base, occurred_at: '2026-11-22T08:30:00Z', event_id: 'chg_1' }));
+    assert.deepEqual([given.id, given.legacyId], ['chg_1', null]);
   });
 
   test('a line ending in \\r (CRLF feeds) parses, the \\r being JSON whitespace', () => {

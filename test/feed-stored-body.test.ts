@@ -7,6 +7,7 @@
  * and duplicates still recognised against events stored before the change.
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
@@ -233,5 +234,42 @@ describe('stored events read back', () => {
     );
     assert.equal(store.db.prepare('SELECT count(*) FROM events').pluck().get(), 2);
     assert.equal(store.db.prepare('SELECT count(*) FROM deliveries').pluck().get(), 2);
+  });
+
+  test('a line without event_id stored before version 5 under the id derived then is still a duplicate when read again; a new line gets the time-first id', (t) => {
+    const path = join(tempDir(t, 'hookrelay-body-'), 'hookrelay.db');
+    const old = { organization_id: 'acme', anticipation_request_id: 'ar_7', status: 'approved', occurred_at: '2026-11-22T08:30:00.000Z' };
+    const oldBytes = Buffer.from(JSON.stringify(old));
+    const hash = createHash('sha256').update(oldBytes).digest('hex').slice(0, 32);
+    // Version 4 derived evt_ + the hash, whether or not the line had a time.
+    version4Database(path, [
+      {
+        id: `evt_${hash}`,
+        request: 'ar_7',
+        occurredAt: Date.parse(old.occurred_at),
+        body: JSON.stringify({ type: EVENT_TYPE, timestamp: old.occurred_at, data: { event_id: `evt_${hash}`, organization_id: 'acme', anticipation_request_id: 'ar_7', status: 'approved', previous_status: null, occurred_at: old.occurred_at } }),
+      },
+    ]);
+    const clock: ManualClock = { at: 1_000_000, now: () => clock.at };
+    const store = openTestStore(t, path, clock);
+    const ingest = createIngestService(store, silentLog);
+
+    // Read again (hookrelay ingest of the same file, say): one event still.
+    assert.deepEqual(ingest.ingest('feed', [line(JSON.stringify(old))], null), { accepted: 0, duplicates: 1, quarantined: 0, undeliverable: 0 });
+    // A new line: stored under the time-first id; and it too is a duplicate the second time.
+    const fresh = { ...old, anticipation_request_id: 'ar_8' };
+    assert.deepEqual(ingest.ingest('feed', [line(fresh), line(fresh)], null), { accepted: 1, duplicates: 1, quarantined: 0, undeliverable: 0 });
+    const freshHash = createHash('sha256').update(Buffer.from(JSON.stringify(fresh))).digest('hex').slice(0, 32);
+    assert.deepEqual(store.db.prepare('SELECT id FROM events ORDER BY seq').pluck().all(), [`evt_${hash}`, `evt_20261122T083000000Z_${freshHash}`]);
+  });
+
+  test('in a database created at version 5 or later nothing is looked up under an old id: an event_id equal to one is an ordinary event', (t) => {
+    const store = openTestStore(t, join(tempDir(t, 'hookrelay-body-'), 'hookrelay.db'), { now: () => 1_000_000 });
+    const ingest = createIngestService(store, silentLog);
+    const timed = { organization_id: 'acme', anticipation_request_id: 'ar_7', status: 'approved', occurred_at: '2026-11-22T08:30:00.000Z' };
+    const hash = createHash('sha256').update(Buffer.from(JSON.stringify(timed))).digest('hex').slice(0, 32);
+    // A producer's own event_id that happens to look like an old derived id, then the line whose old id it is.
+    const counts = ingest.ingest('feed', [line({ ...timed, anticipation_request_id: 'ar_other', event_id: `evt_${hash}` }), line(timed)], null);
+    assert.deepEqual(counts, { accepted: 2, duplicates: 0, quarantined: 0, undeliverable: 2 });
   });
 });

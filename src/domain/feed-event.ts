@@ -35,6 +35,12 @@ export interface FeedEvent {
    * what is stored; statusChangeBody puts the body together around it.
    */
   readonly details: string;
+  /**
+   * For a line without event_id but with occurred_at: the id hookrelay derived for it before
+   * schema version 5 (see derivedEventId). A database with events from before then is searched
+   * for it too, so the same line is still one event.
+   */
+  readonly legacyId: string | null;
 }
 
 export type ParsedLine =
@@ -42,15 +48,15 @@ export type ParsedLine =
   | { readonly ok: false; readonly reason: RejectReason; readonly detail: string; readonly eventId: string | null };
 
 /** What storing an event takes: the other fields of a FeedEvent are inside its details. */
-export type StorableEvent = Pick<FeedEvent, 'id' | 'orgId' | 'anticipationRequestId' | 'occurredAt' | 'details'>;
+export type StorableEvent = Pick<FeedEvent, 'id' | 'orgId' | 'anticipationRequestId' | 'occurredAt' | 'details' | 'legacyId'>;
 
 /** A parse result reduced to what storing it takes (what crosses back from the parser thread). */
 export type StorableLine = { readonly ok: true; readonly event: StorableEvent } | Extract<ParsedLine, { ok: false }>;
 
 export function toStorable(parsed: ParsedLine): StorableLine {
   if (!parsed.ok) return parsed;
-  const { id, orgId, anticipationRequestId, occurredAt, details } = parsed.event;
-  return { ok: true, event: { id, orgId, anticipationRequestId, occurredAt, details } };
+  const { id, orgId, anticipationRequestId, occurredAt, details, legacyId } = parsed.event;
+  return { ok: true, event: { id, orgId, anticipationRequestId, occurredAt, details, legacyId } };
 }
 
 /**
@@ -58,7 +64,7 @@ export function toStorable(parsed: ParsedLine): StorableLine {
  * organization_id, anticipation_request_id, occurred_at, status, previous_status, ...data}}.
  * The same event always gives the same bytes, so every attempt sends (and signs) the same body.
  */
-export function statusChangeBody(event: StorableEvent): string {
+export function statusChangeBody(event: Pick<FeedEvent, 'id' | 'orgId' | 'anticipationRequestId' | 'occurredAt' | 'details'>): string {
   const iso = `"${new Date(event.occurredAt).toISOString()}"`;
   return (
     `{"type":"${EVENT_TYPE}","timestamp":${iso},"data":{"event_id":${quote(event.id)},"organization_id":${quote(event.orgId)},` +
@@ -206,6 +212,23 @@ function canonicalIsoMs(value: string): number {
   return date.setUTCHours(hour, minute, second, ms);
 }
 
+/**
+ * The id of a line without event_id, derived from its bytes so that the same line always gets
+ * the same id: `evt_`, then the line's occurred_at in compact UTC (20261122T083000000Z) and `_`
+ * when the line gives one, then the first 32 hex digits of the SHA-256 of the line's bytes.
+ * The time goes first so that the ids of a feed written in time order increase: each batch then
+ * adds its ids at the end of the id index. A hash alone lands all over the index, and every
+ * commit rewrote pages all over it: ingestion fell from 34k lines/s for a first million lines to
+ * 13k for a fourth (docs/benchmarks.md). Before schema version 5 every derived id was `evt_` and
+ * the hash: that id comes back as `legacyId` for lines with a time.
+ */
+function derivedEventId(bytes: Uint8Array, occurredAt: number | null): { id: string; legacyId: string | null } {
+  const legacyId = `evt_${createHash('sha256').update(bytes).digest('hex').slice(0, 32)}`;
+  if (occurredAt === null) return { id: legacyId, legacyId: null };
+  const compact = new Date(occurredAt).toISOString().replace(/[-:.]/g, '');
+  return { id: `evt_${compact}_${legacyId.slice(4)}`, legacyId };
+}
+
 /** Epoch ms of occurred_at, any RFC 3339 form; absent means `receivedAt`. The body gives it in the UTC form toISOString() gives. */
 function occurredAtOf(value: unknown, receivedAt: number): number {
   if (value === undefined || value === null) return receivedAt;
@@ -259,11 +282,12 @@ export function parseFeedLine(bytes: Uint8Array, receivedAt: number): ParsedLine
     }
 
     // Without an event_id the id is derived from the line's bytes: the same line twice is one event.
-    const id = givenId ?? `evt_${createHash('sha256').update(bytes).digest('hex').slice(0, 32)}`;
+    const given = record.occurred_at !== undefined && record.occurred_at !== null;
+    const { id, legacyId } = givenId !== null ? { id: givenId, legacyId: null } : derivedEventId(bytes, given ? occurred : null);
     const details = `"status":${quote(status)},"previous_status":${previousStatus === null ? 'null' : quote(previousStatus)}${dataJson}`;
     return {
       ok: true,
-      event: { id, orgId, anticipationRequestId: requestId, status, previousStatus, occurredAt: occurred, details },
+      event: { id, orgId, anticipationRequestId: requestId, status, previousStatus, occurredAt: occurred, details, legacyId },
     };
   } catch (err) {
     if (err instanceof LineRejected) return reject(err.reason, err.detail, givenId);

@@ -15,7 +15,7 @@ import { parseFeedLine, type RejectReason, type StorableLine } from '../domain/f
 export interface PackedBatch {
   /** Per line: k >= 0, the k-th accepted event; -1, a line rejected before parsing (no result); -2 - r, the r-th reject. */
   readonly slots: Int32Array;
-  /** Four fields per accepted event, as UTF-8, each followed by a 0 byte: id, organization, request, details (the status fields and the data, as JSON members). */
+  /** Five fields per accepted event, as UTF-8, each followed by a 0 byte: id, organization, request, details (the status fields and the data, as JSON members), legacy id (empty for none). */
   readonly text: Uint8Array;
   /** occurred_at (epoch ms) per accepted event. */
   readonly occurredAt: Float64Array;
@@ -23,7 +23,7 @@ export interface PackedBatch {
 }
 
 const SEPARATOR = '\u0000';
-const FIELDS = 4;
+const FIELDS = 5;
 export const PRE_REJECTED = -1;
 
 /** Grows as fields are written into it; its buffer is transferable (not a slice of Node's shared pool). */
@@ -77,6 +77,7 @@ export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt:
       text.put(e.orgId);
       text.put(e.anticipationRequestId);
       text.put(e.details);
+      text.put(e.legacyId ?? '');
     } else {
       slots[i] = -2 - rejects.length;
       rejects.push({ reason: parsed.reason, detail: parsed.detail, eventId: parsed.eventId });
@@ -104,6 +105,7 @@ export function unpack(batch: PackedBatch): Array<StorableLine | null> {
           anticipationRequestId: fields[f + 2]!,
           occurredAt: batch.occurredAt[slot]!,
           details: fields[f + 3]!,
+          legacyId: fields[f + 4] || null,
         },
       };
     } else if (slot === PRE_REJECTED) {

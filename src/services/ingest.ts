@@ -103,6 +103,11 @@ export function createIngestService(store: Store, log: Logger) {
             continue;
           }
           const { event } = parsed;
+          // The same bytes, stored before schema version 5 under the id derived then: the same line.
+          if (event.legacyId !== null && store.feed.hasLegacyEvent(event.legacyId)) {
+            counts.duplicates++;
+            continue;
+          }
           const seq = store.feed.insertEvent(event, sourceId, line.position, now);
           if (seq === null) {
             if (isDuplicate(line, event)) counts.duplicates++;

@@ -60,6 +60,9 @@ export function createFeedRepo(db: Db) {
     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`);
   const insertSource = db.prepare<[string]>('INSERT INTO feed_sources (name) VALUES (?)');
   const sourceByName = db.prepare<[string], { id: number }>('SELECT id FROM feed_sources WHERE name = ?');
+  // Events below this seq were stored before schema version 5 (0: none were).
+  const legacyBefore = (db.prepare('SELECT before_seq FROM legacy_event_ids').pluck().get() as number | undefined) ?? 0;
+  const legacyEvent = db.prepare<[string, number], { seq: number }>('SELECT seq FROM events WHERE id = ? AND seq < ?');
   const eventById = db.prepare<[string], { id: string; org_id: string; anticipation_request_id: string; payload: string; occurred_at: number }>(
     'SELECT id, org_id, anticipation_request_id, payload, occurred_at FROM events WHERE id = ?',
   );
@@ -108,6 +111,14 @@ export function createFeedRepo(db: Db) {
     insertEvent(event: StorableEvent, sourceId: number, position: number | null, now: number): number | null {
       const info = insertEvent.run(event.id, event.orgId, event.anticipationRequestId, event.occurredAt, event.details, sourceId, position, now);
       return info.changes === 1 ? Number(info.lastInsertRowid) : null;
+    },
+    /**
+     * Whether an event stored before schema version 5 has `legacyId`: the id a line without
+     * event_id was given then (see feed-event's derivedEventId). Always false in a database
+     * created since.
+     */
+    hasLegacyEvent(legacyId: string): boolean {
+      return legacyBefore > 0 && legacyEvent.get(legacyId, legacyBefore) !== undefined;
     },
     /** What a duplicate check needs of a stored event: its webhook body and occurred_at. */
     eventForComparison(id: string): { body: string; occurredAt: number } | null {

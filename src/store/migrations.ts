@@ -204,6 +204,9 @@ export const MIGRATIONS: readonly string[] = [
   // - From this version on, events of the feed store only their details in `payload`: the rest
   //   of the webhook body repeats the event's columns (see feed-event's storedBody). Rows stored
   //   before keep their whole body, which still reads back as it did.
+  // - Ids derived from lines with occurred_at now start with that time (see feed-event's
+  //   derivedEventId). legacy_event_ids remembers where the events stored before end, so that
+  //   a line read again is still found under the id it was given then.
   `
   DROP INDEX deliveries_org_due;
   DROP INDEX deliveries_org_status;
@@ -237,5 +240,10 @@ export const MIGRATIONS: readonly string[] = [
     FROM events e JOIN feed_sources s ON s.name = e.source ORDER BY e.seq;
   DROP TABLE events;
   ALTER TABLE events_rebuilt RENAME TO events;
+
+  CREATE TABLE legacy_event_ids (
+    before_seq  INTEGER NOT NULL
+  ) STRICT;
+  INSERT INTO legacy_event_ids (before_seq) SELECT max(seq) + 1 FROM events HAVING count(*) > 0;
   `,
 ];
