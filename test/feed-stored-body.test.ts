@@ -10,7 +10,6 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
-import Database from 'better-sqlite3';
 import type { Clock } from '../src/domain/clock.ts';
 import { EVENT_TYPE, statusChangeBody, storedBody, type StoredEvent } from '../src/domain/feed-event.ts';
 import { orderingKey } from '../src/domain/ordering.ts';
@@ -18,7 +17,7 @@ import { createIngestService, type RawLine } from '../src/services/ingest.ts';
 import { DeliveryStatus } from '../src/store/deliveries-repo.ts';
 import { MIGRATIONS } from '../src/store/migrations.ts';
 import { openStore, type Store } from '../src/store/store.ts';
-import { silentLog, tempDir } from './helpers.ts';
+import { databaseAtVersion, silentLog, tempDir } from './helpers.ts';
 
 const OCCURRED_AT = Date.UTC(2026, 10, 22, 8, 30, 0, 5);
 const OCCURRED_ISO = '2026-11-22T08:30:00.005Z';
@@ -143,16 +142,7 @@ describe('stored events read back', () => {
 
   /** A database at schema version 4 holding two status changes as version 4 stored them (whole bodies), each with a fresh delivery. */
   function version4Database(path: string, rows: ReadonlyArray<{ id: string; request: string; occurredAt: number; body: string }>): void {
-    const db = new Database(path);
-    db.pragma('journal_mode = WAL');
-    db.transaction(() => {
-      for (const sql of MIGRATIONS.slice(0, 4)) db.exec(sql);
-      db.pragma('user_version = 4');
-    })();
-    db.exec(`
-      INSERT INTO organizations (id, name, created_at) VALUES ('acme', 'Acme', 1);
-      INSERT INTO webhooks (org_id, url, active_hmac, secret, created_at, updated_at) VALUES ('acme', 'https://hooks.example/acme', 0, NULL, 1, 1);
-    `);
+    const db = databaseAtVersion(path, 4);
     const event = db.prepare(`INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source, source_position, received_at)
       VALUES (?, 'acme', ?, ?, ?, '/var/log/feed.jsonl', NULL, 5000)`);
     const delivery = db.prepare(`INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
+import Database from 'better-sqlite3';
 import jwt from 'jsonwebtoken';
 import { loadConfig, type Config } from '../src/config/load.ts';
 import { systemClock } from '../src/domain/clock.ts';
@@ -16,6 +17,7 @@ import { createRelay, type Relay } from '../src/relay.ts';
 import { loadAuthKeys } from '../src/services/auth-keys.ts';
 import { createServices, type Services } from '../src/services/services.ts';
 import { issueToken } from '../src/services/tokens.ts';
+import { MIGRATIONS } from '../src/store/migrations.ts';
 import { openStore, type Store } from '../src/store/store.ts';
 
 export const silentLog = createLogger('silent');
@@ -208,4 +210,24 @@ export function writeKeyPair(
   writeFileSync(publicKeyFile, publicKey);
   writeFileSync(privateKeyFile, privateKey, { mode: 0o600 });
   return { publicKeyFile, privateKeyFile, publicKeyPem: publicKey, privateKeyPem: privateKey };
+}
+
+/**
+ * A database file at an older schema `version`, to test upgrades from it: organization acme and
+ * its webhook (signed with `secret`, unsigned if null). Returned open: insert the rows the test
+ * needs as that version stored them, then close it.
+ */
+export function databaseAtVersion(path: string, version: number, secret: string | null = null): Database.Database {
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.transaction(() => {
+    for (const sql of MIGRATIONS.slice(0, version)) db.exec(sql);
+    db.pragma(`user_version = ${version}`);
+  })();
+  db.prepare("INSERT INTO organizations (id, name, created_at) VALUES ('acme', 'Acme', 1)").run();
+  db.prepare("INSERT INTO webhooks (org_id, url, active_hmac, secret, created_at, updated_at) VALUES ('acme', 'https://hooks.example/acme', ?, ?, 1, 1)").run(
+    secret === null ? 0 : 1,
+    secret,
+  );
+  return db;
 }

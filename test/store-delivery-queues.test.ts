@@ -9,7 +9,6 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
-import Database from 'better-sqlite3';
 import type { Clock } from '../src/domain/clock.ts';
 import { orderingKey } from '../src/domain/ordering.ts';
 import { WebhookStatus } from '../src/domain/types.ts';
@@ -19,7 +18,7 @@ import type { Db } from '../src/store/db.ts';
 import { createDeliveriesRepo, DeliveryStatus, type ListFilter } from '../src/store/deliveries-repo.ts';
 import { MIGRATIONS } from '../src/store/migrations.ts';
 import { openStore, type Store } from '../src/store/store.ts';
-import { silentLog, tempDir } from './helpers.ts';
+import { databaseAtVersion, silentLog, tempDir } from './helpers.ts';
 
 const ORG = 'org-a';
 const OTHER = 'org-b';
@@ -356,16 +355,7 @@ describe('list(): the delivery log', () => {
 
 /** A database at schema version 4 with deliveries of acme in every state (ids 1-5: fresh, leased never attempted, failed, delivered, dead). */
 function version4Database(path: string): void {
-  const db = new Database(path);
-  db.pragma('journal_mode = WAL');
-  db.transaction(() => {
-    for (const sql of MIGRATIONS.slice(0, 4)) db.exec(sql);
-    db.pragma('user_version = 4');
-  })();
-  db.exec(`
-    INSERT INTO organizations (id, name, created_at) VALUES ('acme', 'Acme', 1);
-    INSERT INTO webhooks (org_id, url, active_hmac, secret, created_at, updated_at) VALUES ('acme', 'https://hooks.example/acme', 0, NULL, 1, 1);
-  `);
+  const db = databaseAtVersion(path, 4);
   const event = db.prepare(`INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source, received_at) VALUES (?, 'acme', ?, 1000, ?, 'feed', 1000)`);
   const delivery = db.prepare(`INSERT INTO deliveries (event_seq, org_id, ordering_key, status, attempts, next_attempt_at, lease_expires_at, created_at, updated_at)
     VALUES (?, 'acme', ?, ?, ?, 1000, ?, 1000, 1000)`);

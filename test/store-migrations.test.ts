@@ -6,23 +6,15 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
-import { MIGRATIONS } from '../src/store/migrations.ts';
 import { SCHEMA_VERSION } from '../src/store/db.ts';
 import { openStore } from '../src/store/store.ts';
 import { createDeliveryService } from '../src/services/deliveries.ts';
-import { silentLog, tempDir } from './helpers.ts';
+import { databaseAtVersion, silentLog, tempDir } from './helpers.ts';
 
 /** A database at schema version 3 (the delivery engine, before leaner ingestion), with one organization, its webhook, two events and their deliveries. */
 function version3Database(path: string): void {
-  const db = new Database(path);
-  db.pragma('journal_mode = WAL');
-  db.transaction(() => {
-    for (const sql of MIGRATIONS.slice(0, 3)) db.exec(sql);
-    db.pragma('user_version = 3');
-  })();
+  const db = databaseAtVersion(path, 3, 'whsec_x');
   db.exec(`
-    INSERT INTO organizations (id, name, created_at) VALUES ('acme', 'Acme', 1);
-    INSERT INTO webhooks (org_id, url, active_hmac, secret, created_at, updated_at) VALUES ('acme', 'https://hooks.example/acme', 1, 'whsec_x', 1, 1);
     INSERT INTO events (id, org_id, anticipation_request_id, status, previous_status, occurred_at, payload, source, source_position, received_at)
       VALUES ('evt_1', 'acme', 'ar_1', 'approved', 'submitted', 1000,
         '{"type":"anticipation_request.status_changed","timestamp":"1970-01-01T00:00:01.000Z","data":{"event_id":"evt_1"}}', '/feed.jsonl', 0, 5000);
