@@ -194,6 +194,8 @@ describe('stored events read back', () => {
     const clock: ManualClock = { at: 1_000_000, now: () => clock.at };
     const store = openTestStore(t, path, clock);
     assert.deepEqual(store.migrated, { from: 4, to: MIGRATIONS.length });
+    // Their ids were the producer's, none derived: nothing to look up under old ids.
+    assert.deepEqual(store.db.prepare('SELECT before_seq FROM legacy_event_ids').pluck().all(), []);
 
     // Sent as stored, byte for byte (what was signed before the upgrade is signed again).
     assert.deepEqual(
@@ -243,6 +245,8 @@ describe('stored events read back', () => {
     const clock: ManualClock = { at: 1_000_000, now: () => clock.at };
     const store = openTestStore(t, path, clock);
     const ingest = createIngestService(store, silentLog);
+    // The upgrade noted where the events with ids derived before end.
+    assert.deepEqual(store.db.prepare('SELECT before_seq FROM legacy_event_ids').pluck().all(), [2]);
 
     // Read again (hookrelay ingest of the same file, say): one event still.
     assert.deepEqual(ingest.ingest('feed', [line(JSON.stringify(old))], null), { accepted: 0, duplicates: 1, quarantined: 0, undeliverable: 0 });

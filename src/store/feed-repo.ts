@@ -60,7 +60,7 @@ export function createFeedRepo(db: Db) {
     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`);
   const insertSource = db.prepare<[string]>('INSERT INTO feed_sources (name) VALUES (?)');
   const sourceByName = db.prepare<[string], { id: number }>('SELECT id FROM feed_sources WHERE name = ?');
-  // Events below this seq were stored before schema version 5 (0: none were).
+  // Every event stored before schema version 5 under an id derived then is below this seq (0: there are none).
   const legacyBefore = (db.prepare('SELECT before_seq FROM legacy_event_ids').pluck().get() as number | undefined) ?? 0;
   const legacyEvent = db.prepare<[string, number], { seq: number }>('SELECT seq FROM events WHERE id = ? AND seq < ?');
   const eventById = db.prepare<[string], { id: string; org_id: string; anticipation_request_id: string; payload: string; occurred_at: number }>(

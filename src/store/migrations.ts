@@ -205,8 +205,9 @@ export const MIGRATIONS: readonly string[] = [
   //   of the webhook body repeats the event's columns (see feed-event's storedBody). Rows stored
   //   before keep their whole body, which still reads back as it did.
   // - Ids derived from lines with occurred_at now start with that time (see feed-event's
-  //   derivedEventId). legacy_event_ids remembers where the events stored before end, so that
-  //   a line read again is still found under the id it was given then.
+  //   derivedEventId). legacy_event_ids remembers where the events stored before under a
+  //   derived id (evt_ and 32 hex digits) end, so that a line read again is still found under
+  //   the id it was given then; it stays empty when there are none, and nothing is looked up.
   `
   DROP INDEX deliveries_org_due;
   DROP INDEX deliveries_org_status;
@@ -244,6 +245,9 @@ export const MIGRATIONS: readonly string[] = [
   CREATE TABLE legacy_event_ids (
     before_seq  INTEGER NOT NULL
   ) STRICT;
-  INSERT INTO legacy_event_ids (before_seq) SELECT max(seq) + 1 FROM events HAVING count(*) > 0;
+  INSERT INTO legacy_event_ids (before_seq)
+    SELECT max(seq) + 1 FROM events
+    WHERE length(id) = 36 AND substr(id, 1, 4) = 'evt_' AND ltrim(substr(id, 5), '0123456789abcdef') = ''
+    HAVING count(*) > 0;
   `,
 ];
