@@ -63,6 +63,12 @@ export function toStorable(parsed: ParsedLine): StorableLine {
  * The webhook request body of a status change: {type, timestamp, data: {event_id,
  * organization_id, anticipation_request_id, occurred_at, status, previous_status, ...data}}.
  * The same event always gives the same bytes, so every attempt sends (and signs) the same body.
+ *
+ * This is the house rule "serialise once, store those bytes, sign them" kept by other means:
+ * what is stored is the details, and the rest of the body is a pure function of the event's
+ * columns. So this function's output for a stored event must never change: events already
+ * stored, some with deliveries still pending, are rebuilt by it. A new body format needs a new
+ * stored form that storedBody can tell apart, as whole bodies are told apart from details.
  */
 export function statusChangeBody(event: Pick<FeedEvent, 'id' | 'orgId' | 'anticipationRequestId' | 'occurredAt' | 'details'>): string {
   const iso = `"${new Date(event.occurredAt).toISOString()}"`;
