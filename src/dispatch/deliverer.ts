@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
-import { rootCertificates } from 'node:tls';
 import { isIP } from 'node:net';
-import got, { type Request } from 'got';
+import type { Request } from 'got';
 import pRetry from 'p-retry';
 import type { Clock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { AttemptError, parseRetryAfter, type AttemptResult } from '../domain/retry-policy.ts';
 import { signatureHeader } from '../domain/signature.ts';
+import { createDeliveryClient } from './http-client.ts';
 import { BLOCKED_CODE, type NetworkGuard } from './network-guard.ts';
 
 /** At most this much of a response body is read and kept. */
@@ -70,7 +70,7 @@ function classify(err: unknown, deadlineHit: boolean): { error: AttemptError; de
  * is retried briefly inside the attempt (p-retry); got's own retry is off.
  */
 export function createDeliverer(options: DelivererOptions) {
-  const certificateAuthority = options.extraCa === null ? undefined : [...rootCertificates, options.extraCa];
+  const client = createDeliveryClient({ extraCa: options.extraCa, lookup: options.guard.lookup as never, userAgent: options.userAgent });
 
   function checkTarget(url: URL): void {
     if (url.protocol !== 'https:' && !(options.allowHttp && url.protocol === 'http:')) {
@@ -89,23 +89,11 @@ export function createDeliverer(options: DelivererOptions) {
     const timestamp = Math.floor(options.clock.now() / 1000);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
-      'user-agent': options.userAgent,
       'webhook-id': request.eventId,
       'webhook-timestamp': String(timestamp),
     };
     if (request.secrets.length > 0) headers['webhook-signature'] = signatureHeader(request.secrets, request.eventId, timestamp, request.payload);
-    const stream: Request = got.stream(url, {
-      method: 'POST',
-      body: request.payload,
-      headers,
-      followRedirect: false,
-      throwHttpErrors: false,
-      retry: { limit: 0 },
-      decompress: false,
-      dnsLookup: options.guard.lookup as never,
-      signal,
-      ...(certificateAuthority ? { https: { certificateAuthority } } : {}),
-    });
+    const stream: Request = client.got.stream(url, { body: request.payload, headers, signal });
     const statusCode = await new Promise<number>((resolve, reject) => {
       stream.once('response', (res: { statusCode: number }) => resolve(res.statusCode));
       stream.once('error', reject);
@@ -113,17 +101,23 @@ export function createDeliverer(options: DelivererOptions) {
     const retryAfter = stream.response?.headers['retry-after'];
     const chunks: Buffer[] = [];
     let size = 0;
+    // Read to the end, so that the connection goes back to the pool for the next attempt; only
+    // an answer longer than what is kept is cut off (leaving the loop destroys the stream, and
+    // with it that connection).
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       const take = chunk.subarray(0, MAX_RESPONSE_BYTES - size);
       chunks.push(take);
       size += take.length;
       if (size >= MAX_RESPONSE_BYTES) break;
     }
-    stream.destroy();
     return { statusCode, body: Buffer.concat(chunks).toString('utf8'), retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
   }
 
   return {
+    /** Closes the kept-alive connections; call once no attempt is in flight. */
+    close(): void {
+      client.destroy();
+    },
     /** @param shutdown aborts the attempt when the daemon stops. */
     async deliver(request: DeliveryRequest, shutdown?: AbortSignal): Promise<AttemptResult> {
       const started = performance.now();
