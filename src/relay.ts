@@ -9,13 +9,14 @@ import { createWorkerLineParser } from './feed/line-parser.ts';
 import { ingestStream } from './feed/stream-reader.ts';
 import type { Logger } from './log.ts';
 import { createIngestService, type IngestService } from './services/ingest.ts';
-import { createDeliverer, loadExtraCa } from './dispatch/deliverer.ts';
+import { createDeliverer, loadExtraCa, type Deliverer } from './dispatch/deliverer.ts';
 import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.ts';
 import { createNetworkGuard } from './dispatch/network-guard.ts';
 import type { RetryPolicy } from './domain/retry-policy.ts';
 import { VERSION } from './version.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
 import { createServices } from './services/services.ts';
+import { createWorkSignal } from './services/work-signal.ts';
 import { startBackgroundCheckpoints, type BackgroundCheckpoints } from './store/checkpointer.ts';
 import { openStore, type Store } from './store/store.ts';
 
@@ -54,6 +55,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let server: Server | null = null;
   let feed: { stop(): Promise<void> } | null = null;
   let dispatcher: Dispatcher | null = null;
+  let deliverer: Deliverer | null = null;
   let checkpoints: BackgroundCheckpoints | null = null;
   let stopping = false;
 
@@ -96,7 +98,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     log.info({ database: config.database.path }, 'database open');
     const keys = loadAuthKeys(config, log);
     const extraCa = loadExtraCa(config.delivery.caFile);
-    const services = createServices(store, config, log);
+    const work = createWorkSignal();
+    const services = createServices(store, config, log, work);
     const openStoreRef = store;
     const { app } = createApi({
       config,
@@ -124,17 +127,18 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     const bound = address();
     log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
     checkpoints = await startBackgroundCheckpoints(store.db, log);
-    feed = startFeed(createIngestService(store, log));
+    deliverer = createDeliverer({
+      guard: createNetworkGuard(config.delivery.allowNetworks),
+      clock,
+      timeoutMs: config.delivery.timeout,
+      allowHttp: config.delivery.allowHttp,
+      userAgent: `hookrelay/${VERSION}`,
+      extraCa,
+    });
     dispatcher = createDispatcher({
       deliveries: services.deliveries,
-      deliverer: createDeliverer({
-        guard: createNetworkGuard(config.delivery.allowNetworks),
-        clock,
-        timeoutMs: config.delivery.timeout,
-        allowHttp: config.delivery.allowHttp,
-        userAgent: `hookrelay/${VERSION}`,
-        extraCa,
-      }),
+      deliverer,
+      work,
       policy: retryPolicyFrom(config),
       clock,
       log,
@@ -144,8 +148,10 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       // recording it. So only a crash lets a lease lapse.
       leaseMs: config.delivery.timeout + LEASE_MARGIN_MS,
       pollIntervalMs: config.delivery.pollInterval,
+      groupCommitMs: config.delivery.groupCommitInterval,
     });
     dispatcher.start();
+    feed = startFeed(createIngestService(store, log, work));
   }
 
   return {
@@ -165,6 +171,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       feed = null;
       await dispatcher?.stop(deadlineMs);
       dispatcher = null;
+      deliverer?.close();
+      deliverer = null;
       if (server !== null) {
         const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
         server.closeIdleConnections();

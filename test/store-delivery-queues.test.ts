@@ -87,9 +87,10 @@ describe('due(): what the dispatcher is offered', () => {
     assert.deepEqual(dueIds(store, 2000), merged);
     // The limit takes the first of the merged order, not the first of either queue.
     for (let limit = 1; limit <= merged.length; limit++) assert.deepEqual(dueIds(store, 2000, limit), merged.slice(0, limit), `limit ${limit}`);
-    // Nothing is offered before it is due, fresh or retry.
-    assert.deepEqual(dueIds(store, 1250), [d3, d1]);
-    assert.deepEqual(dueIds(store, 999), []);
+    // A retry is not offered before it is due; a fresh delivery is due from the moment it is
+    // queued, whatever the clock says (a clock behind the queue time counts it as due now).
+    assert.deepEqual(dueIds(store, 1250), [d3, d1, d5, d6]);
+    assert.deepEqual(dueIds(store, 999), [d3, d5, d6]);
     assert.deepEqual(dueIds(store, 5000), [d3, d1, d4, d5, d6, d2]);
   });
 

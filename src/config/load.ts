@@ -49,6 +49,7 @@ export interface Config {
     readonly disableAfter: number;
     readonly secretRotationGrace: number;
     readonly pollInterval: number;
+    readonly groupCommitInterval: number;
   };
   readonly log: { readonly level: string };
 }

@@ -143,8 +143,8 @@ export const CONFIG_SCHEMA = {
     },
     pollIntervalMs: {
       type: { kind: 'int', min: 10, max: 60_000 },
-      default: 250,
-      doc: 'How often an idle feed file is checked for new lines, rotation and truncation, in ms.',
+      default: 1000,
+      doc: 'Safety net: how often an idle feed file is checked for new lines, rotation and truncation, in ms. New lines are normally noticed at once (file system notifications); this bounds the delay where notifications do not work (some network file systems).',
     },
   },
   delivery: {
@@ -210,8 +210,13 @@ export const CONFIG_SCHEMA = {
     },
     pollInterval: {
       type: { kind: 'duration', min: 10, max: 60_000 },
-      default: '250ms',
-      doc: 'How often the dispatcher looks for due deliveries when it has not been woken up.',
+      default: '1s',
+      doc: 'Safety net: how often the dispatcher looks at every webhook without having been woken up. The daemon wakes it at once when it queues work itself; this bounds the delay for work queued by another process (the CLI).',
+    },
+    groupCommitInterval: {
+      type: { kind: 'duration', min: 0, max: 1000 },
+      default: '5ms',
+      doc: 'Least time between two commits of delivery outcomes and claims: attempts that end meanwhile are recorded in one transaction (one fsync). Longer: fewer commits under load; shorter: a request\'s next change goes out sooner.',
     },
   },
   log: {

@@ -121,8 +121,28 @@ export function createDeliverer(options: DelivererOptions) {
     /** @param shutdown aborts the attempt when the daemon stops. */
     async deliver(request: DeliveryRequest, shutdown?: AbortSignal): Promise<AttemptResult> {
       const started = performance.now();
-      const deadline = AbortSignal.timeout(options.timeoutMs);
-      const signal = shutdown ? AbortSignal.any([deadline, shutdown]) : deadline;
+      // One controller per attempt, for the deadline and the shutdown both, and nothing left
+      // behind on the shared shutdown signal once the attempt is over.
+      const controller = new AbortController();
+      const signal = controller.signal;
+      let deadlineHit = false;
+      const timer = setTimeout(() => {
+        deadlineHit = true;
+        controller.abort(new Error('attempt deadline'));
+      }, options.timeoutMs);
+      const onShutdown = () => controller.abort(shutdown?.reason);
+      if (shutdown?.aborted) onShutdown();
+      else shutdown?.addEventListener('abort', onShutdown, { once: true });
+      try {
+        return await attempt(request, signal, started, () => deadlineHit);
+      } finally {
+        clearTimeout(timer);
+        shutdown?.removeEventListener('abort', onShutdown);
+      }
+    },
+  };
+
+  async function attempt(request: DeliveryRequest, signal: AbortSignal, started: number, deadlineHit: () => boolean): Promise<AttemptResult> {
       const elapsed = () => Math.round(performance.now() - started);
       const base = { statusCode: null, responseBody: null, retryAfterMs: null };
       try {
@@ -150,10 +170,9 @@ export function createDeliverer(options: DelivererOptions) {
         if (err instanceof TypeError && (err as NodeJS.ErrnoException).code === 'ERR_INVALID_URL') {
           return { ...base, error: AttemptError.invalidUrl, errorDetail: 'the webhook URL is not a valid URL', durationMs: elapsed() };
         }
-        const { error, detail } = classify(err, deadline.aborted);
+        const { error, detail } = classify(err, deadlineHit());
         return { ...base, error, errorDetail: detail, durationMs: elapsed() };
       }
-    },
-  };
+  }
 }
 export type Deliverer = ReturnType<typeof createDeliverer>;

@@ -8,6 +8,7 @@ import type { IngestService, RawLine } from '../services/ingest.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
 import type { StorableLine } from '../domain/feed-event.ts';
 import { BatchPipeline } from './batch-pipeline.ts';
+import { watchForChanges, type ChangeWatch } from './change-watch.ts';
 import { inlineLineParser, type LineParser } from './line-parser.ts';
 import { LineSplitter } from './line-splitter.ts';
 
@@ -182,12 +183,30 @@ export function createFileTailer(options: FileTailerOptions) {
   /** Opens the feed file, waiting for it to appear; `appeared` is true when it did not exist at first. */
   async function waitForFile(signal: AbortSignal): Promise<{ feed: OpenFeed; appeared: boolean }> {
     let warned = false;
-    for (;;) {
-      const feed = await openFeed(source);
-      if (feed) return { feed, appeared: warned };
-      if (!warned) log.info('waiting for the feed file to appear');
-      warned = true;
-      await sleep(options.pollIntervalMs, undefined, { signal });
+    let appearing: ChangeWatch | null = null;
+    try {
+      for (;;) {
+        appearing?.arm();
+        const feed = await openFeed(source);
+        if (feed) return { feed, appeared: warned };
+        if (!warned) log.info('waiting for the feed file to appear');
+        warned = true;
+        appearing ??= watchForChanges(source, log, { forName: true });
+        await appearing.wait(options.pollIntervalMs, signal);
+        signal.throwIfAborted();
+      }
+    } finally {
+      appearing?.close();
+    }
+  }
+
+  /** Waits until the feed path exists again (it was renamed away), or the poll interval passes. */
+  async function waitForNewFile(signal: AbortSignal): Promise<void> {
+    const appearing = watchForChanges(source, log, { forName: true });
+    try {
+      if ((await stat(source).catch(() => null)) === null) await appearing.wait(options.pollIntervalMs, signal);
+    } finally {
+      appearing.close();
     }
   }
 
@@ -256,6 +275,7 @@ export function createFileTailer(options: FileTailerOptions) {
   async function follow(signal: AbortSignal): Promise<void> {
     const found = await waitForFile(signal);
     let feed = found.feed;
+    let changes = watchForChanges(feed.path, log);
     try {
       const start = await startingPoint(feed, found.appeared, signal);
       let splitter = new LineSplitter(options.maxLineBytes, start);
@@ -263,6 +283,8 @@ export function createFileTailer(options: FileTailerOptions) {
       await commit(feed, fp, [], start);
 
       while (!signal.aborted) {
+        // Before reading: a line appended while we read wakes the idle wait below at once.
+        changes.arm();
         await restartedInPlace(feed, splitter, fp);
         const read = await readToEnd(feed, splitter, fp, signal);
         if (read > 0) continue;
@@ -277,7 +299,9 @@ export function createFileTailer(options: FileTailerOptions) {
           if (next) {
             log.info({ previousInode: feed.ino, inode: next.ino }, 'feed file rotated; reading the new file from its start');
             await feed.fh.close();
+            changes.close();
             feed = next;
+            changes = watchForChanges(feed.path, log);
             splitter = new LineSplitter(options.maxLineBytes, 0);
             fp.current = EMPTY_FINGERPRINT;
             await commit(feed, fp, [], 0);
@@ -285,10 +309,14 @@ export function createFileTailer(options: FileTailerOptions) {
           }
         }
 
-        // Idle: the next turn looks for truncation or a rewrite before reading again.
-        await sleep(options.pollIntervalMs, undefined, { signal });
+        // Idle until the file changes (or the poll interval passes): the next turn looks for
+        // truncation or a rewrite before reading again. When the feed was renamed away and not
+        // yet created again, the directory is watched for it instead.
+        if (current === null) await waitForNewFile(signal);
+        else await changes.wait(options.pollIntervalMs, signal);
       }
     } finally {
+      changes.close();
       await feed.fh.close();
     }
   }

@@ -7,12 +7,45 @@ import { WebhookStatus } from '../domain/types.ts';
 import type { Logger } from '../log.ts';
 import { DeliveryStatus, type DeliveryRow, type DueDelivery, type ListFilter } from '../store/deliveries-repo.ts';
 import type { Store } from '../store/store.ts';
+import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
 export const TEST_EVENT_TYPE = 'webhook.test';
 
 /** A delivery claimed for one attempt: what to send and where. */
 export interface ClaimedDelivery extends DueDelivery {
   readonly secrets: readonly string[];
+}
+
+/** An attempt that has ended, with what it means for its delivery. */
+export interface FinishedAttempt {
+  readonly delivery: ClaimedDelivery;
+  readonly result: AttemptResult;
+  readonly outcome: DeliveryOutcome;
+  /** Epoch ms. */
+  readonly startedAt: number;
+}
+
+/** Up to `room` deliveries of the organization, if it has them due. */
+export interface ClaimWanted {
+  readonly orgId: string;
+  readonly room: number;
+}
+
+/** What the dispatcher hands over in one group commit. */
+export interface FlushWork {
+  readonly finished: readonly FinishedAttempt[];
+  /** Claimed, then not attempted after all (the daemon is stopping): given back without counting an attempt. */
+  readonly released: readonly ClaimedDelivery[];
+  /** Deliveries to lease, organizations in the order given, `limit` in all; null to lease nothing. */
+  readonly claim: { readonly wanted: readonly ClaimWanted[]; readonly limit: number; readonly leaseMs: number } | null;
+}
+
+export interface FlushResult {
+  readonly claimed: ClaimedDelivery[];
+  /** Organizations whose due queue was read to its end, with their next retry time (epoch ms, null: none). */
+  readonly drained: Array<{ orgId: string; nextRetryAt: number | null }>;
+  /** Rows found unsendable and marked dead. */
+  readonly unsendable: Array<{ id: number; orgId: string; eventId: string; reason: string }>;
 }
 
 export interface DeliveryServiceOptions {
@@ -34,9 +67,18 @@ function notFound(id: number | string): HookrelayError {
  * The delivery outbox: claiming under a lease and recording outcomes (for the dispatcher),
  * and the delivery log, replay, recovery, test events and webhook health (for API and CLI).
  */
-export function createDeliveryService(store: Store, log: Logger, options: DeliveryServiceOptions) {
+export function createDeliveryService(store: Store, log: Logger, options: DeliveryServiceOptions, work: WorkSignal = nobodyListens) {
   const { deliveries, webhooks } = store;
-  let roundRobin = 0;
+
+  /**
+   * The one time base of every queue: when a delivery is queued (ingest, replay, recovery, test
+   * events), its created_at is the clock, but never before the newest stored event (see
+   * FeedRepo.receivedAt), so queue order and time order agree even when the clock steps back.
+   * Call inside the write transaction.
+   */
+  function queueTime(): number {
+    return store.feed.receivedAt(store.clock.now());
+  }
 
   function requireWebhook(orgId: string) {
     const webhook = webhooks.get(orgId);
@@ -44,93 +86,140 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
     return webhook;
   }
 
+  /** The secrets that sign now, newest first, from a due row's webhook columns (see WebhooksRepo.signingSecrets). */
+  function secretsOf(d: DueDelivery, now: number): readonly string[] {
+    if (!d.activeHmac || d.secret === null) return [];
+    return d.previousSecret !== null && (d.previousSecretExpiresAt ?? 0) > now ? [d.secret, d.previousSecret] : [d.secret];
+  }
+
+  /**
+   * Leases due deliveries of the organizations in `wanted`, in that order, at most `room` of
+   * each and `limit` in all. Each organization's queue is read once, one page (see
+   * DeliveriesRepo.due), so a claim always ends; from a page it takes at most one delivery per
+   * ordering key (a later change of a request waits for the earlier one). A row that can never
+   * be sent is marked dead with the reason and skipped. Runs inside the caller's transaction.
+   */
+  function claimIn(wanted: readonly ClaimWanted[], limit: number, leaseMs: number, now: number, into: FlushResult): void {
+    for (const { orgId, room: asked } of wanted) {
+      const room = Math.min(asked, limit - into.claimed.length);
+      if (room <= 0) break;
+      const pageSize = room * 2 + 2;
+      const page = deliveries.due(orgId, now, pageSize);
+      const keys = new Set<number>();
+      let took = 0;
+      for (const d of page) {
+        if (took >= room) break;
+        if (d.unsendable !== null) {
+          deliveries.markUnsendable(d.id, d.unsendable, now);
+          into.unsendable.push({ id: d.id, orgId, eventId: d.eventId, reason: d.unsendable });
+          continue;
+        }
+        if (keys.has(d.orderingKey)) continue;
+        keys.add(d.orderingKey);
+        deliveries.lease(d.id, now + leaseMs, now);
+        into.claimed.push({ ...d, secrets: secretsOf(d, now) });
+        took++;
+      }
+      // A short page is the whole of what is due now: the organization needs no look before its
+      // next retry, a wake-up, or the end of an attempt that was holding a request back.
+      if (page.length < pageSize) into.drained.push({ orgId, nextRetryAt: deliveries.nextRetryAt(orgId, now) });
+    }
+  }
+
+  /** Records one finished attempt and applies its outcome. Runs inside the caller's transaction. */
+  function recordIn(f: FinishedAttempt, now: number, health: Map<string, 'success' | number>): void {
+    const { delivery: d, result, outcome } = f;
+    const attempts = d.attempts + 1;
+    deliveries.insertAttempt({
+      deliveryId: d.id,
+      attempt: attempts,
+      startedAt: f.startedAt,
+      durationMs: result.durationMs,
+      url: d.url,
+      statusCode: result.statusCode,
+      errorClass: result.error,
+      errorDetail: result.errorDetail,
+      responseBody: result.responseBody,
+      outcome: outcome.kind === 'disable' ? 'disabled' : outcome.kind,
+    });
+    const error = result.errorDetail;
+    switch (outcome.kind) {
+      case 'delivered':
+        deliveries.settle(d.id, { status: DeliveryStatus.delivered, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error: null });
+        break;
+      case 'retry':
+        deliveries.settle(d.id, { status: DeliveryStatus.pending, attempts, nextAttemptAt: outcome.at, at: now, statusCode: result.statusCode, error });
+        break;
+      case 'dead':
+        deliveries.settle(d.id, { status: DeliveryStatus.dead, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error });
+        break;
+      case 'disable':
+        // Held, not dropped: it goes out as soon as the webhook is enabled again.
+        deliveries.settle(d.id, { status: DeliveryStatus.pending, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error });
+        webhooks.setStatus(d.orgId, WebhookStatus.disabled, 'gone', now);
+        break;
+    }
+    // Webhook health, per organization in attempt order: a run of successes is one update
+    // (they all set the same columns), failures each count.
+    const prior = health.get(d.orgId);
+    if (isSuccess(result)) {
+      if (prior !== 'success') {
+        webhooks.recordSuccess(d.orgId, now);
+        health.set(d.orgId, 'success');
+      }
+    } else if (outcome.kind !== 'disable') {
+      webhooks.recordFailure(d.orgId, now, options.failingAfterFailures, options.disableAfterMs);
+      health.set(d.orgId, typeof prior === 'number' ? prior + 1 : 1);
+    }
+  }
+
   return {
     /**
-     * Leases up to `limit` due deliveries until now + `leaseMs`, at most `capacity(orgId)` of
-     * each organization, going round the organizations from a different one each time so that
-     * none waits behind another's backlog. Within an organization: oldest due first, and at
-     * most one delivery per anticipation request (a later change waits for the earlier one).
+     * The dispatcher's one write: records finished attempts, gives back released ones, then
+     * leases what `claim` asks for, all in one IMMEDIATE transaction (one commit, one fsync, for
+     * everything the dispatcher gathered in a few milliseconds). Recording comes first, so an
+     * attempt that just ended lets its request's next change be claimed in the same commit.
+     * Nothing is sent before this returns, so no attempt goes out on a lease that is not durable.
      */
-    claim(limit: number, leaseMs: number, capacity: (orgId: string) => number): ClaimedDelivery[] {
-      return store.transaction(() => {
-        const now = store.clock.now();
-        const taken: ClaimedDelivery[] = [];
-        const orgs = webhooks.deliverableOrgIds();
-        const first = orgs.length === 0 ? 0 : roundRobin++ % orgs.length;
-        for (let i = 0; i < orgs.length && taken.length < limit; i++) {
-          const orgId = orgs[(first + i) % orgs.length]!;
-          const room = Math.min(capacity(orgId), limit - taken.length);
-          if (room <= 0) continue;
-          let took = 0;
-          const keys = new Set<number>();
-          let secrets: readonly string[] | null = null;
-          for (;;) {
-            const page = deliveries.due(orgId, now, room * 4);
-            for (const d of page) {
-              if (took >= room) break;
-              if (keys.has(d.orderingKey)) continue;
-              keys.add(d.orderingKey);
-              deliveries.lease(d.id, now + leaseMs, now);
-              secrets ??= webhooks.signingSecrets(orgId, now);
-              taken.push({ ...d, secrets });
-              took++;
-            }
-            // A row left in the page waits behind a delivery of its request leased just now,
-            // which the next query sees; so a full page with room left is worth another look.
-            if (took >= room || page.length < room * 4) break;
-          }
-        }
-        return taken;
-      });
-    },
-
-    /** Records one attempt and applies its outcome, atomically. */
-    complete(d: ClaimedDelivery, result: AttemptResult, outcome: DeliveryOutcome, startedAt: number): void {
+    flush(work: FlushWork): FlushResult {
+      const result: FlushResult = { claimed: [], drained: [], unsendable: [] };
       store.transaction(() => {
         const now = store.clock.now();
-        const attempts = d.attempts + 1;
-        deliveries.insertAttempt({
-          deliveryId: d.id,
-          attempt: attempts,
-          startedAt,
-          durationMs: result.durationMs,
-          url: d.url,
-          statusCode: result.statusCode,
-          errorClass: result.error,
-          errorDetail: result.errorDetail,
-          responseBody: result.responseBody,
-          outcome: outcome.kind === 'disable' ? 'disabled' : outcome.kind,
-        });
-        const error = result.errorDetail;
-        switch (outcome.kind) {
-          case 'delivered':
-            deliveries.settle(d.id, { status: DeliveryStatus.delivered, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error: null });
-            break;
-          case 'retry':
-            deliveries.settle(d.id, { status: DeliveryStatus.pending, attempts, nextAttemptAt: outcome.at, at: now, statusCode: result.statusCode, error });
-            break;
-          case 'dead':
-            deliveries.settle(d.id, { status: DeliveryStatus.dead, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error });
-            break;
-          case 'disable':
-            // Held, not dropped: it goes out as soon as the webhook is enabled again.
-            deliveries.settle(d.id, { status: DeliveryStatus.pending, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error });
-            webhooks.setStatus(d.orgId, WebhookStatus.disabled, 'gone', now);
-            break;
-        }
-        if (isSuccess(result)) webhooks.recordSuccess(d.orgId, now);
-        else if (outcome.kind !== 'disable') webhooks.recordFailure(d.orgId, now, options.failingAfterFailures, options.disableAfterMs);
+        const health = new Map<string, 'success' | number>();
+        for (const f of work.finished) recordIn(f, now, health);
+        for (const d of work.released) deliveries.release(d.id, now);
+        if (work.claim) claimIn(work.claim.wanted, work.claim.limit, work.claim.leaseMs, now, result);
       });
-      const level = outcome.kind === 'delivered' ? 'debug' : 'warn';
-      log[level](
-        { delivery: d.id, org: d.orgId, eventId: d.eventId, attempt: d.attempts + 1, status: result.statusCode, error: result.error, detail: result.errorDetail, outcome: outcome.kind, ms: result.durationMs },
-        'delivery attempt',
-      );
+      for (const f of work.finished) {
+        const { delivery: d, result: r, outcome } = f;
+        const level = outcome.kind === 'delivered' ? 'debug' : 'warn';
+        if (!log.isLevelEnabled(level)) continue;
+        log[level](
+          { delivery: d.id, org: d.orgId, url: d.url, eventId: d.eventId, attempt: d.attempts + 1, status: r.statusCode, error: r.error, detail: r.errorDetail, outcome: outcome.kind, ...(outcome.kind === 'retry' ? { nextAttemptAt: new Date(outcome.at).toISOString() } : {}), ms: r.durationMs },
+          'delivery attempt',
+        );
+      }
+      for (const u of result.unsendable) log.error({ delivery: u.id, org: u.orgId, eventId: u.eventId, reason: u.reason }, 'delivery cannot be sent; marked dead');
+      return result;
     },
 
-    /** Gives a claimed delivery back without counting an attempt (the daemon is stopping). */
-    release(d: ClaimedDelivery): void {
-      store.transaction(() => deliveries.release(d.id, store.clock.now()));
+    /**
+     * Which of `orgIds` have a delivery due now, read without a write transaction (an idle
+     * daemon writes nothing); the others come back with their next retry time.
+     */
+    peek(orgIds: readonly string[]): { due: string[]; drained: Array<{ orgId: string; nextRetryAt: number | null }> } {
+      const now = store.clock.now();
+      const out = { due: [] as string[], drained: [] as Array<{ orgId: string; nextRetryAt: number | null }> };
+      for (const orgId of orgIds) {
+        if (deliveries.due(orgId, now, 1).length > 0) out.due.push(orgId);
+        else out.drained.push({ orgId, nextRetryAt: deliveries.nextRetryAt(orgId, now) });
+      }
+      return out;
+    },
+
+    /** The organizations whose webhook may receive deliveries (not disabled), with its status. */
+    deliverableWebhooks(): Array<{ orgId: string; status: WebhookStatus }> {
+      return webhooks.deliverable();
     },
 
     list(orgId: string, filter: ListFilter): DeliveryRow[] {
@@ -145,7 +234,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
 
     /** Queues the delivery's event again (same webhook-id) with a fresh retry schedule. */
     replay(orgId: string, id: number): DeliveryRow {
-      return store.transaction(() => {
+      const queued = store.transaction(() => {
         requireWebhook(orgId);
         const row = deliveries.get(orgId, id);
         if (!row) throw notFound(id);
@@ -153,10 +242,11 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         if (deliveries.hasPendingDelivery(ref.eventSeq)) {
           throw validationError(`delivery ${id}'s event is already queued; wait for it or see GET /webhook/deliveries`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
         }
-        const now = store.clock.now();
-        const newId = store.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, now);
+        const newId = store.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, queueTime());
         return deliveries.get(orgId, newId)!;
       });
+      work.notify(orgId, 'queued');
+      return queued;
     },
 
     /**
@@ -167,25 +257,28 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       // Without `until`: everything received so far, which may be later than the clock if it stepped back.
       const end = until ?? store.feed.receivedAt(store.clock.now()) + 1;
       if (!(since < end)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
-      return store.transaction(() => {
+      const counts = store.transaction(() => {
         requireWebhook(orgId);
-        const now = store.clock.now();
+        const queuedAt = queueTime();
         const { from, to } = store.feed.seqRange(since, end);
         let requeued = 0;
         for (const e of deliveries.recoverable(orgId, from, to)) {
           const key = e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId);
-          store.deliveries.insert(e.eventSeq, orgId, key, now);
+          store.deliveries.insert(e.eventSeq, orgId, key, queuedAt);
           requeued++;
         }
-        return { requeued, hurried: deliveries.hurryFailed(orgId, from, to, now) };
+        // Retries are due by the raw clock (see DeliveriesRepo.due): made due now by it.
+        return { requeued, hurried: deliveries.hurryFailed(orgId, from, to, store.clock.now()) };
       });
+      if (counts.requeued + counts.hurried > 0) work.notify(orgId, 'queued');
+      return counts;
     },
 
     /** Stores and queues a `webhook.test` event for the organization's webhook. */
     sendTest(orgId: string): DeliveryRow {
-      return store.transaction(() => {
+      const queued = store.transaction(() => {
         requireWebhook(orgId);
-        const now = store.feed.receivedAt(store.clock.now());
+        const now = queueTime();
         const id = `evt_test_${randomUUID().replaceAll('-', '')}`;
         const timestamp = new Date(now).toISOString();
         const payload = JSON.stringify({ type: TEST_EVENT_TYPE, timestamp, data: { event_id: id, organization_id: orgId, message: 'Test notification from hookrelay' } });
@@ -193,6 +286,8 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         const deliveryId = store.deliveries.insert(seq, orgId, testOrderingKey(orgId, id), now);
         return deliveries.get(orgId, deliveryId)!;
       });
+      work.notify(orgId, 'queued');
+      return queued;
     },
 
     /** New signing secret; the previous one keeps signing for the grace period. Returns the new secret once. */
@@ -215,6 +310,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         requireWebhook(orgId);
         webhooks.setStatus(orgId, enabled ? WebhookStatus.active : WebhookStatus.disabled, enabled ? null : 'operator', store.clock.now());
       });
+      work.notify(orgId, 'webhook');
     },
   };
 }

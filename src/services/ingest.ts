@@ -3,6 +3,7 @@ import { orderingKey } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
 import type { Store } from '../store/store.ts';
+import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
 /** At most this many bytes of a rejected line are kept in the quarantine table. */
 export const MAX_QUARANTINED_BYTES = 16 * 1024;
@@ -43,7 +44,7 @@ export function addCounts(into: IngestCounts, more: IngestCounts): void {
  * `parsed`, when given, holds the lines already parsed (one result per line, null for a line
  * with `rejected` set), by a parser on another thread; otherwise they are parsed here.
  */
-export function createIngestService(store: Store, log: Logger) {
+export function createIngestService(store: Store, log: Logger, work: WorkSignal = nobodyListens) {
   const feedLog = log.child({ subsystem: 'ingest' });
 
   /**
@@ -69,12 +70,13 @@ export function createIngestService(store: Store, log: Logger) {
       if (parsedLines !== undefined && parsedLines.length !== lines.length) throw new Error(`${parsedLines.length} parse results for ${lines.length} lines`);
       const counts = emptyCounts();
       const rejected: Array<{ position: number | null; reason: string; detail: string }> = [];
+      const hasWebhook = new Map<string, boolean>();
       store.transaction(() => {
         // Never before the newest stored event: fresh deliveries are dispatched in
         // (next_attempt_at, id) order, which must be the order in which they were queued even
         // if the clock stepped back (NTP), and time windows map to seq ranges (recovery).
         const now = store.feed.receivedAt(store.clock.now());
-        const hasWebhook = new Map<string, boolean>();
+        hasWebhook.clear();
         const sourceId = store.feed.sourceId(source);
         const quarantine = (line: RawLine, reason: RejectReason, detail: string, eventId: string | null, lineBytes = line.bytes.length) => {
           store.feed.insertReject({
@@ -126,6 +128,7 @@ export function createIngestService(store: Store, log: Logger) {
         if (position !== null) store.feed.savePosition(position, now);
         store.feed.addStats(source, counts.accepted, counts.duplicates, counts.quarantined, now);
       });
+      for (const [orgId, queued] of hasWebhook) if (queued) work.notify(orgId, 'queued');
       for (const r of rejected) feedLog.warn({ source, position: r.position, reason: r.reason, detail: r.detail }, 'feed line quarantined');
       return counts;
     },

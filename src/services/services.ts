@@ -6,18 +6,22 @@ import { createOrgService } from './orgs.ts';
 import { createRoleService } from './roles.ts';
 import { createUserService } from './users.ts';
 import { createWebhookService } from './webhooks.ts';
+import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
-/** The core operations shared by the admin API and the CLI. */
-export function createServices(store: Store, config: Pick<Config, 'delivery'>, log: Logger = createLogger('silent')) {
+/**
+ * The core operations shared by the admin API and the CLI. `work` hears of every change that
+ * gives the dispatcher something to send (the daemon's dispatcher listens; nobody does in the CLI).
+ */
+export function createServices(store: Store, config: Pick<Config, 'delivery'>, log: Logger = createLogger('silent'), work: WorkSignal = nobodyListens) {
   const orgs = createOrgService(store);
   const roles = createRoleService(store);
   const users = createUserService(store, orgs, roles);
-  const webhooks = createWebhookService(store, orgs, { allowHttp: config.delivery.allowHttp });
+  const webhooks = createWebhookService(store, orgs, { allowHttp: config.delivery.allowHttp }, work);
   const deliveries = createDeliveryService(store, log.child({ subsystem: 'dispatch' }), {
     failingAfterFailures: config.delivery.failingAfterFailures,
     disableAfterMs: config.delivery.disableAfter,
     secretRotationGraceMs: config.delivery.secretRotationGrace,
-  });
+  }, work);
   return { orgs, roles, users, webhooks, deliveries };
 }
 export type Services = ReturnType<typeof createServices>;

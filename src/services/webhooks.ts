@@ -4,6 +4,7 @@ import type { Webhook } from '../domain/types.ts';
 import { checkWebhookUrl } from '../domain/validation.ts';
 import type { Store } from '../store/store.ts';
 import type { OrgService } from './orgs.ts';
+import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
 export interface Registration {
   readonly webhook: Webhook;
@@ -20,7 +21,7 @@ export interface WebhookServiceOptions {
   readonly allowHttp: boolean;
 }
 
-export function createWebhookService(store: Store, orgs: OrgService, options: WebhookServiceOptions) {
+export function createWebhookService(store: Store, orgs: OrgService, options: WebhookServiceOptions, work: WorkSignal = nobodyListens) {
   function notConfigured(orgId: string): HookrelayError {
     return new HookrelayError(ErrorCode.webhookNotConfigured, `organization "${orgId}" has no webhook; register one first`);
   }
@@ -45,7 +46,7 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
       const url = input.webhook_url as string;
       const activeHmac = (input.active_hmac as boolean | undefined) ?? true;
 
-      return store.transaction(() => {
+      const registration = store.transaction(() => {
         orgs.require(orgId);
         const existing = store.webhooks.getWithSecret(orgId);
         const newSecret = activeHmac && !existing?.secret ? generateWebhookSecret() : null;
@@ -53,6 +54,9 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
         const webhook = store.webhooks.get(orgId)!;
         return { webhook, created: existing === null, replacedUrl: existing ? existing.url : null, newSecret };
       });
+      // Held deliveries of a disabled webhook go out to the new URL at once.
+      work.notify(orgId, 'webhook');
+      return registration;
     },
 
     /** The organization's webhook (never its secret), or `webhook_not_configured`. */

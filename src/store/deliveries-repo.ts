@@ -17,6 +17,11 @@ export interface DueDelivery {
   readonly secret: string | null;
   readonly previousSecret: string | null;
   readonly previousSecretExpiresAt: number | null;
+  /**
+   * Why no request body can be built from the stored event (a damaged row), or null. Such a
+   * delivery can never be sent: the dispatcher marks it dead with this reason and goes on.
+   */
+  readonly unsendable: string | null;
 }
 
 export interface DeliveryRow {
@@ -73,13 +78,21 @@ interface DueRow {
   previous_secret: string | null;
   previous_secret_expires_at: number | null;
 }
+/** The request body of a due row, or why there can be none. */
+function bodyOf(r: DueRow): { payload: string; unsendable: string | null } {
+  try {
+    return { payload: storedBody({ id: r.event_id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, occurredAt: r.occurred_at, payload: r.payload }), unsendable: null };
+  } catch (err) {
+    return { payload: '', unsendable: `the stored event cannot be turned into a request body (${err instanceof Error ? err.message : String(err)})` };
+  }
+}
 const toDue = (r: DueRow): DueDelivery => ({
   id: r.id,
   orgId: r.org_id,
   orderingKey: r.ordering_key,
   attempts: r.attempts,
   eventId: r.event_id,
-  payload: storedBody({ id: r.event_id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, occurredAt: r.occurred_at, payload: r.payload }),
+  ...bodyOf(r),
   url: r.url,
   activeHmac: r.active_hmac === 1,
   secret: r.secret,
@@ -108,7 +121,7 @@ interface Row {
 }
 /** A pending delivery of the same ordering key, before `d`, that was tried or is being tried. */
 const EARLIER_TRIED = `SELECT 1 FROM deliveries p
-  WHERE p.ordering_key = d.ordering_key AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL) AND p.id < d.id`;
+  WHERE p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL) AND p.id < d.id`;
 const toRow = (r: Row): DeliveryRow => ({
   id: r.id,
   orgId: r.org_id,
@@ -132,13 +145,17 @@ export function createDeliveriesRepo(db: Db) {
   // Two queues per organization, each read through its own index, so neither a disabled
   // webhook's held backlog nor a busy webhook's queue is scanned while claiming for the others:
   // fresh deliveries (never tried, not leased; deliveries_org_fresh) in queue order, and tried
-  // ones (deliveries_org_due) by due time. The result merges the two by (next_attempt_at, id);
-  // the caller takes at most one delivery per ordering key from it.
+  // ones (deliveries_org_due) by due time. A fresh delivery is due from the moment it is queued,
+  // whatever the clock says (its next_attempt_at is the queue time, which never goes back, so a
+  // clock that was once ahead would otherwise hold every later one back until it caught up);
+  // only retries wait for their time. The result merges the two by (due time, id), a fresh
+  // delivery counting as due now at the latest; the caller takes at most one delivery per
+  // ordering key from it.
   const due = db.prepare<{ org: string; now: number; limit: number }, DueRow>(`
     SELECT ${DUE_COLUMNS}
     FROM (
       SELECT id FROM (SELECT d.id FROM deliveries d
-        WHERE d.org_id = @org AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL AND d.next_attempt_at <= @now
+        WHERE d.org_id = @org AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL
           AND NOT EXISTS (${EARLIER_TRIED})
         ORDER BY d.id LIMIT @limit)
       UNION ALL
@@ -150,8 +167,18 @@ export function createDeliveriesRepo(db: Db) {
     ) c
     JOIN deliveries d ON d.id = c.id JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.org_id = d.org_id
     WHERE w.status <> 'disabled'
-    ORDER BY d.next_attempt_at, d.id
+    ORDER BY min(d.next_attempt_at, @now), d.id
     LIMIT @limit`);
+  // The earliest retry of the organization still to come (tried, not leased, due after @now),
+  // read from the front of deliveries_org_due: when the dispatcher should look at it again.
+  const nextRetry = db.prepare<{ org: string; now: number }, { at: number }>(`
+    SELECT d.next_attempt_at AS at FROM deliveries d
+    WHERE d.org_id = @org AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at > @now
+      AND d.lease_expires_at IS NULL
+    ORDER BY d.next_attempt_at LIMIT 1`);
+  const markUnsendable = db.prepare<{ id: number; error: string; now: number }>(`
+    UPDATE deliveries SET status = 'dead', lease_expires_at = NULL, last_error = @error, updated_at = @now
+    WHERE id = @id AND status = 'pending'`);
   const insertDelivery = db.prepare<[number, string, number, number, number, number]>(`
     INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
     VALUES (?, ?, ?, 'pending', ?, ?, ?)`);
@@ -214,6 +241,14 @@ export function createDeliveriesRepo(db: Db) {
     /** Up to `limit` deliveries of the organization that may be attempted now (not leased), oldest due first. */
     due(orgId: string, now: number, limit: number): DueDelivery[] {
       return due.all({ org: orgId, now, limit }).map(toDue);
+    },
+    /** When the organization's next retry falls due (epoch ms), if it has one after `now`. */
+    nextRetryAt(orgId: string, now: number): number | null {
+      return nextRetry.get({ org: orgId, now })?.at ?? null;
+    },
+    /** A pending delivery that can never be sent (see DueDelivery.unsendable) becomes dead, with the reason. */
+    markUnsendable(id: number, error: string, now: number): void {
+      markUnsendable.run({ id, error, now });
     },
     /** Leases a delivery until `until` (epoch ms): nobody else attempts it before then. */
     lease(id: number, until: number, now: number): void {
