@@ -322,7 +322,9 @@ test('a slow receiver cannot starve another webhook, even with a backlog larger 
 
 test('concurrency: at most delivery.perWebhookConcurrency attempts per webhook and delivery.concurrency in all', async (t) => {
   const rig = await startDeliveryRig(t, { 'delivery.concurrency': '3', 'delivery.perWebhookConcurrency': '2' });
-  let holding = true;
+  // Each webhook answers its first event at once (a webhook that has not answered yet gets one
+  // attempt at a time), then holds every request until released.
+  let holding = false;
   const held: Array<() => void> = [];
   const hold = async () => {
     if (holding) await new Promise<void>((resolve) => held.push(resolve));
@@ -334,20 +336,23 @@ test('concurrency: at most delivery.perWebhookConcurrency attempts per webhook a
   seedOrg(rig.relay.services, 'org-b');
   rig.relay.services.webhooks.register('org-a', { webhook_url: a.url });
   rig.relay.services.webhooks.register('org-b', { webhook_url: b.url });
+  const store = rig.relay.store;
+  rig.feed(feedLine('org-a', 'evt_cap_a_first'), feedLine('org-b', 'evt_cap_b_first'));
+  await waitFor('both first events delivered', () => [...deliveriesOf(store, 'org-a'), ...deliveriesOf(store, 'org-b')].filter((d) => d.status === 'delivered').length === 2);
+  holding = true;
   rig.feed(...Array.from({ length: 5 }, (_, i) => feedLine('org-a', `evt_cap_a${i}`)));
-  await a.waitForRequests(2);
+  await a.waitForRequests(1 + 2);
   rig.feed(...Array.from({ length: 5 }, (_, i) => feedLine('org-b', `evt_cap_b${i}`)));
-  await b.waitForRequests(1);
+  await b.waitForRequests(1 + 1);
   await sleep(400); // twenty dispatcher polls: nothing more may start while three are in flight
-  assert.equal(a.requests.length, 2, 'more than perWebhookConcurrency attempts in flight to one webhook');
-  assert.equal(b.requests.length, 1, 'more than concurrency attempts in flight in all');
+  assert.equal(a.requests.length, 1 + 2, 'more than perWebhookConcurrency attempts in flight to one webhook');
+  assert.equal(b.requests.length, 1 + 1, 'more than concurrency attempts in flight in all');
 
   holding = false;
   for (const release of held.splice(0)) release();
-  const store = rig.relay.store;
-  await waitFor('all ten delivered', () => [...deliveriesOf(store, 'org-a'), ...deliveriesOf(store, 'org-b')].filter((d) => d.status === 'delivered').length === 10);
-  assert.equal(a.requests.length, 5);
-  assert.equal(b.requests.length, 5);
+  await waitFor('all twelve delivered', () => [...deliveriesOf(store, 'org-a'), ...deliveriesOf(store, 'org-b')].filter((d) => d.status === 'delivered').length === 12);
+  assert.equal(a.requests.length, 6);
+  assert.equal(b.requests.length, 6);
 });
 
 test('ordering: many requests with several changes each, slow answers and concurrency: each request receives its changes one at a time, in feed order', async (t) => {

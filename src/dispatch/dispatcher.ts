@@ -50,10 +50,17 @@ interface Hook {
   readonly attempts: Set<Attempt>;
   /** It may have due deliveries that were not claimed yet. */
   hasWork: boolean;
+  /**
+   * Deliveries claimed (leased) ahead for this healthy webhook, oldest first, started as its
+   * slots free up: one claim query serves several attempts. At most perWebhookConcurrency.
+   */
+  readonly ready: Array<{ readonly delivery: ClaimedDelivery; readonly leasedMono: number }>;
   /** When its next known retry falls due (epoch ms), once its queue was read to the end. */
   retryAt: number | null;
   /** Its last attempt failed: one attempt at a time until one succeeds. */
   failing: boolean;
+  /** It has answered an attempt with success (in this process, or as the database remembers it): it may have all its slots. */
+  proven: boolean;
   /** Failed attempts in a row. */
   failures: number;
   /** No attempt starts before this (epoch ms): a Retry-After, or the pause after failures. */
@@ -75,7 +82,7 @@ interface Attempt {
 export interface DispatcherSnapshot {
   /** Slots taken: attempts running or waiting for their group commit. */
   readonly slotsUsed: number;
-  readonly webhooks: ReadonlyArray<{ orgId: string; slots: number; failing: boolean; failures: number; pausedUntil: number | null; hasWork: boolean }>;
+  readonly webhooks: ReadonlyArray<{ orgId: string; slots: number; ready: number; failing: boolean; proven: boolean; failures: number; pausedUntil: number | null; hasWork: boolean }>;
 }
 
 /**
@@ -86,14 +93,18 @@ export interface DispatcherSnapshot {
  *   the last one and leases what the free slots can take, at most every `groupCommitMs`; an
  *   attempt keeps its slot until its outcome is committed, so the attempts whose outcome a
  *   crash could lose are never more than `concurrency` (they are sent again once their lease
- *   lapses: at least once, never lost).
+ *   lapses: at least once, never lost). A healthy webhook's claim takes up to twice its slots:
+ *   the extra ones wait in memory, leased, and start as its slots free, so that one query
+ *   serves several attempts (they are given back at shutdown; a crash lets their lease lapse,
+ *   and as they were never sent nothing is sent twice).
  * - Woken by the services (ingest, replay, recovery, test events, webhook changes) and by its
  *   own timers (retries falling due, pauses ending); the poll is only a safety net (work queued
  *   by another process), and an idle poll reads without writing.
- * - Fair: a webhook whose last attempt failed, or whose oldest attempt has been running for
- *   `slowAttemptMs`, gets one attempt at a time, and all such webhooks together at most half
- *   of the slots, so healthy webhooks always find one; a webhook failing again and again waits
- *   longer and longer between attempts, and a 429 or 503 with Retry-After pauses it.
+ * - Fair: a webhook whose last attempt failed, whose oldest attempt has been running for
+ *   `slowAttemptMs`, or that has not answered one yet, gets one attempt at a time, and all such
+ *   webhooks together at most half of the slots, so healthy webhooks always find one; a webhook
+ *   failing again and again waits longer and longer between attempts, and a 429 or 503 with
+ *   Retry-After pauses it.
  *
  * Schedules live in the database (next_attempt_at): nothing here needs to survive a restart.
  */
@@ -101,14 +112,21 @@ export function createDispatcher(options: DispatcherOptions) {
   const log = options.log.child({ subsystem: 'dispatch' });
   const { deliveries, clock } = options;
   const slowMs = options.slowAttemptMs ?? DEFAULT_SLOW_ATTEMPT_MS;
-  /** Slots that webhooks limited to one attempt (failing or slow) may take together. */
+  const perHook = options.perWebhookConcurrency;
+  /** Slots that failing or slow webhooks may take together: the other half is always left to the others. */
   const limitedCap = Math.max(1, Math.floor(options.concurrency / 2));
+  /** A delivery waiting in a buffer longer than this is given back rather than started: its lease must outlast its attempt. */
+  const readyMaxAgeMs = Math.max(1, Math.floor(options.leaseMs / 4));
 
   const hooks = new Map<string, Hook>();
   let rotation = 0;
   let slotsUsed = 0;
+  /** Attempts that ended, waiting for the next group commit. */
   let finished: Attempt[] = [];
-  let released: Attempt[] = [];
+  /** Attempts cut short by shutdown, to give back uncounted. */
+  let aborted: Attempt[] = [];
+  /** Claimed but never started (buffered for a webhook that then failed, paused or was disabled; shutdown): to give back. */
+  let unstarted: ClaimedDelivery[] = [];
   const running = new Set<Attempt>();
   let refreshWanted = true;
   const reset = new Set<string>();
@@ -127,46 +145,76 @@ export function createDispatcher(options: DispatcherOptions) {
   function hookFor(orgId: string): Hook {
     let hook = hooks.get(orgId);
     if (!hook) {
-      hook = { orgId, deliverable: false, attempts: new Set(), hasWork: true, retryAt: null, failing: false, failures: 0, pausedUntil: 0 };
+      hook = { orgId, deliverable: false, attempts: new Set(), ready: [], hasWork: true, retryAt: null, failing: false, proven: false, failures: 0, pausedUntil: 0 };
       hooks.set(orgId, hook);
     }
     return hook;
+  }
+
+  /** Gives back the deliveries buffered for `hook` (at the next commit). */
+  function unbuffer(hook: Hook): void {
+    for (const r of hook.ready) unstarted.push(r.delivery);
+    if (hook.ready.length > 0) requestFlush();
+    hook.ready.length = 0;
   }
 
   /** Reads which webhooks may receive deliveries (a small read, no write). */
   function refreshHooks(): void {
     refreshWanted = false;
     for (const hook of hooks.values()) hook.deliverable = false;
-    for (const { orgId, status } of deliveries.deliverableWebhooks()) {
+    for (const { orgId, status, lastSuccessAt } of deliveries.deliverableWebhooks()) {
       const known = hooks.has(orgId);
       const hook = hookFor(orgId);
       hook.deliverable = true;
       if (!known || reset.has(orgId)) {
         hook.failing = status === 'failing';
+        // A webhook that was re-registered or enabled starts over as unknown.
+        hook.proven = status === 'active' && lastSuccessAt !== null && !reset.has(orgId);
         hook.failures = 0;
         hook.pausedUntil = 0;
         hook.hasWork = true;
+        unbuffer(hook);
       }
     }
     reset.clear();
-    for (const [orgId, hook] of hooks) if (!hook.deliverable && hook.attempts.size === 0) hooks.delete(orgId);
+    for (const [orgId, hook] of hooks) {
+      if (hook.deliverable) continue;
+      unbuffer(hook);
+      if (hook.attempts.size === 0) hooks.delete(orgId);
+    }
   }
 
-  /** Limited to one attempt at a time: failing, or its oldest attempt is running long. */
-  function isLimited(hook: Hook, mono: number): boolean {
-    if (hook.failing) return true;
+  /** Its oldest attempt has been running for `slowMs` or more. */
+  function isSlow(hook: Hook, mono: number): boolean {
     for (const a of hook.attempts) return a.finished === null && mono - a.startedMono >= slowMs;
     return false;
   }
 
-  /** The organizations to claim for now, each with the slots it may fill, in a rotating order. */
-  function plan(now: number, mono: number): ClaimWanted[] {
-    if (options.concurrency - slotsUsed <= 0) return [];
+  /**
+   * Limited to one attempt at a time: failing or slow (these share at most half of the slots),
+   * or not yet known to answer (so that a receiver that hangs from its first request holds one
+   * slot, not its whole share).
+   */
+  function isLimited(hook: Hook, mono: number): boolean {
+    return hook.failing || !hook.proven || isSlow(hook, mono);
+  }
+
+  /**
+   * The organizations to claim for now, each with how many deliveries to lease. Limited
+   * webhooks come first, one each while slots are free: webhooks not yet known to answer
+   * (they may well be healthy), then failing or slow ones while the half of the slots these
+   * may hold together lasts; then the healthy ones, whose buffer is topped up to their slots
+   * plus as many again once it has run half down. Each group in an order that rotates from one
+   * commit to the next, so no webhook always comes last.
+   */
+  function plan(now: number, mono: number, troubledUsed: number, free: number): ClaimWanted[] {
     const list = [...hooks.values()];
-    let limitedUsed = 0;
-    for (const hook of list) if (hook.attempts.size > 0 && isLimited(hook, mono)) limitedUsed += hook.attempts.size;
-    let limitedLeft = limitedCap - limitedUsed;
-    const wanted: ClaimWanted[] = [];
+    // A limited webhook's delivery starts as soon as it is claimed: it needs a free slot.
+    let freeLeft = free;
+    let troubledLeft = limitedCap - troubledUsed;
+    const unknown: ClaimWanted[] = [];
+    const troubled: ClaimWanted[] = [];
+    const healthy: ClaimWanted[] = [];
     const first = list.length === 0 ? 0 : rotation++ % list.length;
     for (let i = 0; i < list.length; i++) {
       const hook = list[(first + i) % list.length]!;
@@ -177,15 +225,26 @@ export function createDispatcher(options: DispatcherOptions) {
       }
       if (!hook.hasWork) continue;
       if (isLimited(hook, mono)) {
-        if (hook.attempts.size > 0 || limitedLeft <= 0) continue;
-        limitedLeft--;
-        wanted.push({ orgId: hook.orgId, room: 1 });
-      } else {
-        const room = options.perWebhookConcurrency - hook.attempts.size;
-        if (room > 0) wanted.push({ orgId: hook.orgId, room });
+        if (hook.attempts.size === 0 && hook.ready.length === 0) (hook.failing || hook.proven ? troubled : unknown).push({ orgId: hook.orgId, room: 1 });
+        continue;
       }
+      const held = hook.attempts.size + hook.ready.length;
+      const room = 2 * perHook - held;
+      if (held === 0 || room >= Math.ceil(perHook / 2)) healthy.push({ orgId: hook.orgId, room });
     }
-    return wanted;
+    const wanted: ClaimWanted[] = [];
+    for (const w of unknown) {
+      if (freeLeft <= 0) break;
+      freeLeft--;
+      wanted.push(w);
+    }
+    for (const w of troubled) {
+      if (freeLeft <= 0 || troubledLeft <= 0) break;
+      freeLeft--;
+      troubledLeft--;
+      wanted.push(w);
+    }
+    return wanted.concat(healthy);
   }
 
   function applyDrained(drained: FlushResult['drained']): void {
@@ -197,25 +256,53 @@ export function createDispatcher(options: DispatcherOptions) {
     }
   }
 
-  function takeSlot(a: Attempt): void {
-    a.hook.attempts.add(a);
-    slotsUsed++;
-  }
-
   function freeSlot(a: Attempt): void {
     if (a.hook.attempts.delete(a)) slotsUsed--;
     // An ended attempt may unblock the next change of its request, or its webhook's queue.
     a.hook.hasWork = true;
   }
 
+  /**
+   * Starts buffered deliveries while slots are free: one webhook at a time in a rotating order,
+   * each up to its own slots, so that a webhook with a deep queue does not take every slot
+   * that frees. Limited webhooks start nothing from a buffer (they have none; see learn()).
+   */
+  function pump(mono: number): void {
+    let free = options.concurrency - slotsUsed;
+    if (free <= 0) return;
+    const waiting = [...hooks.values()].filter((h) => h.ready.length > 0);
+    if (waiting.length === 0) return;
+    const first = rotation++ % waiting.length;
+    let progress = true;
+    while (free > 0 && progress) {
+      progress = false;
+      for (let i = 0; i < waiting.length && free > 0; i++) {
+        const hook = waiting[(first + i) % waiting.length]!;
+        if (hook.ready.length === 0 || hook.attempts.size >= perHook || isLimited(hook, mono)) continue;
+        const next = hook.ready.shift()!;
+        if (mono - next.leasedMono > readyMaxAgeMs) {
+          unstarted.push(next.delivery);
+          requestFlush();
+        } else {
+          start(next.delivery, hook);
+          free--;
+        }
+        progress = true;
+      }
+    }
+  }
+
   /** What a finished attempt teaches about its webhook (in memory; the database keeps its own health columns). */
-  function learn(hook: Hook, result: AttemptResult, outcome: DeliveryOutcome, now: number): void {
+  function learn(hook: Hook, result: AttemptResult, outcome: DeliveryOutcome, url: string, now: number): void {
     if (isSuccess(result)) {
       hook.failing = false;
+      hook.proven = true;
       hook.failures = 0;
       hook.pausedUntil = 0;
       return;
     }
+    // What was claimed ahead goes back: a failing webhook gets one attempt at a time.
+    unbuffer(hook);
     if (outcome.kind === 'disable') {
       hook.deliverable = false;
       refreshWanted = true;
@@ -230,19 +317,18 @@ export function createDispatcher(options: DispatcherOptions) {
       const until = now + pause;
       if (until > hook.pausedUntil) {
         hook.pausedUntil = until;
-        log.info({ org: hook.orgId, url: finishedUrl(hook), until: new Date(until).toISOString(), failures: hook.failures, status: result.statusCode }, throttled ? 'webhook asked to slow down: paused' : 'webhook failing: paused before its next attempt');
+        log.info(
+          { org: hook.orgId, url, until: new Date(until).toISOString(), failures: hook.failures, status: result.statusCode },
+          throttled ? 'webhook asked to slow down: paused' : 'webhook failing: paused before its next attempt',
+        );
       }
     }
   }
 
-  function finishedUrl(hook: Hook): string | undefined {
-    for (const a of hook.attempts) return a.delivery.url;
-    return undefined;
-  }
-
-  function start(d: ClaimedDelivery): void {
-    const a: Attempt = { delivery: d, hook: hookFor(d.orgId), startedAt: clock.now(), startedMono: performance.now(), controller: new AbortController(), finished: null, running: null };
-    takeSlot(a);
+  function start(d: ClaimedDelivery, hook: Hook): void {
+    const a: Attempt = { delivery: d, hook, startedAt: clock.now(), startedMono: performance.now(), controller: new AbortController(), finished: null, running: null };
+    hook.attempts.add(a);
+    slotsUsed++;
     running.add(a);
     a.running = run(a).finally(() => running.delete(a));
   }
@@ -255,19 +341,19 @@ export function createDispatcher(options: DispatcherOptions) {
     } catch (err) {
       // deliver() reports every failure as a result; reaching here is a bug. Give the delivery back uncounted.
       log.error({ err, delivery: d.id }, 'delivery attempt threw; the delivery is given back and will be attempted again');
-      released.push(a);
+      aborted.push(a);
       requestFlush();
       return;
     }
     if (a.controller.signal.aborted && result.statusCode === null) {
       // Cut short by shutdown: not the receiver's fault, so it does not count.
-      released.push(a);
+      aborted.push(a);
       requestFlush();
       return;
     }
     const now = clock.now();
     const outcome = decideOutcome(result, d.attempts + 1, options.policy, now, Math.random());
-    learn(a.hook, result, outcome, now);
+    learn(a.hook, result, outcome, d.url, now);
     a.finished = { delivery: d, result, outcome, startedAt: a.startedAt };
     finished.push(a);
     requestFlush();
@@ -302,30 +388,44 @@ export function createDispatcher(options: DispatcherOptions) {
     const now = clock.now();
     const mono = performance.now();
     if (refreshWanted && !stopping) refreshHooks();
+    // Buffered deliveries that may not start now go back: their webhook is paused, or they waited too long.
+    for (const hook of hooks.values()) {
+      if (hook.ready.length > 0 && (hook.pausedUntil > now || mono - hook.ready[0]!.leasedMono > readyMaxAgeMs)) unbuffer(hook);
+    }
     const done = finished;
-    const back = released;
+    const back = aborted;
+    const unsent = unstarted;
     finished = [];
-    released = [];
-    let wanted = stopping ? [] : plan(now, mono);
-    if (wanted.length > 0 && done.length === 0 && back.length === 0) {
+    aborted = [];
+    unstarted = [];
+    // Slots of failing or slow webhooks still taken once this commit has recorded what ended.
+    let troubledUsed = 0;
+    for (const hook of hooks.values()) {
+      if (hook.attempts.size === 0 || !(hook.failing || isSlow(hook, mono))) continue;
+      for (const a of hook.attempts) if (a.finished === null && !back.includes(a)) troubledUsed++;
+    }
+    let wanted = stopping ? [] : plan(now, mono, troubledUsed, options.concurrency - slotsUsed + done.length + back.length);
+    const writes = done.length + back.length + unsent.length;
+    if (wanted.length > 0 && writes === 0) {
       // Nothing to record: find out without a write transaction whether anything is due.
       const peeked = deliveries.peek(wanted.map((w) => w.orgId));
       applyDrained(peeked.drained);
       const due = new Set(peeked.due);
       wanted = wanted.filter((w) => due.has(w.orgId));
     }
-    const limit = options.concurrency - slotsUsed;
-    const claim = wanted.length > 0 && limit > 0 ? { wanted, limit, leaseMs: options.leaseMs } : null;
-    if (done.length === 0 && back.length === 0 && claim === null) {
+    const claim = wanted.length > 0 ? { wanted, limit: Number.MAX_SAFE_INTEGER, leaseMs: options.leaseMs } : null;
+    if (writes === 0 && claim === null) {
+      pump(mono);
       armWakeTimer(now);
       return;
     }
     let result: FlushResult;
     try {
-      result = deliveries.flush({ finished: done.map((a) => a.finished!), released: back.map((a) => a.delivery), claim });
+      result = deliveries.flush({ finished: done.map((a) => a.finished!), released: [...back.map((a) => a.delivery), ...unsent], claim });
     } catch (err) {
       finished = done.concat(finished);
-      released = back.concat(released);
+      aborted = back.concat(aborted);
+      unstarted = unsent.concat(unstarted);
       flushFailures++;
       const code = (err as { code?: unknown }).code;
       if (typeof code === 'string' && TRANSIENT_SQLITE.test(code)) {
@@ -345,7 +445,13 @@ export function createDispatcher(options: DispatcherOptions) {
     for (const a of done) freeSlot(a);
     for (const a of back) freeSlot(a);
     applyDrained(result.drained);
-    for (const d of result.claimed) start(d);
+    const leasedMono = performance.now();
+    for (const d of result.claimed) {
+      const hook = hookFor(d.orgId);
+      if (isLimited(hook, mono) && hook.attempts.size === 0 && hook.ready.length === 0 && !stopping) start(d, hook);
+      else hook.ready.push({ delivery: d, leasedMono });
+    }
+    pump(performance.now());
     armWakeTimer(now);
   }
 
@@ -356,25 +462,27 @@ export function createDispatcher(options: DispatcherOptions) {
    */
   function isolate(): void {
     const done = finished;
-    const back = released;
+    const back = aborted;
+    const unsent = unstarted;
     finished = [];
-    released = [];
-    for (const a of done) {
+    aborted = [];
+    unstarted = [];
+    const one = (work: Parameters<DeliveryService['flush']>[0], id: number) => {
       try {
-        deliveries.flush({ finished: [a.finished!], released: [], claim: null });
+        deliveries.flush(work);
       } catch (err) {
-        log.error({ err, delivery: a.delivery.id }, 'the outcome of this attempt cannot be recorded; it is dropped, and the delivery will be attempted again when its lease lapses');
+        log.error({ err, delivery: id }, 'this delivery cannot be recorded; it is let go, and will be attempted again when its lease lapses');
       }
+    };
+    for (const a of done) {
+      one({ finished: [a.finished!], released: [], claim: null }, a.delivery.id);
       freeSlot(a);
     }
     for (const a of back) {
-      try {
-        deliveries.flush({ finished: [], released: [a.delivery], claim: null });
-      } catch (err) {
-        log.error({ err, delivery: a.delivery.id }, 'this delivery cannot be given back; it will be attempted again when its lease lapses');
-      }
+      one({ finished: [], released: [a.delivery], claim: null }, a.delivery.id);
       freeSlot(a);
     }
+    for (const d of unsent) one({ finished: [], released: [d], claim: null }, d.id);
     flushFailures = 0;
   }
 
@@ -428,7 +536,7 @@ export function createDispatcher(options: DispatcherOptions) {
       stopping = false;
       unsubscribe = options.work?.subscribe(onWork) ?? null;
       pollTimer = setInterval(poll, options.pollIntervalMs);
-      log.info({ concurrency: options.concurrency, perWebhook: options.perWebhookConcurrency, groupCommitMs: options.groupCommitMs }, 'dispatcher started');
+      log.info({ concurrency: options.concurrency, perWebhook: perHook, groupCommitMs: options.groupCommitMs }, 'dispatcher started');
       requestFlush();
     },
 
@@ -442,7 +550,9 @@ export function createDispatcher(options: DispatcherOptions) {
         webhooks: [...hooks.values()].map((h) => ({
           orgId: h.orgId,
           slots: h.attempts.size,
+          ready: h.ready.length,
           failing: h.failing,
+          proven: h.proven,
           failures: h.failures,
           pausedUntil: h.pausedUntil > clock.now() ? h.pausedUntil : null,
           hasWork: h.hasWork,
@@ -464,6 +574,7 @@ export function createDispatcher(options: DispatcherOptions) {
       pollTimer = null;
       wakeTimer = null;
       wakeAt = Infinity;
+      for (const hook of hooks.values()) unbuffer(hook);
       const all = () => Promise.allSettled([...running].map((a) => a.running));
       if (running.size > 0) {
         let timer: NodeJS.Timeout | undefined;
@@ -472,21 +583,24 @@ export function createDispatcher(options: DispatcherOptions) {
         for (const a of running) a.controller.abort(new Error('the daemon is stopping'));
         await all();
       }
-      if (flushTimer !== null) clearTimeout(flushTimer);
-      if (flushImmediate !== null) clearImmediate(flushImmediate);
-      flushTimer = null;
-      flushImmediate = null;
-      for (let i = 0; i < 3 && (finished.length > 0 || released.length > 0); i++) {
+      const clearFlush = () => {
+        if (flushTimer !== null) clearTimeout(flushTimer);
+        if (flushImmediate !== null) clearImmediate(flushImmediate);
+        flushTimer = null;
+        flushImmediate = null;
+      };
+      clearFlush();
+      const left = () => finished.length + aborted.length + unstarted.length;
+      for (let i = 0; i < 3 && left() > 0; i++) {
         try {
           flushNow();
         } catch (err) {
           log.error({ err }, 'recording the last outcomes failed');
         }
       }
-      if (flushTimer !== null) clearTimeout(flushTimer);
-      flushTimer = null;
-      if (finished.length > 0 || released.length > 0) {
-        log.error({ outcomes: finished.length, released: released.length }, 'some outcomes could not be recorded; those deliveries will be attempted again when their lease lapses');
+      clearFlush();
+      if (left() > 0) {
+        log.error({ outcomes: finished.length, given_back: aborted.length + unstarted.length }, 'some outcomes could not be recorded; those deliveries will be attempted again when their lease lapses');
       }
       started = false;
       log.info('dispatcher stopped');

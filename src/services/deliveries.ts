@@ -5,7 +5,7 @@ import { isSuccess, type AttemptResult, type DeliveryOutcome } from '../domain/r
 import { generateWebhookSecret } from '../domain/secrets.ts';
 import { WebhookStatus } from '../domain/types.ts';
 import type { Logger } from '../log.ts';
-import { DeliveryStatus, type DeliveryRow, type DueDelivery, type ListFilter } from '../store/deliveries-repo.ts';
+import { DeliveryStatus, sendable, type DeliveryRow, type DueDelivery, type ListFilter } from '../store/deliveries-repo.ts';
 import type { Store } from '../store/store.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
@@ -104,17 +104,18 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       const room = Math.min(asked, limit - into.claimed.length);
       if (room <= 0) break;
       const pageSize = room * 2 + 2;
-      const page = deliveries.due(orgId, now, pageSize);
+      const page = deliveries.dueRows(orgId, now, pageSize);
       const keys = new Set<number>();
       let took = 0;
-      for (const d of page) {
+      for (const row of page) {
         if (took >= room) break;
+        if (keys.has(row.ordering_key)) continue;
+        const d = sendable(row);
         if (d.unsendable !== null) {
           deliveries.markUnsendable(d.id, d.unsendable, now);
           into.unsendable.push({ id: d.id, orgId, eventId: d.eventId, reason: d.unsendable });
           continue;
         }
-        if (keys.has(d.orderingKey)) continue;
         keys.add(d.orderingKey);
         deliveries.lease(d.id, now + leaseMs, now);
         into.claimed.push({ ...d, secrets: secretsOf(d, now) });
@@ -211,14 +212,14 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       const now = store.clock.now();
       const out = { due: [] as string[], drained: [] as Array<{ orgId: string; nextRetryAt: number | null }> };
       for (const orgId of orgIds) {
-        if (deliveries.due(orgId, now, 1).length > 0) out.due.push(orgId);
+        if (deliveries.dueRows(orgId, now, 1).length > 0) out.due.push(orgId);
         else out.drained.push({ orgId, nextRetryAt: deliveries.nextRetryAt(orgId, now) });
       }
       return out;
     },
 
     /** The organizations whose webhook may receive deliveries (not disabled), with its status. */
-    deliverableWebhooks(): Array<{ orgId: string; status: WebhookStatus }> {
+    deliverableWebhooks(): Array<{ orgId: string; status: WebhookStatus; lastSuccessAt: number | null }> {
       return webhooks.deliverable();
     },
 

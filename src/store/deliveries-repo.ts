@@ -1,4 +1,5 @@
 import { EVENT_TYPE, storedBody } from '../domain/feed-event.ts';
+import type { Statement } from 'better-sqlite3';
 import type { Db } from './db.ts';
 
 export const DeliveryStatus = { pending: 'pending', delivered: 'delivered', dead: 'dead' } as const;
@@ -63,7 +64,8 @@ export interface ListFilter {
 }
 
 const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
-interface DueRow {
+/** A due delivery as read, before its request body is built (see sendable). */
+export interface DueRow {
   id: number;
   org_id: string;
   ordering_key: number;
@@ -86,6 +88,8 @@ function bodyOf(r: DueRow): { payload: string; unsendable: string | null } {
     return { payload: '', unsendable: `the stored event cannot be turned into a request body (${err instanceof Error ? err.message : String(err)})` };
   }
 }
+/** The due delivery of a row read by dueRows(), with its request body (or why it cannot have one). */
+export const sendable = (r: DueRow): DueDelivery => toDue(r);
 const toDue = (r: DueRow): DueDelivery => ({
   id: r.id,
   orgId: r.org_id,
@@ -151,24 +155,35 @@ export function createDeliveriesRepo(db: Db) {
   // only retries wait for their time. The result merges the two by (due time, id), a fresh
   // delivery counting as due now at the latest; the caller takes at most one delivery per
   // ordering key from it.
-  const due = db.prepare<{ org: string; now: number; limit: number }, DueRow>(`
+  //
+  // The limit is written into the SQL, one prepared statement per limit (few distinct values
+  // are used): with `LIMIT ?` SQLite runs this query about ten times slower (measured: 60 µs
+  // against 5 µs for one row), and the dispatcher runs it for every claim.
+  const dueSql = (limit: number) => `
     SELECT ${DUE_COLUMNS}
     FROM (
       SELECT id FROM (SELECT d.id FROM deliveries d
         WHERE d.org_id = @org AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL
           AND NOT EXISTS (${EARLIER_TRIED})
-        ORDER BY d.id LIMIT @limit)
+        ORDER BY d.id LIMIT ${limit})
       UNION ALL
       SELECT id FROM (SELECT d.id FROM deliveries d
         WHERE d.org_id = @org AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at <= @now
           AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= @now)
           AND NOT EXISTS (${EARLIER_TRIED})
-        ORDER BY d.next_attempt_at, d.id LIMIT @limit)
+        ORDER BY d.next_attempt_at, d.id LIMIT ${limit})
     ) c
     JOIN deliveries d ON d.id = c.id JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.org_id = d.org_id
     WHERE w.status <> 'disabled'
     ORDER BY min(d.next_attempt_at, @now), d.id
-    LIMIT @limit`);
+    LIMIT ${limit}`;
+  const dueByLimit = new Map<number, Statement<{ org: string; now: number }, DueRow>>();
+  const dueStatement = (limit: number) => {
+    const n = Math.max(1, Math.trunc(limit));
+    let statement = dueByLimit.get(n);
+    if (!statement) dueByLimit.set(n, (statement = db.prepare<{ org: string; now: number }, DueRow>(dueSql(n))));
+    return statement;
+  };
   // The earliest retry of the organization still to come (tried, not leased, due after @now),
   // read from the front of deliveries_org_due: when the dispatcher should look at it again.
   const nextRetry = db.prepare<{ org: string; now: number }, { at: number }>(`
@@ -240,7 +255,14 @@ export function createDeliveriesRepo(db: Db) {
     },
     /** Up to `limit` deliveries of the organization that may be attempted now (not leased), oldest due first. */
     due(orgId: string, now: number, limit: number): DueDelivery[] {
-      return due.all({ org: orgId, now, limit }).map(toDue);
+      return dueStatement(limit).all({ org: orgId, now }).map(toDue);
+    },
+    /**
+     * The same rows as due(), without their request body, which costs more to build than the
+     * row to read: the dispatcher builds it (sendable()) only for the rows it takes.
+     */
+    dueRows(orgId: string, now: number, limit: number): DueRow[] {
+      return dueStatement(limit).all({ org: orgId, now });
     },
     /** When the organization's next retry falls due (epoch ms), if it has one after `now`. */
     nextRetryAt(orgId: string, now: number): number | null {

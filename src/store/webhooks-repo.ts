@@ -39,7 +39,9 @@ export function createWebhooksRepo(db: Db) {
     `SELECT org_id, url, active_hmac, secret, status, created_at, updated_at, previous_secret, previous_secret_expires_at,
        consecutive_failures, failing_since, last_success_at, disabled_reason FROM webhooks WHERE org_id = ?`,
   );
-  const deliverable = db.prepare<[], { org_id: string; status: WebhookStatus }>("SELECT org_id, status FROM webhooks WHERE status <> 'disabled' ORDER BY org_id");
+  const deliverable = db.prepare<[], { org_id: string; status: WebhookStatus; last_success_at: number | null }>(
+    "SELECT org_id, status, last_success_at FROM webhooks WHERE status <> 'disabled' ORDER BY org_id",
+  );
   const succeeded = db.prepare<{ org: string; now: number }>(`
     UPDATE webhooks SET consecutive_failures = 0, failing_since = NULL, last_success_at = @now,
       status = CASE WHEN status = 'disabled' THEN status ELSE 'active' END
@@ -85,9 +87,9 @@ export function createWebhooksRepo(db: Db) {
     deliverableOrgIds(): string[] {
       return deliverable.all().map((r) => r.org_id);
     },
-    /** The webhooks that may receive deliveries now (not disabled), with their status. */
-    deliverable(): Array<{ orgId: string; status: WebhookStatus }> {
-      return deliverable.all().map((r) => ({ orgId: r.org_id, status: r.status }));
+    /** The webhooks that may receive deliveries now (not disabled), with their status and last success (epoch ms). */
+    deliverable(): Array<{ orgId: string; status: WebhookStatus; lastSuccessAt: number | null }> {
+      return deliverable.all().map((r) => ({ orgId: r.org_id, status: r.status, lastSuccessAt: r.last_success_at }));
     },
     health(orgId: string): WebhookHealth | null {
       const row = byOrg.get(orgId);
