@@ -63,7 +63,10 @@ interface Hook {
   proven: boolean;
   /** Failed attempts in a row. */
   failures: number;
-  /** No attempt starts before this (epoch ms): a Retry-After, or the pause after failures. */
+  /**
+   * No attempt starts before this: a Retry-After, or the pause after failures. In
+   * performance.now() ms, so that a step of the wall clock neither shortens nor stretches it.
+   */
   pausedUntil: number;
 }
 
@@ -82,7 +85,7 @@ interface Attempt {
 export interface DispatcherSnapshot {
   /** Slots taken: attempts running or waiting for their group commit. */
   readonly slotsUsed: number;
-  readonly webhooks: ReadonlyArray<{ orgId: string; slots: number; ready: number; failing: boolean; proven: boolean; failures: number; pausedUntil: number | null; hasWork: boolean }>;
+  readonly webhooks: ReadonlyArray<{ orgId: string; slots: number; ready: number; failing: boolean; proven: boolean; failures: number; pausedForMs: number | null; hasWork: boolean }>;
 }
 
 /**
@@ -218,7 +221,7 @@ export function createDispatcher(options: DispatcherOptions) {
     const first = list.length === 0 ? 0 : rotation++ % list.length;
     for (let i = 0; i < list.length; i++) {
       const hook = list[(first + i) % list.length]!;
-      if (!hook.deliverable || hook.pausedUntil > now) continue;
+      if (!hook.deliverable || hook.pausedUntil > mono) continue;
       if (hook.retryAt !== null && hook.retryAt <= now) {
         hook.retryAt = null;
         hook.hasWork = true;
@@ -314,11 +317,11 @@ export function createDispatcher(options: DispatcherOptions) {
     const throttled = result.statusCode === 429 || result.statusCode === 503;
     if (throttled && result.retryAfterMs !== null) pause = Math.max(pause, Math.min(result.retryAfterMs, options.policy.maxRetryAfterMs));
     if (pause > 0) {
-      const until = now + pause;
+      const until = performance.now() + pause;
       if (until > hook.pausedUntil) {
         hook.pausedUntil = until;
         log.info(
-          { org: hook.orgId, url, until: new Date(until).toISOString(), failures: hook.failures, status: result.statusCode },
+          { org: hook.orgId, url, until: new Date(now + pause).toISOString(), failures: hook.failures, status: result.statusCode },
           throttled ? 'webhook asked to slow down: paused' : 'webhook failing: paused before its next attempt',
         );
       }
@@ -390,7 +393,7 @@ export function createDispatcher(options: DispatcherOptions) {
     if (refreshWanted && !stopping) refreshHooks();
     // Buffered deliveries that may not start now go back: their webhook is paused, or they waited too long.
     for (const hook of hooks.values()) {
-      if (hook.ready.length > 0 && (hook.pausedUntil > now || mono - hook.ready[0]!.leasedMono > readyMaxAgeMs)) unbuffer(hook);
+      if (hook.ready.length > 0 && (hook.pausedUntil > mono || mono - hook.ready[0]!.leasedMono > readyMaxAgeMs)) unbuffer(hook);
     }
     const done = finished;
     const back = aborted;
@@ -486,30 +489,32 @@ export function createDispatcher(options: DispatcherOptions) {
     flushFailures = 0;
   }
 
-  /** One timer for the earliest moment something becomes due: a retry, or the end of a pause. */
+  /** One timer for the earliest moment something becomes due: a retry (wall clock), or the end of a pause (monotonic). */
   function armWakeTimer(now: number): void {
     if (stopping) return;
-    let next = Infinity;
+    const mono = performance.now();
+    let delay = Infinity;
     // Only moments still to come: what is due already waits for a slot, and the end of an
     // attempt (which frees one) asks for a commit anyway.
     for (const hook of hooks.values()) {
       if (!hook.deliverable) continue;
-      if (hook.hasWork && hook.pausedUntil > now) next = Math.min(next, hook.pausedUntil);
+      const paused = hook.pausedUntil - mono;
+      if (hook.hasWork && paused > 0) delay = Math.min(delay, paused);
       if (hook.retryAt !== null) {
-        const at = Math.max(hook.retryAt, hook.pausedUntil);
-        if (at > now) next = Math.min(next, at);
+        const at = Math.max(hook.retryAt - now, paused);
+        if (at > 0) delay = Math.min(delay, at);
       }
     }
-    if (next === Infinity || next >= wakeAt) return;
+    if (delay === Infinity || mono + delay >= wakeAt) return;
     if (wakeTimer !== null) clearTimeout(wakeTimer);
-    wakeAt = next;
+    wakeAt = mono + delay;
     wakeTimer = setTimeout(
       () => {
         wakeTimer = null;
         wakeAt = Infinity;
         requestFlush();
       },
-      Math.min(Math.max(next - now, 0), 2 ** 31 - 1),
+      Math.min(Math.ceil(delay), 2 ** 31 - 1),
     );
   }
 
@@ -554,7 +559,7 @@ export function createDispatcher(options: DispatcherOptions) {
           failing: h.failing,
           proven: h.proven,
           failures: h.failures,
-          pausedUntil: h.pausedUntil > clock.now() ? h.pausedUntil : null,
+          pausedForMs: h.pausedUntil > performance.now() ? Math.ceil(h.pausedUntil - performance.now()) : null,
           hasWork: h.hasWork,
         })),
       };

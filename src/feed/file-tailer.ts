@@ -183,20 +183,20 @@ export function createFileTailer(options: FileTailerOptions) {
   /** Opens the feed file, waiting for it to appear; `appeared` is true when it did not exist at first. */
   async function waitForFile(signal: AbortSignal): Promise<{ feed: OpenFeed; appeared: boolean }> {
     let warned = false;
-    let appearing: ChangeWatch | null = null;
+    // Watching starts before the first look, so a file created right after it wakes the wait.
+    const appearing: ChangeWatch = watchForChanges(source, log, { forName: true });
     try {
       for (;;) {
-        appearing?.arm();
+        appearing.arm();
         const feed = await openFeed(source);
         if (feed) return { feed, appeared: warned };
         if (!warned) log.info('waiting for the feed file to appear');
         warned = true;
-        appearing ??= watchForChanges(source, log, { forName: true });
         await appearing.wait(options.pollIntervalMs, signal);
         signal.throwIfAborted();
       }
     } finally {
-      appearing?.close();
+      appearing.close();
     }
   }
 

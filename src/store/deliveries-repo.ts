@@ -123,9 +123,11 @@ interface Row {
   created_at: number;
   updated_at: number;
 }
-/** A pending delivery of the same ordering key, before `d`, that was tried or is being tried. */
-const EARLIER_TRIED = `SELECT 1 FROM deliveries p
-  WHERE p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL) AND p.id < d.id`;
+/** A pending delivery of the same request (ordering key, within the organization) that was tried or is being tried. */
+const TRIED_OF_KEY = `SELECT 1 FROM deliveries p
+  WHERE p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)`;
+/** The same, queued before `d`. */
+const EARLIER_TRIED = `${TRIED_OF_KEY} AND p.id < d.id`;
 const toRow = (r: Row): DeliveryRow => ({
   id: r.id,
   orgId: r.org_id,
@@ -146,6 +148,8 @@ export function createDeliveriesRepo(db: Db) {
   // Due, unleased, its webhook not disabled (held deliveries stay pending), and no earlier
   // delivery of the same anticipation request that was tried or is being tried still pending
   // (per-request ordering: a later change waits until the earlier one is delivered or dead).
+  // A fresh delivery also waits for a tried one of its request queued after it (a replay or a
+  // recovery queues an old event anew), so that a request never has two deliveries in flight.
   // Two queues per organization, each read through its own index, so neither a disabled
   // webhook's held backlog nor a busy webhook's queue is scanned while claiming for the others:
   // fresh deliveries (never tried, not leased; deliveries_org_fresh) in queue order, and tried
@@ -164,7 +168,7 @@ export function createDeliveriesRepo(db: Db) {
     FROM (
       SELECT id FROM (SELECT d.id FROM deliveries d
         WHERE d.org_id = @org AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL
-          AND NOT EXISTS (${EARLIER_TRIED})
+          AND NOT EXISTS (${TRIED_OF_KEY})
         ORDER BY d.id LIMIT ${limit})
       UNION ALL
       SELECT id FROM (SELECT d.id FROM deliveries d
