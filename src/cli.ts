@@ -90,6 +90,10 @@ export function buildProgram(): Command {
     .action(async (options: CommonOptions) => {
       const config = configFrom(options);
       const log = createLogger(config.log.level);
+      // Node writes its process warnings to stderr as plain text; the daemon's output is JSON
+      // lines (journald, log shippers), so they go to the log instead.
+      process.removeAllListeners('warning');
+      process.on('warning', (warning) => log.warn({ warning: { name: warning.name, message: warning.message, code: (warning as NodeJS.ErrnoException).code } }, 'Node.js warning'));
       const relay = createRelay(config, { log });
       let stopping: Promise<void> | null = null;
       const shutdown = (signal: string) => {

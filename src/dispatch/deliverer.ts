@@ -142,37 +142,38 @@ export function createDeliverer(options: DelivererOptions) {
     },
   };
 
+  /** One attempt under `signal` (deadline and shutdown); `deadlineHit` tells a timeout from a shutdown. */
   async function attempt(request: DeliveryRequest, signal: AbortSignal, started: number, deadlineHit: () => boolean): Promise<AttemptResult> {
-      const elapsed = () => Math.round(performance.now() - started);
-      const base = { statusCode: null, responseBody: null, retryAfterMs: null };
-      try {
-        const url = new URL(request.url);
-        checkTarget(url);
-        const res = await pRetry(() => send(url, request, signal), {
-          retries: 2,
-          minTimeout: 100,
-          factor: 4,
-          randomize: false,
-          signal,
-          shouldRetry: ({ error }) => !signal.aborted && TRANSIENT_CODES.has((error as NodeJS.ErrnoException).code ?? ''),
-        });
-        const ok = res.statusCode >= 200 && res.statusCode < 300;
-        return {
-          statusCode: res.statusCode,
-          error: ok ? null : AttemptError.http,
-          errorDetail: ok ? null : res.statusCode >= 300 && res.statusCode < 400 ? `redirect (${res.statusCode}) not followed` : `HTTP ${res.statusCode}`,
-          responseBody: res.body,
-          durationMs: elapsed(),
-          retryAfterMs: parseRetryAfter(res.retryAfter, options.clock.now()),
-        };
-      } catch (err) {
-        if (err instanceof Refused) return { ...base, ...err.result, durationMs: elapsed() };
-        if (err instanceof TypeError && (err as NodeJS.ErrnoException).code === 'ERR_INVALID_URL') {
-          return { ...base, error: AttemptError.invalidUrl, errorDetail: 'the webhook URL is not a valid URL', durationMs: elapsed() };
-        }
-        const { error, detail } = classify(err, deadlineHit());
-        return { ...base, error, errorDetail: detail, durationMs: elapsed() };
+    const elapsed = () => Math.round(performance.now() - started);
+    const base = { statusCode: null, responseBody: null, retryAfterMs: null };
+    try {
+      const url = new URL(request.url);
+      checkTarget(url);
+      const res = await pRetry(() => send(url, request, signal), {
+        retries: 2,
+        minTimeout: 100,
+        factor: 4,
+        randomize: false,
+        signal,
+        shouldRetry: ({ error }) => !signal.aborted && TRANSIENT_CODES.has((error as NodeJS.ErrnoException).code ?? ''),
+      });
+      const ok = res.statusCode >= 200 && res.statusCode < 300;
+      return {
+        statusCode: res.statusCode,
+        error: ok ? null : AttemptError.http,
+        errorDetail: ok ? null : res.statusCode >= 300 && res.statusCode < 400 ? `redirect (${res.statusCode}) not followed` : `HTTP ${res.statusCode}`,
+        responseBody: res.body,
+        durationMs: elapsed(),
+        retryAfterMs: parseRetryAfter(res.retryAfter, options.clock.now()),
+      };
+    } catch (err) {
+      if (err instanceof Refused) return { ...base, ...err.result, durationMs: elapsed() };
+      if (err instanceof TypeError && (err as NodeJS.ErrnoException).code === 'ERR_INVALID_URL') {
+        return { ...base, error: AttemptError.invalidUrl, errorDetail: 'the webhook URL is not a valid URL', durationMs: elapsed() };
       }
+      const { error, detail } = classify(err, deadlineHit());
+      return { ...base, error, errorDetail: detail, durationMs: elapsed() };
+    }
   }
 }
 export type Deliverer = ReturnType<typeof createDeliverer>;
