@@ -206,6 +206,10 @@ describe('due(): per-request ordering', () => {
 
     store.deliveries.release(b1, 2001);
     assert.deepEqual(dueIds(store, 2001), [b1, b2]);
+    // Whichever of them is leased holds the other back, the earlier one too: a request never
+    // has two deliveries in flight.
+    store.deliveries.lease(b2, 2002 + LEASE_MS, 2002);
+    assert.deepEqual(dueIds(store, 2002), [], 'the earlier change was offered while a later one of its request is being attempted');
   });
 });
 

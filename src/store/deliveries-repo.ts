@@ -123,11 +123,16 @@ interface Row {
   created_at: number;
   updated_at: number;
 }
-/** A pending delivery of the same request (ordering key, within the organization) that was tried or is being tried. */
-const TRIED_OF_KEY = `SELECT 1 FROM deliveries p
-  WHERE p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)`;
-/** The same, queued before `d`. */
-const EARLIER_TRIED = `${TRIED_OF_KEY} AND p.id < d.id`;
+/**
+ * What holds `d` back: another pending delivery of the same request (ordering key, within the
+ * organization) that is being attempted (leased), whenever it was queued, or that was queued
+ * before `d` and was tried (waiting for its retry). So a request never has two deliveries in
+ * flight, and a later change waits for an earlier one that is failing. Served by the partial
+ * index deliveries_ordering, which holds exactly the tried and leased pending deliveries.
+ */
+const HELD_BACK = `SELECT 1 FROM deliveries p
+  WHERE p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
+    AND p.id <> d.id AND (p.lease_expires_at IS NOT NULL OR p.id < d.id)`;
 const toRow = (r: Row): DeliveryRow => ({
   id: r.id,
   orgId: r.org_id,
@@ -145,11 +150,10 @@ const toRow = (r: Row): DeliveryRow => ({
 });
 
 export function createDeliveriesRepo(db: Db) {
-  // Due, unleased, its webhook not disabled (held deliveries stay pending), and no earlier
-  // delivery of the same anticipation request that was tried or is being tried still pending
-  // (per-request ordering: a later change waits until the earlier one is delivered or dead).
-  // A fresh delivery also waits for a tried one of its request queued after it (a replay or a
-  // recovery queues an old event anew), so that a request never has two deliveries in flight.
+  // Due, unleased, its webhook not disabled (held deliveries stay pending), and not held back
+  // by another delivery of its request (see HELD_BACK: per-request ordering, a later change
+  // waits until the earlier one is delivered or dead, and never two in flight at once, even
+  // when a replay or a recovery queued an old event of the request anew).
   // Two queues per organization, each read through its own index, so neither a disabled
   // webhook's held backlog nor a busy webhook's queue is scanned while claiming for the others:
   // fresh deliveries (never tried, not leased; deliveries_org_fresh) in queue order, and tried
@@ -168,13 +172,13 @@ export function createDeliveriesRepo(db: Db) {
     FROM (
       SELECT id FROM (SELECT d.id FROM deliveries d
         WHERE d.org_id = @org AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL
-          AND NOT EXISTS (${TRIED_OF_KEY})
+          AND NOT EXISTS (${HELD_BACK})
         ORDER BY d.id LIMIT ${limit})
       UNION ALL
       SELECT id FROM (SELECT d.id FROM deliveries d
         WHERE d.org_id = @org AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at <= @now
           AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= @now)
-          AND NOT EXISTS (${EARLIER_TRIED})
+          AND NOT EXISTS (${HELD_BACK})
         ORDER BY d.next_attempt_at, d.id LIMIT ${limit})
     ) c
     JOIN deliveries d ON d.id = c.id JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.org_id = d.org_id
