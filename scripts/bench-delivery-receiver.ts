@@ -191,7 +191,7 @@ function listen(srv: Server, onPort: number): Promise<number> {
   });
 }
 
-/** Linear-time percentile of a copy would need a selection algorithm; sorting a Float64Array of 1M takes ~100 ms, which is fine here. */
+/** Percentiles of the first arrivals, by sorting a copy: about 100 ms for a million, once per phase. */
 function summarise(latencies: Float64Array, arrivals: Uint8Array): LatencySummary | null {
   let n = 0;
   for (let i = 0; i < latencies.length; i++) if (arrivals[i]! > 0 && !Number.isNaN(latencies[i]!)) n++;

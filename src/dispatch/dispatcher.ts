@@ -30,7 +30,7 @@ export interface DispatcherOptions {
 /** After a webhook's second failure in a row, the wait before its next attempt doubles from this... */
 export const WEBHOOK_PAUSE_BASE_MS = 500;
 /** ...up to this. */
-export const WEBHOOK_PAUSE_MAX_MS = 10_000;
+export const WEBHOOK_PAUSE_MAX_MS = 5_000;
 const DEFAULT_SLOW_ATTEMPT_MS = 2_000;
 /** SQLite errors that go away by themselves (a lock held by the CLI, a full or failing disk): the commit is tried again as it was. */
 const TRANSIENT_SQLITE = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|CANTOPEN|READONLY|PROTOCOL)/;
