@@ -35,6 +35,9 @@ export function parseListen(listen: string): { host: string; port: number } {
   return { host, port: Number(listen.slice(at + 1)) };
 }
 
+/** A batch of at least this many lines keeps background WAL checkpoints on (a large ingest under way). */
+const LARGE_BATCH_LINES = 1000;
+
 /** A claimed delivery's lease is the attempt deadline plus this. */
 export const LEASE_MARGIN_MS = 10_000;
 
@@ -126,7 +129,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     });
     const bound = address();
     log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
-    checkpoints = await startBackgroundCheckpoints(store.db, log);
+    // In the daemon, only while large batches are being ingested (see startBackgroundCheckpoints).
+    checkpoints = await startBackgroundCheckpoints(store.db, log, { whileBusy: true });
     deliverer = createDeliverer({
       guard: createNetworkGuard(config.delivery.allowNetworks),
       clock,
@@ -151,7 +155,15 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       groupCommitMs: config.delivery.groupCommitInterval,
     });
     dispatcher.start();
-    feed = startFeed(createIngestService(store, log, work));
+    const ingest = createIngestService(store, log, work);
+    const background = checkpoints;
+    feed = startFeed({
+      ...ingest,
+      ingest(source, lines, position, parsed) {
+        if (lines.length >= LARGE_BATCH_LINES) background.busy();
+        return ingest.ingest(source, lines, position, parsed);
+      },
+    });
   }
 
   return {

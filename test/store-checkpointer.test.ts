@@ -21,7 +21,7 @@ test('committed pages reach the database file through the checkpoint thread, and
   const path = join(tempDir(t), 'hookrelay.db');
   const store = openStore(path, systemClock);
   t.after(() => store.close());
-  const checkpoints = await startBackgroundCheckpoints(store.db, silentLog, 20);
+  const checkpoints = await startBackgroundCheckpoints(store.db, silentLog, { intervalMs: 20 });
   t.after(() => checkpoints.stop());
   // The writer now leaves checkpoints to the thread, up to the safety net.
   assert.equal(store.db.pragma('wal_autocheckpoint', { simple: true }), SAFETY_NET_PAGES);

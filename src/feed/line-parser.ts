@@ -18,6 +18,9 @@ function parseHere(lines: readonly RawLine[], receivedAt: number): Array<Storabl
   return lines.map((line) => (line.rejected ? null : toStorable(parseFeedLine(line.bytes, receivedAt))));
 }
 
+/** Batches of at most this many lines are parsed on the calling thread even by the worker parser. */
+export const INLINE_LINES = 32;
+
 /** Parses on the calling thread: for small inputs and as the fallback of the worker parser. */
 export const inlineLineParser: LineParser = {
   parse: (lines, receivedAt) => Promise.resolve(parseHere(lines, receivedAt)),
@@ -95,7 +98,9 @@ export function createWorkerLineParser(log: Logger): LineParser {
 
   return {
     async parse(lines, receivedAt) {
-      if (failed) return parseHere(lines, receivedAt);
+      // A few lines (a feed appended to line by line) are parsed here: the trip to the thread
+      // and back would cost more than the parsing, and add to every line's latency.
+      if (failed || lines.length <= INLINE_LINES) return parseHere(lines, receivedAt);
       try {
         return unpack(await inWorker(lines, receivedAt));
       } catch (err) {

@@ -9,6 +9,8 @@ import Database from 'better-sqlite3';
 export interface CheckpointWorkerData {
   readonly path: string;
   readonly intervalMs: number;
+  /** Checkpoint from the start; otherwise only after an 'active' message (until an 'idle' one). */
+  readonly active: boolean;
 }
 
 /** `ready` once the connection is open; `error` when checkpoints start failing. */
@@ -17,7 +19,8 @@ export interface CheckpointReport {
   readonly error?: string;
 }
 
-const { path, intervalMs } = workerData as CheckpointWorkerData;
+const { path, intervalMs, active: activeAtStart } = workerData as CheckpointWorkerData;
+let active = activeAtStart;
 const db = new Database(path, { fileMustExist: true });
 // A checkpoint fsyncs the database file before it lets the WAL be reused: keep it at FULL like every connection of ours.
 db.pragma('synchronous = FULL');
@@ -25,6 +28,7 @@ db.pragma('busy_timeout = 0');
 
 let failedBefore = false;
 function checkpoint(): void {
+  if (!active) return;
   try {
     // PASSIVE never waits for, nor blocks, the writer or the readers: it copies what it can.
     db.pragma('wal_checkpoint(PASSIVE)');
@@ -39,6 +43,10 @@ function checkpoint(): void {
 const timer = setInterval(checkpoint, intervalMs);
 parentPort?.postMessage({ ready: true } satisfies CheckpointReport);
 parentPort?.on('message', (message: unknown) => {
+  if (message === 'active' || message === 'idle') {
+    active = message === 'active';
+    return;
+  }
   if (message !== 'stop') return;
   clearInterval(timer);
   db.close();

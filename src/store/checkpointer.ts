@@ -7,8 +7,24 @@ import { AUTOCHECKPOINT_PAGES, type Db } from './db.ts';
 export const SAFETY_NET_PAGES = 16384;
 
 export interface BackgroundCheckpoints {
+  /**
+   * With `whileBusy`: a large batch was just written; background checkpoints run from now until
+   * a couple of seconds after the last such batch, and the writer checkpoints itself (every
+   * QUIET_AUTOCHECKPOINT_PAGES pages) otherwise.
+   */
+  busy(): void;
   stop(): Promise<void>;
 }
+
+/**
+ * WAL pages after which the writer checkpoints itself when no large batch is being ingested
+ * (SQLite's default): small steps (16 MiB), each a short pause of the writer, rather than a long
+ * one every 64 MiB.
+ */
+export const QUIET_AUTOCHECKPOINT_PAGES = 1000;
+
+/** How long background checkpoints go on after the last large batch (with `whileBusy`). */
+export const BUSY_LINGER_MS = 2_000;
 
 /**
  * Moves WAL checkpoints off the calling thread: a worker thread with its own connection runs a
@@ -21,9 +37,11 @@ export interface BackgroundCheckpoints {
  * Never fails: if the thread cannot start, that is logged and the writer goes on checkpointing
  * itself, as SQLite does by default; `stop()` then has nothing to do.
  */
-export async function startBackgroundCheckpoints(db: Db, log: Logger, intervalMs = 500): Promise<BackgroundCheckpoints> {
+export async function startBackgroundCheckpoints(db: Db, log: Logger, options: { intervalMs?: number; whileBusy?: boolean } = {}): Promise<BackgroundCheckpoints> {
   const checkpointLog = log.child({ subsystem: 'checkpoint' });
-  const workerData: CheckpointWorkerData = { path: db.name, intervalMs };
+  const intervalMs = options.intervalMs ?? 500;
+  const whileBusy = options.whileBusy ?? false;
+  const workerData: CheckpointWorkerData = { path: db.name, intervalMs, active: !whileBusy };
   const worker = startWorker(new URL('./checkpoint-worker.ts', import.meta.url), { workerData });
   let exited = false;
   const exit = new Promise<void>((resolve) =>
@@ -51,13 +69,37 @@ export async function startBackgroundCheckpoints(db: Db, log: Logger, intervalMs
   } catch (err) {
     checkpointLog.warn({ err }, 'background checkpoints unavailable; the writer checkpoints the WAL itself');
     await exit;
-    return { stop: async () => {} };
+    return { busy: () => {}, stop: async () => {} };
   }
   started = true;
-  db.pragma(`wal_autocheckpoint = ${SAFETY_NET_PAGES}`);
   worker.unref();
+  // While the thread checkpoints, the writer waits for the safety net; otherwise it checkpoints
+  // itself, in small steps. (A checkpoint thread's fsyncs of the database file, concurrent with
+  // the writer's fsyncs of the WAL, stalled the writer for 50-100 ms at a time under a steady
+  // trickle of commits: measured, docs/benchmarks.md. During a large ingest they are what keeps
+  // the writer fast.)
+  let active = !whileBusy;
+  let quietTimer: NodeJS.Timeout | null = null;
+  const setActive = (on: boolean) => {
+    if (exited || on === active) return;
+    active = on;
+    worker.postMessage(on ? 'active' : 'idle');
+    if (db.open) db.pragma(`wal_autocheckpoint = ${on ? SAFETY_NET_PAGES : QUIET_AUTOCHECKPOINT_PAGES}`);
+  };
+  db.pragma(`wal_autocheckpoint = ${active ? SAFETY_NET_PAGES : QUIET_AUTOCHECKPOINT_PAGES}`);
   return {
+    busy() {
+      if (!whileBusy) return;
+      setActive(true);
+      if (quietTimer !== null) clearTimeout(quietTimer);
+      quietTimer = setTimeout(() => {
+        quietTimer = null;
+        setActive(false);
+      }, BUSY_LINGER_MS);
+      quietTimer.unref();
+    },
     async stop() {
+      if (quietTimer !== null) clearTimeout(quietTimer);
       if (exited) return;
       worker.ref();
       worker.postMessage('stop');
