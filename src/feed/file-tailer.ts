@@ -20,7 +20,7 @@ const FIRST_READ_CHUNK_BYTES = 64 << 10;
 const BATCH_BYTES = 16 << 20;
 const RESTART_DELAY_MS = 1000;
 /** Least time between two reads of a file that keeps changing: lines appended meanwhile share a commit. */
-const MIN_READ_INTERVAL_MS = Number(process.env.HR_READ_MS ?? 4);
+const MIN_READ_INTERVAL_MS = 4;
 
 export interface FileTailerOptions {
   readonly path: string;
