@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { systemClock } from '../src/domain/clock.ts';
@@ -36,32 +36,35 @@ interface Daemon {
   output(): string;
 }
 
-test('a daemon killed mid-delivery loses nothing: every event is delivered, only in-flight attempts are sent again', { timeout: 150_000 }, async (t) => {
+/**
+ * A test CA, a state directory and a config file for `hookrelay serve` (`config`, plus trust in
+ * the CA and leave to reach 127.0.0.1); returns the CLI arguments that name them.
+ */
+function daemonSetup(t: TestContext, prefix: string, config: { delivery: Record<string, unknown>; feed?: Record<string, unknown>; log: Record<string, unknown> }) {
   assert.ok(existsSync(CLI), `${CLI} is missing; run npm run build first`);
   const tls = createTestTls(t);
-  const dir = tempDir(t, 'hookrelay-crash-');
+  const dir = tempDir(t, prefix);
   const stateDir = join(dir, 'state');
   mkdirSync(stateDir);
   const configFile = join(dir, 'hookrelay.json');
-  writeFileSync(
-    configFile,
-    JSON.stringify({
-      delivery: {
-        allowNetworks: ['127.0.0.1/32'],
-        caFile: tls.caFile,
-        // The lease is timeout + 10 s: the shortest timeout gives the shortest wait for in-flight re-sends.
-        timeout: '1s',
-        retrySchedule: ['1s', '1s', '1s'],
-        jitterPercent: 0,
-        pollInterval: '20ms',
-        concurrency: 8,
-        perWebhookConcurrency: 4,
-      },
-      feed: { pollIntervalMs: 20 },
-      log: { level: 'info' },
-    }),
-  );
-  const common = ['--state-dir', stateDir, '--config', configFile];
+  writeFileSync(configFile, JSON.stringify({ ...config, delivery: { allowNetworks: ['127.0.0.1/32'], caFile: tls.caFile, ...config.delivery } }));
+  return { tls, stateDir, common: ['--state-dir', stateDir, '--config', configFile] };
+}
+
+test('a daemon killed mid-delivery loses nothing: every event is delivered, only in-flight attempts are sent again', { timeout: 150_000 }, async (t) => {
+  const { tls, stateDir, common } = daemonSetup(t, 'hookrelay-crash-', {
+    delivery: {
+      // The lease is timeout + 10 s: the shortest timeout gives the shortest wait for in-flight re-sends.
+      timeout: '1s',
+      retrySchedule: ['1s', '1s', '1s'],
+      jitterPercent: 0,
+      pollInterval: '20ms',
+      concurrency: 8,
+      perWebhookConcurrency: 4,
+    },
+    feed: { pollIntervalMs: 20 },
+    log: { level: 'info' },
+  });
 
   // The receiver answers the first event at once (a webhook gets its whole share of slots once
   // it has answered), then holds every request open until told otherwise.
@@ -176,21 +179,11 @@ test('a daemon killed mid-delivery loses nothing: every event is delivered, only
 });
 
 test('kill -9 in the middle of group commits under load: every event delivered, duplicates no more than the attempts in flight', { timeout: 150_000 }, async (t) => {
-  assert.ok(existsSync(CLI), `${CLI} is missing; run npm run build first`);
-  const tls = createTestTls(t);
-  const dir = tempDir(t, 'hookrelay-crash-load-');
-  const stateDir = join(dir, 'state');
-  mkdirSync(stateDir);
-  const configFile = join(dir, 'hookrelay.json');
   const concurrency = 16;
-  writeFileSync(
-    configFile,
-    JSON.stringify({
-      delivery: { allowNetworks: ['127.0.0.1/32'], caFile: tls.caFile, timeout: '1s', retrySchedule: ['1s', '1s', '1s'], jitterPercent: 0, concurrency, perWebhookConcurrency: 4 },
-      log: { level: 'warn' },
-    }),
-  );
-  const common = ['--state-dir', stateDir, '--config', configFile];
+  const { tls, stateDir, common } = daemonSetup(t, 'hookrelay-crash-load-', {
+    delivery: { timeout: '1s', retrySchedule: ['1s', '1s', '1s'], jitterPercent: 0, concurrency, perWebhookConcurrency: 4 },
+    log: { level: 'warn' },
+  });
   const receiver = await startReceiver(t, tls);
   const orgs = ['org-a', 'org-b', 'org-c', 'org-d'];
   for (const org of orgs) {

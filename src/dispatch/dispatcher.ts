@@ -386,6 +386,15 @@ export function createDispatcher(options: DispatcherOptions) {
     if (flushTimer === null && flushImmediate === null) flushTimer = setTimeout(flush, wait);
   }
 
+  /** Takes what waits for the next commit: attempts that ended, attempts cut short, deliveries never started. */
+  function takeWaiting(): { done: Attempt[]; back: Attempt[]; unsent: ClaimedDelivery[] } {
+    const waiting = { done: finished, back: aborted, unsent: unstarted };
+    finished = [];
+    aborted = [];
+    unstarted = [];
+    return waiting;
+  }
+
   function flushNow(): void {
     if (!started) return;
     const now = clock.now();
@@ -395,12 +404,7 @@ export function createDispatcher(options: DispatcherOptions) {
     for (const hook of hooks.values()) {
       if (hook.ready.length > 0 && (hook.pausedUntil > mono || mono - hook.ready[0]!.leasedMono > readyMaxAgeMs)) unbuffer(hook);
     }
-    const done = finished;
-    const back = aborted;
-    const unsent = unstarted;
-    finished = [];
-    aborted = [];
-    unstarted = [];
+    const { done, back, unsent } = takeWaiting();
     // Slots of failing or slow webhooks still taken once this commit has recorded what ended.
     let troubledUsed = 0;
     for (const hook of hooks.values()) {
@@ -464,12 +468,7 @@ export function createDispatcher(options: DispatcherOptions) {
    * let go (its lease lapses and it is attempted again).
    */
   function isolate(): void {
-    const done = finished;
-    const back = aborted;
-    const unsent = unstarted;
-    finished = [];
-    aborted = [];
-    unstarted = [];
+    const { done, back, unsent } = takeWaiting();
     const one = (work: Parameters<DeliveryService['flush']>[0], id: number) => {
       try {
         deliveries.flush(work);
