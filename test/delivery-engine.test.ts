@@ -265,7 +265,7 @@ test('a claim always ends: rows that wait behind a tried delivery of their reque
   });
   clock.at += 1_000;
 
-  const claim = (room: number) => services.deliveries.flush({ finished: [], released: [], claim: { wanted: [{ orgId: 'org-a', room }], limit: 100, leaseMs: 30_000 } });
+  const claim = (room: number) => services.deliveries.flush({ finished: [], released: [], claim: { wanted: [{ orgId: 'org-a', room }], leaseMs: 30_000 } });
   // The claim loop before issue 9 leased the tried one, skipped the fresh ones of its request
   // in memory, found a full page with room left, read the same page again, and never ended.
   const first = claim(2);

@@ -82,12 +82,6 @@ interface Attempt {
   running: Promise<void> | null;
 }
 
-export interface DispatcherSnapshot {
-  /** Slots taken: attempts running or waiting for their group commit. */
-  readonly slotsUsed: number;
-  readonly webhooks: ReadonlyArray<{ orgId: string; slots: number; ready: number; failing: boolean; proven: boolean; failures: number; pausedForMs: number | null; hasWork: boolean }>;
-}
-
 /**
  * Claims due deliveries under a lease and runs their attempts, within a global cap and fair
  * per-webhook slots, recording outcomes in group commits.
@@ -420,7 +414,7 @@ export function createDispatcher(options: DispatcherOptions) {
       const due = new Set(peeked.due);
       wanted = wanted.filter((w) => due.has(w.orgId));
     }
-    const claim = wanted.length > 0 ? { wanted, limit: Number.MAX_SAFE_INTEGER, leaseMs: options.leaseMs } : null;
+    const claim = wanted.length > 0 ? { wanted, leaseMs: options.leaseMs } : null;
     if (writes === 0 && claim === null) {
       pump(mono);
       armWakeTimer(now);
@@ -542,26 +536,6 @@ export function createDispatcher(options: DispatcherOptions) {
       pollTimer = setInterval(poll, options.pollIntervalMs);
       log.info({ concurrency: options.concurrency, perWebhook: perHook, groupCommitMs: options.groupCommitMs }, 'dispatcher started');
       requestFlush();
-    },
-
-    /** Looks at every webhook now, as the poll does. */
-    wake: poll,
-
-    /** What the dispatcher holds now (for tests and status). */
-    snapshot(): DispatcherSnapshot {
-      return {
-        slotsUsed,
-        webhooks: [...hooks.values()].map((h) => ({
-          orgId: h.orgId,
-          slots: h.attempts.size,
-          ready: h.ready.length,
-          failing: h.failing,
-          proven: h.proven,
-          failures: h.failures,
-          pausedForMs: h.pausedUntil > performance.now() ? Math.ceil(h.pausedUntil - performance.now()) : null,
-          hasWork: h.hasWork,
-        })),
-      };
     },
 
     /**

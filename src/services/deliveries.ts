@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { ErrorCode, HookrelayError, validationError } from '../domain/errors.ts';
 import { orderingKey, testOrderingKey } from '../domain/ordering.ts';
 import { isSuccess, type AttemptResult, type DeliveryOutcome } from '../domain/retry-policy.ts';
-import { generateWebhookSecret } from '../domain/secrets.ts';
+import { generateWebhookSecret, signingSecrets } from '../domain/secrets.ts';
 import { WebhookStatus } from '../domain/types.ts';
 import type { Logger } from '../log.ts';
 import { DeliveryStatus, sendable, type DeliveryRow, type DueDelivery, type ListFilter } from '../store/deliveries-repo.ts';
@@ -36,8 +36,8 @@ export interface FlushWork {
   readonly finished: readonly FinishedAttempt[];
   /** Claimed, then not attempted after all (the daemon is stopping): given back without counting an attempt. */
   readonly released: readonly ClaimedDelivery[];
-  /** Deliveries to lease, organizations in the order given, `limit` in all; null to lease nothing. */
-  readonly claim: { readonly wanted: readonly ClaimWanted[]; readonly limit: number; readonly leaseMs: number } | null;
+  /** Deliveries to lease, organizations in the order given; null to lease nothing. */
+  readonly claim: { readonly wanted: readonly ClaimWanted[]; readonly leaseMs: number } | null;
 }
 
 export interface FlushResult {
@@ -86,23 +86,15 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
     return webhook;
   }
 
-  /** The secrets that sign now, newest first, from a due row's webhook columns (see WebhooksRepo.signingSecrets). */
-  function secretsOf(d: DueDelivery, now: number): readonly string[] {
-    if (!d.activeHmac || d.secret === null) return [];
-    return d.previousSecret !== null && (d.previousSecretExpiresAt ?? 0) > now ? [d.secret, d.previousSecret] : [d.secret];
-  }
-
   /**
    * Leases due deliveries of the organizations in `wanted`, in that order, at most `room` of
-   * each and `limit` in all. Each organization's queue is read once, one page (see
+   * each. Each organization's queue is read once, one page (see
    * DeliveriesRepo.due), so a claim always ends; from a page it takes at most one delivery per
    * ordering key (a later change of a request waits for the earlier one). A row that can never
    * be sent is marked dead with the reason and skipped. Runs inside the caller's transaction.
    */
-  function claimIn(wanted: readonly ClaimWanted[], limit: number, leaseMs: number, now: number, into: FlushResult): void {
-    for (const { orgId, room: asked } of wanted) {
-      const room = Math.min(asked, limit - into.claimed.length);
-      if (room <= 0) break;
+  function claimIn(wanted: readonly ClaimWanted[], leaseMs: number, now: number, into: FlushResult): void {
+    for (const { orgId, room } of wanted) {
       const pageSize = room * 2 + 2;
       const page = deliveries.dueRows(orgId, now, pageSize);
       const keys = new Set<number>();
@@ -118,7 +110,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         }
         keys.add(d.orderingKey);
         deliveries.lease(d.id, now + leaseMs, now);
-        into.claimed.push({ ...d, secrets: secretsOf(d, now) });
+        into.claimed.push({ ...d, secrets: signingSecrets(d, now) });
         took++;
       }
       // A short page is the whole of what is due now: the organization needs no look before its
@@ -128,7 +120,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
   }
 
   /** Records one finished attempt and applies its outcome. Runs inside the caller's transaction. */
-  function recordIn(f: FinishedAttempt, now: number, health: Map<string, 'success' | number>): void {
+  function recordIn(f: FinishedAttempt, now: number, lastSucceeded: Set<string>): void {
     const { delivery: d, result, outcome } = f;
     const attempts = d.attempts + 1;
     deliveries.insertAttempt({
@@ -162,15 +154,12 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
     }
     // Webhook health, per organization in attempt order: a run of successes is one update
     // (they all set the same columns), failures each count.
-    const prior = health.get(d.orgId);
     if (isSuccess(result)) {
-      if (prior !== 'success') {
-        webhooks.recordSuccess(d.orgId, now);
-        health.set(d.orgId, 'success');
-      }
+      if (!lastSucceeded.has(d.orgId)) webhooks.recordSuccess(d.orgId, now);
+      lastSucceeded.add(d.orgId);
     } else if (outcome.kind !== 'disable') {
       webhooks.recordFailure(d.orgId, now, options.failingAfterFailures, options.disableAfterMs);
-      health.set(d.orgId, typeof prior === 'number' ? prior + 1 : 1);
+      lastSucceeded.delete(d.orgId);
     }
   }
 
@@ -186,10 +175,10 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       const result: FlushResult = { claimed: [], drained: [], unsendable: [] };
       store.transaction(() => {
         const now = store.clock.now();
-        const health = new Map<string, 'success' | number>();
-        for (const f of work.finished) recordIn(f, now, health);
+        const lastSucceeded = new Set<string>();
+        for (const f of work.finished) recordIn(f, now, lastSucceeded);
         for (const d of work.released) deliveries.release(d.id, now);
-        if (work.claim) claimIn(work.claim.wanted, work.claim.limit, work.claim.leaseMs, now, result);
+        if (work.claim) claimIn(work.claim.wanted, work.claim.leaseMs, now, result);
       });
       for (const f of work.finished) {
         const { delivery: d, result: r, outcome } = f;

@@ -89,8 +89,7 @@ function bodyOf(r: DueRow): { payload: string; unsendable: string | null } {
   }
 }
 /** The due delivery of a row read by dueRows(), with its request body (or why it cannot have one). */
-export const sendable = (r: DueRow): DueDelivery => toDue(r);
-const toDue = (r: DueRow): DueDelivery => ({
+export const sendable = (r: DueRow): DueDelivery => ({
   id: r.id,
   orgId: r.org_id,
   orderingKey: r.ordering_key,
@@ -263,7 +262,7 @@ export function createDeliveriesRepo(db: Db) {
     },
     /** Up to `limit` deliveries of the organization that may be attempted now (not leased), oldest due first. */
     due(orgId: string, now: number, limit: number): DueDelivery[] {
-      return dueStatement(limit).all({ org: orgId, now }).map(toDue);
+      return dueStatement(limit).all({ org: orgId, now }).map(sendable);
     },
     /**
      * The same rows as due(), without their request body, which costs more to build than the

@@ -83,10 +83,6 @@ export function createWebhooksRepo(db: Db) {
       const row = byOrg.get(orgId);
       return row ? { ...toWebhook(row), secret: row.secret } : null;
     },
-    /** Organizations whose webhook may receive deliveries now (not disabled). */
-    deliverableOrgIds(): string[] {
-      return deliverable.all().map((r) => r.org_id);
-    },
     /** The webhooks that may receive deliveries now (not disabled), with their status and last success (epoch ms). */
     deliverable(): Array<{ orgId: string; status: WebhookStatus; lastSuccessAt: number | null }> {
       return deliverable.all().map((r) => ({ orgId: r.org_id, status: r.status, lastSuccessAt: r.last_success_at }));
@@ -96,13 +92,6 @@ export function createWebhooksRepo(db: Db) {
       return row
         ? { consecutiveFailures: row.consecutive_failures, failingSince: row.failing_since, lastSuccessAt: row.last_success_at, disabledReason: row.disabled_reason }
         : null;
-    },
-    /** The secrets that sign now, newest first: the current one, and the previous one during its grace period. */
-    signingSecrets(orgId: string, now: number): string[] {
-      const row = byOrg.get(orgId);
-      if (!row || row.active_hmac !== 1 || row.secret === null) return [];
-      const previous = row.previous_secret !== null && (row.previous_secret_expires_at ?? 0) > now ? [row.previous_secret] : [];
-      return [row.secret, ...previous];
     },
     recordSuccess(orgId: string, now: number): void {
       succeeded.run({ org: orgId, now });
