@@ -16,6 +16,8 @@ import type { RetryPolicy } from './domain/retry-policy.ts';
 import { VERSION } from './version.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
 import { createServices } from './services/services.ts';
+import { createRetentionService, startRetention } from './services/retention.ts';
+import { createStorageHealth, type StorageHealth } from './services/storage-health.ts';
 import { createWorkSignal } from './services/work-signal.ts';
 import { startBackgroundCheckpoints, type BackgroundCheckpoints } from './store/checkpointer.ts';
 import { openStore, type Store } from './store/store.ts';
@@ -60,13 +62,15 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let dispatcher: Dispatcher | null = null;
   let deliverer: Deliverer | null = null;
   let checkpoints: BackgroundCheckpoints | null = null;
+  let retention: { stop(): Promise<void> } | null = null;
   let stopping = false;
+  const health: StorageHealth = createStorageHealth(log, () => clock.now());
 
   function startFeed(ingest: IngestService): { stop(): Promise<void> } {
     const { feed: options } = config;
     const parser = createWorkerLineParser(log);
     if (options.path !== '-') {
-      const tailer = createFileTailer({ ...options, path: options.path, ingest, log, parser });
+      const tailer = createFileTailer({ ...options, path: options.path, ingest, log, parser, health });
       tailer.start();
       return {
         async stop() {
@@ -77,7 +81,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     }
     const controller = new AbortController();
     const feedLog = log.child({ subsystem: 'feed', feed: 'stdin' });
-    const done = ingestStream(deps.stdin ?? process.stdin, { ...options, source: 'stdin', ingest, log, parser, signal: controller.signal }).then(
+    const done = ingestStream(deps.stdin ?? process.stdin, { ...options, source: 'stdin', ingest, log, parser, signal: controller.signal, health }).then(
       (counts) => feedLog.info(counts, 'standard input closed: reading stopped, delivery continues'),
       (err: unknown) => feedLog.error({ err }, 'reading standard input failed: reading stopped, delivery continues'),
     );
@@ -111,9 +115,15 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       log,
       services,
       isReady: () => {
-        if (stopping) return false;
-        openStoreRef.ping();
-        return true;
+        if (stopping) return { reason: 'stopping', detail: 'the daemon is shutting down' };
+        try {
+          openStoreRef.ping();
+          health.succeeded('readiness');
+        } catch (err) {
+          if (health.failed('readiness', err) === null) throw err;
+        }
+        const problem = health.problem();
+        return problem === null ? true : { reason: problem.fault, detail: problem.detail, since: problem.since };
       },
     });
     server = createServer(app.callback());
@@ -153,8 +163,17 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       leaseMs: config.delivery.timeout + LEASE_MARGIN_MS,
       pollIntervalMs: config.delivery.pollInterval,
       groupCommitMs: config.delivery.groupCommitInterval,
+      health,
     });
     dispatcher.start();
+    if (config.retention.enabled) {
+      const service = createRetentionService(store, {
+        deliveredEventsMs: config.retention.deliveredEvents,
+        quarantinedLinesMs: config.retention.quarantinedLines,
+        batchSize: config.retention.batchSize,
+      });
+      retention = startRetention({ retention: service, intervalMs: config.retention.interval, firstRunMs: Math.min(config.retention.interval, 60_000), health, log });
+    }
     const ingest = createIngestService(store, log, work);
     const background = checkpoints;
     feed = startFeed({
@@ -181,6 +200,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       stopping = true;
       await feed?.stop();
       feed = null;
+      await retention?.stop();
+      retention = null;
       await dispatcher?.stop(deadlineMs);
       dispatcher = null;
       deliverer?.close();

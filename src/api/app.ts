@@ -28,8 +28,15 @@ export interface ApiDeps {
   readonly clock: Clock;
   readonly log: Logger;
   readonly services: { readonly roles: RoleService; readonly users: UserService; readonly webhooks: WebhookService; readonly deliveries: DeliveryService };
-  /** Readiness: throws or returns false while the relay cannot serve (database gone, shutting down). */
-  readonly isReady: () => boolean;
+  /** Readiness: throws, returns false or says why not while the relay cannot serve (database gone or unwritable, shutting down). */
+  readonly isReady: () => boolean | NotReady;
+}
+
+/** Why the relay is not ready: a stable reason (`disk_full`, `database_damaged`, ...), a sentence for the operator, since when (epoch ms). */
+export interface NotReady {
+  readonly reason: string;
+  readonly detail: string;
+  readonly since?: number;
 }
 
 export interface RouteInfo {
@@ -72,14 +79,18 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
     ctx.body = { status: 'ok' };
   });
   publicRoute('/readyz', (ctx) => {
-    let ready = false;
+    let ready: boolean | NotReady = false;
     try {
       ready = deps.isReady();
     } catch (err) {
       log.warn({ err }, 'readiness check failed');
     }
-    ctx.status = ready ? 200 : 503;
-    ctx.body = { status: ready ? 'ready' : 'not_ready' };
+    ctx.status = ready === true ? 200 : 503;
+    if (ready === true || ready === false) ctx.body = { status: ready ? 'ready' : 'not_ready' };
+    else {
+      const since = ready.since === undefined ? {} : { since: new Date(ready.since).toISOString() };
+      ctx.body = { status: 'not_ready', reason: ready.reason, detail: ready.detail, ...since };
+    }
   });
   const openapi = readFileSync(OPENAPI_URL, 'utf8');
   publicRoute('/openapi.json', (ctx) => {

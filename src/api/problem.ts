@@ -16,6 +16,7 @@ const STATUS: Record<ErrorCode, { status: number; title: string }> = {
   [ErrorCode.deliveryNotFound]: { status: 404, title: 'Delivery not found' },
   [ErrorCode.config]: { status: 500, title: 'Internal server error' },
   [ErrorCode.databaseTooNew]: { status: 500, title: 'Internal server error' },
+  [ErrorCode.databaseDamaged]: { status: 500, title: 'Internal server error' },
   [ErrorCode.keyUnavailable]: { status: 500, title: 'Internal server error' },
   [ErrorCode.malformedJson]: { status: 400, title: 'Malformed JSON body' },
   [ErrorCode.payloadTooLarge]: { status: 413, title: 'Request body too large' },

@@ -51,6 +51,13 @@ export interface Config {
     readonly pollInterval: number;
     readonly groupCommitInterval: number;
   };
+  readonly retention: {
+    readonly enabled: boolean;
+    readonly deliveredEvents: number;
+    readonly quarantinedLines: number;
+    readonly interval: number;
+    readonly batchSize: number;
+  };
   readonly log: { readonly level: string };
 }
 

@@ -219,6 +219,33 @@ export const CONFIG_SCHEMA = {
       doc: 'Least time between two commits of delivery outcomes and claims: attempts that end meanwhile are recorded in one transaction (one fsync). Longer: fewer commits under load; shorter: a request\'s next change goes out sooner.',
     },
   },
+  retention: {
+    enabled: {
+      type: { kind: 'bool' },
+      default: true,
+      doc: 'Prune the database automatically in the daemon (see docs/operations.md, "Retention"). Off: nothing is removed but by `hookrelay db prune`.',
+    },
+    deliveredEvents: {
+      type: { kind: 'duration', min: 1000, max: 3650 * 86_400_000 },
+      default: '30d',
+      doc: 'A delivered event, with its deliveries and their attempts, is removed this long after its last delivery. Pending, failing, held and dead deliveries, their events, and events never queued (no webhook) are never removed.',
+    },
+    quarantinedLines: {
+      type: { kind: 'duration', min: 1000, max: 3650 * 86_400_000 },
+      default: '30d',
+      doc: 'A quarantined feed line (`hookrelay feed rejects`) is removed this long after it was read.',
+    },
+    interval: {
+      type: { kind: 'duration', min: 1000, max: 86_400_000 },
+      default: '10m',
+      doc: 'How often the daemon prunes (the first time a minute after start, or after one interval if shorter).',
+    },
+    batchSize: {
+      type: { kind: 'int', min: 10, max: 100_000 },
+      default: 500,
+      doc: 'Events looked at (or quarantined lines removed) per transaction. Each batch blocks the daemon for a few ms; a pause at least as long follows it.',
+    },
+  },
   log: {
     level: {
       type: { kind: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },

@@ -2,6 +2,7 @@ import type { Clock } from '../domain/clock.ts';
 import { decideOutcome, isSuccess, type AttemptResult, type DeliveryOutcome, type RetryPolicy } from '../domain/retry-policy.ts';
 import type { Logger } from '../log.ts';
 import type { ClaimedDelivery, ClaimWanted, DeliveryService, FinishedAttempt, FlushResult } from '../services/deliveries.ts';
+import type { StorageHealth } from '../services/storage-health.ts';
 import type { WorkKind, WorkSignal } from '../services/work-signal.ts';
 import type { Deliverer } from './deliverer.ts';
 
@@ -25,6 +26,13 @@ export interface DispatcherOptions {
   readonly work?: WorkSignal;
   /** An attempt still running after this long (ms) makes its webhook count as slow. */
   readonly slowAttemptMs?: number;
+  /**
+   * Hears of storage faults (full disk, damaged database), which it logs once per change: a
+   * commit that fails on one keeps what it carries and is tried again after a back-off; on a
+   * damaged database nothing more is written (outcomes not recorded are attempted again, once
+   * their lease lapses, after a restart on a restored file).
+   */
+  readonly health?: StorageHealth;
 }
 
 /** After a webhook's second failure in a row, the wait before its next attempt doubles from this... */
@@ -367,10 +375,13 @@ export function createDispatcher(options: DispatcherOptions) {
   function flush(): void {
     flushTimer = null;
     flushImmediate = null;
+    if (options.health?.damaged()) return;
     try {
       flushNow();
     } catch (err) {
-      log.error({ err }, 'dispatcher flush failed unexpectedly; trying again shortly');
+      // A read that fails on a storage fault (a damaged page, say): logged once by `health`, backed off.
+      if (options.health?.failed('dispatch', err) != null) flushFailures++;
+      else log.error({ err }, 'dispatcher flush failed unexpectedly; trying again shortly');
       retryFlushLater();
     }
   }
@@ -429,7 +440,9 @@ export function createDispatcher(options: DispatcherOptions) {
       unstarted = unsent.concat(unstarted);
       flushFailures++;
       const code = (err as { code?: unknown }).code;
-      if (typeof code === 'string' && TRANSIENT_SQLITE.test(code)) {
+      if (options.health?.failed('dispatch', err) != null) {
+        // Logged once per state change by `health`; what waits is kept and tried again.
+      } else if (typeof code === 'string' && TRANSIENT_SQLITE.test(code)) {
         if (flushFailures === 1 || flushFailures % 20 === 0) {
           log.error({ err, outcomes: finished.length, failures: flushFailures }, 'recording delivery outcomes failed; they are kept and the commit is tried again');
         }
@@ -442,6 +455,7 @@ export function createDispatcher(options: DispatcherOptions) {
       return;
     }
     flushFailures = 0;
+    options.health?.succeeded('dispatch');
     lastFlushAt = performance.now();
     for (const a of done) freeSlot(a);
     for (const a of back) freeSlot(a);
@@ -569,7 +583,7 @@ export function createDispatcher(options: DispatcherOptions) {
       };
       clearFlush();
       const left = () => finished.length + aborted.length + unstarted.length;
-      for (let i = 0; i < 3 && left() > 0; i++) {
+      for (let i = 0; i < 3 && left() > 0 && !options.health?.damaged(); i++) {
         try {
           flushNow();
         } catch (err) {

@@ -18,6 +18,7 @@ export const ErrorCode = {
   deliveryNotFound: 'delivery_not_found',
   config: 'invalid_config',
   databaseTooNew: 'database_too_new',
+  databaseDamaged: 'database_damaged',
   keyUnavailable: 'signing_key_unavailable',
   // Protocol-level codes, raised by the API adapter but part of the same stable vocabulary.
   malformedJson: 'malformed_json',

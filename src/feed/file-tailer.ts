@@ -5,6 +5,7 @@ import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:time
 import { RejectReason } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import type { IngestService, RawLine } from '../services/ingest.ts';
+import { storageRetryDelayMs, type StorageHealth } from '../services/storage-health.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
 import type { StorableLine } from '../domain/feed-event.ts';
 import { BatchPipeline } from './batch-pipeline.ts';
@@ -32,6 +33,12 @@ export interface FileTailerOptions {
   readonly startPosition: 'start' | 'end';
   /** Parses batches (on a worker thread, see line-parser.ts); by default on this thread. */
   readonly parser?: LineParser;
+  /**
+   * Hears of storage faults (full disk, damaged database). With it, a commit that fails on one
+   * is tried again, the same batch with the same position, after a back-off (never, on a damaged
+   * database); without it, the reader restarts from the committed position.
+   */
+  readonly health?: StorageHealth;
 }
 
 interface OpenFeed {
@@ -158,8 +165,9 @@ export function createFileTailer(options: FileTailerOptions) {
     const wanted = Math.min(FINGERPRINT_BYTES, end);
     if (fp.current.bytes < wanted) fp.current = await fingerprintOf(feed.fh, wanted);
     const position: FeedPosition = { source, dev: feed.dev, ino: feed.ino, fingerprint: fp.current.hash, fingerprintBytes: fp.current.bytes, position: end };
-    if (lines.length === 0) options.ingest.savePosition(position);
-    else options.ingest.ingest(source, lines, position, parsed);
+    const write = () => (lines.length === 0 ? options.ingest.savePosition(position) : options.ingest.ingest(source, lines, position, parsed));
+    if (options.health) await options.health.retrying('feed', write, controller?.signal);
+    else write();
   }
 
   /**
@@ -340,11 +348,21 @@ export function createFileTailer(options: FileTailerOptions) {
   }
 
   async function run(signal: AbortSignal): Promise<void> {
+    let faults = 0;
     while (!signal.aborted) {
       try {
         await follow(signal);
       } catch (err) {
         if (signal.aborted) return;
+        // A storage fault (a read of the position on a damaged or failing database) is logged
+        // once by `health`, and backs off; a damaged database is not read again.
+        const health = options.health;
+        if (health !== undefined && health.failed('feed', err) !== null) {
+          if (health.damaged()) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+          else await sleep(storageRetryDelayMs(++faults), undefined, { signal }).catch(() => {});
+          continue;
+        }
+        faults = 0;
         log.error({ err }, `feed reader failed; restarting from the committed position in ${RESTART_DELAY_MS} ms`);
         await sleep(RESTART_DELAY_MS, undefined, { signal }).catch(() => {});
       }

@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import { RejectReason } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import { addCounts, emptyCounts, type IngestCounts, type IngestService, type RawLine } from '../services/ingest.ts';
+import type { StorageHealth } from '../services/storage-health.ts';
 import { BatchPipeline } from './batch-pipeline.ts';
 import { inlineLineParser, type LineParser } from './line-parser.ts';
 import { LineSplitter } from './line-splitter.ts';
@@ -15,6 +16,8 @@ export interface StreamReadOptions {
   readonly signal?: AbortSignal;
   /** Parses batches (on a worker thread, see line-parser.ts); by default on this thread. */
   readonly parser?: LineParser;
+  /** Hears of storage faults; with it, a commit that fails on a full disk is tried again (the lines cannot be read twice). */
+  readonly health?: StorageHealth;
 }
 
 /**
@@ -26,9 +29,11 @@ export interface StreamReadOptions {
 export async function ingestStream(input: Readable, options: StreamReadOptions): Promise<IngestCounts> {
   const total = emptyCounts();
   const splitter = new LineSplitter(options.maxLineBytes);
-  const pipeline = new BatchPipeline<null>(options.parser ?? inlineLineParser, options.ingest.now, (lines, parsed) =>
-    addCounts(total, options.ingest.ingest(options.source, lines, null, parsed)),
-  );
+  const commit = (lines: RawLine[], parsed: Parameters<IngestService['ingest']>[3]) => options.ingest.ingest(options.source, lines, null, parsed);
+  const pipeline = new BatchPipeline<null>(options.parser ?? inlineLineParser, options.ingest.now, async (lines, parsed) => {
+    const { health } = options;
+    addCounts(total, health ? await health.retrying('feed', () => commit(lines, parsed), options.signal) : commit(lines, parsed));
+  });
   let batch: RawLine[] = [];
   const flush = async () => {
     if (batch.length === 0) return;

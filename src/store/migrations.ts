@@ -250,4 +250,12 @@ export const MIGRATIONS: readonly string[] = [
     WHERE length(id) = 36 AND substr(id, 1, 4) = 'evt_' AND ltrim(substr(id, 5), '0123456789abcdef') = ''
     HAVING count(*) > 0;
   `,
+  // 6: retention (see retention-repo.ts). Quarantined lines are pruned by age: an index on
+  // received_at finds the old ones without reading the table (a quarantine is rare, so the
+  // index costs ingestion nothing measurable). Events and deliveries need none: events are
+  // taken in seq order (received_at never decreases along seq, see feed-repo's seqRange) and
+  // their deliveries through deliveries_event.
+  `
+  CREATE INDEX feed_rejects_received ON feed_rejects (received_at);
+  `,
 ];

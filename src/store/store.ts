@@ -1,8 +1,11 @@
 import type { Clock } from '../domain/clock.ts';
+import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { openDatabase, type Db } from './db.ts';
 import { createDeliveriesRepo, type DeliveriesRepo } from './deliveries-repo.ts';
 import { createFeedRepo, type FeedRepo } from './feed-repo.ts';
 import { createOrgsRepo, type OrgsRepo } from './orgs-repo.ts';
+import { createRetentionRepo, type RetentionRepo } from './retention-repo.ts';
+import { StorageFault, storageFaultOf } from './storage-faults.ts';
 import { createRolesRepo, type RolesRepo } from './roles-repo.ts';
 import { createUsersRepo, type UsersRepo } from './users-repo.ts';
 import { createWebhooksRepo, type WebhooksRepo } from './webhooks-repo.ts';
@@ -19,15 +22,35 @@ export interface Store {
   readonly webhooks: WebhooksRepo;
   readonly feed: FeedRepo;
   readonly deliveries: DeliveriesRepo;
+  readonly retention: RetentionRepo;
   /** Runs `fn` in one IMMEDIATE transaction (takes the write lock up front, so read-then-write is safe across processes). */
   transaction<T>(fn: () => T): T;
+  /** Runs `fn` in one read transaction: a consistent snapshot that never blocks the writer (WAL). */
+  read<T>(fn: () => T): T;
   /** Throws if the database cannot answer a trivial query (readiness probe). */
   ping(): void;
   close(): void;
 }
 
+/**
+ * Opens the database (see openDatabase) and prepares the repositories. A file that is not a
+ * database or whose pages are damaged fails with `database_damaged`: restarting cannot help.
+ */
 export function openStore(path: string, clock: Clock, options: { busyTimeoutMs?: number } = {}): Store {
-  const { db, migrated } = openDatabase(path, options);
+  let opened: ReturnType<typeof openDatabase> | null = null;
+  try {
+    opened = openDatabase(path, options);
+    return storeOver(opened.db, opened.migrated, clock);
+  } catch (err) {
+    if (opened?.db.open) opened.db.close();
+    if (storageFaultOf(err) === StorageFault.damaged) {
+      throw new HookrelayError(ErrorCode.databaseDamaged, `database ${path} is damaged (${(err as Error).message}); check it with \`hookrelay db check\` and restore the last good backup (docs/operations.md)`, { cause: err });
+    }
+    throw err;
+  }
+}
+
+function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock): Store {
   const select1 = db.prepare('SELECT 1');
   return {
     db,
@@ -39,7 +62,9 @@ export function openStore(path: string, clock: Clock, options: { busyTimeoutMs?:
     webhooks: createWebhooksRepo(db),
     feed: createFeedRepo(db),
     deliveries: createDeliveriesRepo(db),
+    retention: createRetentionRepo(db),
     transaction: <T>(fn: () => T): T => db.transaction(fn).immediate(),
+    read: <T>(fn: () => T): T => db.transaction(fn).deferred(),
     ping: () => {
       select1.get();
     },

@@ -1,0 +1,141 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from '../log.ts';
+import { FAULT_SEVERITY, StorageFault, storageFaultOf } from '../store/storage-faults.ts';
+
+export { StorageFault, storageFaultOf } from '../store/storage-faults.ts';
+
+/** Why the daemon cannot write its database now. */
+export interface StorageProblem {
+  readonly fault: StorageFault;
+  /** One sentence for an operator: what is wrong and what to do. */
+  readonly detail: string;
+  /** When this fault was first seen (epoch ms). */
+  readonly since: number;
+  /** The writers that hit it: feed, dispatch, retention. */
+  readonly parts: readonly string[];
+}
+
+/** Back-off between tries of a write that failed on a storage fault: 0.5 s, 1 s, 2 s, ... up to this. */
+export const MAX_STORAGE_RETRY_MS = 10_000;
+
+/** The wait (ms) before try number `failures` + 1 of a write that failed `failures` times in a row on a storage fault. */
+export function storageRetryDelayMs(failures: number): number {
+  return Math.min(500 * 2 ** Math.max(0, Math.min(failures - 1, 10)), MAX_STORAGE_RETRY_MS);
+}
+
+const DETAIL: Record<StorageFault, string> = {
+  [StorageFault.damaged]:
+    'the database file is damaged; hookrelay stopped writing to it. Run `hookrelay db check`, then restore the last good backup and restart (docs/operations.md, "Backup and restore")',
+  [StorageFault.diskFull]: 'the disk holding the database is full; writes are paused and retried, and resume by themselves once space is freed',
+  [StorageFault.ioError]: 'the database file cannot be read or written (an I/O error, or its permissions); writes are retried and resume by themselves once the file is usable',
+};
+
+/**
+ * The daemon's view of its storage: every writer (feed reader, dispatcher, retention) reports
+ * what its writes do, and the worst fault any writer is stuck on is what /readyz answers. A
+ * disk-full or I/O fault ends when the writer that hit it succeeds again; a damaged database
+ * stays damaged until the daemon is restarted (on a restored file), and nothing is written to
+ * it meanwhile. State changes are logged once each, never once per retry.
+ */
+export function createStorageHealth(log: Logger, now: () => number = Date.now) {
+  const healthLog = log.child({ subsystem: 'storage' });
+  /** Each writer's current fault, with when it began. */
+  const faults = new Map<string, { fault: StorageFault; since: number }>();
+  let damagedSince: number | null = null;
+  let reported: StorageFault | null = null;
+
+  function problem(): StorageProblem | null {
+    if (damagedSince !== null) {
+      return { fault: StorageFault.damaged, detail: DETAIL[StorageFault.damaged], since: damagedSince, parts: [...faults.keys()] };
+    }
+    for (const fault of FAULT_SEVERITY) {
+      const parts = [...faults].filter(([, f]) => f.fault === fault);
+      if (parts.length === 0) continue;
+      return { fault, detail: DETAIL[fault], since: Math.min(...parts.map(([, f]) => f.since)), parts: parts.map(([p]) => p) };
+    }
+    return null;
+  }
+
+  /** Logs the state if it changed since it was last logged. */
+  function reportChange(err?: unknown): void {
+    const current = problem();
+    const fault = current?.fault ?? null;
+    if (fault === reported) return;
+    const previous = reported;
+    reported = fault;
+    if (current === null) {
+      healthLog.info({ previous }, 'storage usable again: writes resumed');
+    } else if (current.fault === StorageFault.damaged) {
+      healthLog.fatal({ fault: current.fault, parts: current.parts, err }, current.detail);
+    } else {
+      healthLog.error({ fault: current.fault, parts: current.parts, err }, current.detail);
+    }
+  }
+
+  /**
+   * `part`'s write (or read) failed with `err`. Returns the storage fault it reports, or null
+   * when `err` is no storage fault (then nothing changes: the caller handles it as before).
+   */
+  function failed(part: string, err: unknown): StorageFault | null {
+    const fault = storageFaultOf(err);
+    if (fault === null) return null;
+    if (fault === StorageFault.damaged) damagedSince ??= now();
+    const existing = faults.get(part);
+    if (existing?.fault !== fault) faults.set(part, { fault, since: existing?.since ?? now() });
+    reportChange(err);
+    return fault;
+  }
+
+  /** `part` wrote successfully: whatever fault it was stuck on is over (except damage). */
+  function succeeded(part: string): void {
+    if (faults.size === 0 || !faults.delete(part)) return;
+    reportChange();
+  }
+
+  /** Resolves when `signal` aborts (never without one). */
+  function parked(signal: AbortSignal | undefined): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (signal?.aborted) resolve();
+      else signal?.addEventListener('abort', () => resolve(), { once: true });
+    });
+  }
+
+  return {
+    failed,
+    succeeded,
+    /** The worst fault any writer is stuck on, or null when all is well. */
+    problem,
+    /** True once the database was found damaged: nothing may be written to it any more. */
+    damaged(): boolean {
+      return damagedSince !== null;
+    },
+
+    /**
+     * Runs the write `fn` until it succeeds: a storage fault is reported and the same write is
+     * tried again after a back-off (storageRetryDelayMs), so whatever the write carries (a feed
+     * batch and its position) is kept, never dropped. On a damaged database nothing is tried
+     * (again): this waits until `signal` aborts, then throws. Any other error is thrown at once,
+     * as is the last error once `signal` aborts.
+     */
+    async retrying<T>(part: string, fn: () => T, signal?: AbortSignal): Promise<T> {
+      let lastError: unknown = new Error('stopped: the database is damaged, nothing is written to it');
+      for (let failures = 0; damagedSince === null; ) {
+        try {
+          const result = fn();
+          succeeded(part);
+          return result;
+        } catch (err) {
+          if (failed(part, err) === null || signal?.aborted) throw err;
+          lastError = err;
+        }
+        failures++;
+        if (damagedSince !== null) break;
+        await sleep(storageRetryDelayMs(failures), undefined, { signal }).catch(() => {});
+        if (signal?.aborted) throw lastError;
+      }
+      await parked(signal);
+      throw lastError;
+    },
+  };
+}
+export type StorageHealth = ReturnType<typeof createStorageHealth>;
