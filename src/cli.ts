@@ -18,8 +18,9 @@ import { resolve } from 'node:path';
 import { openStore, type Store } from './store/store.ts';
 import { VERSION } from './version.ts';
 import { deliveryView, webhookView } from './services/views.ts';
+import { EXIT_DATABASE_DAMAGED, registerDbCommands } from './cli/db.ts';
 
-/** Exit codes: 0 success, 1 runtime error, 2 usage or configuration error. */
+/** Exit codes: 0 success, 1 runtime error, 2 usage or configuration error, 65 damaged database (EXIT_DATABASE_DAMAGED). */
 const EXIT_RUNTIME = 1;
 const EXIT_USAGE = 2;
 
@@ -398,6 +399,7 @@ export function buildProgram(): Command {
       });
     });
 
+  registerDbCommands(program, { common, configFrom, usageError: (message) => new UsageError(message) });
   return program;
 }
 
@@ -426,6 +428,7 @@ function fail(err: unknown): number {
     const details = err.invalidParams.map((p) => `${p.name} ${p.reason}`).join('; ');
     const message = err.code === ErrorCode.validation && details !== '' ? details : err.message;
     process.stderr.write(`hookrelay: ${message}\n`);
+    if (err.code === ErrorCode.databaseDamaged) return EXIT_DATABASE_DAMAGED;
     return err.code === ErrorCode.config || err.code === ErrorCode.validation ? EXIT_USAGE : EXIT_RUNTIME;
   }
   const e = err as NodeJS.ErrnoException;
