@@ -53,7 +53,7 @@ export function retryPolicyFrom(config: Config): RetryPolicy {
 }
 
 /** Composition root: wires store, services and adapters; owns their start/stop order. */
-export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; stdin?: Readable }): Relay {
+export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; stdin?: Readable; openStore?: typeof openStore }): Relay {
   const log = deps.log;
   const clock = deps.clock ?? systemClock;
   let store: Store | null = null;
@@ -101,7 +101,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   }
 
   async function startParts(): Promise<void> {
-    store = openStore(config.database.path, clock, { busyTimeoutMs: config.database.busyTimeoutMs });
+    // Tests may wrap the opening (a fault-injected store: SQLITE_FULL where no file system can be mounted).
+    store = (deps.openStore ?? openStore)(config.database.path, clock, { busyTimeoutMs: config.database.busyTimeoutMs });
     log.info({ database: config.database.path }, 'database open');
     const keys = loadAuthKeys(config, log);
     const extraCa = loadExtraCa(config.delivery.caFile);
@@ -172,7 +173,16 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         quarantinedLinesMs: config.retention.quarantinedLines,
         batchSize: config.retention.batchSize,
       });
-      retention = startRetention({ retention: service, intervalMs: config.retention.interval, firstRunMs: Math.min(config.retention.interval, 60_000), health, log });
+      const background = checkpoints;
+      retention = startRetention({
+        retention: service,
+        intervalMs: config.retention.interval,
+        firstRunMs: Math.min(config.retention.interval, 60_000),
+        health,
+        log,
+        // Pruning writes a burst of WAL, as a large ingest does: checkpoints on their own thread meanwhile.
+        onBatch: () => background.busy(),
+      });
     }
     const ingest = createIngestService(store, log, work);
     const background = checkpoints;

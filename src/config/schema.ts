@@ -242,8 +242,8 @@ export const CONFIG_SCHEMA = {
     },
     batchSize: {
       type: { kind: 'int', min: 10, max: 100_000 },
-      default: 500,
-      doc: 'Events looked at (or quarantined lines removed) per transaction. Each batch blocks the daemon for a few ms; a pause at least as long follows it.',
+      default: 100,
+      doc: 'Events looked at (or quarantined lines removed) per transaction: about three rows each (event, delivery, attempt). Each batch holds the daemon for a few ms; a pause at least as long follows it.',
     },
   },
   log: {

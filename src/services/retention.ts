@@ -27,6 +27,8 @@ export interface PruneOptions {
    * yield to the event loop.
    */
   readonly pauseMs?: number;
+  /** Called before every batch that writes (the daemon turns its background WAL checkpoints on, as for a large ingest). */
+  readonly onBatch?: () => void;
   /** Called after every batch with the totals so far and how far the events were looked at (0 to 1). */
   readonly onProgress?: (progress: { removed: PrunedRows; done: number }) => void;
 }
@@ -65,6 +67,7 @@ export function createRetentionService(store: Store, policy: RetentionPolicy) {
       let longestBatchMs = 0;
       let lastBatchMs = 0;
       const inBatch = <T>(fn: () => T): T => {
+        if (!dryRun) options.onBatch?.();
         const t0 = performance.now();
         try {
           return dryRun ? store.read(fn) : store.transaction(fn);
@@ -126,7 +129,7 @@ const DAEMON_PAUSE_MIN_MS = 5;
  * pass that fails on a storage fault is tried again after a back-off (and reported to `health`,
  * so /readyz shows it); none runs while the database is damaged.
  */
-export function startRetention(o: { retention: RetentionService; intervalMs: number; firstRunMs: number; health: StorageHealth; log: Logger }) {
+export function startRetention(o: { retention: RetentionService; intervalMs: number; firstRunMs: number; health: StorageHealth; log: Logger; onBatch?: () => void }) {
   const log = o.log.child({ subsystem: 'retention' });
   const controller = new AbortController();
   let timer: NodeJS.Timeout | null = null;
@@ -145,7 +148,7 @@ export function startRetention(o: { retention: RetentionService; intervalMs: num
   async function pass(): Promise<void> {
     if (o.health.damaged()) return;
     try {
-      const result = await o.retention.prune({ signal: controller.signal, pauseMs: DAEMON_PAUSE_MIN_MS });
+      const result = await o.retention.prune({ signal: controller.signal, pauseMs: DAEMON_PAUSE_MIN_MS, ...(o.onBatch ? { onBatch: o.onBatch } : {}) });
       o.health.succeeded('retention');
       faults = 0;
       const { removed } = result;
