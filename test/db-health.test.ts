@@ -18,7 +18,6 @@ import { closeSync, existsSync, openSync, readFileSync, rmSync, writeSync } from
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import Database from 'better-sqlite3';
 import { loadConfig } from '../src/config/load.ts';
 import { systemClock } from '../src/domain/clock.ts';
 import { createLogger } from '../src/log.ts';
@@ -26,7 +25,8 @@ import { createRelay } from '../src/relay.ts';
 import { createServices } from '../src/services/services.ts';
 import type { Db } from '../src/store/db.ts';
 import { openStore, type Store } from '../src/store/store.ts';
-import { assertBuilt, CLI, cleanEnv, databaseIn, defer, runCli, scratchDir, spawnServe, WAIT_LIMIT_MS } from './feed-helpers.ts';
+import { assertBuilt, CLI, cleanEnv, defer, scratchDir, spawnServe, WAIT_LIMIT_MS } from './feed-helpers.ts';
+import { damageHeader, damagePageOf, readyz, seededState, waitUntil } from './db-helpers.ts';
 import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor } from './receivers.ts';
 
 before(assertBuilt);
@@ -101,22 +101,6 @@ function smallDisk(t: TestContext): SmallDisk {
       daemonDb!.pragma('max_page_count = 1073741823');
     },
   };
-}
-
-/** Polls the async `probe` every 50 ms until it returns something other than undefined or false. */
-async function waitUntil<T>(what: string, probe: () => Promise<T | undefined | false>, limitMs = WAIT_LIMIT_MS): Promise<T> {
-  const deadline = Date.now() + limitMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-async function readyz(baseUrl: string): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${baseUrl}/readyz`);
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
 const count = (store: Store, sql: string) => store.db.prepare(sql).pluck().get() as number;
@@ -213,44 +197,6 @@ test('a full disk: /readyz answers 503 disk_full, logged once; nothing is lost; 
   );
   assert.match(String(storageRecords()[1]!.msg), /writes resumed/);
 });
-
-/** A database with organization acme, its webhook (at `url`) and `events` ingested, not delivered; its WAL folded into the file. */
-async function seededState(t: TestContext, url: string, events: number): Promise<{ stateDir: string; db: string; feed: string }> {
-  const stateDir = scratchDir(t, 'hookrelay-damaged-');
-  const common = ['--state-dir', stateDir];
-  for (const args of [['orgs', 'add', 'acme'], ['webhook', 'set', '--org', 'acme', '--url', url]]) {
-    const r = await runCli(t, [...args, ...common]);
-    assert.equal(r.code, 0, r.stderr);
-  }
-  const feed = join(stateDir, 'seed.jsonl');
-  appendFeed(feed, Array.from({ length: events }, (_, i) => feedLine('acme', `evt_seed_${i}`)));
-  const ingested = await runCli(t, ['ingest', feed, ...common]);
-  assert.equal(ingested.code, 0, ingested.stderr);
-  const db = databaseIn(stateDir);
-  const conn = new Database(db);
-  conn.pragma('wal_checkpoint(TRUNCATE)');
-  conn.close();
-  return { stateDir, db, feed };
-}
-
-/** Overwrites the first bytes of a leaf page of `table` (its b-tree page header): a damaged data page. */
-export function damagePageOf(db: string, table: string): number {
-  const conn = new Database(db, { readonly: true });
-  const { pageno } = conn.prepare("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY pageno LIMIT 1").get(table) as { pageno: number };
-  const pageSize = conn.pragma('page_size', { simple: true }) as number;
-  conn.close();
-  const fd = openSync(db, 'r+');
-  writeSync(fd, Buffer.alloc(32, 0xde), 0, 32, (pageno - 1) * pageSize);
-  closeSync(fd);
-  return pageno;
-}
-
-/** Overwrites the file's header ("SQLite format 3"): no longer a database. */
-export function damageHeader(db: string): void {
-  const fd = openSync(db, 'r+');
-  writeSync(fd, Buffer.from('this is not sqlite'), 0, 18, 0);
-  closeSync(fd);
-}
 
 /** A hash of the database file and its WAL (if any). */
 function fingerprint(path: string): string {

@@ -16,10 +16,11 @@ import type { Clock } from '../src/domain/clock.ts';
 import { parseFeedLine } from '../src/domain/feed-event.ts';
 import { orderingKey } from '../src/domain/ordering.ts';
 import { WebhookStatus } from '../src/domain/types.ts';
+import { createIngestService } from '../src/services/ingest.ts';
 import { createRetentionService } from '../src/services/retention.ts';
 import { DeliveryStatus } from '../src/store/deliveries-repo.ts';
 import { openStore, type Store } from '../src/store/store.ts';
-import { snapshot, tempDir } from './helpers.ts';
+import { silentLog, snapshot, tempDir } from './helpers.ts';
 
 const DAY = 86_400_000;
 const NOW = Date.UTC(2026, 10, 23);
@@ -219,4 +220,27 @@ test(`retention over ${ITERATIONS} random histories removes exactly what was del
   // The histories did exercise both sides of the rule.
   assert.ok(removedSomething > ITERATIONS / 2, `most histories had something to remove (${removedSomething})`);
   assert.ok(keptUndelivered > ITERATIONS, `the histories held undelivered deliveries (${keptUndelivered})`);
+});
+
+test('a feed line read again after its event was pruned is a new event: retention forgets ids (docs/operations.md, "Retention")', async (t) => {
+  const clock = { at: NOW - 40 * DAY, now: () => clock.at };
+  const store = openStore(join(tempDir(t, 'hookrelay-retention-'), 'hookrelay.db'), clock);
+  t.after(() => store.close());
+  store.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 0 });
+  store.webhooks.upsert('acme', 'https://hooks.example/acme', false, null, 0);
+  const ingest = createIngestService(store, silentLog);
+  const line = (id: string) => ({ bytes: Buffer.from(JSON.stringify({ organization_id: 'acme', anticipation_request_id: 'ar_1', status: 'approved', event_id: id })), position: null });
+  assert.equal(ingest.ingest('feed', [line('evt_old'), line('evt_newest')], null).accepted, 2);
+  for (const id of store.db.prepare('SELECT id FROM deliveries').pluck().all() as number[]) {
+    store.deliveries.settle(id, { status: DeliveryStatus.delivered, attempts: 1, nextAttemptAt: clock.at, at: clock.at, statusCode: 200, error: null });
+  }
+  // Before retention removes it, the same line is a duplicate.
+  assert.deepEqual(ingest.ingest('feed', [line('evt_old')], null), { accepted: 0, duplicates: 1, quarantined: 0, undeliverable: 0 });
+
+  clock.at = NOW;
+  const retention = createRetentionService(store, { deliveredEventsMs: RETENTION, quarantinedLinesMs: RETENTION, batchSize: 100 });
+  assert.equal((await retention.prune()).removed.events, 1, 'evt_old goes; evt_newest holds the newest rows');
+  // Read again, it is stored and queued anew: the receiver gets the same webhook-id a second time.
+  assert.deepEqual(ingest.ingest('feed', [line('evt_old')], null), { accepted: 1, duplicates: 0, quarantined: 0, undeliverable: 0 });
+  assert.equal(store.db.prepare("SELECT count(*) FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE e.id = 'evt_old' AND d.status = 'pending'").pluck().get(), 1);
 });
