@@ -5,10 +5,9 @@ import { createApi } from './api/app.ts';
 import type { Config } from './config/load.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { createFileTailer } from './feed/file-tailer.ts';
-import { createWorkerLineParser } from './feed/line-parser.ts';
+import { openIngestPath, type IngestPath } from './feed/ingest-path.ts';
 import { ingestStream } from './feed/stream-reader.ts';
 import type { Logger } from './log.ts';
-import { createIngestService, type IngestService } from './services/ingest.ts';
 import { createDeliverer, loadExtraCa, type Deliverer } from './dispatch/deliverer.ts';
 import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.ts';
 import { createNetworkGuard } from './dispatch/network-guard.ts';
@@ -17,7 +16,6 @@ import { VERSION } from './version.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
 import { createServices } from './services/services.ts';
 import { createWorkSignal } from './services/work-signal.ts';
-import { startBackgroundCheckpoints, type BackgroundCheckpoints } from './store/checkpointer.ts';
 import { openStore, type Store } from './store/store.ts';
 
 export interface Relay {
@@ -34,9 +32,6 @@ export function parseListen(listen: string): { host: string; port: number } {
   const host = listen.slice(0, at).replace(/^\[(.*)\]$/, '$1');
   return { host, port: Number(listen.slice(at + 1)) };
 }
-
-/** A batch of at least this many lines keeps background WAL checkpoints on (a large ingest under way). */
-const LARGE_BATCH_LINES = 1000;
 
 /** A claimed delivery's lease is the attempt deadline plus this. */
 export const LEASE_MARGIN_MS = 10_000;
@@ -59,21 +54,15 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let feed: { stop(): Promise<void> } | null = null;
   let dispatcher: Dispatcher | null = null;
   let deliverer: Deliverer | null = null;
-  let checkpoints: BackgroundCheckpoints | null = null;
+  let ingestPath: IngestPath | null = null;
   let stopping = false;
 
-  function startFeed(ingest: IngestService): { stop(): Promise<void> } {
+  function startFeed({ ingest, parser }: IngestPath): { stop(): Promise<void> } {
     const { feed: options } = config;
-    const parser = createWorkerLineParser(log);
     if (options.path !== '-') {
       const tailer = createFileTailer({ ...options, path: options.path, ingest, log, parser });
       tailer.start();
-      return {
-        async stop() {
-          await tailer.stop();
-          await parser.close();
-        },
-      };
+      return { stop: () => tailer.stop() };
     }
     const controller = new AbortController();
     const feedLog = log.child({ subsystem: 'feed', feed: 'stdin' });
@@ -85,7 +74,6 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       async stop() {
         controller.abort();
         await done;
-        await parser.close();
       },
     };
   }
@@ -129,8 +117,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     });
     const bound = address();
     log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
-    // In the daemon, only while large batches are being ingested (see startBackgroundCheckpoints).
-    checkpoints = await startBackgroundCheckpoints(store.db, log, { whileBusy: true });
+    // Background checkpoints in the daemon only while large batches are being ingested (see startBackgroundCheckpoints).
+    ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true });
     deliverer = createDeliverer({
       guard: createNetworkGuard(config.delivery.allowNetworks),
       clock,
@@ -155,15 +143,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       groupCommitMs: config.delivery.groupCommitInterval,
     });
     dispatcher.start();
-    const ingest = createIngestService(store, log, work);
-    const background = checkpoints;
-    feed = startFeed({
-      ...ingest,
-      ingest(source, lines, position, parsed) {
-        if (lines.length >= LARGE_BATCH_LINES) background.busy();
-        return ingest.ingest(source, lines, position, parsed);
-      },
-    });
+    feed = startFeed(ingestPath);
   }
 
   return {
@@ -193,8 +173,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         clearTimeout(timer);
         server = null;
       }
-      await checkpoints?.stop();
-      checkpoints = null;
+      await ingestPath?.close();
+      ingestPath = null;
       store?.close();
       store = null;
       log.info('stopped');
