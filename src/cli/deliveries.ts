@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { deliveryView } from '../services/views.ts';
+import { startProgress } from './progress.ts';
 import { cliId, cliTime, iso, jsonOption, limitOption, optionsOf, print, table, UsageError, withServices } from './shared.ts';
 
 const STATUSES = ['pending', 'failed', 'delivered', 'dead'] as const;
@@ -59,7 +60,14 @@ export function registerDeliveriesCommands(program: Command): void {
       const since = cliTime('--since', options.since);
       const until = options.until === undefined ? undefined : cliTime('--until', options.until);
       withServices(options, ({ services }) => {
-        const r = services.deliveries.recover(options.org, since, until);
+        // In chunks, one transaction each: the daemon's writer never waits long for this one.
+        const progress = startProgress('recover', { unit: 'events' });
+        let r: { requeued: number; hurried: number };
+        try {
+          r = services.deliveries.recover(options.org, since, until, { onChunk: (done, total) => progress.update(done, total === 0 ? 1 : done / total) });
+        } finally {
+          progress.end();
+        }
         process.stdout.write(`${r.requeued} event(s) queued again, ${r.hurried} failed delivery(ies) made due now\n`);
       });
     });

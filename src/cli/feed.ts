@@ -1,10 +1,32 @@
-import { createReadStream } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
 import { resolve } from 'node:path';
+import type { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import { openIngestPath } from '../feed/ingest-path.ts';
 import { ingestStream } from '../feed/stream-reader.ts';
-import { createIngestService } from '../services/ingest.ts';
+import { createIngestService, type IngestService } from '../services/ingest.ts';
+import { rateSummary, startProgress } from './progress.ts';
 import { cliLogger, configFrom, iso, jsonOption, limitOption, openConfiguredStore, optionsOf, print, table, UsageError, withServices } from './shared.ts';
+
+/** Opens the file to ingest; what is wrong with it is a usage error (exit 2), said in one line. */
+async function openInput(file: string): Promise<{ input: Readable; source: string; size: number | null }> {
+  const source = resolve(file);
+  let handle: FileHandle;
+  try {
+    handle = await open(source, 'r');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied (the file must be readable by this user)' : code === 'ENOTDIR' ? 'a part of the path is not a directory' : `${(err as Error).message}`;
+    throw new UsageError(`cannot read ${source}: ${why}; give a JSONL file, or - for standard input`);
+  }
+  const stat = await handle.stat();
+  if (stat.isDirectory()) {
+    await handle.close();
+    throw new UsageError(`cannot read ${source}: it is a directory; give a JSONL file, or - for standard input`);
+  }
+  // Large reads make full batches, so parsing and committing overlap (see BatchPipeline).
+  return { input: handle.createReadStream({ highWaterMark: 4 << 20 }), source, size: stat.isFile() ? stat.size : null };
+}
 
 /** `ingest` and the `feed` group (quarantined lines, counts per source). */
 export function registerFeedCommands(program: Command): void {
@@ -12,17 +34,35 @@ export function registerFeedCommands(program: Command): void {
     async (file: string, _options: unknown, cmd: Command) => {
       const options = optionsOf(cmd);
       const config = configFrom(options);
+      // The input first: a file that cannot be read changes nothing, not even the state directory.
+      const { input, source, size } = file === '-' ? { input: process.stdin, source: 'stdin', size: null } : await openInput(file);
       const store = openConfiguredStore(config);
       try {
         const log = cliLogger(config);
-        const source = file === '-' ? 'stdin' : resolve(file);
-        // Large reads make full batches, so parsing and committing overlap (see BatchPipeline).
-        const input = file === '-' ? process.stdin : createReadStream(source, { highWaterMark: 4 << 20 });
         const path = await openIngestPath(store, log);
-        const counts = await ingestStream(input, { ...config.feed, source, ingest: path.ingest, log, parser: path.parser }).finally(() => path.close());
-        print(options, counts, () =>
+        const progress = startProgress('ingest', { unit: 'lines' });
+        let lines = 0;
+        let bytes = 0;
+        const ingest: IngestService = {
+          ...path.ingest,
+          ingest(...args) {
+            const counts = path.ingest.ingest(...args);
+            lines += args[1].length;
+            for (const line of args[1]) bytes += (line.rejected?.lineBytes ?? line.bytes.length) + 1;
+            progress.update(lines, size === null || size === 0 ? undefined : bytes / size);
+            return counts;
+          },
+        };
+        const started = performance.now();
+        const counts = await ingestStream(input, { ...config.feed, source, ingest, log, parser: path.parser }).finally(async () => {
+          progress.end();
+          await path.close();
+        });
+        const rate = rateSummary(lines, 'lines', (performance.now() - started) / 1000);
+        print(options, { ...counts, lines, seconds: rate.seconds, lines_per_second: rate.perSecond }, () =>
           `${counts.accepted} accepted, ${counts.duplicates} duplicate, ${counts.quarantined} quarantined` +
           (counts.undeliverable > 0 ? ` (${counts.undeliverable} of the accepted are undeliverable: their organization has no webhook)` : '') +
+          `\n${rate.text}` +
           (counts.quarantined > 0 ? '\nsee: hookrelay feed rejects' : ''),
         );
       } finally {
