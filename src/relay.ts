@@ -5,10 +5,9 @@ import { createApi } from './api/app.ts';
 import type { Config } from './config/load.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { createFileTailer } from './feed/file-tailer.ts';
-import { createWorkerLineParser } from './feed/line-parser.ts';
+import { openIngestPath, type IngestPath } from './feed/ingest-path.ts';
 import { ingestStream } from './feed/stream-reader.ts';
 import type { Logger } from './log.ts';
-import { createIngestService, type IngestService } from './services/ingest.ts';
 import { createDeliverer, loadExtraCa, type Deliverer } from './dispatch/deliverer.ts';
 import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.ts';
 import { createNetworkGuard } from './dispatch/network-guard.ts';
@@ -19,7 +18,6 @@ import { createServices } from './services/services.ts';
 import { createRetentionService, startRetention } from './services/retention.ts';
 import { createStorageHealth, type StorageHealth } from './services/storage-health.ts';
 import { createWorkSignal } from './services/work-signal.ts';
-import { startBackgroundCheckpoints, type BackgroundCheckpoints } from './store/checkpointer.ts';
 import { openStore, type Store } from './store/store.ts';
 
 export interface Relay {
@@ -36,9 +34,6 @@ export function parseListen(listen: string): { host: string; port: number } {
   const host = listen.slice(0, at).replace(/^\[(.*)\]$/, '$1');
   return { host, port: Number(listen.slice(at + 1)) };
 }
-
-/** A batch of at least this many lines keeps background WAL checkpoints on (a large ingest under way). */
-const LARGE_BATCH_LINES = 1000;
 
 /** A claimed delivery's lease is the attempt deadline plus this. */
 export const LEASE_MARGIN_MS = 10_000;
@@ -61,23 +56,17 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let feed: { stop(): Promise<void> } | null = null;
   let dispatcher: Dispatcher | null = null;
   let deliverer: Deliverer | null = null;
-  let checkpoints: BackgroundCheckpoints | null = null;
+  let ingestPath: IngestPath | null = null;
   let retention: { stop(): Promise<void> } | null = null;
   let stopping = false;
   const health: StorageHealth = createStorageHealth(log, () => clock.now());
 
-  function startFeed(ingest: IngestService): { stop(): Promise<void> } {
+  function startFeed({ ingest, parser }: IngestPath): { stop(): Promise<void> } {
     const { feed: options } = config;
-    const parser = createWorkerLineParser(log);
     if (options.path !== '-') {
       const tailer = createFileTailer({ ...options, path: options.path, ingest, log, parser, health });
       tailer.start();
-      return {
-        async stop() {
-          await tailer.stop();
-          await parser.close();
-        },
-      };
+      return { stop: () => tailer.stop() };
     }
     const controller = new AbortController();
     const feedLog = log.child({ subsystem: 'feed', feed: 'stdin' });
@@ -89,7 +78,6 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       async stop() {
         controller.abort();
         await done;
-        await parser.close();
       },
     };
   }
@@ -140,8 +128,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     });
     const bound = address();
     log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
-    // In the daemon, only while large batches are being ingested (see startBackgroundCheckpoints).
-    checkpoints = await startBackgroundCheckpoints(store.db, log, { whileBusy: true });
+    // Background checkpoints in the daemon only while large batches are being ingested (see startBackgroundCheckpoints).
+    ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true });
     deliverer = createDeliverer({
       guard: createNetworkGuard(config.delivery.allowNetworks),
       clock,
@@ -173,7 +161,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         quarantinedLinesMs: config.retention.quarantinedLines,
         batchSize: config.retention.batchSize,
       });
-      const background = checkpoints;
+      const path = ingestPath;
       retention = startRetention({
         retention: service,
         intervalMs: config.retention.interval,
@@ -181,18 +169,10 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         health,
         log,
         // Pruning writes a burst of WAL, as a large ingest does: checkpoints on their own thread meanwhile.
-        onBatch: () => background.busy(),
+        onBatch: () => path.checkpointsBusy(),
       });
     }
-    const ingest = createIngestService(store, log, work);
-    const background = checkpoints;
-    feed = startFeed({
-      ...ingest,
-      ingest(source, lines, position, parsed) {
-        if (lines.length >= LARGE_BATCH_LINES) background.busy();
-        return ingest.ingest(source, lines, position, parsed);
-      },
-    });
+    feed = startFeed(ingestPath);
   }
 
   return {
@@ -224,8 +204,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         clearTimeout(timer);
         server = null;
       }
-      await checkpoints?.stop();
-      checkpoints = null;
+      await ingestPath?.close();
+      ingestPath = null;
       store?.close();
       store = null;
       log.info('stopped');
