@@ -4,7 +4,7 @@
  * daemon's file tailer, marks every delivery delivered with one attempt (its stored response
  * body `--response-bytes` long), and reports the file sizes and what each table and index takes
  * (dbstat) after each step. Then prunes, as the daemon does (batches separated by a pause at
- * least as long as the batch): first a slice of the events with each of the `--batch` sizes,
+ * least as long as the batch, WAL checkpoints on their own thread meanwhile): first a slice of the events with each of the `--batch` sizes,
  * reporting per batch how long it held the thread (p50, p99, max) and the event loop's longest
  * delay meanwhile; then the rest. Then the sizes again (the file does not shrink: its pages
  * go to the free list), optionally a second ingest of N lines into the pruned file
@@ -153,19 +153,22 @@ async function prune(store: Store, now: number, batchSize: number) {
   const timed: Store = {
     ...store,
     clock: { now: () => now } satisfies Clock,
-    transaction<T>(fn: () => T): T {
+    transaction<T>(fn: () => T, options?: { durable?: boolean }): T {
       const t0 = performance.now();
       try {
-        return store.transaction(fn);
+        return store.transaction(fn, options);
       } finally {
         durations.push(performance.now() - t0);
       }
     },
   };
+  // As in the daemon: WAL checkpoints on their own thread while the batches come (see relay.ts).
+  const checkpoints = await startBackgroundCheckpoints(store.db, log, { whileBusy: true });
   const delay = monitorEventLoopDelay({ resolution: 1 });
   delay.enable();
-  const result = await createRetentionService(timed, { deliveredEventsMs: RETENTION_MS, quarantinedLinesMs: RETENTION_MS, batchSize }).prune({ pauseMs: 5 });
+  const result = await createRetentionService(timed, { deliveredEventsMs: RETENTION_MS, quarantinedLinesMs: RETENTION_MS, batchSize }).prune({ pauseMs: 5, onBatch: () => checkpoints.busy() });
   delay.disable();
+  await checkpoints.stop();
   durations.sort((a, b) => a - b);
   const r = (x: number) => Math.round(x * 10) / 10;
   return {

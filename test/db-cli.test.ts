@@ -114,6 +114,9 @@ test('db backup while the daemon ingests and delivers: the copy opens, passes in
   assert.match(first.stdout, new RegExp(`^backup written to ${file} \\(\\d+\\.\\d MiB in \\d+\\.\\d s\\)\\n$`));
   assert.equal(first.stderr, '', 'no progress output when stderr is not a terminal');
   assert.equal(statSync(file).mode & 0o777, 0o600, 'the backup holds signing secrets: private');
+  const checked = await runCli(t, ['db', 'check', file, ...common]);
+  assert.equal(checked.code, 0, checked.stdout);
+  assert.match(checked.stdout, new RegExp(`^${file}: ok\n`), 'db check FILE checks the backup');
 
   const snapshotOf = (path: string) => {
     const copy = new Database(path, { readonly: true, fileMustExist: true });

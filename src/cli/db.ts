@@ -94,10 +94,15 @@ export function registerDbCommands(program: Command): void {
       print(options, { path: result.path, bytes: result.bytes, seconds: Math.round(result.ms) / 1000 }, () => `backup written to ${result.path} (${mib(result.bytes)} in ${(result.ms / 1000).toFixed(1)} s)`);
     });
 
-  jsonOption(db.command('check').description(`check the database's integrity (exit ${EXIT_DATABASE_DAMAGED} when damaged)`)).action((_options: unknown, cmd: Command) => {
+  jsonOption(
+    db
+      .command('check')
+      .description(`check the database's integrity (exit ${EXIT_DATABASE_DAMAGED} when damaged)`)
+      .argument('[file]', 'a database file to check instead of the configured one (a backup, say)'),
+  ).action((file: string | undefined, _options: unknown, cmd: Command) => {
     const options = optionsOf(cmd);
     const config = configFrom(options);
-    const report = checkDatabase(config.database.path, { busyTimeoutMs: config.database.busyTimeoutMs });
+    const report = checkDatabase(file ?? config.database.path, { busyTimeoutMs: config.database.busyTimeoutMs });
     const d = report.disk;
     const view = {
       path: report.path,

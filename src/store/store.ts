@@ -23,8 +23,14 @@ export interface Store {
   readonly feed: FeedRepo;
   readonly deliveries: DeliveriesRepo;
   readonly retention: RetentionRepo;
-  /** Runs `fn` in one IMMEDIATE transaction (takes the write lock up front, so read-then-write is safe across processes). */
-  transaction<T>(fn: () => T): T;
+  /**
+   * Runs `fn` in one IMMEDIATE transaction (takes the write lock up front, so read-then-write is
+   * safe across processes). With `durable: false` the commit does not wait for the disk
+   * (synchronous=NORMAL for this one transaction): a power cut may undo it, never corrupt the
+   * file, and the next durable commit makes it durable too. Only for writes that are as good
+   * redone as lost (retention).
+   */
+  transaction<T>(fn: () => T, options?: { durable?: boolean }): T;
   /** Runs `fn` in one read transaction: a consistent snapshot that never blocks the writer (WAL). */
   read<T>(fn: () => T): T;
   /** Throws if the database cannot answer a trivial query (readiness probe). */
@@ -63,7 +69,15 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock)
     feed: createFeedRepo(db),
     deliveries: createDeliveriesRepo(db),
     retention: createRetentionRepo(db),
-    transaction: <T>(fn: () => T): T => db.transaction(fn).immediate(),
+    transaction: <T>(fn: () => T, options: { durable?: boolean } = {}): T => {
+      if (options.durable !== false) return db.transaction(fn).immediate();
+      db.pragma('synchronous = NORMAL');
+      try {
+        return db.transaction(fn).immediate();
+      } finally {
+        db.pragma('synchronous = FULL');
+      }
+    },
     read: <T>(fn: () => T): T => db.transaction(fn).deferred(),
     ping: () => {
       select1.get();
