@@ -21,13 +21,13 @@
  * the file, so the tailer reads it from the start): every line is a duplicate. It reports that
  * rate next to the first one and their ratio, which should be about 1 or more.
  */
-import { copyFileSync, createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { writeBenchFeed } from './bench-feed.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { once } from 'node:events';
 import { systemClock } from '../src/domain/clock.ts';
 import { parseFeedLine } from '../src/domain/feed-event.ts';
 import { createFileTailer } from '../src/feed/file-tailer.ts';
@@ -58,26 +58,10 @@ type Variant = 'pipelined' | 'single-threaded';
 const variants: Variant[] = values.compare ? ['pipelined', 'single-threaded'] : ['pipelined'];
 
 async function writeFeed(path: string, n: number): Promise<number> {
-  const out = createWriteStream(path);
   // About 300 bytes a line, as the issue specifies: a UUID is 26 characters longer than evt-N,
   // and a line without event_id 24 shorter.
   const filler = 'x'.repeat(ids === 'uuid' ? 29 : ids === 'none' ? 79 : 55);
-  for (let i = 0; i < n; i++) {
-    const line =
-      JSON.stringify({
-        organization_id: `org-${i % 50}`,
-        anticipation_request_id: `ar-${(i * 7919) % 1_000_003}`,
-        status: i % 3 === 0 ? 'approved' : 'pending_review',
-        previous_status: 'submitted',
-        occurred_at: new Date(1_790_000_000_000 + i * 1000).toISOString(),
-        event_id: ids === 'sequential' ? `evt-${i}` : ids === 'uuid' ? randomUUID() : undefined,
-        data: { amount_cents: i * 13, currency: 'EUR', note: filler },
-      }) + '\n';
-    if (!out.write(line)) await once(out, 'drain');
-  }
-  out.end();
-  await once(out, 'finish');
-  return statSync(path).size;
+  return writeBenchFeed(path, 0, n, (i) => (ids === 'sequential' ? `evt-${i}` : ids === 'uuid' ? randomUUID() : undefined), filler);
 }
 
 const log = createLogger('warn');

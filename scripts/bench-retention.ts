@@ -14,12 +14,12 @@
  *   node --max-semi-space-size=32 --import tsx scripts/bench-retention.ts \
  *     [--lines N] [--batch 100,500,2000] [--response-bytes B] [--refill] [--json FILE]
  */
-import { createWriteStream, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { once } from 'node:events';
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { writeBenchFeed } from './bench-feed.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Clock } from '../src/domain/clock.ts';
 import { createFileTailer } from '../src/feed/file-tailer.ts';
@@ -49,26 +49,7 @@ const RETENTION_MS = 30 * DAY;
 const log = createLogger('warn');
 const mib = (bytes: number) => Math.round((bytes / 1048576) * 10) / 10;
 
-async function writeFeed(path: string, from: number, n: number): Promise<number> {
-  const out = createWriteStream(path);
-  const filler = 'x'.repeat(55);
-  for (let i = from; i < from + n; i++) {
-    const line =
-      JSON.stringify({
-        organization_id: `org-${i % 50}`,
-        anticipation_request_id: `ar-${(i * 7919) % 1_000_003}`,
-        status: i % 3 === 0 ? 'approved' : 'pending_review',
-        previous_status: 'submitted',
-        occurred_at: new Date(1_790_000_000_000 + i * 1000).toISOString(),
-        event_id: `evt-${i}`,
-        data: { amount_cents: i * 13, currency: 'EUR', note: filler },
-      }) + '\n';
-    if (!out.write(line)) await once(out, 'drain');
-  }
-  out.end();
-  await once(out, 'finish');
-  return statSync(path).size;
-}
+const writeFeed = (path: string, from: number, n: number) => writeBenchFeed(path, from, n, (i) => `evt-${i}`, 'x'.repeat(55));
 
 const size = (path: string) => {
   try {
