@@ -45,6 +45,10 @@ test('db check: ok on a healthy file (exit 0); a damaged data page or header is 
   assert.match(damaged.stdout, new RegExp(`integrity_check found \\d+ problem\\(s\\):[\\s\\S]*page ${page}\\b`), damaged.stdout);
   assert.match(damaged.stdout, /restore the last good backup/);
   assert.equal(damaged.stderr, '');
+  // A command that meets the damaged page says so in one line, with the same exit code.
+  const listing = await runCli(t, ['deliveries', 'list', '--org', 'acme', '--limit', '10000', ...common]);
+  assert.equal(listing.code, 65, listing.stderr);
+  assert.equal(listing.stderr, 'hookrelay: the database is damaged (database disk image is malformed (SQLITE_CORRUPT)); check it with `hookrelay db check` and restore the last good backup (docs/operations.md)\n');
   const damagedJson = JSON.parse((await runCli(t, ['db', 'check', '--json', ...common])).stdout) as Record<string, any>;
   assert.equal(damagedJson.ok, false);
   assert.ok(damagedJson.integrity.some((m: string) => m.includes(`page ${page}`)), JSON.stringify(damagedJson.integrity));

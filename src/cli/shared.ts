@@ -21,6 +21,7 @@ import { systemClock } from '../domain/clock.ts';
 import { ErrorCode, isHookrelayError } from '../domain/errors.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createServices, type Services } from '../services/services.ts';
+import { StorageFault, storageFaultOf } from '../store/storage-faults.ts';
 import { openStore, type Store } from '../store/store.ts';
 
 /** Exit codes (docs/operations.md): 0 success, 1 runtime error, 2 usage or configuration error, 65 damaged database. */
@@ -204,6 +205,11 @@ export function fail(err: unknown): number {
     process.stderr.write(`hookrelay: ${message}\n`);
     if (err.code === ErrorCode.databaseDamaged) return EXIT_DATABASE_DAMAGED;
     return err.code === ErrorCode.config || err.code === ErrorCode.validation ? EXIT_USAGE : EXIT_RUNTIME;
+  }
+  if (storageFaultOf(err) === StorageFault.damaged) {
+    // A damaged page met in the middle of a command (one found when opening is a HookrelayError, above).
+    process.stderr.write(`hookrelay: the database is damaged (${oneLine(err)}); check it with \`hookrelay db check\` and restore the last good backup (docs/operations.md)\n`);
+    return EXIT_DATABASE_DAMAGED;
   }
   process.stderr.write(`hookrelay: ${oneLine(err)}\n`);
   return EXIT_RUNTIME;
