@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { before, test, type TestContext } from 'node:test';
-import { assertBuilt, CLI, cleanEnv, defer, fields, jsonLine, scratchDir, WAIT_LIMIT_MS, type CliResult, type Exit } from './feed-helpers.ts';
+import { before, test } from 'node:test';
+import { assertBuilt, CLI, cleanEnv, defer, fields, jsonLine, runCli, scratchDir, WAIT_LIMIT_MS, type CliResult, type Exit } from './feed-helpers.ts';
 
 before(assertBuilt);
 
@@ -18,39 +18,6 @@ const EXIT_USAGE = 2;
 /** The user a root test process runs the CLI as, so that file permissions apply. */
 const NOBODY = 65534;
 const isRoot = process.getuid?.() === 0;
-
-interface RunOptions {
-  readonly cwd?: string;
-  readonly env?: Record<string, string>;
-  readonly input?: string;
-  /** Run as this uid (and gid): only when the test runs as root. */
-  readonly uid?: number;
-}
-
-/** Runs one CLI command to completion; SIGKILLed (and so failing) only if it hangs. */
-async function run(t: TestContext, args: readonly string[], options: RunOptions = {}): Promise<CliResult> {
-  const child = spawn(process.execPath, [CLI, ...args], {
-    env: { ...cleanEnv(), ...options.env },
-    ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
-    ...(options.uid !== undefined ? { uid: options.uid, gid: options.uid } : {}),
-    stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-  });
-  defer(t, () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  if (options.input !== undefined) child.stdin!.end(options.input);
-  const timer = setTimeout(() => child.kill('SIGKILL'), WAIT_LIMIT_MS);
-  const { code, signal } = await new Promise<Exit>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', (code, signal) => resolve({ code, signal }));
-  });
-  clearTimeout(timer);
-  return { code, signal, stdout, stderr };
-}
 
 /** The command failed with `code` and exactly one line on stderr, "hookrelay: ...", matching `pattern`; no stack trace, nothing on stdout but log lines. */
 function assertOneLine(what: string, result: CliResult, code: number, pattern: RegExp): void {
@@ -74,23 +41,23 @@ test('--config and --state-dir work before and after the command, for nested com
   writeFileSync(join(dir, 'conf.json'), JSON.stringify({ stateDir: join(dir, 'from-config') }));
   const database = join(dir, 'from-config', 'hookrelay.db');
 
-  assert.match(ok('--config before migrate', await run(t, ['--config', join(dir, 'conf.json'), 'migrate'])), new RegExp(`migrated ${database} from 0 to \\d+\\n`));
-  assert.match(ok('--config after migrate', await run(t, ['migrate', '--config', join(dir, 'conf.json')])), new RegExp(`database ${database} is at schema version \\d+\\n`));
-  ok('--state-dir before orgs add', await run(t, ['--state-dir', join(dir, 'flag'), 'orgs', 'add', 'acme']));
-  ok('--state-dir between', await run(t, ['orgs', '--state-dir', join(dir, 'flag'), 'add', 'globex']));
-  const orgs = JSON.parse(ok('--state-dir after orgs list', await run(t, ['orgs', 'list', '--json', '--state-dir', join(dir, 'flag')]))) as Array<{ id: string }>;
+  assert.match(ok('--config before migrate', await runCli(t, ['--config', join(dir, 'conf.json'), 'migrate'])), new RegExp(`migrated ${database} from 0 to \\d+\\n`));
+  assert.match(ok('--config after migrate', await runCli(t, ['migrate', '--config', join(dir, 'conf.json')])), new RegExp(`database ${database} is at schema version \\d+\\n`));
+  ok('--state-dir before orgs add', await runCli(t, ['--state-dir', join(dir, 'flag'), 'orgs', 'add', 'acme']));
+  ok('--state-dir between', await runCli(t, ['orgs', '--state-dir', join(dir, 'flag'), 'add', 'globex']));
+  const orgs = JSON.parse(ok('--state-dir after orgs list', await runCli(t, ['orgs', 'list', '--json', '--state-dir', join(dir, 'flag')]))) as Array<{ id: string }>;
   assert.deepEqual(orgs.map((o) => o.id), ['acme', 'globex']);
   // The flag wins over the config file, wherever each is given.
-  const mixed = JSON.parse(ok('--config before, --state-dir after', await run(t, ['--config', join(dir, 'conf.json'), 'orgs', 'list', '--json', '--state-dir', join(dir, 'flag')])));
+  const mixed = JSON.parse(ok('--config before, --state-dir after', await runCli(t, ['--config', join(dir, 'conf.json'), 'orgs', 'list', '--json', '--state-dir', join(dir, 'flag')])));
   assert.equal(mixed.length, 2);
 
   // The daemon reads --config given before `serve`: a broken file is refused, naming the key.
   writeFileSync(join(dir, 'bad.json'), JSON.stringify({ bogus: true }));
-  assertOneLine('--config x serve', await run(t, ['--config', join(dir, 'bad.json'), 'serve']), EXIT_USAGE, /unknown key "bogus"/);
-  assertOneLine('serve --config x', await run(t, ['serve', '--config', join(dir, 'bad.json')]), EXIT_USAGE, /unknown key "bogus"/);
+  assertOneLine('--config x serve', await runCli(t, ['--config', join(dir, 'bad.json'), 'serve']), EXIT_USAGE, /unknown key "bogus"/);
+  assertOneLine('serve --config x', await runCli(t, ['serve', '--config', join(dir, 'bad.json')]), EXIT_USAGE, /unknown key "bogus"/);
 
   // Help lists the global options under every command.
-  const help = ok('orgs list --help', await run(t, ['orgs', 'list', '--help']));
+  const help = ok('orgs list --help', await runCli(t, ['orgs', 'list', '--help']));
   assert.match(help, /Global Options:[\s\S]*--config <file>[\s\S]*--state-dir <dir>/);
 });
 
@@ -119,7 +86,7 @@ test('usage mistakes: one line naming the problem and where to look, exit 2, not
     { args: ['ingest', dir], stderr: /it is a directory/ },
   ];
   for (const { args, stderr } of cases) {
-    const result = await run(t, args, { cwd: dir });
+    const result = await runCli(t, args, { cwd: dir });
     assertOneLine(`hookrelay ${args.join(' ')}`, result, EXIT_USAGE, stderr);
     assert.equal(result.stdout, '');
   }
@@ -137,8 +104,8 @@ test('a state directory that cannot be created (/proc/nope, a file in the way) e
   ];
   for (const { args, stderr } of cases) {
     // Before the fix, /proc/nope spun in a synchronous loop and ignored SIGTERM: the time limit
-    // of run() would SIGKILL it and the exit code would not match.
-    const result = await run(t, args, { cwd: dir, input: '' });
+    // of runCli() would SIGKILL it and the exit code would not match.
+    const result = await runCli(t, args, { cwd: dir, input: '' });
     assertOneLine(`hookrelay ${args.join(' ')}`, result, EXIT_USAGE, stderr);
   }
 
@@ -169,26 +136,26 @@ test('an unwritable state directory: one line naming the path, the permission mi
   });
   const user = isRoot ? 'nobody' : String(spawnSync('id', ['-un']).stdout).trim();
 
-  const serve = await run(t, ['serve', '--listen', '127.0.0.1:0', '--state-dir', join(locked, 'var')], { ...as, cwd: dir });
+  const serve = await runCli(t, ['serve', '--listen', '127.0.0.1:0', '--state-dir', join(locked, 'var')], { ...as, cwd: dir });
   assertOneLine('serve in a locked directory', serve, EXIT_USAGE, new RegExp(`cannot create the database directory ${join(locked, 'var')}: permission denied \\(EACCES\\): user ${user} needs write permission on ${locked} \\(owner uid \\d+, mode 0555\\); choose another state directory .* or fix the permissions`));
-  assertOneLine('orgs add in a locked directory', await run(t, ['orgs', 'add', 'acme', '--state-dir', join(locked, 'var')], { ...as, cwd: dir }), EXIT_USAGE, /permission denied \(EACCES\)/);
+  assertOneLine('orgs add in a locked directory', await runCli(t, ['orgs', 'add', 'acme', '--state-dir', join(locked, 'var')], { ...as, cwd: dir }), EXIT_USAGE, /permission denied \(EACCES\)/);
 
   // A database file this user may not open (made by root, or made unreadable).
   const othersDb = join(dir, 'others');
   mkdirSync(othersDb, { mode: 0o777 });
   chmodSync(othersDb, 0o777);
-  ok('migrate', await run(t, ['migrate', '--state-dir', othersDb]));
+  ok('migrate', await runCli(t, ['migrate', '--state-dir', othersDb]));
   if (!isRoot) chmodSync(join(othersDb, 'hookrelay.db'), 0o000);
-  assertOneLine('orgs list on a database of another user', await run(t, ['orgs', 'list', '--state-dir', othersDb], { ...as, cwd: dir }), EXIT_USAGE, new RegExp(`cannot use the database ${join(othersDb, 'hookrelay.db')}: permission denied \\(EACCES\\): user ${user} needs read and write permission on it \\(owner uid \\d+, mode 0[0-7]{3}\\); choose another state directory`));
+  assertOneLine('orgs list on a database of another user', await runCli(t, ['orgs', 'list', '--state-dir', othersDb], { ...as, cwd: dir }), EXIT_USAGE, new RegExp(`cannot use the database ${join(othersDb, 'hookrelay.db')}: permission denied \\(EACCES\\): user ${user} needs read and write permission on it \\(owner uid \\d+, mode 0[0-7]{3}\\); choose another state directory`));
 
   // The database is this user's, but its directory is not writable: SQLite cannot create its -wal file.
   const readOnly = join(dir, 'read-only');
   mkdirSync(readOnly, { mode: 0o755 });
   if (isRoot) spawnSync('chown', [String(NOBODY), readOnly]);
-  ok('migrate as the directory owner', await run(t, ['migrate', '--state-dir', readOnly], as));
+  ok('migrate as the directory owner', await runCli(t, ['migrate', '--state-dir', readOnly], as));
   if (isRoot) spawnSync('chown', ['0', readOnly]);
   chmodSync(readOnly, 0o555);
-  const orgs = await run(t, ['orgs', 'list', '--state-dir', readOnly], { ...as, cwd: dir });
+  const orgs = await runCli(t, ['orgs', 'list', '--state-dir', readOnly], { ...as, cwd: dir });
   assertOneLine('orgs list in a read-only state directory', orgs, EXIT_USAGE, new RegExp(`cannot open the database ${join(readOnly, 'hookrelay.db')}: user ${user} cannot create files in ${readOnly} \\(owner uid \\d+, mode 0555\\) \\(EACCES\\), and SQLite keeps its -wal and -shm files next to the database`));
 });
 
@@ -197,10 +164,10 @@ test('ingest ends with its time and rate, in human and --json output', async (t)
   const path = join(dir, 'feed.jsonl');
   writeFileSync(path, Array.from({ length: 50 }, (_, i) => jsonLine(fields(i, { event_id: `chg_${i}` }))).join('') + 'nope\n');
 
-  const human = ok('ingest', await run(t, ['ingest', path, '--state-dir', join(dir, 'var')]));
+  const human = ok('ingest', await runCli(t, ['ingest', path, '--state-dir', join(dir, 'var')]));
   assert.match(human, /^50 accepted, 0 duplicate, 1 quarantined \(50 of the accepted are undeliverable: their organization has no webhook\)\n51 lines in \d+\.\d\d s, \d+ lines\/s\nsee: hookrelay feed rejects\n$/);
 
-  const again = JSON.parse(ok('ingest --json', await run(t, ['ingest', path, '--json', '--state-dir', join(dir, 'var')]))) as Record<string, unknown>;
+  const again = JSON.parse(ok('ingest --json', await runCli(t, ['ingest', path, '--json', '--state-dir', join(dir, 'var')]))) as Record<string, unknown>;
   assert.deepEqual(Object.keys(again).sort(), ['accepted', 'duplicates', 'lines', 'lines_per_second', 'quarantined', 'seconds', 'undeliverable']);
   assert.deepEqual({ ...again, seconds: 0, lines_per_second: 0 }, { accepted: 0, duplicates: 50, quarantined: 1, undeliverable: 0, lines: 51, seconds: 0, lines_per_second: 0 });
   assert.ok(typeof again.seconds === 'number' && again.seconds > 0, `seconds: ${String(again.seconds)}`);
@@ -219,8 +186,8 @@ test('long operations show progress on a terminal, rewritten in place and cleare
   const state = join(dir, 'var');
   const path = join(dir, 'feed.jsonl');
   writeFileSync(path, Array.from({ length: 3000 }, (_, i) => jsonLine(fields(i, { organization_id: 'acme', event_id: `chg_${i}` }))).join(''));
-  ok('orgs add', await run(t, ['orgs', 'add', 'acme', '--state-dir', state]));
-  ok('webhook set', await run(t, ['webhook', 'set', '--org', 'acme', '--url', 'https://hooks.example.com/acme', '--state-dir', state]));
+  ok('orgs add', await runCli(t, ['orgs', 'add', 'acme', '--state-dir', state]));
+  ok('webhook set', await runCli(t, ['webhook', 'set', '--org', 'acme', '--url', 'https://hooks.example.com/acme', '--state-dir', state]));
 
   const ingest = onTerminal(['ingest', path, '--state-dir', state], dir);
   assert.equal(ingest.status, 0, ingest.output);
@@ -234,16 +201,16 @@ test('long operations show progress on a terminal, rewritten in place and cleare
   assert.match(recover.output, /\r\x1b\[K0 event\(s\) queued again, 0 failed delivery\(ies\) made due now/);
 
   // Not a terminal (a pipe, as under systemd or in a script): stderr stays empty.
-  const piped = await run(t, ['ingest', path, '--state-dir', state]);
+  const piped = await runCli(t, ['ingest', path, '--state-dir', state]);
   assert.equal(ok('ingest, piped', piped).split('\n')[0], '0 accepted, 3000 duplicate, 0 quarantined');
   assert.equal(piped.stderr, '');
-  const recoverPiped = await run(t, ['deliveries', 'recover', '--org', 'acme', '--since', '2000-01-01T00:00:00Z', '--state-dir', state]);
+  const recoverPiped = await runCli(t, ['deliveries', 'recover', '--org', 'acme', '--since', '2000-01-01T00:00:00Z', '--state-dir', state]);
   assert.equal(ok('recover, piped', recoverPiped), '0 event(s) queued again, 0 failed delivery(ies) made due now\n');
   assert.equal(recoverPiped.stderr, '');
 });
 
 test('runtime errors keep exit code 1 and one line', async (t) => {
   const dir = scratchDir(t, 'hookrelay-cli-errors-');
-  const result = await run(t, ['webhook', 'get', '--org', 'acme', '--state-dir', join(dir, 'var')]);
+  const result = await runCli(t, ['webhook', 'get', '--org', 'acme', '--state-dir', join(dir, 'var')]);
   assertOneLine('webhook get without a webhook', result, EXIT_RUNTIME, /"acme" has no webhook/);
 });

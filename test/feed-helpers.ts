@@ -222,11 +222,15 @@ export interface CliResult extends Exit {
   readonly stderr: string;
 }
 
-/** Runs one CLI command to completion, with `input` (if any) on its standard input. */
-export async function runCli(t: TestContext, args: readonly string[], options: { input?: string | Buffer; cwd?: string } = {}): Promise<CliResult> {
+/**
+ * Runs one CLI command to completion, with `input` (if any) on its standard input; `env` adds
+ * variables, `uid` runs it as that user (and group id: only when the tests run as root).
+ */
+export async function runCli(t: TestContext, args: readonly string[], options: { input?: string | Buffer; cwd?: string; env?: Record<string, string>; uid?: number } = {}): Promise<CliResult> {
   const child = spawn(process.execPath, [CLI, ...args], {
-    env: cleanEnv(),
+    env: { ...cleanEnv(), ...options.env },
     ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
+    ...(options.uid !== undefined ? { uid: options.uid, gid: options.uid } : {}),
     stdio: [options.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
   killAtEnd(t, child);

@@ -5,6 +5,7 @@ import type { Command } from 'commander';
 import { openIngestPath } from '../feed/ingest-path.ts';
 import { ingestStream } from '../feed/stream-reader.ts';
 import { createIngestService, type IngestService } from '../services/ingest.ts';
+import type { Store } from '../store/store.ts';
 import { rateSummary, startProgress } from './progress.ts';
 import { cliLogger, configFrom, iso, jsonOption, limitOption, openConfiguredStore, optionsOf, print, table, UsageError, withServices } from './shared.ts';
 
@@ -36,7 +37,13 @@ export function registerFeedCommands(program: Command): void {
       const config = configFrom(options);
       // The input first: a file that cannot be read changes nothing, not even the state directory.
       const { input, source, size } = file === '-' ? { input: process.stdin, source: 'stdin', size: null } : await openInput(file);
-      const store = openConfiguredStore(config);
+      let store: Store;
+      try {
+        store = openConfiguredStore(config);
+      } catch (err) {
+        if (input !== process.stdin) input.destroy();
+        throw err;
+      }
       try {
         const log = cliLogger(config);
         const path = await openIngestPath(store, log);
