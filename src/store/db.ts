@@ -7,6 +7,14 @@ import { MIGRATIONS } from './migrations.ts';
 export type Db = Database.Database;
 
 /** WAL pages after which a connection checkpoints on its own (unless background checkpoints raise it: see checkpointer.ts). */
+/** Page cache while large batches are ingested (KiB). */
+export const BURST_CACHE_KIB = 64 * 1024;
+/**
+ * Page cache otherwise (KiB): delivery reads the heads of its indexes and the rows it sends,
+ * which fit in far less; the 64 MiB of a burst, held for good, was a fifth of the daemon's memory.
+ */
+export const QUIET_CACHE_KIB = 8 * 1024;
+
 export const AUTOCHECKPOINT_PAGES = 4096;
 
 export interface OpenDatabaseOptions {
@@ -35,8 +43,9 @@ export function openDatabase(path: string, options: OpenDatabaseOptions = {}): {
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
     // 64 MiB of page cache (the default is 2 MB) keeps the hot index pages in memory as the
-    // database grows: about +10 % ingest rate at a million events.
-    db.pragma('cache_size = -65536');
+    // database grows: about +10 % ingest rate at a million events. The daemon keeps it only
+    // while it ingests large batches (see startBackgroundCheckpoints).
+    db.pragma(`cache_size = -${BURST_CACHE_KIB}`);
     // Checkpoint every 4096 pages (64 MiB of WAL) instead of every 1000: pages that ingestion
     // rewrites often are copied into the database once per checkpoint, not once per batch
     // (+3-5 % ingest rate, side by side); the WAL file is trimmed back to 64 MiB afterwards.
