@@ -244,7 +244,7 @@ fi
 if systemd_running; then
   systemctl daemon-reload
   if systemctl is-active --quiet "$SERVICE"; then
-    printf '\nhookrelay %s is installed; the running daemon still runs the old code: sudo systemctl restart %s\n' "$version" "$SERVICE"
+    printf '\nhookrelay %s is installed, but the running daemon still runs the old code: sudo systemctl restart %s\n(next time, stop it before installing: a new version may migrate the database; docs/operations.md, Upgrade)\n' "$version" "$SERVICE"
     exit 0
   fi
 fi
