@@ -21,6 +21,24 @@ export interface OpenDatabaseOptions {
   readonly busyTimeoutMs?: number;
 }
 
+/**
+ * The Node-API version better-sqlite3 13 is built for. A Node.js without it (Node 20, Node 22
+ * before 22.14) does not throw when the driver loads: the process dies with SIGSEGV.
+ */
+const DRIVER_NODE_API = 10;
+
+/**
+ * Refuses, with one line that says what to do, to load the SQLite driver on a Node.js that
+ * would crash on it (see DRIVER_NODE_API). `versions` is `process.versions` but for tests.
+ */
+export function assertSupportedNode(versions: { readonly node: string; readonly napi?: string } = process.versions): void {
+  if (Number(versions.napi ?? 0) >= DRIVER_NODE_API) return;
+  throw new HookrelayError(
+    ErrorCode.config,
+    `Node.js ${versions.node} is too old: hookrelay needs Node.js 22.14 or newer (its SQLite driver needs Node-API ${DRIVER_NODE_API}); install a supported Node.js (README, Requirements)`,
+  );
+}
+
 /** The schema version this code writes and understands. */
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
@@ -30,6 +48,7 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
  * timeout so the CLI and the daemon can share the file; then applies pending migrations.
  */
 export function openDatabase(path: string, options: OpenDatabaseOptions = {}): { db: Db; migrated: { from: number; to: number } } {
+  assertSupportedNode();
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   // The database holds signing secrets: create it private (SQLite gives -wal/-shm the same mode).
   closeSync(openSync(path, 'a', 0o600));

@@ -17,7 +17,7 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
         : `Webhook replaced: ${result.replacedUrl} was replaced by ${webhook.url} (one webhook per organization)`;
       if (webhook.activeHmac) {
         message += result.newSecret
-          ? '. HMAC signing is on: store the secret below now, it is shown only once'
+          ? '. HMAC signing is on: give the secret below to your receiver, which verifies signatures with it (an admin can read it again with GET /webhook/get_secret)'
           : '. HMAC signing is on with the existing secret';
       } else {
         message += '. HMAC signing is off';
