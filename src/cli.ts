@@ -4,7 +4,7 @@ import { loadConfig, type Config } from './config/load.ts';
 import { parseDuration } from './domain/duration.ts';
 import { systemClock } from './domain/clock.ts';
 import { ErrorCode, isHookrelayError } from './domain/errors.ts';
-import { createLogger, type Logger } from './log.ts';
+import { createLogger, logFatalErrors, syslogPrefixWanted, type Logger } from './log.ts';
 import { createRelay } from './relay.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
 import { createServices, type Services } from './services/services.ts';
@@ -89,7 +89,8 @@ export function buildProgram(): Command {
     .addOption(new Option('--log-level <level>', 'log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
     .action(async (options: CommonOptions) => {
       const config = configFrom(options);
-      const log = createLogger(config.log.level);
+      const log = createLogger(config.log.level, undefined, { syslogPrefix: syslogPrefixWanted(config.log.syslogPrefix, config.log.journalStream) });
+      logFatalErrors(log);
       // Node writes its process warnings to stderr as plain text; the daemon's output is JSON
       // lines (journald, log shippers), so they go to the log instead.
       process.removeAllListeners('warning');

@@ -1,5 +1,6 @@
 import type { Clock } from '../domain/clock.ts';
 import { decideOutcome, isSuccess, type AttemptResult, type DeliveryOutcome, type RetryPolicy } from '../domain/retry-policy.ts';
+import { loggableUrl } from '../domain/validation.ts';
 import type { Logger } from '../log.ts';
 import type { ClaimedDelivery, ClaimWanted, DeliveryService, FinishedAttempt, FlushResult } from '../services/deliveries.ts';
 import type { WorkKind, WorkSignal } from '../services/work-signal.ts';
@@ -315,7 +316,7 @@ export function createDispatcher(options: DispatcherOptions) {
       if (until > hook.pausedUntil) {
         hook.pausedUntil = until;
         log.info(
-          { org: hook.orgId, url, until: new Date(now + pause).toISOString(), failures: hook.failures, status: result.statusCode },
+          { org: hook.orgId, url: loggableUrl(url), until: new Date(now + pause).toISOString(), failures: hook.failures, status: result.statusCode },
           throttled ? 'webhook asked to slow down: paused' : 'webhook failing: paused before its next attempt',
         );
       }
