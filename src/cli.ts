@@ -17,6 +17,7 @@ import { createReadStream } from 'node:fs';
 import { resolve } from 'node:path';
 import { openStore, type Store } from './store/store.ts';
 import { VERSION } from './version.ts';
+import { registerStatusCommands } from './cli/status.ts';
 import { deliveryView, webhookView } from './services/views.ts';
 
 /** Exit codes: 0 success, 1 runtime error, 2 usage or configuration error. */
@@ -399,6 +400,7 @@ export function buildProgram(): Command {
       });
     });
 
+  registerStatusCommands(program);
   return program;
 }
 

@@ -31,6 +31,8 @@ export interface Relay {
   stop(deadlineMs?: number): Promise<void>;
   /** Where the admin API listens, once started. */
   address(): { host: string; port: number };
+  /** Where the metrics listener of its own (metrics.listen) listens, once started; null without one. */
+  metricsAddress(): { host: string; port: number } | null;
 }
 
 /** A batch of at least this many lines keeps background WAL checkpoints on (a large ingest under way). */
@@ -178,7 +180,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     if (endpoint !== null && !onAdminListener) {
       metricsServer = await listen(createMetricsApp({ log, metrics: endpoint }).callback(), config.metrics.listen!);
       const info = metricsServer.address() as AddressInfo;
-      log.info({ host: info.address, port: info.port, token: endpoint.token !== null }, 'metrics listening: GET /metrics');
+      log.info({ host: info.address, port: info.port, token: endpoint.token !== null }, 'metrics listening');
     }
     if (endpoint?.refusal) log.warn({ listen: config.api.listen }, endpoint.refusal);
     // In the daemon, only while large batches are being ingested (see startBackgroundCheckpoints).
@@ -252,5 +254,10 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     },
 
     address,
+
+    metricsAddress() {
+      const info = metricsServer?.address() as AddressInfo | null | undefined;
+      return info ? { host: info.address, port: info.port } : null;
+    },
   };
 }

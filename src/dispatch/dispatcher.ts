@@ -33,6 +33,8 @@ export const WEBHOOK_PAUSE_BASE_MS = 500;
 /** ...up to this. */
 export const WEBHOOK_PAUSE_MAX_MS = 5_000;
 const DEFAULT_SLOW_ATTEMPT_MS = 2_000;
+/** How often the count of successful deliveries is logged (at info; each one is at debug). */
+export const DELIVERED_SUMMARY_MS = 10_000;
 /** SQLite errors that go away by themselves (a lock held by the CLI, a full or failing disk): the commit is tried again as it was. */
 const TRANSIENT_SQLITE = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|CANTOPEN|READONLY|PROTOCOL)/;
 
@@ -138,6 +140,7 @@ export function createDispatcher(options: DispatcherOptions) {
   let wakeTimer: NodeJS.Timeout | null = null;
   let wakeAt = Infinity;
   let pollTimer: NodeJS.Timeout | null = null;
+  let summaryTimer: NodeJS.Timeout | null = null;
   let unsubscribe: (() => void) | null = null;
 
   function hookFor(orgId: string): Hook {
@@ -535,6 +538,8 @@ export function createDispatcher(options: DispatcherOptions) {
       stopping = false;
       unsubscribe = options.work?.subscribe(onWork) ?? null;
       pollTimer = setInterval(poll, options.pollIntervalMs);
+      summaryTimer = setInterval(() => deliveries.logDeliveredSummary(), DELIVERED_SUMMARY_MS);
+      summaryTimer.unref();
       log.info({ concurrency: options.concurrency, perWebhook: perHook, groupCommitMs: options.groupCommitMs }, 'dispatcher started');
       requestFlush();
     },
@@ -581,6 +586,9 @@ export function createDispatcher(options: DispatcherOptions) {
       if (left() > 0) {
         log.error({ outcomes: finished.length, given_back: aborted.length + unstarted.length }, 'some outcomes could not be recorded; those deliveries will be attempted again when their lease lapses');
       }
+      if (summaryTimer !== null) clearInterval(summaryTimer);
+      summaryTimer = null;
+      deliveries.logDeliveredSummary();
       started = false;
       log.info('dispatcher stopped');
     },

@@ -85,7 +85,15 @@ export function createMetrics(options: MetricsOptions): Metrics {
   let snapshot: Snapshot | null = null;
   let snapshotMono = -Infinity;
   let pending: Promise<Snapshot | null> | null = null;
-  const refreshErrors = new Counter({ name: 'hookrelay_metrics_refresh_errors_total', help: 'Reads of the database gauges that failed (the gauges are then left out of the scrape).', registers: [registry] });
+  const refreshErrors = new Counter({
+    name: 'hookrelay_metrics_refresh_errors_total',
+    help: 'Reads of the database gauges that failed (the gauges are then left out of the scrape).',
+    registers: [registry],
+    // After this scrape's read, so that a failure shows in the scrape it spoiled.
+    async collect() {
+      await current();
+    },
+  });
 
   async function take(): Promise<Snapshot> {
     const started = performance.now();

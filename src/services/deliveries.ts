@@ -55,9 +55,10 @@ export interface DeliveryServiceOptions {
   readonly failingAfterFailures: number;
   readonly disableAfterMs: number;
   readonly secretRotationGraceMs: number;
-  /** The level of the line logged for each delivered attempt (default info). */
-  readonly deliveredLogLevel?: 'info' | 'debug';
 }
+
+/** The summary of successful deliveries names at most this many organizations (the busiest); the rest are counted together. */
+export const SUMMARY_MAX_ORGS = 20;
 
 /** A webhook status change made while recording, logged once the transaction has committed. */
 interface StatusChangeOf {
@@ -81,7 +82,9 @@ function notFound(id: number | string): HookrelayError {
  */
 export function createDeliveryService(store: Store, log: Logger, options: DeliveryServiceOptions, work: WorkSignal = nobodyListens) {
   const { deliveries, webhooks } = store;
-  const deliveredLevel = options.deliveredLogLevel ?? 'info';
+  /** Successful deliveries per organization since the last summary (see logDeliveredSummary). */
+  let delivered = new Map<string, number>();
+  let summaryFromMono = performance.now();
 
   /**
    * The one time base of every queue: when a delivery is queued (ingest, replay, recovery, test
@@ -207,13 +210,15 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
   }
 
   /**
-   * One line per attempt, at the level of what it means: a success at `deliveredLevel` (info by
-   * default), a retry at warn, a dead delivery at error, a 410 Gone at warn (its webhook's
-   * change to disabled is logged too). The URL is logged as its origin only (see loggableUrl).
+   * One line per attempt, at the level of what it means: a retry at warn, a dead delivery at
+   * error, a 410 Gone at warn (its webhook's change to disabled is logged too), a success at
+   * debug; successes are counted for the summary logged at info (see logDeliveredSummary). The
+   * URL is logged as its origin only (see loggableUrl).
    */
   function logAttempt(f: FinishedAttempt): void {
     const { delivery: d, result: r, outcome } = f;
-    const level = outcome.kind === 'delivered' ? deliveredLevel : outcome.kind === 'dead' ? 'error' : 'warn';
+    if (outcome.kind === 'delivered') delivered.set(d.orgId, (delivered.get(d.orgId) ?? 0) + 1);
+    const level = outcome.kind === 'delivered' ? 'debug' : outcome.kind === 'dead' ? 'error' : 'warn';
     if (!log.isLevelEnabled(level)) return;
     const base = { delivery: d.id, org: d.orgId, url: loggableUrl(d.url), eventId: d.eventId, attempt: d.attempts + 1, status: r.statusCode, ms: r.durationMs };
     switch (outcome.kind) {
@@ -255,6 +260,28 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       for (const c of changes) logChange(c, 'delivery');
       for (const u of result.unsendable) log.error({ delivery: u.id, org: u.orgId, eventId: u.eventId, reason: u.reason }, 'delivery cannot be sent; marked dead');
       return result;
+    },
+
+    /**
+     * Logs at info how many deliveries succeeded since the last call, in all and for the busiest
+     * organizations, then starts counting again; nothing when none did. The dispatcher calls it
+     * every few seconds and when it stops: a line per successful delivery (at debug) cost the
+     * daemon about 4 % more CPU at full speed, a summary nothing measurable.
+     */
+    logDeliveredSummary(): void {
+      const now = performance.now();
+      const seconds = Math.round((now - summaryFromMono) / 100) / 10;
+      summaryFromMono = now;
+      if (delivered.size === 0) return;
+      const counts = [...delivered].sort((a, b) => b[1] - a[1]);
+      delivered = new Map();
+      const total = counts.reduce((sum, [, n]) => sum + n, 0);
+      const named = counts.slice(0, SUMMARY_MAX_ORGS);
+      const others = counts.slice(SUMMARY_MAX_ORGS).reduce((sum, [, n]) => sum + n, 0);
+      log.info(
+        { delivered: total, seconds, organizations: Object.fromEntries(named), ...(others > 0 ? { otherOrganizations: counts.length - named.length, otherDelivered: others } : {}) },
+        `${total} deliveries delivered in the last ${seconds} s`,
+      );
     },
 
     /**
