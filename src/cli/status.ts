@@ -45,7 +45,7 @@ export async function probeDaemon(listen: string, timeoutMs = PROBE_TIMEOUT_MS):
     return { url, reachable: true, ready: res.status === 200, statusCode: res.status, error: res.status === 200 ? null : `/readyz answered ${res.status}` };
   } catch (err) {
     const e = err as Error & { cause?: NodeJS.ErrnoException };
-    const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : e.cause?.code ? `${e.cause.code}: ${e.cause.message}` : e.message;
+    const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : e.cause?.code ? e.cause.message || e.cause.code : e.message;
     return { url, reachable: false, ready: false, statusCode: null, error: why };
   }
 }
