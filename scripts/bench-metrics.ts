@@ -54,7 +54,7 @@ if ((db.prepare('SELECT count(*) FROM deliveries').pluck().get() as number) < to
 
 console.log('\nquery plans of the gauge reads:');
 for (const [name, sql] of Object.entries(QUEUE_GAUGE_SQL)) {
-  const params = { org: 'org-0', after: 0, limit: 20_000, now: Date.now(), status: 'pending' };
+  const params = { org: 'org-0', after: 0, limit: 10_000, now: Date.now(), status: 'pending' };
   const used = Object.fromEntries(Object.entries(params).filter(([k]) => sql.includes(`@${k}`)));
   const plan = (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(used) as Array<{ detail: string }>).map((r) => r.detail).join(' | ');
   console.log(`  ${name}: ${plan}`);
