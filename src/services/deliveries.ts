@@ -265,8 +265,8 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
     /**
      * Logs at info how many deliveries succeeded since the last call, in all and for the busiest
      * organizations, then starts counting again; nothing when none did. The dispatcher calls it
-     * every few seconds and when it stops: a line per successful delivery (at debug) cost the
-     * daemon about 4 % more CPU at full speed, a summary nothing measurable.
+     * every few seconds and when it stops: a line per successful delivery (now at debug) cost the
+     * daemon 3 to 8 % more CPU at full speed, a summary nothing measurable (docs/benchmarks.md).
      */
     logDeliveredSummary(): void {
       const now = performance.now();
