@@ -8,10 +8,9 @@ import { systemClock, type Clock } from './domain/clock.ts';
 import { isLoopbackHost, parseListen } from './domain/listen.ts';
 import { createMetrics, loadMetricsToken, type Metrics } from './metrics/metrics.ts';
 import { createFileTailer } from './feed/file-tailer.ts';
-import { createWorkerLineParser } from './feed/line-parser.ts';
+import { openIngestPath, type IngestPath } from './feed/ingest-path.ts';
 import { ingestStream } from './feed/stream-reader.ts';
 import type { Logger } from './log.ts';
-import { createIngestService, type IngestService } from './services/ingest.ts';
 import { createDeliverer, loadExtraCa, type Deliverer } from './dispatch/deliverer.ts';
 import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.ts';
 import { createNetworkGuard } from './dispatch/network-guard.ts';
@@ -21,7 +20,6 @@ import { loadAuthKeys } from './services/auth-keys.ts';
 import type { FlushResult, FlushWork } from './services/deliveries.ts';
 import { createServices } from './services/services.ts';
 import { createWorkSignal } from './services/work-signal.ts';
-import { startBackgroundCheckpoints, type BackgroundCheckpoints } from './store/checkpointer.ts';
 import { openStore, type Store } from './store/store.ts';
 
 export interface Relay {
@@ -34,9 +32,6 @@ export interface Relay {
   /** Where the metrics listener of its own (metrics.listen) listens, once started; null without one. */
   metricsAddress(): { host: string; port: number } | null;
 }
-
-/** A batch of at least this many lines keeps background WAL checkpoints on (a large ingest under way). */
-const LARGE_BATCH_LINES = 1000;
 
 /** A claimed delivery's lease is the attempt deadline plus this. */
 export const LEASE_MARGIN_MS = 10_000;
@@ -75,6 +70,22 @@ async function close(server: Server, deadlineMs: number): Promise<void> {
   clearTimeout(timer);
 }
 
+/** The ingest path, counting what each committed batch did. */
+function countedIngest(path: IngestPath, metrics: Metrics): IngestPath {
+  const { ingest } = path;
+  return {
+    ...path,
+    ingest: {
+      ...ingest,
+      ingest(source, lines, position, parsed) {
+        const counts = ingest.ingest(source, lines, position, parsed);
+        metrics.ingested(counts);
+        return counts;
+      },
+    },
+  };
+}
+
 /** Counts the outcomes of a group commit that succeeded (see DeliveryService.flush). */
 function counted(result: FlushResult, work: FlushWork, metrics: Metrics): FlushResult {
   metrics.recorded(work.finished, result.unsendable.length);
@@ -91,21 +102,15 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let feed: { stop(): Promise<void> } | null = null;
   let dispatcher: Dispatcher | null = null;
   let deliverer: Deliverer | null = null;
-  let checkpoints: BackgroundCheckpoints | null = null;
+  let ingestPath: IngestPath | null = null;
   let stopping = false;
 
-  function startFeed(ingest: IngestService): { stop(): Promise<void> } {
+  function startFeed({ ingest, parser }: IngestPath): { stop(): Promise<void> } {
     const { feed: options } = config;
-    const parser = createWorkerLineParser(log);
     if (options.path !== '-') {
       const tailer = createFileTailer({ ...options, path: options.path, ingest, log, parser });
       tailer.start();
-      return {
-        async stop() {
-          await tailer.stop();
-          await parser.close();
-        },
-      };
+      return { stop: () => tailer.stop() };
     }
     const controller = new AbortController();
     const feedLog = log.child({ subsystem: 'feed', feed: 'stdin' });
@@ -117,7 +122,6 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       async stop() {
         controller.abort();
         await done;
-        await parser.close();
       },
     };
   }
@@ -183,8 +187,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       log.info({ host: info.address, port: info.port, token: endpoint.token !== null }, 'metrics listening');
     }
     if (endpoint?.refusal) log.warn({ listen: config.api.listen }, endpoint.refusal);
-    // In the daemon, only while large batches are being ingested (see startBackgroundCheckpoints).
-    checkpoints = await startBackgroundCheckpoints(store.db, log, { whileBusy: true });
+    // Background checkpoints in the daemon only while large batches are being ingested (see startBackgroundCheckpoints).
+    ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true });
     deliverer = createDeliverer({
       guard: createNetworkGuard(config.delivery.allowNetworks),
       clock,
@@ -211,17 +215,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       groupCommitMs: config.delivery.groupCommitInterval,
     });
     dispatcher.start();
-    const ingest = createIngestService(store, log, work);
-    const background = checkpoints;
-    feed = startFeed({
-      ...ingest,
-      ingest(source, lines, position, parsed) {
-        if (lines.length >= LARGE_BATCH_LINES) background.busy();
-        const counts = ingest.ingest(source, lines, position, parsed);
-        metrics?.ingested(counts);
-        return counts;
-      },
-    });
+    feed = startFeed(metrics === null ? ingestPath : countedIngest(ingestPath, metrics));
   }
 
   return {
@@ -246,8 +240,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       await Promise.all([server, metricsServer].map((s) => (s === null ? null : close(s, deadlineMs))));
       server = null;
       metricsServer = null;
-      await checkpoints?.stop();
-      checkpoints = null;
+      await ingestPath?.close();
+      ingestPath = null;
       store?.close();
       store = null;
       log.info('stopped');

@@ -1,22 +1,11 @@
 import type { Command } from 'commander';
-import { loadConfig, type Config } from '../config/load.ts';
-import { systemClock } from '../domain/clock.ts';
 import { parseListen } from '../domain/listen.ts';
-import { createLogger } from '../log.ts';
-import { createServices } from '../services/services.ts';
 import type { FeedReport, QueueSnapshot, WebhookReport } from '../services/status.ts';
 import { webhookHealthView } from '../services/views.ts';
-import { openStore } from '../store/store.ts';
+import { configFrom, jsonOption, optionsOf, print, table, withStore } from './shared.ts';
 
 /** How long `status` waits for the daemon's /readyz. */
 export const PROBE_TIMEOUT_MS = 2000;
-
-interface StatusOptions {
-  config?: string;
-  stateDir?: string;
-  listen?: string;
-  json?: boolean;
-}
 
 /** What the daemon's readiness probe said, or why it could not be asked. */
 export interface DaemonProbe {
@@ -105,11 +94,6 @@ function ago(seconds: number): string {
   return `${Math.floor(h / 24)}d ${h % 24}h`;
 }
 
-function table(rows: readonly (readonly string[])[]): string {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
-}
-
 /** The human form of `hookrelay status`. */
 export function statusText(view: StatusView): string {
   const d = view.daemon;
@@ -146,30 +130,24 @@ export function statusText(view: StatusView): string {
 
 /** `hookrelay status`: the daemon, the feed, the queue and every webhook, at a glance. */
 export function registerStatusCommands(program: Command): void {
-  program
-    .command('status')
-    .description('daemon reachable or not, feed position and lag, queue depth and oldest due delivery, each webhook and why it fails')
-    .option('--config <file>', 'JSON config file (also HOOKRELAY_CONFIG)')
-    .option('--state-dir <dir>', 'state directory (default ./var)')
-    .option('--listen <host:port>', "the daemon's admin API address (default api.listen)")
-    .option('--json', 'print JSON')
-    .action(async (options: StatusOptions) => {
-      const config: Config = loadConfig({ configFile: options.config, overrides: { stateDir: options.stateDir, 'api.listen': options.listen } });
-      const daemon = probeDaemon(config.api.listen);
-      const store = openStore(config.database.path, systemClock, { busyTimeoutMs: config.database.busyTimeoutMs });
-      try {
-        const { status } = createServices(store, config, createLogger('warn', process.stderr));
-        const view = statusView({
-          daemon: await daemon,
-          feed: config.feed.path === '-' ? null : await status.feed(config.feed.path),
-          queue: await status.queue(),
-          webhooks: status.webhooks(),
-          now: store.clock.now(),
-        });
-        process.stdout.write(options.json ? JSON.stringify(view, null, 2) + '\n' : statusText(view) + '\n');
-      } finally {
-        store.close();
-      }
+  jsonOption(
+    program
+      .command('status')
+      .description('daemon reachable or not, feed position and lag, queue depth and oldest due delivery, each webhook and why it fails')
+      .option('--listen <host:port>', "the daemon's admin API address (default api.listen)"),
+  ).action(async (_options: unknown, cmd: Command) => {
+    const options = optionsOf(cmd);
+    // Asked while the database is read: the report takes as long as the slower of the two.
+    const daemon = probeDaemon(configFrom(options).api.listen);
+    await withStore(options, async ({ config, store, services: { status } }) => {
+      const view = statusView({
+        daemon: await daemon,
+        feed: config.feed.path === '-' ? null : await status.feed(config.feed.path),
+        queue: await status.queue(),
+        webhooks: status.webhooks(),
+        now: store.clock.now(),
+      });
+      print(options, view, () => statusText(view));
     });
+  });
 }
-

@@ -14,6 +14,20 @@ import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
 export const TEST_EVENT_TYPE = 'webhook.test';
 
+/** Events (a span of seqs) that a chunked recovery handles per transaction. */
+export const RECOVER_CHUNK_SEQS = 10_000;
+
+export interface RecoverOptions {
+  /**
+   * When given, the window is recovered in chunks of RECOVER_CHUNK_SEQS events, each in a
+   * transaction of its own (so a long recovery never holds the write lock for long while the
+   * daemon runs; recovering again after an interruption does the rest, as a recovered event is
+   * queued and so not recoverable twice), and this is called after each with the events covered
+   * so far and in all. Without it, the whole window is one transaction.
+   */
+  readonly onChunk?: (done: number, total: number) => void;
+}
+
 /** A delivery claimed for one attempt: what to send and where. */
 export interface ClaimedDelivery extends DueDelivery {
   readonly secrets: readonly string[];
@@ -334,14 +348,14 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
      * Re-queues every event of the organization received in [since, until) that was never
      * delivered: dead and undeliverable ones get a new delivery, failed ones are made due now.
      */
-    recover(orgId: string, since: number, until?: number): { requeued: number; hurried: number } {
+    recover(orgId: string, since: number, until?: number, options: RecoverOptions = {}): { requeued: number; hurried: number } {
       // Without `until`: everything received so far, which may be later than the clock if it stepped back.
       const end = until ?? store.feed.receivedAt(store.clock.now()) + 1;
       if (!(since < end)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
-      const counts = store.transaction(() => {
+      /** Requeues the events with seq in [from, to) (in the caller's transaction). */
+      const recoverRange = (from: number, to: number) => {
         requireWebhook(orgId);
         const queuedAt = queueTime();
-        const { from, to } = store.feed.seqRange(since, end);
         let requeued = 0;
         for (const e of deliveries.recoverable(orgId, from, to)) {
           const key = e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId);
@@ -350,7 +364,26 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         }
         // Retries are due by the raw clock (see DeliveriesRepo.due): made due now by it.
         return { requeued, hurried: deliveries.hurryFailed(orgId, from, to, store.clock.now()) };
-      });
+      };
+      let counts: { requeued: number; hurried: number };
+      if (options.onChunk === undefined) {
+        counts = store.transaction(() => {
+          const { from, to } = store.feed.seqRange(since, end);
+          return recoverRange(from, to);
+        });
+      } else {
+        const { from, to } = store.transaction(() => store.feed.seqRange(since, end));
+        counts = { requeued: 0, hurried: 0 };
+        options.onChunk(0, to - from);
+        for (let lo = from; lo < to; lo += RECOVER_CHUNK_SEQS) {
+          const hi = Math.min(lo + RECOVER_CHUNK_SEQS, to);
+          const chunk = store.transaction(() => recoverRange(lo, hi));
+          counts.requeued += chunk.requeued;
+          counts.hurried += chunk.hurried;
+          options.onChunk(hi - from, to - from);
+        }
+        if (from >= to) requireWebhook(orgId);
+      }
       if (counts.requeued + counts.hurried > 0) work.notify(orgId, 'queued');
       return counts;
     },
