@@ -125,78 +125,51 @@ export function createMetrics(options: MetricsOptions): Metrics {
     return pending;
   }
 
-  new Gauge({
-    name: 'hookrelay_queue_depth',
-    help: 'Pending deliveries: new (never attempted) and retrying (attempted, waiting for a retry or in flight) of webhooks that are not disabled; held: all pending deliveries of disabled webhooks.',
-    labelNames: ['state'],
-    registers: [registry],
-    async collect() {
-      const s = await current();
-      this.reset();
-      if (s === null) return;
-      this.set({ state: 'new' }, s.queue.totals.new);
-      this.set({ state: 'retrying' }, s.queue.totals.retrying);
-      this.set({ state: 'held' }, s.queue.totals.held);
-    },
-  });
-  new Gauge({
-    name: 'hookrelay_queue_oldest_due_age_seconds',
-    help: 'How long the oldest delivery that is due (of a webhook not disabled) has been waiting; 0 when none is due.',
-    registers: [registry],
-    async collect() {
-      const s = await current();
-      this.reset();
-      if (s === null) return;
-      this.set(s.queue.oldestDueAt === null ? 0 : Math.max(0, s.queue.at - s.queue.oldestDueAt) / 1000);
-    },
-  });
-  new Gauge({
-    name: 'hookrelay_webhooks',
-    help: 'Webhooks by status: active, failing, disabled.',
-    labelNames: ['status'],
-    registers: [registry],
-    async collect() {
-      const s = await current();
-      this.reset();
-      if (s === null) return;
-      for (const status of WEBHOOK_STATUSES) this.set({ status }, s.queue.organizations.filter((o) => o.webhookStatus === status).length);
-    },
-  });
-  if (options.perOrganization) {
+  /**
+   * A gauge filled from the last snapshot when scraped: cleared first, so that a failed read
+   * leaves it out of the scrape and an organization that is gone loses its series.
+   */
+  function snapshotGauge(name: string, help: string, labelNames: readonly string[], fill: (set: (labels: Record<string, string>, value: number) => void, s: Snapshot) => void): void {
     new Gauge({
-      name: 'hookrelay_webhook_status',
-      help: "1 for the webhook's current status, 0 for the others: three series per organization with a webhook.",
-      labelNames: ['org', 'status'],
+      name,
+      help,
+      labelNames,
       registers: [registry],
       async collect() {
         const s = await current();
         this.reset();
-        if (s === null) return;
-        for (const o of s.queue.organizations) for (const status of WEBHOOK_STATUSES) this.set({ org: o.orgId, status }, o.webhookStatus === status ? 1 : 0);
+        if (s !== null) fill((labels, value) => this.set(labels, value), s);
       },
+    });
+  }
+
+  snapshotGauge(
+    'hookrelay_queue_depth',
+    'Pending deliveries: new (never attempted) and retrying (attempted, waiting for a retry or in flight) of webhooks that are not disabled; held: all pending deliveries of disabled webhooks.',
+    ['state'],
+    (set, s) => {
+      set({ state: 'new' }, s.queue.totals.new);
+      set({ state: 'retrying' }, s.queue.totals.retrying);
+      set({ state: 'held' }, s.queue.totals.held);
+    },
+  );
+  snapshotGauge('hookrelay_queue_oldest_due_age_seconds', 'How long the oldest delivery that is due (of a webhook not disabled) has been waiting; 0 when none is due.', [], (set, s) =>
+    set({}, s.queue.oldestDueAt === null ? 0 : Math.max(0, s.queue.at - s.queue.oldestDueAt) / 1000),
+  );
+  snapshotGauge('hookrelay_webhooks', 'Webhooks by status: active, failing, disabled.', ['status'], (set, s) => {
+    for (const status of WEBHOOK_STATUSES) set({ status }, s.queue.organizations.filter((o) => o.webhookStatus === status).length);
+  });
+  if (options.perOrganization) {
+    snapshotGauge('hookrelay_webhook_status', "1 for the webhook's current status, 0 for the others: three series per organization with a webhook.", ['org', 'status'], (set, s) => {
+      for (const o of s.queue.organizations) for (const status of WEBHOOK_STATUSES) set({ org: o.orgId, status }, o.webhookStatus === status ? 1 : 0);
     });
   }
   if (options.feedPath !== null) {
-    new Gauge({
-      name: 'hookrelay_feed_lag_bytes',
-      help: 'Bytes of the feed file not yet committed: its size minus the committed position (the whole file after a rotation).',
-      registers: [registry],
-      async collect() {
-        const s = await current();
-        this.reset();
-        if (s?.feed) this.set(s.feed.lagBytes);
-      },
+    snapshotGauge('hookrelay_feed_lag_bytes', 'Bytes of the feed file not yet committed: its size minus the committed position (the whole file after a rotation).', [], (set, s) => {
+      if (s.feed !== null) set({}, s.feed.lagBytes);
     });
   }
-  new Gauge({
-    name: 'hookrelay_metrics_refresh_seconds',
-    help: 'How long the last read of the database gauges took (they are read at most once per metrics.refreshInterval).',
-    registers: [registry],
-    async collect() {
-      const s = await current();
-      if (s !== null) this.set(s.seconds);
-    },
-  });
+  snapshotGauge('hookrelay_metrics_refresh_seconds', 'How long the last read of the database gauges took (they are read at most once per metrics.refreshInterval).', [], (set, s) => set({}, s.seconds));
 
   return {
     contentType: registry.contentType,
