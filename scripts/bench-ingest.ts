@@ -16,8 +16,12 @@
  * `--ids` chooses the lines' event ids: `sequential` (evt-0, evt-1, ...; the default), `uuid`
  * (random UUIDs) or `none` (no event_id: hookrelay derives one from the line, a hash). Random ids
  * land all over the id index instead of at its end; the line length stays about 300 bytes.
+ *
+ * `--again` then ingests the same lines a second time into the same database (from a copy of
+ * the file, so the tailer reads it from the start): every line is a duplicate. It reports that
+ * rate next to the first one and their ratio, which should be about 1 or more.
  */
-import { createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +43,7 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '3' },
     batch: { type: 'string', default: '10000' },
     compare: { type: 'boolean', default: false },
+    again: { type: 'boolean', default: false },
     ids: { type: 'string', default: 'sequential' },
     json: { type: 'string' },
   },
@@ -102,6 +107,9 @@ interface Result {
   linesPerSecond: number;
   peakRssMiB: number;
   writtenMiB: number;
+  /** With --again: the rate of the second ingest of the same lines (all duplicates). */
+  againLinesPerSecond?: number;
+  againSeconds?: number;
 }
 
 async function measure(variant: Variant, run: number, feedPath: string, size: number, dir: string): Promise<Result> {
@@ -118,26 +126,38 @@ async function measure(variant: Variant, run: number, feedPath: string, size: nu
   // The daemon starts its parser thread once, at start-up: not part of the figure.
   await parser.parse([], 0);
   const ingest = createIngestService(store, log);
-  const tailer = createFileTailer({ path: feedPath, ingest, log, maxLineBytes: 1 << 20, batchLines, pollIntervalMs: 50, startPosition: 'start', parser });
-  global.gc?.();
   let peakRss = process.memoryUsage().rss;
+  /** Tails `path` from its start until every byte is committed; returns the seconds it took. */
+  const tail = async (path: string): Promise<number> => {
+    const tailer = createFileTailer({ path, ingest, log, maxLineBytes: 1 << 20, batchLines, pollIntervalMs: 50, startPosition: 'start', parser });
+    global.gc?.();
+    const started = performance.now();
+    tailer.start();
+    while ((ingest.position(path)?.position ?? 0) < size) {
+      await sleep(20);
+      peakRss = Math.max(peakRss, process.memoryUsage().rss);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    await tailer.stop();
+    return seconds;
+  };
   const written = writtenBytes();
-  const started = performance.now();
-  tailer.start();
-  while ((ingest.position(feedPath)?.position ?? 0) < size) {
-    await sleep(20);
-    peakRss = Math.max(peakRss, process.memoryUsage().rss);
-  }
-  const seconds = (performance.now() - started) / 1000;
+  const seconds = await tail(feedPath);
   const writtenMiB = Math.round((writtenBytes() - written) / 1024 / 1024);
-  await tailer.stop();
-  await parser.close();
-  await checkpoints?.stop();
   const accepted = ingest.stats().reduce((n, s) => n + s.accepted, 0);
   if (accepted !== lines) throw new Error(`expected ${lines} accepted lines, found ${accepted}`);
+  const again = values.again ? await tail(`${feedPath}.again`) : null;
+  if (again !== null) {
+    const duplicates = ingest.stats().reduce((n, s) => n + s.duplicates, 0);
+    if (duplicates !== lines) throw new Error(`expected ${lines} duplicate lines the second time, found ${duplicates}`);
+  }
+  await parser.close();
+  await checkpoints?.stop();
   store.close();
   for (const suffix of ['', '-wal', '-shm']) rmSync(dbPath + suffix, { force: true });
-  return { variant, run, lines, seconds: Number(seconds.toFixed(3)), linesPerSecond: Math.round(lines / seconds), peakRssMiB: Math.round(peakRss / 1024 / 1024), writtenMiB };
+  const result: Result = { variant, run, lines, seconds: Number(seconds.toFixed(3)), linesPerSecond: Math.round(lines / seconds), peakRssMiB: Math.round(peakRss / 1024 / 1024), writtenMiB };
+  if (again !== null) Object.assign(result, { againSeconds: Number(again.toFixed(3)), againLinesPerSecond: Math.round(lines / again) });
+  return result;
 }
 
 function median(numbers: number[]): number {
@@ -151,6 +171,7 @@ const dir = mkdtempSync(join(tmpdir(), 'hookrelay-bench-'));
 try {
   const feedPath = join(dir, 'feed.jsonl');
   const size = await writeFeed(feedPath, lines);
+  if (values.again) copyFileSync(feedPath, `${feedPath}.again`);
   console.log(`feed: ${lines} lines, ${(size / 1024 / 1024).toFixed(1)} MiB (${Math.round(size / lines)} bytes/line), ${ids} event ids; batch ${batchLines}; ${variants.join(' vs ')}`);
   for (let run = 1; run <= runs; run++) {
     // Alternate the variants (and their order) so both see the same machine.
@@ -158,7 +179,8 @@ try {
     for (const variant of order) {
       const r = await measure(variant, run, feedPath, size, dir);
       results.push(r);
-      console.log(`run ${run} ${variant}: ${r.linesPerSecond} lines/s (${r.seconds} s), peak RSS ${r.peakRssMiB} MiB, ${r.writtenMiB} MiB written`);
+      console.log(`run ${run} ${variant}: ${r.linesPerSecond} lines/s (${r.seconds} s), peak RSS ${r.peakRssMiB} MiB, ${r.writtenMiB} MiB written` +
+        (r.againLinesPerSecond === undefined ? '' : `; again (all duplicates): ${r.againLinesPerSecond} lines/s (${r.againSeconds} s)`));
     }
   }
 } finally {
@@ -168,9 +190,15 @@ try {
 const parseOnly = measureParseOnly();
 const summary = variants.map((variant) => {
   const mine = results.filter((r) => r.variant === variant);
-  return { variant, medianLinesPerSecond: median(mine.map((r) => r.linesPerSecond)), peakRssMiB: Math.max(...mine.map((r) => r.peakRssMiB)), medianWrittenMiB: median(mine.map((r) => r.writtenMiB)) };
+  const again = mine.flatMap((r) => (r.againLinesPerSecond === undefined ? [] : [r.againLinesPerSecond]));
+  return { variant, medianLinesPerSecond: median(mine.map((r) => r.linesPerSecond)), ...(again.length > 0 ? { medianAgainLinesPerSecond: median(again) } : {}), peakRssMiB: Math.max(...mine.map((r) => r.peakRssMiB)), medianWrittenMiB: median(mine.map((r) => r.writtenMiB)) };
 });
-for (const s of summary) console.log(`median ${s.variant}: ${s.medianLinesPerSecond} lines/s over ${runs} runs; peak RSS ${s.peakRssMiB} MiB; ${s.medianWrittenMiB} MiB written`);
+for (const s of summary) {
+  console.log(`median ${s.variant}: ${s.medianLinesPerSecond} lines/s over ${runs} runs; peak RSS ${s.peakRssMiB} MiB; ${s.medianWrittenMiB} MiB written`);
+  if (s.medianAgainLinesPerSecond !== undefined) {
+    console.log(`median ${s.variant} again (all duplicates): ${s.medianAgainLinesPerSecond} lines/s; first / again ${(s.medianLinesPerSecond / s.medianAgainLinesPerSecond).toFixed(2)}`);
+  }
+}
 if (values.compare) {
   const ratios = Array.from({ length: runs }, (_, i) => {
     const [a, b] = variants.map((v) => results.find((r) => r.variant === v && r.run === i + 1)!.linesPerSecond);

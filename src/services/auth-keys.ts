@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Config } from '../config/load.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
+import { ensureDirectory, pathError } from '../store/directories.ts';
 
 /** Key material for the one pinned JWT algorithm. */
 export interface AuthKeys {
@@ -31,7 +32,7 @@ function readKeyFile(path: string, what: string): string {
  */
 function generatedSecret(stateDir: string, log: Logger): string {
   const path = join(stateDir, GENERATED_SECRET_FILE);
-  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  ensureDirectory(stateDir, 0o700, 'the state directory');
   try {
     const mode = statSync(path).mode & 0o777;
     if ((mode & 0o077) !== 0) {
@@ -42,7 +43,11 @@ function generatedSecret(stateDir: string, log: Logger): string {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
   const temp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  writeFileSync(temp, randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' });
+  try {
+    writeFileSync(temp, randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    throw pathError(err, 'the JWT secret file', path);
+  }
   chmodSync(temp, 0o600);
   try {
     linkSync(temp, path);

@@ -1,4 +1,4 @@
-import { parseFeedLine, RejectReason, sameNotification, statusChangeBody, type StorableEvent, type StorableLine } from '../domain/feed-event.ts';
+import { parseFeedLine, RejectReason, sameNotification, statusChangeBody, storedBody, type StorableEvent, type StorableLine } from '../domain/feed-event.ts';
 import { orderingKey } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
@@ -48,16 +48,20 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
   const feedLog = log.child({ subsystem: 'ingest' });
 
   /**
-   * Same id: a duplicate if the line would send the same notification as the stored event
-   * (re-parsed with the stored event's occurred_at standing in for a missing one, since a
-   * missing occurred_at defaults to the time the line was first read; compared as JSON
-   * values); otherwise a conflict. Only runs when ids collide.
+   * Same id: a duplicate if the line would send the same notification as the stored event;
+   * otherwise a conflict. Only runs when ids collide, which for a file ingested again is every
+   * line, so the common case is decided by comparing columns: the body is a pure function of
+   * the event's columns (statusChangeBody), so equal columns are the same notification. Only
+   * when they differ is the line re-parsed with the stored event's occurred_at standing in for a
+   * missing one (a missing occurred_at defaults to the time the line was first read) and the two
+   * bodies compared as JSON values (key order and spacing do not matter).
    */
   function isDuplicate(line: RawLine, event: StorableEvent): boolean {
-    const stored = store.feed.eventForComparison(event.id);
+    const stored = store.feed.storedEvent(event.id);
     if (stored === null) return false;
+    if (stored.payload === event.details && stored.occurredAt === event.occurredAt && stored.orgId === event.orgId && stored.anticipationRequestId === event.anticipationRequestId) return true;
     const again = parseFeedLine(line.bytes, stored.occurredAt);
-    return again.ok && sameNotification(stored.body, statusChangeBody(again.event));
+    return again.ok && sameNotification(storedBody(stored), statusChangeBody(again.event));
   }
 
   return {

@@ -1,7 +1,8 @@
 import Database from 'better-sqlite3';
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import { databaseOpenError, ensureDirectory, pathError } from './directories.ts';
 import { MIGRATIONS } from './migrations.ts';
 
 export type Db = Database.Database;
@@ -49,10 +50,19 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
  */
 export function openDatabase(path: string, options: OpenDatabaseOptions = {}): { db: Db; migrated: { from: number; to: number } } {
   assertSupportedNode();
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  ensureDirectory(dirname(path), 0o700, 'the database directory');
   // The database holds signing secrets: create it private (SQLite gives -wal/-shm the same mode).
-  closeSync(openSync(path, 'a', 0o600));
-  const db = new Database(path);
+  try {
+    closeSync(openSync(path, 'a', 0o600));
+  } catch (err) {
+    throw pathError(err, 'the database', path);
+  }
+  let db: Db;
+  try {
+    db = new Database(path);
+  } catch (err) {
+    throw databaseOpenError(err, path);
+  }
   try {
     db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
     // Larger pages make the random index inserts of ingestion markedly cheaper (measured: about
@@ -73,7 +83,7 @@ export function openDatabase(path: string, options: OpenDatabaseOptions = {}): {
     return { db, migrated: migrate(db) };
   } catch (err) {
     db.close();
-    throw err;
+    throw err instanceof HookrelayError ? err : databaseOpenError(err, path);
   }
 }
 

@@ -1,4 +1,4 @@
-import { storedBody, type RejectReason, type StorableEvent } from '../domain/feed-event.ts';
+import { storedBody, type RejectReason, type StorableEvent, type StoredEvent } from '../domain/feed-event.ts';
 import type { Db } from './db.ts';
 
 /** Where a tailed feed file was last committed, and how to recognise that file again. */
@@ -120,12 +120,15 @@ export function createFeedRepo(db: Db) {
     hasLegacyEvent(legacyId: string): boolean {
       return legacyBefore > 0 && legacyEvent.get(legacyId, legacyBefore) !== undefined;
     },
+    /** The stored columns of the event with this id (what its webhook body is built from), or null. */
+    storedEvent(id: string): StoredEvent | null {
+      const row = eventById.get(id);
+      return row ? { id: row.id, orgId: row.org_id, anticipationRequestId: row.anticipation_request_id, occurredAt: row.occurred_at, payload: row.payload } : null;
+    },
     /** What a duplicate check needs of a stored event: its webhook body and occurred_at. */
     eventForComparison(id: string): { body: string; occurredAt: number } | null {
-      const row = eventById.get(id);
-      if (!row) return null;
-      const body = storedBody({ id: row.id, orgId: row.org_id, anticipationRequestId: row.anticipation_request_id, occurredAt: row.occurred_at, payload: row.payload });
-      return { body, occurredAt: row.occurred_at };
+      const stored = this.storedEvent(id);
+      return stored && { body: storedBody(stored), occurredAt: stored.occurredAt };
     },
     /**
      * The time (epoch ms) the next stored event is received at: `now`, or the newest event's

@@ -1,5 +1,5 @@
 import { Permission } from '../../domain/permissions.ts';
-import { webhookView } from '../../services/views.ts';
+import { webhookHealthView, webhookView } from '../../services/views.ts';
 import type { WebhookService } from '../../services/webhooks.ts';
 import type { SecuredRouter } from '../secured-router.ts';
 
@@ -29,7 +29,8 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
   );
 
   router.route(['GET'], '/webhook/get_webhook', Permission.webhookRead, (ctx, principal) => {
-    ctx.body = webhookView(services.webhooks.get(principal.orgId));
+    const { webhook, health } = services.webhooks.getWithHealth(principal.orgId);
+    ctx.body = { ...webhookView(webhook), ...webhookHealthView(health) };
   });
 
   router.route(['GET'], '/webhook/get_secret', Permission.webhookManage, (ctx, principal) => {

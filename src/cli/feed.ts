@@ -1,0 +1,121 @@
+import { open, type FileHandle } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import type { Readable } from 'node:stream';
+import type { Command } from 'commander';
+import { openIngestPath } from '../feed/ingest-path.ts';
+import { ingestStream } from '../feed/stream-reader.ts';
+import { createIngestService, type IngestService } from '../services/ingest.ts';
+import { rateSummary, startProgress } from './progress.ts';
+import { cliLogger, configFrom, iso, jsonOption, limitOption, openConfiguredStore, optionsOf, print, table, UsageError, withServices } from './shared.ts';
+
+/** Opens the file to ingest; what is wrong with it is a usage error (exit 2), said in one line. */
+async function openInput(file: string): Promise<{ input: Readable; source: string; size: number | null }> {
+  const source = resolve(file);
+  let handle: FileHandle;
+  try {
+    handle = await open(source, 'r');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied (the file must be readable by this user)' : code === 'ENOTDIR' ? 'a part of the path is not a directory' : `${(err as Error).message}`;
+    throw new UsageError(`cannot read ${source}: ${why}; give a JSONL file, or - for standard input`);
+  }
+  const stat = await handle.stat();
+  if (stat.isDirectory()) {
+    await handle.close();
+    throw new UsageError(`cannot read ${source}: it is a directory; give a JSONL file, or - for standard input`);
+  }
+  // Large reads make full batches, so parsing and committing overlap (see BatchPipeline).
+  return { input: handle.createReadStream({ highWaterMark: 4 << 20 }), source, size: stat.isFile() ? stat.size : null };
+}
+
+/** `ingest` and the `feed` group (quarantined lines, counts per source). */
+export function registerFeedCommands(program: Command): void {
+  jsonOption(program.command('ingest').description('ingest a JSONL file (or - for standard input) once and exit').argument('<file>', 'file to read, or -')).action(
+    async (file: string, _options: unknown, cmd: Command) => {
+      const options = optionsOf(cmd);
+      const config = configFrom(options);
+      // The input first: a file that cannot be read changes nothing, not even the state directory.
+      const { input, source, size } = file === '-' ? { input: process.stdin, source: 'stdin', size: null } : await openInput(file);
+      const store = openConfiguredStore(config);
+      try {
+        const log = cliLogger(config);
+        const path = await openIngestPath(store, log);
+        const progress = startProgress('ingest', { unit: 'lines' });
+        let lines = 0;
+        let bytes = 0;
+        const ingest: IngestService = {
+          ...path.ingest,
+          ingest(...args) {
+            const counts = path.ingest.ingest(...args);
+            lines += args[1].length;
+            for (const line of args[1]) bytes += (line.rejected?.lineBytes ?? line.bytes.length) + 1;
+            progress.update(lines, size === null || size === 0 ? undefined : bytes / size);
+            return counts;
+          },
+        };
+        const started = performance.now();
+        const counts = await ingestStream(input, { ...config.feed, source, ingest, log, parser: path.parser }).finally(async () => {
+          progress.end();
+          await path.close();
+        });
+        const rate = rateSummary(lines, 'lines', (performance.now() - started) / 1000);
+        print(options, { ...counts, lines, seconds: rate.seconds, lines_per_second: rate.perSecond }, () =>
+          `${counts.accepted} accepted, ${counts.duplicates} duplicate, ${counts.quarantined} quarantined` +
+          (counts.undeliverable > 0 ? ` (${counts.undeliverable} of the accepted are undeliverable: their organization has no webhook)` : '') +
+          `\n${rate.text}` +
+          (counts.quarantined > 0 ? '\nsee: hookrelay feed rejects' : ''),
+        );
+      } finally {
+        store.close();
+      }
+    },
+  );
+
+  const feed = program.command('feed').description('the status-change feed');
+  jsonOption(feed.command('rejects').description('list quarantined feed lines'))
+    .option('--after <id>', 'only rejects with a larger id', '0')
+    .option('--limit <n>', 'at most this many', '100')
+    .action((_options: unknown, cmd: Command) => {
+      const options = optionsOf<{ after: string; limit: string }>(cmd);
+      const after = Number(options.after);
+      if (!Number.isInteger(after) || after < 0) throw new UsageError(`--after must be a non-negative integer; got "${options.after}"`);
+      const limit = limitOption(options.limit);
+      withServices(options, ({ store, log }) => {
+        const rejects = createIngestService(store, log).rejects(after, limit);
+        const view = rejects.map((r) => ({
+          id: r.id,
+          source: r.source,
+          position: r.position,
+          reason: r.reason,
+          detail: r.detail,
+          event_id: r.eventId,
+          line_bytes: r.lineBytes,
+          raw: r.raw.toString('utf8'),
+          raw_truncated: r.raw.length < r.lineBytes,
+          received_at: iso(r.receivedAt),
+        }));
+        print(options, view, () =>
+          view.length === 0
+            ? 'no quarantined lines'
+            : view.map((r) => `#${r.id} ${r.source}@${r.position ?? '-'} ${r.reason}: ${r.detail}\n    ${r.raw.slice(0, 200)}${r.raw_truncated || r.raw.length > 200 ? '...' : ''}`).join('\n'),
+        );
+      });
+    });
+  jsonOption(feed.command('status').description('lines accepted, duplicate and quarantined; undeliverable events')).action((_options: unknown, cmd: Command) => {
+    const options = optionsOf(cmd);
+    withServices(options, ({ store, log }) => {
+      const ingest = createIngestService(store, log);
+      const stats = ingest.stats();
+      const undeliverable = ingest.undeliverable();
+      const view = {
+        sources: stats.map((s) => ({ source: s.source, accepted: s.accepted, duplicates: s.duplicates, quarantined: s.quarantined, updated_at: iso(s.updatedAt), position: ingest.position(s.source)?.position ?? null })),
+        undeliverable: undeliverable.map((u) => ({ organization_id: u.orgId, events: u.events })),
+      };
+      print(options, view, () => {
+        const lines = view.sources.length === 0 ? ['no feed lines read yet'] : [table([['SOURCE', 'ACCEPTED', 'DUPLICATE', 'QUARANTINED', 'POSITION'], ...view.sources.map((s) => [s.source, String(s.accepted), String(s.duplicates), String(s.quarantined), String(s.position ?? '-')])])];
+        if (view.undeliverable.length > 0) lines.push('', 'undeliverable events (organization without webhook):', ...view.undeliverable.map((u) => `  ${u.organization_id}: ${u.events}`));
+        return lines.join('\n');
+      });
+    });
+  });
+}

@@ -1,0 +1,27 @@
+import type { Command } from 'commander';
+import { iso, jsonOption, optionsOf, print, table, withServices } from './shared.ts';
+
+export function registerOrgsCommands(program: Command): void {
+  const orgs = program.command('orgs').description('manage organizations');
+  orgs
+    .command('add')
+    .description('add an organization')
+    .argument('<id>', 'organization id (the "org" claim of tokens)')
+    .option('--name <name>', 'display name')
+    .action((id: string, _options: unknown, cmd: Command) => {
+      const options = optionsOf<{ name?: string }>(cmd);
+      withServices(options, ({ services }) => {
+        const org = services.orgs.add({ id, name: options.name });
+        process.stdout.write(`added organization ${org.id} (${org.name})\n`);
+      });
+    });
+  jsonOption(orgs.command('list').description('list organizations')).action((_options: unknown, cmd: Command) => {
+    const options = optionsOf(cmd);
+    withServices(options, ({ services }) => {
+      const list = services.orgs.list();
+      print(options, list.map((o) => ({ id: o.id, name: o.name, created_at: iso(o.createdAt) })), () =>
+        list.length === 0 ? 'no organizations; add one with: hookrelay orgs add ID' : table([['ID', 'NAME', 'CREATED'], ...list.map((o) => [o.id, o.name, iso(o.createdAt)])]),
+      );
+    });
+  });
+}

@@ -1,0 +1,203 @@
+/**
+ * What every command group of the CLI shares: the global options, the configuration, opening the
+ * store, printing (human text or `--json`), and turning any error into one line on stderr and an
+ * exit code.
+ *
+ * To add a command group (the way commander's own examples split a CLI):
+ *   1. Create src/cli/<group>.ts exporting `register<Group>Commands(program: Command): void`,
+ *      which adds its commands with `program.command('<group>')`.
+ *   2. In an action, read the options with `optionsOf<...>(cmd)` (the command's own options plus
+ *      the global ones, `--config` and `--state-dir`, given before or after the command), open the
+ *      database with `withServices` (or `withStore`), print with `print` (add `--json` with
+ *      `jsonOption`), show progress of long work with `startProgress` (./progress.ts).
+ *   3. Throw `UsageError` for a bad argument (exit 2) and let `HookrelayError`s through: `fail`
+ *      maps them to one line and an exit code. Never print a stack trace.
+ *   4. Add one `register<Group>Commands(program)` line to buildProgram in src/cli.ts, and document
+ *      the commands in the README's CLI section.
+ */
+import { Command, CommanderError, Option } from 'commander';
+import { loadConfig, type Config } from '../config/load.ts';
+import { systemClock } from '../domain/clock.ts';
+import { ErrorCode, isHookrelayError } from '../domain/errors.ts';
+import { createLogger, type Logger } from '../log.ts';
+import { createServices, type Services } from '../services/services.ts';
+import { openStore, type Store } from '../store/store.ts';
+
+/** Exit codes (docs/operations.md): 0 success, 1 runtime error, 2 usage or configuration error. */
+export const EXIT_OK = 0;
+export const EXIT_RUNTIME = 1;
+export const EXIT_USAGE = 2;
+
+/** A mistake in the command line that hookrelay itself detects: one line, exit 2. */
+export class UsageError extends Error {}
+
+/** The options every command accepts, before or after its name (defined on the program). */
+export interface GlobalOptions {
+  config?: string;
+  stateDir?: string;
+}
+
+/** Options a command may add and that feed the configuration. */
+export interface CommonOptions extends GlobalOptions {
+  listen?: string;
+  feed?: string;
+  logLevel?: string;
+  json?: boolean;
+}
+
+/** Adds the global options to the program; subcommands read them through `optionsOf`. */
+export function addGlobalOptions(program: Command): Command {
+  return program
+    .option('--config <file>', 'JSON config file (also HOOKRELAY_CONFIG)')
+    .option('--state-dir <dir>', 'state directory (default ./var)');
+}
+
+/** The command's own options merged with the global ones. */
+export function optionsOf<T extends object = object>(cmd: Command): T & CommonOptions {
+  return cmd.optsWithGlobals<T & CommonOptions>();
+}
+
+export function jsonOption(cmd: Command): Command {
+  return cmd.option('--json', 'print JSON');
+}
+
+export function logLevelOption(): Option {
+  return new Option('--log-level <level>', 'log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']);
+}
+
+export function configFrom(options: CommonOptions): Config {
+  return loadConfig({
+    configFile: options.config,
+    overrides: { stateDir: options.stateDir, 'api.listen': options.listen, 'log.level': options.logLevel, 'feed.path': options.feed },
+  });
+}
+
+/** Logger for one-shot commands: stderr, so stdout carries only the command's output. */
+export function cliLogger(config: Config): Logger {
+  return createLogger(config.log.level === 'info' ? 'warn' : config.log.level, process.stderr);
+}
+
+export function openConfiguredStore(config: Config): Store {
+  return openStore(config.database.path, systemClock, { busyTimeoutMs: config.database.busyTimeoutMs });
+}
+
+export interface CommandContext {
+  readonly config: Config;
+  readonly store: Store;
+  readonly services: Services;
+  readonly log: Logger;
+}
+
+/** Opens the store for a one-shot command and closes it afterwards, whatever happens. */
+export async function withStore<T>(options: CommonOptions, fn: (ctx: CommandContext) => T | Promise<T>): Promise<T> {
+  const config = configFrom(options);
+  const store = openConfiguredStore(config);
+  try {
+    const log = cliLogger(config);
+    return await fn({ config, store, services: createServices(store, config, log), log });
+  } finally {
+    store.close();
+  }
+}
+
+/** `withStore` for a synchronous command. */
+export function withServices<T>(options: CommonOptions, fn: (ctx: CommandContext) => T): T {
+  const config = configFrom(options);
+  const store = openConfiguredStore(config);
+  try {
+    return fn({ config, store, services: createServices(store, config), log: cliLogger(config) });
+  } finally {
+    store.close();
+  }
+}
+
+/** Prints `json` with `--json`, otherwise the human text. */
+export function print(options: CommonOptions, json: unknown, human: () => string): void {
+  process.stdout.write(options.json ? JSON.stringify(json, null, 2) + '\n' : human() + '\n');
+}
+
+export function table(rows: readonly (readonly string[])[]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+}
+
+export const iso = (ms: number) => new Date(ms).toISOString();
+
+/** A `--limit` value: an integer from 1 to 10000. */
+export function limitOption(text: string): number {
+  const limit = Number(text);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new UsageError(`--limit must be an integer from 1 to 10000; got "${text}"`);
+  return limit;
+}
+
+export function cliId(text: string): number {
+  if (!/^\d{1,15}$/.test(text)) throw new UsageError(`the delivery id must be a positive integer; got "${text}"`);
+  return Number(text);
+}
+
+export function cliTime(flag: string, text: string): number {
+  const ms = /^\d{4}-\d{2}-\d{2}/.test(text) ? Date.parse(text) : Number.NaN;
+  if (Number.isNaN(ms)) throw new UsageError(`${flag} must be an RFC 3339 date-time such as 2026-11-22T08:00:00Z; got "${text}"`);
+  return ms;
+}
+
+/** "hookrelay orgs list" for the command `orgs list`. */
+function commandPath(cmd: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = cmd; c !== null; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
+}
+
+/**
+ * Makes commander's own errors (unknown option or command, missing argument, invalid choice)
+ * one line like hookrelay's: "hookrelay: unknown option '--jsn' (did you mean --json?); see:
+ * hookrelay orgs list --help". Call once every command is registered.
+ */
+export function oneLineErrors(program: Command): void {
+  const visit = (cmd: Command) => {
+    cmd.showHelpAfterError(false);
+    cmd.configureOutput({
+      writeErr: (text) => process.stderr.write(text),
+      outputError: (text, write) => {
+        const message = text
+          .trim()
+          .replace(/^error: /, '')
+          .split('\n')
+          .map((line) => line.trim().replace(/^\(Did you mean/, '(did you mean'))
+          .filter((line) => line !== '')
+          .join(' ')
+          .replace(/\.$/, '');
+        write(`hookrelay: ${message}; see: ${commandPath(cmd)} --help\n`);
+      },
+    });
+    for (const sub of cmd.commands) visit(sub);
+  };
+  visit(program);
+}
+
+/** Describes an error nobody anticipated, in one line: message and errno code, never a stack. */
+function oneLine(err: unknown): string {
+  const e = err as NodeJS.ErrnoException | null | undefined;
+  const message = (e && typeof e === 'object' && typeof e.message === 'string' ? e.message : String(err)).split('\n')[0]!;
+  return e && typeof e === 'object' && typeof e.code === 'string' && !message.includes(e.code) ? `${message} (${e.code})` : message;
+}
+
+/** Maps an error to one line on stderr and an exit code. */
+export function fail(err: unknown): number {
+  if (err instanceof CommanderError) {
+    // commander already printed its message (one line, see oneLineErrors), or the help / version text.
+    return err.exitCode === 0 ? EXIT_OK : EXIT_USAGE;
+  }
+  if (err instanceof UsageError) {
+    process.stderr.write(`hookrelay: ${err.message}\n`);
+    return EXIT_USAGE;
+  }
+  if (isHookrelayError(err)) {
+    const details = err.invalidParams.map((p) => `${p.name} ${p.reason}`).join('; ');
+    const message = err.code === ErrorCode.validation && details !== '' ? details : err.message;
+    process.stderr.write(`hookrelay: ${message}\n`);
+    return err.code === ErrorCode.config || err.code === ErrorCode.validation ? EXIT_USAGE : EXIT_RUNTIME;
+  }
+  process.stderr.write(`hookrelay: ${oneLine(err)}\n`);
+  return EXIT_RUNTIME;
+}

@@ -1,0 +1,56 @@
+import type { Command } from 'commander';
+import { iso, jsonOption, optionsOf, print, table, withServices } from './shared.ts';
+
+export function registerUsersCommands(program: Command): void {
+  const users = program.command('users').description('manage users');
+  users
+    .command('add')
+    .description('add a user to an organization')
+    .requiredOption('--org <id>', 'organization id')
+    .requiredOption('--email <email>', 'e-mail (unique per organization, case-insensitive)')
+    .requiredOption('--role <role>', 'role name, see: hookrelay roles list')
+    .action((_options: unknown, cmd: Command) => {
+      const options = optionsOf<{ org: string; email: string; role: string }>(cmd);
+      withServices(options, ({ services }) => {
+        const user = services.users.add({ orgId: options.org, email: options.email, roleName: options.role });
+        process.stdout.write(`added ${user.email} to ${user.orgId} as ${user.roleName}\n`);
+      });
+    });
+  jsonOption(users.command('list').description("list an organization's users"))
+    .requiredOption('--org <id>', 'organization id')
+    .action((_options: unknown, cmd: Command) => {
+      const options = optionsOf<{ org: string }>(cmd);
+      withServices(options, ({ services }) => {
+        const list = services.users.list(options.org);
+        print(options, list.map((u) => ({ email: u.email, role_name: u.roleName, created_at: iso(u.createdAt), updated_at: iso(u.updatedAt) })), () =>
+          list.length === 0 ? `no users in ${options.org}` : table([['EMAIL', 'ROLE', 'UPDATED'], ...list.map((u) => [u.email, u.roleName, iso(u.updatedAt)])]),
+        );
+      });
+    });
+  users
+    .command('set-role')
+    .description("change a user's role")
+    .requiredOption('--org <id>', 'organization id')
+    .requiredOption('--email <email>', 'e-mail of the user')
+    .requiredOption('--role <role>', 'new role name')
+    .action((_options: unknown, cmd: Command) => {
+      const options = optionsOf<{ org: string; email: string; role: string }>(cmd);
+      withServices(options, ({ services }) => {
+        const change = services.users.setRole(options.org, { email: options.email, role_name: options.role });
+        process.stdout.write(change.changed ? `${change.user.email}: ${change.previousRoleName} -> ${change.user.roleName}\n` : `${change.user.email} already has the role ${change.user.roleName}\n`);
+      });
+    });
+  users
+    .command('remove')
+    .description('remove a user')
+    .requiredOption('--org <id>', 'organization id')
+    .requiredOption('--email <email>', 'e-mail of the user')
+    .option('--force', 'remove even the last user who can manage users')
+    .action((_options: unknown, cmd: Command) => {
+      const options = optionsOf<{ org: string; email: string; force?: boolean }>(cmd);
+      withServices(options, ({ services }) => {
+        const user = services.users.remove(options.org, options.email, { force: options.force === true });
+        process.stdout.write(`removed ${user.email} from ${user.orgId}\n`);
+      });
+    });
+}

@@ -1,0 +1,73 @@
+import type { Command } from 'commander';
+import { deliveryView, webhookView } from '../services/views.ts';
+import { iso, jsonOption, optionsOf, print, withServices } from './shared.ts';
+
+export function registerWebhookCommands(program: Command): void {
+  const webhook = program.command('webhook').description("an organization's webhook");
+  jsonOption(webhook.command('get').description('show the webhook configuration'))
+    .requiredOption('--org <id>', 'organization id')
+    .action((_options: unknown, cmd: Command) => {
+      const options = optionsOf<{ org: string }>(cmd);
+      withServices(options, ({ services }) => {
+        const view = webhookView(services.webhooks.get(options.org));
+        print(options, view, () => Object.entries(view).map(([k, v]) => `${k}: ${String(v)}`).join('\n'));
+      });
+    });
+  webhook
+    .command('set')
+    .description('register or replace the webhook')
+    .requiredOption('--org <id>', 'organization id')
+    .requiredOption('--url <url>', 'https URL of the receiver')
+    .option('--no-hmac', 'do not sign deliveries')
+    .action((_options: unknown, cmd: Command) => {
+      const options = optionsOf<{ org: string; url: string; hmac: boolean }>(cmd);
+      withServices(options, ({ services }) => {
+        const result = services.webhooks.register(options.org, { webhook_url: options.url, active_hmac: options.hmac });
+        process.stdout.write(result.created ? `registered ${result.webhook.url} for ${options.org}\n` : `replaced ${result.replacedUrl} with ${result.webhook.url} for ${options.org}\n`);
+        if (result.newSecret) process.stdout.write(`signing secret (shown once; also: hookrelay webhook secret --org ${options.org}): ${result.newSecret}\n`);
+      });
+    });
+  webhook
+    .command('secret')
+    .description('print the signing secret')
+    .requiredOption('--org <id>', 'organization id')
+    .action((_options: unknown, cmd: Command) => {
+      const options = optionsOf<{ org: string }>(cmd);
+      withServices(options, ({ services }) => {
+        process.stdout.write(services.webhooks.getSecret(options.org) + '\n');
+      });
+    });
+  jsonOption(webhook.command('test').description('queue a webhook.test event for the webhook (the daemon sends it)'))
+    .requiredOption('--org <id>', 'organization id')
+    .action((_options: unknown, cmd: Command) => {
+      const options = optionsOf<{ org: string }>(cmd);
+      withServices(options, ({ services }) => {
+        const d = services.deliveries.sendTest(options.org);
+        print(options, deliveryView(d), () => `queued test event ${d.eventId} as delivery ${d.id}; see: hookrelay deliveries show ${d.id} --org ${options.org}`);
+      });
+    });
+  for (const [name, enabled] of [['enable', true], ['disable', false]] as const) {
+    webhook
+      .command(name)
+      .description(enabled ? 'enable the webhook: held deliveries go out' : 'disable the webhook: deliveries are held, not dropped')
+      .requiredOption('--org <id>', 'organization id')
+      .action((_options: unknown, cmd: Command) => {
+        const options = optionsOf<{ org: string }>(cmd);
+        withServices(options, ({ services }) => {
+          services.deliveries.setEnabled(options.org, enabled);
+          process.stdout.write(`webhook of ${options.org} ${enabled ? 'enabled' : 'disabled'}\n`);
+        });
+      });
+  }
+  webhook
+    .command('rotate-secret')
+    .description('new signing secret; the previous one signs too during the grace period')
+    .requiredOption('--org <id>', 'organization id')
+    .action((_options: unknown, cmd: Command) => {
+      const options = optionsOf<{ org: string }>(cmd);
+      withServices(options, ({ services }) => {
+        const r = services.deliveries.rotateSecret(options.org);
+        process.stdout.write(`${r.secret}\nprevious secret keeps signing until ${iso(r.previousSecretExpiresAt)}\n`);
+      });
+    });
+}
