@@ -21,7 +21,7 @@ function parseHere(lines: readonly RawLine[], receivedAt: number): Array<Storabl
 /** Buffers kept for the next batches: one parsing, one being filled. */
 const SPARE_BUFFERS = 2;
 
-/** A parser thread with no batch for this long is ended (see retireWhenIdle). */
+/** A parser thread with no batch for this long is ended (see retireWhenIdle), by default. */
 const IDLE_THREAD_MS = 5_000;
 
 /** Batches of at most this many lines are parsed on the calling thread even by the worker parser. */
@@ -41,7 +41,8 @@ export const inlineLineParser: LineParser = {
  * Should the worker fail, the error is logged and this and every later batch is parsed on the
  * calling thread: slower, never wrong.
  */
-export function createWorkerLineParser(log: Logger): LineParser {
+export function createWorkerLineParser(log: Logger, options: { idleThreadMs?: number } = {}): LineParser & { readonly threadRunning: boolean } {
+  const idleThreadMs = options.idleThreadMs ?? IDLE_THREAD_MS;
   const parserLog = log.child({ subsystem: 'feed-parser' });
   let worker: Worker | null = null;
   let failed = false;
@@ -61,7 +62,7 @@ export function createWorkerLineParser(log: Logger): LineParser {
   const retired = new WeakSet<Worker>();
   let retiring: Promise<void> = Promise.resolve();
   /**
-   * Ends the thread once no batch has come for IDLE_THREAD_MS: a thread that parsed a large
+   * Ends the thread once no batch has come for `idleThreadMs`: a thread that parsed a large
    * ingest keeps its heap (tens of MB) and nothing else ever gives it back. The next large
    * batch starts a new one (a few tens of ms, against the second a large batch takes).
    */
@@ -77,7 +78,7 @@ export function createWorkerLineParser(log: Logger): LineParser {
         () => {},
         () => {},
       );
-    }, IDLE_THREAD_MS);
+    }, idleThreadMs);
     idleTimer.unref();
   }
 
@@ -147,6 +148,10 @@ export function createWorkerLineParser(log: Logger): LineParser {
   }
 
   return {
+    /** Whether a parser thread is up now (it is started by a large batch and ends when idle). */
+    get threadRunning() {
+      return worker !== null;
+    },
     async parse(lines, receivedAt) {
       // A few lines (a feed appended to line by line) are parsed here: the trip to the thread
       // and back would cost more than the parsing, and add to every line's latency.
