@@ -10,6 +10,7 @@ import { registerFeedCommands } from './cli/feed.ts';
 import { registerOrgsCommands } from './cli/orgs.ts';
 import { registerRolesCommands } from './cli/roles.ts';
 import { registerServeCommands } from './cli/serve.ts';
+import { registerStatusCommands } from './cli/status.ts';
 import { addGlobalOptions, fail, oneLineErrors } from './cli/shared.ts';
 import { registerTokenCommands } from './cli/token.ts';
 import { registerUsersCommands } from './cli/users.ts';
@@ -33,6 +34,7 @@ export function buildProgram(): Command {
   registerWebhookCommands(program);
   registerDeliveriesCommands(program);
   registerDbCommands(program);
+  registerStatusCommands(program);
 
   oneLineErrors(program);
   return program;

@@ -1,9 +1,12 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
-import { createApi } from './api/app.ts';
+import { createApi, createMetricsApp } from './api/app.ts';
+import type { MetricsEndpoint } from './api/metrics.ts';
 import type { Config } from './config/load.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
+import { isLoopbackHost, parseListen } from './domain/listen.ts';
+import { createMetrics, loadMetricsToken, type Metrics } from './metrics/metrics.ts';
 import { createFileTailer } from './feed/file-tailer.ts';
 import { openIngestPath, type IngestPath } from './feed/ingest-path.ts';
 import { ingestStream } from './feed/stream-reader.ts';
@@ -14,6 +17,7 @@ import { createNetworkGuard } from './dispatch/network-guard.ts';
 import type { RetryPolicy } from './domain/retry-policy.ts';
 import { VERSION } from './version.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
+import type { FlushResult, FlushWork } from './services/deliveries.ts';
 import { createServices } from './services/services.ts';
 import { createRetentionService, startRetention } from './services/retention.ts';
 import { createStorageHealth, type StorageHealth } from './services/storage-health.ts';
@@ -27,12 +31,8 @@ export interface Relay {
   stop(deadlineMs?: number): Promise<void>;
   /** Where the admin API listens, once started. */
   address(): { host: string; port: number };
-}
-
-export function parseListen(listen: string): { host: string; port: number } {
-  const at = listen.lastIndexOf(':');
-  const host = listen.slice(0, at).replace(/^\[(.*)\]$/, '$1');
-  return { host, port: Number(listen.slice(at + 1)) };
+  /** Where the metrics listener of its own (metrics.listen) listens, once started; null without one. */
+  metricsAddress(): { host: string; port: number } | null;
 }
 
 /** A claimed delivery's lease is the attempt deadline plus this. */
@@ -47,12 +47,60 @@ export function retryPolicyFrom(config: Config): RetryPolicy {
   };
 }
 
+/** An HTTP server for `handler`, listening on `listenAddress` (HOST:PORT) once this resolves. */
+async function listen(handler: RequestListener, listenAddress: string): Promise<Server> {
+  const server = createServer(handler);
+  server.requestTimeout = 30_000;
+  server.headersTimeout = 15_000;
+  const { host, port } = parseListen(listenAddress);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return server;
+}
+
+/** Stops accepting, lets requests in progress finish for up to `deadlineMs`, then cuts them. */
+async function close(server: Server, deadlineMs: number): Promise<void> {
+  const closing = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const timer = setTimeout(() => server.closeAllConnections(), deadlineMs);
+  await closing;
+  clearTimeout(timer);
+}
+
+/** The ingest path, counting what each committed batch did. */
+function countedIngest(path: IngestPath, metrics: Metrics): IngestPath {
+  const { ingest } = path;
+  return {
+    ...path,
+    ingest: {
+      ...ingest,
+      ingest(source, lines, position, parsed) {
+        const counts = ingest.ingest(source, lines, position, parsed);
+        metrics.ingested(counts);
+        return counts;
+      },
+    },
+  };
+}
+
+/** Counts the outcomes of a group commit that succeeded (see DeliveryService.flush). */
+function counted(result: FlushResult, work: FlushWork, metrics: Metrics): FlushResult {
+  metrics.recorded(work.finished, result.unsendable.length);
+  return result;
+}
+
 /** Composition root: wires store, services and adapters; owns their start/stop order. */
 export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; stdin?: Readable; openStore?: typeof openStore }): Relay {
   const log = deps.log;
   const clock = deps.clock ?? systemClock;
   let store: Store | null = null;
   let server: Server | null = null;
+  let metricsServer: Server | null = null;
   let feed: { stop(): Promise<void> } | null = null;
   let dispatcher: Dispatcher | null = null;
   let deliverer: Deliverer | null = null;
@@ -82,6 +130,19 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     };
   }
 
+  /** GET /metrics: the token, and the refusal to serve without one on an admin listener that is not loopback. */
+  function metricsEndpoint(metrics: Metrics): MetricsEndpoint {
+    const token = loadMetricsToken(config);
+    const unprotected = token === null && !config.metrics.allowUnauthenticated && config.metrics.listen === null && !isLoopbackHost(parseListen(config.api.listen).host);
+    return {
+      token,
+      refusal: unprotected
+        ? `GET /metrics is refused: the admin API listens on ${config.api.listen}, which is not a loopback address, and no metrics token is set. Set metrics.tokenFile (or HOOKRELAY_METRICS_TOKEN), serve metrics on a loopback address of their own (metrics.listen), or set metrics.allowUnauthenticated on a network you trust`
+        : null,
+      render: async () => ({ contentType: metrics.contentType, body: await metrics.render() }),
+    };
+  }
+
   function address(): { host: string; port: number } {
     const info = server?.address() as AddressInfo | null | undefined;
     if (!info) throw new Error('the relay is not listening');
@@ -97,6 +158,18 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     const work = createWorkSignal();
     const services = createServices(store, config, log, work);
     const openStoreRef = store;
+    const metrics = config.metrics.enabled
+      ? createMetrics({
+          status: services.status,
+          feedPath: config.feed.path === '-' ? null : config.feed.path,
+          refreshIntervalMs: config.metrics.refreshInterval,
+          perOrganization: config.metrics.perOrganization,
+          version: VERSION,
+          log,
+        })
+      : null;
+    const endpoint = metrics === null ? null : metricsEndpoint(metrics);
+    const onAdminListener = endpoint !== null && config.metrics.listen === null;
     const { app } = createApi({
       config,
       keys,
@@ -114,20 +187,17 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         const problem = health.problem();
         return problem === null ? true : { reason: problem.fault, detail: problem.detail, since: problem.since };
       },
+      ...(onAdminListener ? { metrics: endpoint } : {}),
     });
-    server = createServer(app.callback());
-    server.requestTimeout = 30_000;
-    server.headersTimeout = 15_000;
-    const { host, port } = parseListen(config.api.listen);
-    await new Promise<void>((resolve, reject) => {
-      server!.once('error', reject);
-      server!.listen(port, host, () => {
-        server!.off('error', reject);
-        resolve();
-      });
-    });
+    server = await listen(app.callback(), config.api.listen);
     const bound = address();
     log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
+    if (endpoint !== null && !onAdminListener) {
+      metricsServer = await listen(createMetricsApp({ log, metrics: endpoint }).callback(), config.metrics.listen!);
+      const info = metricsServer.address() as AddressInfo;
+      log.info({ host: info.address, port: info.port, token: endpoint.token !== null }, 'metrics listening');
+    }
+    if (endpoint?.refusal) log.warn({ listen: config.api.listen }, endpoint.refusal);
     // Background checkpoints in the daemon only while large batches are being ingested (see startBackgroundCheckpoints).
     ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true });
     deliverer = createDeliverer({
@@ -138,8 +208,10 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       userAgent: `hookrelay/${VERSION}`,
       extraCa,
     });
+    const { deliveries } = services;
     dispatcher = createDispatcher({
-      deliveries: services.deliveries,
+      // Outcomes are counted once their group commit has succeeded.
+      deliveries: metrics === null ? deliveries : { ...deliveries, flush: (work) => counted(deliveries.flush(work), work, metrics) },
       deliverer,
       work,
       policy: retryPolicyFrom(config),
@@ -172,7 +244,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         onBatch: () => path.checkpointsBusy(),
       });
     }
-    feed = startFeed(ingestPath);
+    feed = startFeed(metrics === null ? ingestPath : countedIngest(ingestPath, metrics));
   }
 
   return {
@@ -196,14 +268,9 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       dispatcher = null;
       deliverer?.close();
       deliverer = null;
-      if (server !== null) {
-        const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
-        server.closeIdleConnections();
-        const timer = setTimeout(() => server?.closeAllConnections(), deadlineMs);
-        await closing;
-        clearTimeout(timer);
-        server = null;
-      }
+      await Promise.all([server, metricsServer].map((s) => (s === null ? null : close(s, deadlineMs))));
+      server = null;
+      metricsServer = null;
       await ingestPath?.close();
       ingestPath = null;
       store?.close();
@@ -212,5 +279,10 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     },
 
     address,
+
+    metricsAddress() {
+      const info = metricsServer?.address() as AddressInfo | null | undefined;
+      return info ? { host: info.address, port: info.port } : null;
+    },
   };
 }

@@ -39,7 +39,7 @@ test('registering a first webhook is 201 with the configuration and a secret sho
   assert.deepEqual(Object.keys(res.body).sort(), ['message', 'secret', ...WEBHOOK_VIEW_KEYS].sort());
   assert.equal(
     res.body.message,
-    'Webhook registered: status changes of anticipation requests will be sent to https://hooks.example.com/hookrelay. HMAC signing is on: store the secret below now, it is shown only once',
+    'Webhook registered: status changes of anticipation requests will be sent to https://hooks.example.com/hookrelay. HMAC signing is on: give the secret below to your receiver, which verifies signatures with it (an admin can read it again with GET /webhook/get_secret)',
   );
   assert.equal(res.body.webhook_url, 'https://hooks.example.com/hookrelay');
   assert.equal(res.body.active_hmac, true, 'active_hmac defaults to true');
@@ -97,10 +97,10 @@ test('active_hmac false registers without a secret; turning it on later generate
   assert.equal(on.status, 200, on.text);
   assert.equal(on.body.active_hmac, true);
   assertStandardWebhooksSecret(on.body.secret);
-  assert.match(on.body.message, /^Webhook replaced: .*HMAC signing is on: store the secret below now, it is shown only once$/);
+  assert.match(on.body.message, /^Webhook replaced: .*HMAC signing is on: give the secret below to your receiver, which verifies signatures with it \(an admin can read it again with GET \/webhook\/get_secret\)$/);
 });
 
-test('get_webhook returns { webhook_url, active_hmac, status, created_at, updated_at } and never the secret', async (t) => {
+test('get_webhook returns { webhook_url, active_hmac, status, created_at, updated_at } with its health, and never the secret', async (t) => {
   const { relay, adminToken, viewerToken } = await setup(t);
   const created = await register(relay, adminToken, { webhook_url: 'https://hooks.example.com/h' });
   for (const token of [adminToken, viewerToken]) {
@@ -113,6 +113,12 @@ test('get_webhook returns { webhook_url, active_hmac, status, created_at, update
       status: 'active',
       created_at: created.body.created_at,
       updated_at: created.body.updated_at,
+      status_detail: 'active; no delivery has succeeded yet',
+      consecutive_failures: 0,
+      failing_since: null,
+      last_success_at: null,
+      disabled_reason: null,
+      last_error: null,
     });
     assert.equal(res.text.includes(created.body.secret), false);
     assert.equal(res.text.includes('whsec_'), false);

@@ -184,10 +184,10 @@ function mixedRawLines(count: number, salt: string): RawLine[] {
 }
 
 /** The worker parser with a logger that keeps its records; closed when the test ends. */
-function workerParser(t: TestContext): { parser: LineParser; logRecords: Array<Record<string, unknown>> } {
+function workerParser(t: TestContext, idleThreadMs?: number): { parser: LineParser & { readonly threadRunning: boolean }; logRecords: Array<Record<string, unknown>> } {
   const logRecords: Array<Record<string, unknown>> = [];
   const log = createLogger('info', { write: (line: string) => void logRecords.push(JSON.parse(line) as Record<string, unknown>) });
-  const parser = createWorkerLineParser(log);
+  const parser = createWorkerLineParser(log, idleThreadMs === undefined ? {} : { idleThreadMs });
   t.after(() => parser.close());
   return { parser, logRecords };
 }
@@ -254,6 +254,27 @@ describe('worker line parser', () => {
     assert.deepEqual(await parser.parse(lines.slice(0, 10), RECEIVED_AT), expected.slice(0, 10));
     // A deliberate close is not a failure.
     assert.deepEqual(fallbackErrors(logRecords), []);
+  });
+
+  test('an idle thread is ended, and the next large batch starts a new one with the same results', async (t) => {
+    const { parser, logRecords } = workerParser(t, 200);
+    assert.equal(parser.threadRunning, false, 'no thread before the first large batch');
+    const first = mixedRawLines(1500, 'e');
+    assert.deepEqual(await parser.parse(first, RECEIVED_AT), await inlineLineParser.parse(first, RECEIVED_AT));
+    assert.equal(parser.threadRunning, true);
+    // Batches of other sizes reuse the buffers the thread gave back, larger and smaller.
+    for (const n of [3000, 700, 2999]) {
+      const lines = mixedRawLines(n, `f${n}`);
+      assert.deepEqual(await parser.parse(lines, RECEIVED_AT), await inlineLineParser.parse(lines, RECEIVED_AT), `${n} lines`);
+    }
+    const deadline = Date.now() + 10_000;
+    while (parser.threadRunning && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(parser.threadRunning, false, 'the thread ended after 200 ms without a batch');
+    // The next large batch gets a new thread.
+    const again = mixedRawLines(2500, 'g');
+    assert.deepEqual(await parser.parse(again, RECEIVED_AT), await inlineLineParser.parse(again, RECEIVED_AT));
+    assert.equal(parser.threadRunning, true, 'a new thread parsed it');
+    assert.deepEqual(fallbackErrors(logRecords), [], 'never fell back to the calling thread');
   });
 
   test('a parse in flight when close() is called is still answered', async (t) => {

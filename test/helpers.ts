@@ -12,7 +12,7 @@ import Database from 'better-sqlite3';
 import jwt from 'jsonwebtoken';
 import { loadConfig, type Config } from '../src/config/load.ts';
 import { systemClock } from '../src/domain/clock.ts';
-import { createLogger } from '../src/log.ts';
+import { createLogger, type Logger } from '../src/log.ts';
 import { createRelay, type Relay } from '../src/relay.ts';
 import { loadAuthKeys } from '../src/services/auth-keys.ts';
 import { createServices, type Services } from '../src/services/services.ts';
@@ -44,15 +44,16 @@ export interface RunningRelay {
 
 /**
  * Starts a relay in-process with `overrides` (dotted config paths, string values as a CLI
- * flag would give them). Stopped and cleaned up when the test ends.
+ * flag would give them), logging to `options.log` (default: nowhere). Stopped and cleaned up
+ * when the test ends.
  */
-export async function startRelay(t: TestContext, overrides: Record<string, string> = {}): Promise<RunningRelay> {
+export async function startRelay(t: TestContext, overrides: Record<string, string> = {}, options: { log?: Logger } = {}): Promise<RunningRelay> {
   const stateDir = tempDir(t);
   const config = loadConfig({
     env: {},
     overrides: { stateDir, 'api.listen': '127.0.0.1:0', 'log.level': 'silent', ...overrides },
   });
-  const relay = createRelay(config, { log: silentLog });
+  const relay = createRelay(config, { log: options.log ?? silentLog });
   await relay.start();
   const store = openStore(config.database.path, systemClock);
   t.after(async () => {

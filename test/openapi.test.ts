@@ -288,6 +288,8 @@ function servedRoutes(t: TestContext): readonly RouteInfo[] {
     log: silentLog,
     services: createServices(store, config),
     isReady: () => true,
+    // By default the relay serves /metrics on the admin listener (metrics.listen null).
+    metrics: { token: null, refusal: null, render: async () => ({ contentType: 'text/plain', body: '' }) },
   });
   return routes;
 }
@@ -302,7 +304,10 @@ test('every route the app serves is documented, each of its methods, with its pe
     assert.equal(op['x-permission'], route.permission, `${route.method} ${route.path}: x-permission`);
     const versioned = parametersOf(documented).some((p) => p.in === 'header' && p.name === 'Version');
     if (route.permission === null) {
-      assert.deepEqual(op.security, [], `${route.method} ${route.path} is public: security: []`);
+      // Public: anonymous access allowed (an optional scheme of its own, such as the metrics token, may be listed), never the JWT.
+      const security: Json[] = op.security;
+      assert.ok(Array.isArray(security) && (security.length === 0 || security.some((req) => Object.keys(req).length === 0)), `${route.method} ${route.path} is public: security [] or with {}`);
+      assert.ok(!security.some((req) => Object.hasOwn(req, 'bearerAuth')), `${route.method} ${route.path} is public: no JWT`);
       assert.equal(versioned, false, `${route.method} ${route.path} does not read Version`);
     } else {
       const security = op.security ?? DOC.security;
@@ -364,7 +369,8 @@ function assertMatchesResponse(raw: Json, res: ApiResponse, where: string): void
   const type = (res.headers.get('content-type') ?? '').split(';')[0]!.trim();
   const media = response.content?.[type];
   assert.ok(media, `${where} ${res.status}: content type ${type} is not documented (${Object.keys(response.content ?? {}).join(', ')})`);
-  assert.deepEqual(validate(media.schema, res.body), [], `${where} ${res.status}: body ${res.text}`);
+  const body = type.startsWith('text/') ? res.text : res.body;
+  assert.deepEqual(validate(media.schema, body), [], `${where} ${res.status}: body ${res.text}`);
   for (const [name, rawHeader] of Object.entries<Json>(response.headers ?? {})) {
     const header = deref(rawHeader);
     const value = res.headers.get(name);
@@ -580,6 +586,30 @@ async function waitForStatus(relay: RunningRelay, token: string, id: number, sta
     await sleep(100);
   }
 }
+
+test('GET /metrics: only documented answers, with and without the metrics token, and on an address that is not loopback', async (t) => {
+  const open = await startRelay(t);
+  const plain = await contract.call(open, 'GET', '/metrics');
+  assert.equal(plain.status, 200);
+  assert.match(plain.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+  assert.match(plain.text, /^hookrelay_build_info\{version="[^"]+"\} 1$/m);
+
+  const token = 'metrics-token-0123456789abcdef';
+  const guarded = await startRelay(t, { 'metrics.token': token });
+  assert.equal((await contract.call(guarded, 'GET', '/metrics')).body.code, 'missing_token');
+  assert.equal((await contract.call(guarded, 'GET', '/metrics', { headers: { authorization: 'Bearer not-the-metrics-token-at-all' } })).body.code, 'invalid_token');
+  // A JWT of the admin API is not the metrics token either.
+  seedOrg(guarded.services, 'acme');
+  assert.equal((await contract.call(guarded, 'GET', '/metrics', { token: guarded.token('acme', 'admin@acme.test') })).status, 401);
+  assert.equal((await contract.call(guarded, 'GET', '/metrics', { headers: { authorization: `Bearer ${token}` } })).status, 200);
+
+  // Listening on every address (requests still go to 127.0.0.1) without a token: refused.
+  const exposed = await startRelay(t, { 'api.listen': '0.0.0.0:0' });
+  const refused = await contract.call(exposed, 'GET', '/metrics');
+  assert.equal(refused.status, 403);
+  assert.match(refused.body.detail, /not a loopback address.*metrics\.tokenFile/);
+  assert.equal((await call(exposed.baseUrl, 'GET', '/healthz')).status, 200, 'the rest of the API is served');
+});
 
 test('the rate limit answers 429 with Retry-After on every authenticated operation', async (t) => {
   const limited = await seededRelay(t, { 'api.rateLimitPerMinute': '1', 'api.rateLimitBurst': '1' });

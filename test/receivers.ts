@@ -17,6 +17,7 @@ import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createTlsServer, type Server as TlsServer, type TLSSocket } from 'node:tls';
 import type { AttemptRow, DeliveryRow } from '../src/store/deliveries-repo.ts';
+import type { Logger } from '../src/log.ts';
 import type { Store } from '../src/store/store.ts';
 import { startRelay, type RunningRelay } from './helpers.ts';
 
@@ -358,8 +359,8 @@ export interface DeliveryRig {
  * A test CA, and an in-process relay that trusts it (delivery.caFile), may reach 127.0.0.1
  * (delivery.allowNetworks) and polls fast; `overrides` win over all of these.
  */
-export async function startDeliveryRig(t: TestContext, overrides: Record<string, string> = {}): Promise<DeliveryRig> {
+export async function startDeliveryRig(t: TestContext, overrides: Record<string, string> = {}, options: { log?: Logger } = {}): Promise<DeliveryRig> {
   const tls = createTestTls(t);
-  const relay = await startRelay(t, { 'delivery.caFile': tls.caFile, 'delivery.allowNetworks': '127.0.0.1/32', ...FAST_DELIVERY, ...overrides });
+  const relay = await startRelay(t, { 'delivery.caFile': tls.caFile, 'delivery.allowNetworks': '127.0.0.1/32', ...FAST_DELIVERY, ...overrides }, options);
   return { tls, relay, feed: (...lines) => appendFeed(relay.config.feed.path, lines) };
 }

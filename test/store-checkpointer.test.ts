@@ -9,7 +9,8 @@ import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../src/domain/clock.ts';
 import { createIngestService } from '../src/services/ingest.ts';
-import { SAFETY_NET_PAGES, startBackgroundCheckpoints } from '../src/store/checkpointer.ts';
+import { BUSY_LINGER_MS, QUIET_AUTOCHECKPOINT_PAGES, SAFETY_NET_PAGES, startBackgroundCheckpoints } from '../src/store/checkpointer.ts';
+import { BURST_CACHE_KIB, QUIET_CACHE_KIB } from '../src/store/db.ts';
 import { openStore } from '../src/store/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
 
@@ -21,7 +22,10 @@ test('committed pages reach the database file through the checkpoint thread, and
   const path = join(tempDir(t), 'hookrelay.db');
   const store = openStore(path, systemClock);
   t.after(() => store.close());
-  const checkpoints = await startBackgroundCheckpoints(store.db, silentLog, { intervalMs: 20 });
+  // The thread's first checkpoint comes a second after its start: long after the five batches
+  // below are written, even on a busy machine, so that they are all in the WAL when it is measured
+  // (a checkpoint in between lets the writer start the WAL over, and the file stays smaller).
+  const checkpoints = await startBackgroundCheckpoints(store.db, silentLog, { intervalMs: 1_000 });
   t.after(() => checkpoints.stop());
   // The writer now leaves checkpoints to the thread, up to the safety net.
   assert.equal(store.db.pragma('wal_autocheckpoint', { simple: true }), SAFETY_NET_PAGES);
@@ -44,4 +48,23 @@ test('committed pages reach the database file through the checkpoint thread, and
   // The data is intact and readable on the writer's connection.
   assert.equal(store.db.prepare('SELECT count(*) FROM events').pluck().get(), 5000);
   assert.deepEqual(store.db.pragma('integrity_check'), [{ integrity_check: 'ok' }]);
+});
+
+test('whileBusy (the daemon): the large page cache and background checkpoints only during a burst of large batches, the small cache again after it', async (t) => {
+  const path = join(tempDir(t), 'hookrelay.db');
+  const store = openStore(path, systemClock);
+  t.after(() => store.close());
+  // A one-shot command (no whileBusy) keeps the large cache throughout.
+  assert.equal(store.db.pragma('cache_size', { simple: true }), -BURST_CACHE_KIB);
+  const checkpoints = await startBackgroundCheckpoints(store.db, silentLog, { whileBusy: true });
+  t.after(() => checkpoints.stop());
+  const state = () => ({ cache: store.db.pragma('cache_size', { simple: true }), autocheckpoint: store.db.pragma('wal_autocheckpoint', { simple: true }) });
+  const quiet = { cache: -QUIET_CACHE_KIB, autocheckpoint: QUIET_AUTOCHECKPOINT_PAGES };
+  assert.deepEqual(state(), quiet, 'quiet at start');
+
+  checkpoints.busy();
+  assert.deepEqual(state(), { cache: -BURST_CACHE_KIB, autocheckpoint: SAFETY_NET_PAGES }, 'a burst');
+  const deadline = Date.now() + BUSY_LINGER_MS + 10_000;
+  while (state().cache !== quiet.cache && Date.now() < deadline) await sleep(50);
+  assert.deepEqual(state(), quiet, 'quiet again after the burst');
 });

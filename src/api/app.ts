@@ -21,6 +21,7 @@ import { registerUserRoutes } from './routes/users.ts';
 import { registerWebhookRoutes } from './routes/webhook.ts';
 import { registerDeliveryRoutes } from './routes/deliveries.ts';
 import type { DeliveryService } from '../services/deliveries.ts';
+import { metricsHandler, type MetricsEndpoint } from './metrics.ts';
 
 export interface ApiDeps {
   readonly config: Pick<Config, 'api' | 'auth'>;
@@ -30,6 +31,8 @@ export interface ApiDeps {
   readonly services: { readonly roles: RoleService; readonly users: UserService; readonly webhooks: WebhookService; readonly deliveries: DeliveryService };
   /** Readiness: throws, returns false or says why not while the relay cannot serve (database gone or unwritable, shutting down). */
   readonly isReady: () => boolean | NotReady;
+  /** GET /metrics on this listener, when the metrics are served here. */
+  readonly metrics?: MetricsEndpoint;
 }
 
 /** Why the relay is not ready: a stable reason (`disk_full`, `database_damaged`, ...), a sentence for the operator, since when (epoch ms). */
@@ -98,10 +101,31 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
     ctx.body = openapi;
   });
 
+  if (deps.metrics) publicRoute('/metrics', metricsHandler(deps.metrics));
+
   registerUserRoutes(secured, deps.services);
   registerWebhookRoutes(secured, deps.services);
   registerDeliveryRoutes(secured, deps.services);
 
+  serve(app, router, log, 'see /openapi.json for the API');
+  return { app, routes };
+}
+
+/**
+ * The app of the metrics listener (metrics.listen): GET /metrics and nothing else, with the
+ * admin API's error bodies and access log.
+ */
+export function createMetricsApp(deps: { readonly log: Logger; readonly metrics: MetricsEndpoint }): Koa {
+  const app = new Koa();
+  app.silent = true;
+  const router = new Router();
+  router.register('/metrics', ['GET'], [metricsHandler(deps.metrics)]);
+  serve(app, router, deps.log.child({ subsystem: 'metrics' }), 'this listener serves GET /metrics only');
+  return app;
+}
+
+/** The middleware every listener shares: access log, problem+json errors, no caching, 404 and 405 as problems, then the routes. */
+function serve(app: Koa, router: Router, log: Logger, notFoundHint: string): void {
   app.use(accessLog(log));
   app.use(errorsAsProblems(log));
   app.use(async (ctx, next) => {
@@ -109,12 +133,10 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
     await next();
     // Runs after the router and allowedMethods have had their say.
     if (ctx.status === 405) throw problem(ErrorCode.methodNotAllowed, `${ctx.method} is not allowed on ${ctx.path}; allowed: ${ctx.response.get('Allow')}`);
-    if (ctx.status === 404 && ctx.body == null) throw problem(ErrorCode.notFound, `There is no ${ctx.path}; see /openapi.json for the API`);
+    if (ctx.status === 404 && ctx.body == null) throw problem(ErrorCode.notFound, `There is no ${ctx.path}; ${notFoundHint}`);
   });
   app.use(router.routes());
   app.use(router.allowedMethods());
-
-  return { app, routes };
 }
 
 /** Maps every error to problem+json; unexpected errors are logged and shown as a bare 500. */
@@ -141,6 +163,8 @@ function errorsAsProblems(log: Logger): Middleware {
   };
 }
 
+const ROUTINE_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+
 function accessLog(log: Logger): Middleware {
   return async function logRequest(ctx: Context, next: Next): Promise<void> {
     const started = performance.now();
@@ -148,7 +172,9 @@ function accessLog(log: Logger): Middleware {
       await next();
     } finally {
       const principal = ctx.state.principal as Principal | undefined;
-      log.info(
+      // Probes and scrapes come every few seconds: at debug when they succeed, so they do not drown the log.
+      const routine = ctx.method === 'GET' && ROUTINE_PATHS.has(ctx.path) && ctx.status < 400;
+      log[routine ? 'debug' : 'info'](
         {
           method: ctx.method,
           path: ctx.path,

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { createLogger } from '../log.ts';
+import { createLogger, logFatalErrors, syslogPrefixWanted } from '../log.ts';
 import { createRelay } from '../relay.ts';
 import { VERSION } from '../version.ts';
 import { configFrom, EXIT_RUNTIME, logLevelOption, optionsOf, withServices } from './shared.ts';
@@ -14,7 +14,8 @@ export function registerServeCommands(program: Command): void {
     .addOption(logLevelOption())
     .action(async (_options: unknown, cmd: Command) => {
       const config = configFrom(optionsOf(cmd));
-      const log = createLogger(config.log.level);
+      const log = createLogger(config.log.level, undefined, { syslogPrefix: syslogPrefixWanted(config.log.syslogPrefix, config.log.journalStream) });
+      logFatalErrors(log);
       // Node writes its process warnings to stderr as plain text; the daemon's output is JSON
       // lines (journald, log shippers), so they go to the log instead.
       process.removeAllListeners('warning');

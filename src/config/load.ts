@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { resolve, join } from 'node:path';
 import { parseCidr } from '../domain/cidr.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import { isLoopbackHost, parseListen } from '../domain/listen.ts';
 import { CONFIG_SCHEMA, coerceLeaf, envNameFor, isLeaf, schemaLeaves, type SchemaNode } from './schema.ts';
 
 /** The resolved configuration. Durations are milliseconds; paths are absolute. */
@@ -58,7 +59,23 @@ export interface Config {
     readonly interval: number;
     readonly batchSize: number;
   };
-  readonly log: { readonly level: string };
+  readonly log: {
+    readonly level: string;
+    readonly syslogPrefix: 'auto' | 'on' | 'off';
+    /** JOURNAL_STREAM (`device:inode` of the journal's stream when systemd started us), or null. */
+    readonly journalStream: string | null;
+  };
+  readonly metrics: {
+    readonly enabled: boolean;
+    /** A listener of its own for /metrics, or null for the admin API's. */
+    readonly listen: string | null;
+    readonly token: string | null;
+    readonly tokenFile: string | null;
+    readonly allowUnauthenticated: boolean;
+    /** ms */
+    readonly refreshInterval: number;
+    readonly perOrganization: boolean;
+  };
 }
 
 /** Values given on the command line, keyed by dotted config path (`api.listen`). */
@@ -72,8 +89,8 @@ export interface LoadConfigOptions {
   readonly cwd?: string;
 }
 
-const SECRET_PATHS = new Set(['auth.secret']);
-const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile', 'delivery.caFile'];
+const SECRET_PATHS = new Set(['auth.secret', 'metrics.token']);
+const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile', 'delivery.caFile', 'metrics.tokenFile'];
 /** Keys in a config file that document it and are otherwise ignored. */
 const COMMENT_KEY = '$comment';
 
@@ -227,6 +244,9 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   if (feedPath === null) values.set('feed.path', join(values.get('stateDir') as string, 'feed.jsonl'));
   else if (feedPath !== '-') values.set('feed.path', resolve(cwd, feedPath as string));
 
+  // Not a key: what systemd tells its services about their standard output (see log.ts).
+  values.set('log.journalStream', env.JOURNAL_STREAM === undefined || env.JOURNAL_STREAM === '' ? null : env.JOURNAL_STREAM);
+
   const config: Record<string, unknown> = {};
   for (const [path, value] of values) setPath(config, path, value);
   checkCoherence(config as unknown as Config);
@@ -239,6 +259,19 @@ function checkCoherence(config: Config): void {
   }
   if (config.delivery.perWebhookConcurrency > config.delivery.concurrency) {
     throw configError('key "delivery.perWebhookConcurrency" must not exceed "delivery.concurrency"');
+  }
+  const { metrics } = config;
+  if (metrics.enabled && metrics.listen !== null) {
+    const { host, port } = parseListen(metrics.listen);
+    if (metrics.listen === config.api.listen && port !== 0) {
+      throw configError('key "metrics.listen" is the address of the admin API; set it to null to serve /metrics on the admin API, or choose another port');
+    }
+    if (!isLoopbackHost(host) && metrics.token === null && metrics.tokenFile === null && !metrics.allowUnauthenticated) {
+      throw configError(
+        `key "metrics.listen" is ${metrics.listen}, not a loopback address, and no metrics token is set: /metrics would be open to the network. ` +
+          'Set metrics.tokenFile (or HOOKRELAY_METRICS_TOKEN), listen on 127.0.0.1, or set metrics.allowUnauthenticated to true on a network you trust',
+      );
+    }
   }
   const { auth } = config;
   if (auth.algorithm === 'HS256') {

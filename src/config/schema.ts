@@ -22,6 +22,8 @@ export interface Leaf {
 }
 
 export const LISTEN_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
+/** A metrics bearer token: RFC 6750's token characters, long enough not to be guessed. */
+export const METRICS_TOKEN_PATTERN = /^[A-Za-z0-9._~+/-]{16,}=*$/;
 
 export const CONFIG_SCHEMA = {
   stateDir: {
@@ -251,6 +253,48 @@ export const CONFIG_SCHEMA = {
       type: { kind: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
       default: 'info',
       doc: 'Minimum level of the JSON log written to standard output.',
+    },
+    syslogPrefix: {
+      type: { kind: 'enum', values: ['auto', 'on', 'off'] },
+      default: 'auto',
+      doc: 'Start each log line with its syslog priority (<3> error, <4> warn, <6> info, ...), which journald reads as the line\'s priority. auto: when standard output is the journal (JOURNAL_STREAM names it).',
+    },
+  },
+  metrics: {
+    enabled: {
+      type: { kind: 'bool' },
+      default: true,
+      doc: 'Serve GET /metrics in the Prometheus text format.',
+    },
+    listen: {
+      type: { kind: 'string', nullable: true, pattern: LISTEN_PATTERN, expect: 'HOST:PORT, for example 127.0.0.1:9464, or null' },
+      default: null,
+      doc: 'Address of a listener of its own for /metrics; null serves /metrics on the admin API\'s listener (api.listen).',
+    },
+    token: {
+      type: { kind: 'string', nullable: true, pattern: METRICS_TOKEN_PATTERN, expect: 'at least 16 characters of letters, digits and -._~+/ (openssl rand -hex 32 makes one)' },
+      default: null,
+      doc: 'Bearer token that scrapes must send (Authorization: Bearer ...). Prefer tokenFile or HOOKRELAY_METRICS_TOKEN over a config file.',
+    },
+    tokenFile: {
+      type: { kind: 'string', nullable: true },
+      default: null,
+      doc: 'File holding the metrics bearer token (a systemd credential, for instance).',
+    },
+    allowUnauthenticated: {
+      type: { kind: 'bool' },
+      default: false,
+      doc: 'Serve /metrics without a token on an address that is not loopback (a private network you trust). Without a token, metrics are otherwise served only on a loopback address.',
+    },
+    refreshInterval: {
+      type: { kind: 'duration', min: 1000, max: 600_000 },
+      default: '15s',
+      doc: 'Least time between two reads of the gauges that come from the database (queue depth, oldest due delivery, webhook status); scrapes in between get the last values read.',
+    },
+    perOrganization: {
+      type: { kind: 'bool' },
+      default: true,
+      doc: 'Export hookrelay_webhook_status per organization (3 series per webhook); turn off with thousands of organizations.',
     },
   },
 } as const satisfies SchemaNode;

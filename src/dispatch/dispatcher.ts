@@ -1,5 +1,6 @@
 import type { Clock } from '../domain/clock.ts';
 import { decideOutcome, isSuccess, type AttemptResult, type DeliveryOutcome, type RetryPolicy } from '../domain/retry-policy.ts';
+import { loggableUrl } from '../domain/validation.ts';
 import type { Logger } from '../log.ts';
 import type { ClaimedDelivery, ClaimWanted, DeliveryService, FinishedAttempt, FlushResult } from '../services/deliveries.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
@@ -40,6 +41,8 @@ export const WEBHOOK_PAUSE_BASE_MS = 500;
 /** ...up to this. */
 export const WEBHOOK_PAUSE_MAX_MS = 5_000;
 const DEFAULT_SLOW_ATTEMPT_MS = 2_000;
+/** How often the count of successful deliveries is logged (at info; each one is at debug). */
+export const DELIVERED_SUMMARY_MS = 10_000;
 /** SQLite errors that go away by themselves (a lock held by the CLI, a full or failing disk): the commit is tried again as it was. */
 const TRANSIENT_SQLITE = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|CANTOPEN|READONLY|PROTOCOL)/;
 
@@ -145,6 +148,7 @@ export function createDispatcher(options: DispatcherOptions) {
   let wakeTimer: NodeJS.Timeout | null = null;
   let wakeAt = Infinity;
   let pollTimer: NodeJS.Timeout | null = null;
+  let summaryTimer: NodeJS.Timeout | null = null;
   let unsubscribe: (() => void) | null = null;
 
   function hookFor(orgId: string): Hook {
@@ -323,7 +327,7 @@ export function createDispatcher(options: DispatcherOptions) {
       if (until > hook.pausedUntil) {
         hook.pausedUntil = until;
         log.info(
-          { org: hook.orgId, url, until: new Date(now + pause).toISOString(), failures: hook.failures, status: result.statusCode },
+          { org: hook.orgId, url: loggableUrl(url), until: new Date(now + pause).toISOString(), failures: hook.failures, status: result.statusCode },
           throttled ? 'webhook asked to slow down: paused' : 'webhook failing: paused before its next attempt',
         );
       }
@@ -548,6 +552,8 @@ export function createDispatcher(options: DispatcherOptions) {
       stopping = false;
       unsubscribe = options.work?.subscribe(onWork) ?? null;
       pollTimer = setInterval(poll, options.pollIntervalMs);
+      summaryTimer = setInterval(() => deliveries.logDeliveredSummary(), DELIVERED_SUMMARY_MS);
+      summaryTimer.unref();
       log.info({ concurrency: options.concurrency, perWebhook: perHook, groupCommitMs: options.groupCommitMs }, 'dispatcher started');
       requestFlush();
     },
@@ -594,6 +600,9 @@ export function createDispatcher(options: DispatcherOptions) {
       if (left() > 0) {
         log.error({ outcomes: finished.length, given_back: aborted.length + unstarted.length }, 'some outcomes could not be recorded; those deliveries will be attempted again when their lease lapses');
       }
+      if (summaryTimer !== null) clearInterval(summaryTimer);
+      summaryTimer = null;
+      deliveries.logDeliveredSummary();
       started = false;
       log.info('dispatcher stopped');
     },

@@ -12,3 +12,11 @@ export function parseDuration(value: string | number): number | null {
   const unit = (match[2] ?? 'ms') as keyof typeof UNIT_MS;
   return Math.round(amount * UNIT_MS[unit]);
 }
+
+/** Milliseconds as the largest unit that divides them: 432000000 -> `5d`, 90000 -> `90s`. */
+export function formatDuration(ms: number): string {
+  for (const unit of ['d', 'h', 'm', 's'] as const) {
+    if (ms >= UNIT_MS[unit] && ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
+  }
+  return `${ms}ms`;
+}

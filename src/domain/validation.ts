@@ -67,3 +67,17 @@ export function checkWebhookUrl(value: unknown, allowHttp: boolean): string | nu
   if (url.hostname === '') return 'must name a host';
   return null;
 }
+
+/**
+ * The part of a webhook URL that may be written to logs: scheme, host and port. The path and
+ * query of webhook URLs often carry the receiver's secret (a token in the query, or in the
+ * path as Slack's and Discord's do), and logs travel further than the database.
+ */
+export function loggableUrl(value: string): string {
+  try {
+    const url = new URL(value);
+    return url.origin === 'null' ? '(not a URL)' : url.origin;
+  } catch {
+    return '(not a URL)';
+  }
+}

@@ -4,7 +4,7 @@ import type { Logger } from '../log.ts';
 import { startWorker } from '../worker-thread.ts';
 import type { RawLine } from '../services/ingest.ts';
 import { PRE_REJECTED, unpack, type PackedBatch } from './parsed-batch.ts';
-import type { ParseRequest } from './parse-worker.ts';
+import type { ParseReply, ParseRequest } from './parse-worker.ts';
 
 /** Parses batches of feed lines; one result per line (reduced to what storing it takes), null for a line already rejected (`line.rejected`). */
 export interface LineParser {
@@ -17,6 +17,12 @@ export interface LineParser {
 function parseHere(lines: readonly RawLine[], receivedAt: number): Array<StorableLine | null> {
   return lines.map((line) => (line.rejected ? null : toStorable(parseFeedLine(line.bytes, receivedAt))));
 }
+
+/** Buffers kept for the next batches: one parsing, one being filled. */
+const SPARE_BUFFERS = 2;
+
+/** A parser thread with no batch for this long is ended (see retireWhenIdle), by default. */
+const IDLE_THREAD_MS = 5_000;
 
 /** Batches of at most this many lines are parsed on the calling thread even by the worker parser. */
 export const INLINE_LINES = 32;
@@ -35,24 +41,57 @@ export const inlineLineParser: LineParser = {
  * Should the worker fail, the error is logged and this and every later batch is parsed on the
  * calling thread: slower, never wrong.
  */
-export function createWorkerLineParser(log: Logger): LineParser {
+export function createWorkerLineParser(log: Logger, options: { idleThreadMs?: number } = {}): LineParser & { readonly threadRunning: boolean } {
+  const idleThreadMs = options.idleThreadMs ?? IDLE_THREAD_MS;
   const parserLog = log.child({ subsystem: 'feed-parser' });
   let worker: Worker | null = null;
   let failed = false;
   let nextId = 0;
   const waiting = new Map<number, { resolve: (batch: PackedBatch) => void; reject: (err: Error) => void }>();
+  // The buffers lines cross in come back with their results and are used again. Left to the
+  // thread's garbage collector they outlived every batch: an idle thread never collects, and
+  // after a large ingest up to 60 MB of them were held by nothing but a thread with no work.
+  const spare: ArrayBuffer[] = [];
 
   function failAll(err: Error): void {
     for (const w of waiting.values()) w.reject(err);
     waiting.clear();
   }
 
+  let idleTimer: NodeJS.Timeout | null = null;
+  const retired = new WeakSet<Worker>();
+  let retiring: Promise<void> = Promise.resolve();
+  /**
+   * Ends the thread once no batch has come for `idleThreadMs`: a thread that parsed a large
+   * ingest keeps its heap (tens of MB) and nothing else ever gives it back. The next large
+   * batch starts a new one (a few tens of ms, against the second a large batch takes).
+   */
+  function retireWhenIdle(w: Worker): void {
+    if (idleTimer !== null) clearTimeout(idleTimer);
+    idleTimer = setTimeout(() => {
+      idleTimer = null;
+      if (worker !== w || waiting.size > 0) return;
+      worker = null;
+      spare.length = 0;
+      retired.add(w);
+      retiring = w.terminate().then(
+        () => {},
+        () => {},
+      );
+    }, idleThreadMs);
+    idleTimer.unref();
+  }
+
   function start(): Worker {
     const w = startWorker(new URL('./parse-worker.ts', import.meta.url));
-    w.on('message', (message: { id: number; batch: PackedBatch }) => {
+    w.on('message', (message: ParseReply) => {
+      if (spare.length < SPARE_BUFFERS) spare.push(message.bytes);
       const entryFor = waiting.get(message.id);
       waiting.delete(message.id);
-      if (waiting.size === 0) w.unref();
+      if (waiting.size === 0) {
+        w.unref();
+        retireWhenIdle(w);
+      }
       entryFor?.resolve(message.batch);
     });
     w.on('error', (err) => {
@@ -62,6 +101,11 @@ export function createWorkerLineParser(log: Logger): LineParser {
       failAll(err);
     });
     w.on('exit', (code) => {
+      // A retired thread had nothing pending; what is pending now belongs to its successor.
+      if (retired.has(w)) {
+        retired.delete(w);
+        return;
+      }
       worker = null;
       failAll(new Error(`feed parser thread exited with code ${code}`));
     });
@@ -69,12 +113,19 @@ export function createWorkerLineParser(log: Logger): LineParser {
     return w;
   }
 
+  /** A buffer of at least `size` bytes of its own (not a slice of Node's shared pool, so it can be transferred). */
+  function takeBuffer(size: number): ArrayBuffer {
+    const i = spare.findIndex((b) => b.byteLength >= size);
+    if (i >= 0) return spare.splice(i, 1)[0]!;
+    // Batches of one feed are much alike: a little room spares a new buffer for the next one.
+    return new ArrayBuffer(Math.ceil(size * 1.125));
+  }
+
   function inWorker(lines: readonly RawLine[], receivedAt: number): Promise<PackedBatch> {
     worker ??= start();
     let total = 0;
     for (const line of lines) if (!line.rejected) total += line.bytes.length;
-    // A buffer of its own (not a slice of the shared pool), so it can be transferred.
-    const bytes = Buffer.allocUnsafeSlow(total);
+    const bytes = new Uint8Array(takeBuffer(total), 0, total);
     const lengths = new Int32Array(lines.length);
     let offset = 0;
     lines.forEach((line, i) => {
@@ -92,11 +143,15 @@ export function createWorkerLineParser(log: Logger): LineParser {
     return new Promise<PackedBatch>((resolve, reject) => {
       waiting.set(id, { resolve, reject });
       w.ref();
-      w.postMessage(request, [bytes.buffer as ArrayBuffer, lengths.buffer as ArrayBuffer]);
+      w.postMessage(request, [bytes.buffer, lengths.buffer as ArrayBuffer]);
     });
   }
 
   return {
+    /** Whether a parser thread is up now (it is started by a large batch and ends when idle). */
+    get threadRunning() {
+      return worker !== null;
+    },
     async parse(lines, receivedAt) {
       // A few lines (a feed appended to line by line) are parsed here: the trip to the thread
       // and back would cost more than the parsing, and add to every line's latency.
@@ -113,7 +168,9 @@ export function createWorkerLineParser(log: Logger): LineParser {
       const w = worker;
       failed = true;
       worker = null;
+      if (idleTimer !== null) clearTimeout(idleTimer);
       if (w) await w.terminate();
+      await retiring;
     },
   };
 }

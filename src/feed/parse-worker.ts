@@ -3,7 +3,7 @@
  * previous batch to SQLite, so the two costs overlap on two cores instead of adding up.
  */
 import { parentPort } from 'node:worker_threads';
-import { parseAndPack } from './parsed-batch.ts';
+import { parseAndPack, type PackedBatch } from './parsed-batch.ts';
 
 export interface ParseRequest {
   readonly id: number;
@@ -12,7 +12,16 @@ export interface ParseRequest {
   readonly receivedAt: number;
 }
 
+/** The results, and the request's buffer given back to be filled again (see line-parser.ts). */
+export interface ParseReply {
+  readonly id: number;
+  readonly batch: PackedBatch;
+  readonly bytes: ArrayBuffer;
+}
+
 parentPort?.on('message', (request: ParseRequest) => {
   const batch = parseAndPack(request.bytes, request.lengths, request.receivedAt);
-  parentPort!.postMessage({ id: request.id, batch }, [batch.slots.buffer as ArrayBuffer, batch.occurredAt.buffer as ArrayBuffer, batch.text.buffer as ArrayBuffer]);
+  const bytes = request.bytes.buffer as ArrayBuffer;
+  const reply: ParseReply = { id: request.id, batch, bytes };
+  parentPort!.postMessage(reply, [batch.slots.buffer as ArrayBuffer, batch.occurredAt.buffer as ArrayBuffer, batch.text.buffer as ArrayBuffer, bytes]);
 });

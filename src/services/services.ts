@@ -4,6 +4,7 @@ import { createDeliveryService } from './deliveries.ts';
 import type { Store } from '../store/store.ts';
 import { createOrgService } from './orgs.ts';
 import { createRoleService } from './roles.ts';
+import { createStatusService } from './status.ts';
 import { createUserService } from './users.ts';
 import { createWebhookService } from './webhooks.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
@@ -16,12 +17,13 @@ export function createServices(store: Store, config: Pick<Config, 'delivery'>, l
   const orgs = createOrgService(store);
   const roles = createRoleService(store);
   const users = createUserService(store, orgs, roles);
-  const webhooks = createWebhookService(store, orgs, { allowHttp: config.delivery.allowHttp }, work);
+  const webhooks = createWebhookService(store, orgs, { allowHttp: config.delivery.allowHttp, disableAfterMs: config.delivery.disableAfter }, work, log);
   const deliveries = createDeliveryService(store, log.child({ subsystem: 'dispatch' }), {
     failingAfterFailures: config.delivery.failingAfterFailures,
     disableAfterMs: config.delivery.disableAfter,
     secretRotationGraceMs: config.delivery.secretRotationGrace,
   }, work);
-  return { orgs, roles, users, webhooks, deliveries };
+  const status = createStatusService(store, { disableAfterMs: config.delivery.disableAfter });
+  return { orgs, roles, users, webhooks, deliveries, status };
 }
 export type Services = ReturnType<typeof createServices>;

@@ -1,6 +1,7 @@
 import type { Webhook } from '../domain/types.ts';
 import type { DeliveryRow } from '../store/deliveries-repo.ts';
 import { publicStatus, TEST_EVENT_TYPE } from './deliveries.ts';
+import type { WebhookHealthReport } from './webhooks.ts';
 
 /** Public JSON shapes shared by the admin API and the CLI's --json output. */
 
@@ -32,5 +33,17 @@ export function webhookView(webhook: Webhook) {
     status: webhook.status,
     created_at: new Date(webhook.createdAt).toISOString(),
     updated_at: new Date(webhook.updatedAt).toISOString(),
+  };
+}
+
+/** Why a webhook has its status (GET /webhook/get_webhook adds it to webhookView; `hookrelay status`). */
+export function webhookHealthView(h: WebhookHealthReport) {
+  return {
+    status_detail: h.detail,
+    consecutive_failures: h.consecutiveFailures,
+    failing_since: iso(h.failingSince),
+    last_success_at: iso(h.lastSuccessAt),
+    disabled_reason: h.disabledReason,
+    last_error: h.lastFailure === null ? null : { at: iso(h.lastFailure.at), status_code: h.lastFailure.statusCode, error: h.lastFailure.error },
   };
 }

@@ -1,8 +1,11 @@
 import { ErrorCode, HookrelayError, validationError, type InvalidParam } from '../domain/errors.ts';
 import { generateWebhookSecret } from '../domain/secrets.ts';
 import type { Webhook } from '../domain/types.ts';
-import { checkWebhookUrl } from '../domain/validation.ts';
+import { checkWebhookUrl, loggableUrl } from '../domain/validation.ts';
+import type { Logger } from '../log.ts';
 import type { Store } from '../store/store.ts';
+import type { WebhookHealth } from '../store/webhooks-repo.ts';
+import { healthSentence, type RecentFailure } from '../domain/webhook-health.ts';
 import type { OrgService } from './orgs.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
@@ -19,9 +22,28 @@ export interface Registration {
 export interface WebhookServiceOptions {
   /** Accept plain http:// URLs (development only). */
   readonly allowHttp: boolean;
+  /** `delivery.disableAfter`, ms: health reports say when a failing webhook will be disabled. */
+  readonly disableAfterMs: number;
 }
 
-export function createWebhookService(store: Store, orgs: OrgService, options: WebhookServiceOptions, work: WorkSignal = nobodyListens) {
+/** Why a webhook has its status: its delivery health, its latest failure, one sentence. */
+export interface WebhookHealthReport extends WebhookHealth {
+  /** The latest failure among its recent deliveries; only looked up when it is failing, disabled or its last attempts failed. */
+  readonly lastFailure: RecentFailure | null;
+  readonly detail: string;
+}
+
+/** The health report of a webhook read with its health (see WebhooksRepo.listWithHealth). */
+export function healthReport(store: Store, w: Webhook & WebhookHealth, disableAfterMs: number): WebhookHealthReport {
+  const troubled = w.status !== 'active' || w.consecutiveFailures > 0;
+  const lastFailure = troubled ? store.deliveries.recentFailure(w.orgId) : null;
+  const health = { consecutiveFailures: w.consecutiveFailures, failingSince: w.failingSince, lastSuccessAt: w.lastSuccessAt, disabledReason: w.disabledReason };
+  return { ...health, lastFailure, detail: healthSentence({ ...health, status: w.status, lastFailure, disableAfterMs }) };
+}
+
+export function createWebhookService(store: Store, orgs: OrgService, options: WebhookServiceOptions, work: WorkSignal = nobodyListens, log?: Logger) {
+  const stateLog = log?.child({ subsystem: 'dispatch' });
+
   function notConfigured(orgId: string): HookrelayError {
     return new HookrelayError(ErrorCode.webhookNotConfigured, `organization "${orgId}" has no webhook; register one first`);
   }
@@ -52,11 +74,16 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
         const newSecret = activeHmac && !existing?.secret ? generateWebhookSecret() : null;
         store.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now());
         const webhook = store.webhooks.get(orgId)!;
-        return { webhook, created: existing === null, replacedUrl: existing ? existing.url : null, newSecret };
+        return { webhook, created: existing === null, replacedUrl: existing ? existing.url : null, newSecret, previousStatus: existing?.status ?? null };
       });
+      const { previousStatus, ...result } = registration;
+      if (previousStatus !== null && previousStatus !== result.webhook.status) {
+        // A state change, logged at warn like the others (see the delivery service).
+        stateLog?.warn({ org: orgId, url: loggableUrl(url), from: previousStatus, to: result.webhook.status, by: 'registration' }, 'webhook enabled: registered again, held deliveries go out');
+      }
       // Held deliveries of a disabled webhook go out to the new URL at once.
       work.notify(orgId, 'webhook');
-      return registration;
+      return result;
     },
 
     /** The organization's webhook (never its secret), or `webhook_not_configured`. */
@@ -64,6 +91,14 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
       const webhook = store.webhooks.get(orgId);
       if (!webhook) throw notConfigured(orgId);
       return webhook;
+    },
+
+    /** The organization's webhook with why it has its status (GET /webhook/get_webhook, `hookrelay status`). */
+    getWithHealth(orgId: string): { webhook: Webhook; health: WebhookHealthReport } {
+      const webhook = store.webhooks.get(orgId);
+      const health = store.webhooks.health(orgId);
+      if (!webhook || !health) throw notConfigured(orgId);
+      return { webhook, health: healthReport(store, { ...webhook, ...health }, options.disableAfterMs) };
     },
 
     /** The signing secret, for admins and the operator; `secret_not_configured` when HMAC was never enabled. */

@@ -1,7 +1,7 @@
 import type { Logger } from '../log.ts';
 import { startWorker } from '../worker-thread.ts';
 import type { CheckpointReport, CheckpointWorkerData } from './checkpoint-worker.ts';
-import { AUTOCHECKPOINT_PAGES, type Db } from './db.ts';
+import { AUTOCHECKPOINT_PAGES, BURST_CACHE_KIB, QUIET_CACHE_KIB, type Db } from './db.ts';
 
 /** WAL pages after which the writer checkpoints itself (the safety net when the background thread falls behind): 256 MiB of 16 KiB pages. */
 export const SAFETY_NET_PAGES = 16384;
@@ -80,13 +80,22 @@ export async function startBackgroundCheckpoints(db: Db, log: Logger, options: {
   // the writer fast.)
   let active = !whileBusy;
   let quietTimer: NodeJS.Timeout | null = null;
+  // With `whileBusy`, the page cache follows too: large during a burst, small otherwise, and
+  // the pages beyond the small size handed back as the burst ends.
+  const sizeCache = (on: boolean) => {
+    if (!whileBusy || !db.open) return;
+    db.pragma(`cache_size = -${on ? BURST_CACHE_KIB : QUIET_CACHE_KIB}`);
+    if (!on) db.pragma('shrink_memory');
+  };
   const setActive = (on: boolean) => {
     if (exited || on === active) return;
     active = on;
     worker.postMessage(on ? 'active' : 'idle');
     if (db.open) db.pragma(`wal_autocheckpoint = ${on ? SAFETY_NET_PAGES : QUIET_AUTOCHECKPOINT_PAGES}`);
+    sizeCache(on);
   };
   db.pragma(`wal_autocheckpoint = ${active ? SAFETY_NET_PAGES : QUIET_AUTOCHECKPOINT_PAGES}`);
+  sizeCache(active);
   return {
     busy() {
       if (!whileBusy) return;

@@ -8,10 +8,36 @@ import { MIGRATIONS } from './migrations.ts';
 export type Db = Database.Database;
 
 /** WAL pages after which a connection checkpoints on its own (unless background checkpoints raise it: see checkpointer.ts). */
+/** Page cache while large batches are ingested (KiB). */
+export const BURST_CACHE_KIB = 64 * 1024;
+/**
+ * Page cache otherwise (KiB): delivery reads the heads of its indexes and the rows it sends,
+ * which fit in far less; the 64 MiB of a burst, held for good, was a fifth of the daemon's memory.
+ */
+export const QUIET_CACHE_KIB = 8 * 1024;
+
 export const AUTOCHECKPOINT_PAGES = 4096;
 
 export interface OpenDatabaseOptions {
   readonly busyTimeoutMs?: number;
+}
+
+/**
+ * The Node-API version better-sqlite3 13 is built for. A Node.js without it (Node 20, Node 22
+ * before 22.14) does not throw when the driver loads: the process dies with SIGSEGV.
+ */
+const DRIVER_NODE_API = 10;
+
+/**
+ * Refuses, with one line that says what to do, to load the SQLite driver on a Node.js that
+ * would crash on it (see DRIVER_NODE_API). `versions` is `process.versions` but for tests.
+ */
+export function assertSupportedNode(versions: { readonly node: string; readonly napi?: string } = process.versions): void {
+  if (Number(versions.napi ?? 0) >= DRIVER_NODE_API) return;
+  throw new HookrelayError(
+    ErrorCode.config,
+    `Node.js ${versions.node} is too old: hookrelay needs Node.js 22.14 or newer (its SQLite driver needs Node-API ${DRIVER_NODE_API}); install a supported Node.js (README, Requirements)`,
+  );
 }
 
 /** The schema version this code writes and understands. */
@@ -23,6 +49,7 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
  * timeout so the CLI and the daemon can share the file; then applies pending migrations.
  */
 export function openDatabase(path: string, options: OpenDatabaseOptions = {}): { db: Db; migrated: { from: number; to: number } } {
+  assertSupportedNode();
   ensureDirectory(dirname(path), 0o700, 'the database directory');
   // The database holds signing secrets: create it private (SQLite gives -wal/-shm the same mode).
   try {
@@ -45,8 +72,9 @@ export function openDatabase(path: string, options: OpenDatabaseOptions = {}): {
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
     // 64 MiB of page cache (the default is 2 MB) keeps the hot index pages in memory as the
-    // database grows: about +10 % ingest rate at a million events.
-    db.pragma('cache_size = -65536');
+    // database grows: about +10 % ingest rate at a million events. The daemon keeps it only
+    // while it ingests large batches (see startBackgroundCheckpoints).
+    db.pragma(`cache_size = -${BURST_CACHE_KIB}`);
     // Checkpoint every 4096 pages (64 MiB of WAL) instead of every 1000: pages that ingestion
     // rewrites often are copied into the database once per checkpoint, not once per batch
     // (+3-5 % ingest rate, side by side); the WAL file is trimmed back to 64 MiB afterwards.

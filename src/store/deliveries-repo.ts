@@ -132,6 +132,46 @@ interface Row {
 const HELD_BACK = `SELECT 1 FROM deliveries p
   WHERE p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
     AND p.id <> d.id AND (p.lease_expires_at IS NOT NULL OR p.id < d.id)`;
+/** deliveries_org_status's condition, written as the index has it (see QUEUE_GAUGE_SQL). */
+const IN_STATUS_INDEX = `(status <> 'pending' OR attempts > 0 OR lease_expires_at IS NOT NULL)`;
+/** How many of an organization's newest tried deliveries recentFailure() looks at, per status. */
+export const RECENT_FAILURE_WINDOW = 2000;
+
+/**
+ * The reads behind the queue gauges (metrics, `hookrelay status`), exported so that a test can
+ * check their query plans. Each reads one organization's part of a partial index: the counts a
+ * chunk at a time (keyset on id), so that counting a backlog of a million never holds the event
+ * loop for longer than one chunk (see services/status.ts). The tried ones spell out
+ * deliveries_org_status's own condition: SQLite uses a partial index only when the query
+ * repeats it, and would scan the table otherwise. The oldest fresh delivery is the first in
+ * deliveries_org_fresh (queue times never decrease along id); the earliest retry, the first
+ * unleased entry of deliveries_org_due. The latest failure is looked for among the newest
+ * deliveries of one status, from the end of deliveries_org_status.
+ */
+export const QUEUE_GAUGE_SQL = {
+  countFreshChunk: `
+    SELECT count(*) AS n, max(id) AS last FROM (SELECT id FROM deliveries
+      WHERE org_id = @org AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL AND id > @after
+      ORDER BY id LIMIT @limit)`,
+  countTriedChunk: `
+    SELECT count(*) AS n, max(id) AS last FROM (SELECT id FROM deliveries
+      WHERE org_id = @org AND status = 'pending' AND ${IN_STATUS_INDEX} AND id > @after
+      ORDER BY id LIMIT @limit)`,
+  oldestFresh: `
+    SELECT next_attempt_at AS at FROM deliveries
+    WHERE org_id = @org AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL
+    ORDER BY id LIMIT 1`,
+  earliestRetry: `
+    SELECT next_attempt_at AS at FROM deliveries
+    WHERE org_id = @org AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL)
+      AND (lease_expires_at IS NULL OR lease_expires_at <= @now)
+    ORDER BY next_attempt_at LIMIT 1`,
+  recentFailure: `
+    SELECT at, code, error FROM (SELECT last_attempt_at AS at, last_status_code AS code, last_error AS error FROM deliveries
+      WHERE org_id = @org AND status = @status AND ${IN_STATUS_INDEX} AND last_error IS NOT NULL AND last_attempt_at IS NOT NULL
+      ORDER BY id DESC LIMIT @limit)
+    ORDER BY at DESC LIMIT 1`,
+} as const;
 const toRow = (r: Row): DeliveryRow => ({
   id: r.id,
   orgId: r.org_id,
@@ -251,6 +291,11 @@ export function createDeliveriesRepo(db: Db) {
   const hurryFailed = db.prepare<{ now: number; org: string; from: number; to: number }>(`
     UPDATE deliveries SET next_attempt_at = @now, updated_at = @now
     WHERE event_seq >= @from AND event_seq < @to AND org_id = @org AND status = 'pending' AND attempts > 0`);
+  const countFreshChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(QUEUE_GAUGE_SQL.countFreshChunk);
+  const countTriedChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(QUEUE_GAUGE_SQL.countTriedChunk);
+  const oldestFresh = db.prepare<{ org: string }, { at: number }>(QUEUE_GAUGE_SQL.oldestFresh);
+  const earliestRetry = db.prepare<{ org: string; now: number }, { at: number }>(QUEUE_GAUGE_SQL.earliestRetry);
+  const recentFailure = db.prepare<{ org: string; status: DeliveryStatus; limit: number }, { at: number; code: number | null; error: string }>(QUEUE_GAUGE_SQL.recentFailure);
   const insertTestEvent = db.prepare<{ id: string; org: string; payload: string; now: number }>(`
     INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
     VALUES (@id, @org, '', @now, @payload, (SELECT id FROM feed_sources WHERE name = 'api'), @now)`);
@@ -340,6 +385,41 @@ export function createDeliveriesRepo(db: Db) {
     /** Makes failed (pending, already attempted) deliveries of events with seq in [from, to) due now. */
     hurryFailed(orgId: string, from: number, to: number, now: number): number {
       return hurryFailed.run({ now, org: orgId, from, to }).changes;
+    },
+    /**
+     * Counts up to `limit` pending deliveries of the organization with an id above `after`:
+     * `fresh` ones (never attempted, not leased) or `tried` ones (attempted, or leased now).
+     * Returns how many, and the last id counted (the next call's `after`); fewer than `limit`
+     * means the end was reached.
+     */
+    countPendingChunk(orgId: string, kind: 'fresh' | 'tried', after: number, limit: number): { n: number; last: number } {
+      const row = (kind === 'fresh' ? countFreshChunk : countTriedChunk).get({ org: orgId, after, limit });
+      return { n: row?.n ?? 0, last: row?.last ?? after };
+    },
+    /**
+     * When the organization's oldest due delivery became due (epoch ms): its oldest fresh one
+     * (due since queued), or its earliest retry if that is due by `now`; null when none is due.
+     * Two index lookups.
+     */
+    oldestDueAt(orgId: string, now: number): number | null {
+      const fresh = oldestFresh.get({ org: orgId })?.at ?? null;
+      const retry = earliestRetry.get({ org: orgId, now })?.at ?? null;
+      const due = retry !== null && retry <= now ? retry : null;
+      if (fresh === null) return due;
+      return due === null ? fresh : Math.min(fresh, due);
+    },
+    /**
+     * The latest failed attempt (time, status code, error) among the organization's newest
+     * `window` tried pending deliveries and newest `window` dead ones: bounded work, so it is
+     * the latest failure of the deliveries attempted lately, not of the whole history.
+     */
+    recentFailure(orgId: string, window = RECENT_FAILURE_WINDOW): { at: number; statusCode: number | null; error: string } | null {
+      let best: { at: number; code: number | null; error: string } | undefined;
+      for (const status of [DeliveryStatus.pending, DeliveryStatus.dead]) {
+        const row = recentFailure.get({ org: orgId, status, limit: window });
+        if (row && (best === undefined || row.at > best.at)) best = row;
+      }
+      return best ? { at: best.at, statusCode: best.code, error: best.error } : null;
     },
     /** Stores a `webhook.test` event; returns its sequence number. */
     insertTestEvent(id: string, orgId: string, payload: string, now: number): number {

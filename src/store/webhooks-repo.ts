@@ -25,7 +25,17 @@ export interface WebhookHealth {
   readonly disabledReason: string | null;
 }
 
-const toWebhook = (row: WebhookRow): Webhook => ({
+/** A webhook's status before and after a change, with why it was disabled when it was. */
+export interface WebhookStatusChange {
+  readonly from: WebhookStatus;
+  readonly to: WebhookStatus;
+  readonly disabledReason: string | null;
+}
+
+/** A webhook with its delivery health, for status reports (never the secret). */
+export interface WebhookWithHealth extends Webhook, WebhookHealth {}
+
+const toWebhook = (row: Pick<WebhookRow, 'org_id' | 'url' | 'active_hmac' | 'status' | 'created_at' | 'updated_at'>): Webhook => ({
   orgId: row.org_id,
   url: row.url,
   activeHmac: row.active_hmac === 1,
@@ -42,11 +52,16 @@ export function createWebhooksRepo(db: Db) {
   const deliverable = db.prepare<[], { org_id: string; status: WebhookStatus; last_success_at: number | null }>(
     "SELECT org_id, status, last_success_at FROM webhooks WHERE status <> 'disabled' ORDER BY org_id",
   );
+  const statusOf = db.prepare<[string], { status: WebhookStatus }>('SELECT status FROM webhooks WHERE org_id = ?');
+  const allWithHealth = db.prepare<[], Omit<WebhookRow, 'secret' | 'previous_secret' | 'previous_secret_expires_at'>>(
+    `SELECT org_id, url, active_hmac, status, created_at, updated_at, consecutive_failures, failing_since, last_success_at, disabled_reason
+     FROM webhooks ORDER BY org_id`,
+  );
   const succeeded = db.prepare<{ org: string; now: number }>(`
     UPDATE webhooks SET consecutive_failures = 0, failing_since = NULL, last_success_at = @now,
       status = CASE WHEN status = 'disabled' THEN status ELSE 'active' END
     WHERE org_id = @org`);
-  const failed = db.prepare<{ org: string; now: number; failingAfter: number; disableAfter: number }>(`
+  const failed = db.prepare<{ org: string; now: number; failingAfter: number; disableAfter: number }, { status: WebhookStatus; disabled_reason: string | null }>(`
     UPDATE webhooks SET consecutive_failures = consecutive_failures + 1, failing_since = coalesce(failing_since, @now),
       status = CASE
         WHEN status = 'disabled' THEN status
@@ -56,7 +71,8 @@ export function createWebhooksRepo(db: Db) {
       disabled_reason = CASE
         WHEN status <> 'disabled' AND @now - coalesce(failing_since, @now) >= @disableAfter THEN 'failing_too_long'
         ELSE disabled_reason END
-    WHERE org_id = @org`);
+    WHERE org_id = @org
+    RETURNING status, disabled_reason`);
   const setStatus = db.prepare<{ org: string; status: WebhookStatus; reason: string | null; now: number }>(`
     UPDATE webhooks SET status = @status, disabled_reason = @reason, updated_at = @now,
       consecutive_failures = CASE WHEN @status = 'active' THEN 0 ELSE consecutive_failures END,
@@ -93,15 +109,37 @@ export function createWebhooksRepo(db: Db) {
         ? { consecutiveFailures: row.consecutive_failures, failingSince: row.failing_since, lastSuccessAt: row.last_success_at, disabledReason: row.disabled_reason }
         : null;
     },
-    recordSuccess(orgId: string, now: number): void {
+    /** Every webhook with its health, by organization id. One row per organization: a small table. */
+    listWithHealth(): WebhookWithHealth[] {
+      return allWithHealth.all().map((row) => ({
+        ...toWebhook(row),
+        consecutiveFailures: row.consecutive_failures,
+        failingSince: row.failing_since,
+        lastSuccessAt: row.last_success_at,
+        disabledReason: row.disabled_reason,
+      }));
+    },
+    /** Records a successful attempt; returns the status change it made (`failing` -> `active`), if any. */
+    recordSuccess(orgId: string, now: number): WebhookStatusChange | null {
+      const before = statusOf.get(orgId)?.status;
       succeeded.run({ org: orgId, now });
+      return before === 'failing' ? { from: before, to: 'active', disabledReason: null } : null;
     },
-    /** Counts a failed attempt: `failing` after `failingAfter` in a row, `disabled` after failing for `disableAfterMs`. */
-    recordFailure(orgId: string, now: number, failingAfter: number, disableAfterMs: number): void {
-      failed.run({ org: orgId, now, failingAfter, disableAfter: disableAfterMs });
+    /**
+     * Counts a failed attempt: `failing` after `failingAfter` in a row, `disabled` after failing
+     * for `disableAfterMs`. Returns the status change it made, if any.
+     */
+    recordFailure(orgId: string, now: number, failingAfter: number, disableAfterMs: number): WebhookStatusChange | null {
+      const before = statusOf.get(orgId)?.status;
+      const after = failed.get({ org: orgId, now, failingAfter, disableAfter: disableAfterMs });
+      if (before === undefined || after === undefined || after.status === before) return null;
+      return { from: before, to: after.status, disabledReason: after.disabled_reason };
     },
-    setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): boolean {
-      return setStatus.run({ org: orgId, status, reason, now }).changes === 1;
+    /** Sets the status (and why it is disabled); returns the change it made, null when the status stays. */
+    setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): WebhookStatusChange | null {
+      const before = statusOf.get(orgId)?.status;
+      if (setStatus.run({ org: orgId, status, reason, now }).changes !== 1 || before === undefined || before === status) return null;
+      return { from: before, to: status, disabledReason: reason };
     },
     /** The current secret becomes the previous one (signing until `previousExpiresAt`); `secret` becomes current. */
     rotateSecret(orgId: string, secret: string, previousExpiresAt: number, now: number): void {

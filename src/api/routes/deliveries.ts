@@ -119,7 +119,7 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
   router.route(['POST'], '/webhook/rotate_secret', Permission.webhookManage, (ctx, principal) => {
     const { secret, previousSecretExpiresAt } = services.deliveries.rotateSecret(principal.orgId);
     ctx.body = {
-      message: 'Signing secret rotated: store the new secret now, it is shown only once; the previous one keeps signing until previous_secret_expires_at',
+      message: 'Signing secret rotated: give the new secret to your receiver (an admin can read it again with GET /webhook/get_secret); the previous one keeps signing until previous_secret_expires_at',
       secret,
       previous_secret_expires_at: iso(previousSecretExpiresAt),
     };

@@ -1,5 +1,5 @@
 import { Permission } from '../../domain/permissions.ts';
-import { webhookView } from '../../services/views.ts';
+import { webhookHealthView, webhookView } from '../../services/views.ts';
 import type { WebhookService } from '../../services/webhooks.ts';
 import type { SecuredRouter } from '../secured-router.ts';
 
@@ -17,7 +17,7 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
         : `Webhook replaced: ${result.replacedUrl} was replaced by ${webhook.url} (one webhook per organization)`;
       if (webhook.activeHmac) {
         message += result.newSecret
-          ? '. HMAC signing is on: store the secret below now, it is shown only once'
+          ? '. HMAC signing is on: give the secret below to your receiver, which verifies signatures with it (an admin can read it again with GET /webhook/get_secret)'
           : '. HMAC signing is on with the existing secret';
       } else {
         message += '. HMAC signing is off';
@@ -29,7 +29,8 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
   );
 
   router.route(['GET'], '/webhook/get_webhook', Permission.webhookRead, (ctx, principal) => {
-    ctx.body = webhookView(services.webhooks.get(principal.orgId));
+    const { webhook, health } = services.webhooks.getWithHealth(principal.orgId);
+    ctx.body = { ...webhookView(webhook), ...webhookHealthView(health) };
   });
 
   router.route(['GET'], '/webhook/get_secret', Permission.webhookManage, (ctx, principal) => {

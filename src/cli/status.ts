@@ -1,0 +1,161 @@
+import type { Command } from 'commander';
+import { parseListen } from '../domain/listen.ts';
+import type { FeedReport, QueueSnapshot, WebhookReport } from '../services/status.ts';
+import { webhookHealthView } from '../services/views.ts';
+import { configFrom, jsonOption, optionsOf, print, table, withStore } from './shared.ts';
+
+/** How long `status` waits for the daemon's /readyz. */
+export const PROBE_TIMEOUT_MS = 2000;
+
+/** What the daemon's readiness probe said, or why it could not be asked. */
+export interface DaemonProbe {
+  readonly url: string | null;
+  readonly reachable: boolean;
+  readonly ready: boolean;
+  readonly statusCode: number | null;
+  readonly error: string | null;
+}
+
+/** The URL of the daemon's /readyz for a listen address: a wildcard address is asked on loopback. */
+export function readinessUrl(listen: string): string | null {
+  const { host, port } = parseListen(listen);
+  if (port === 0) return null;
+  const target = host === '0.0.0.0' ? '127.0.0.1' : host === '::' || host === '[::]' ? '::1' : host;
+  return `http://${target.includes(':') ? `[${target}]` : target}:${port}/readyz`;
+}
+
+/** Asks the daemon's /readyz, for at most `timeoutMs`. Never throws. */
+export async function probeDaemon(listen: string, timeoutMs = PROBE_TIMEOUT_MS): Promise<DaemonProbe> {
+  const url = readinessUrl(listen);
+  if (url === null) return { url, reachable: false, ready: false, statusCode: null, error: `api.listen is ${listen}: with port 0 the daemon picks its port at start; pass --listen HOST:PORT` };
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+    const body = Buffer.from(await res.arrayBuffer()).toString('utf8');
+    // A 503 says why (a full disk, a damaged database: docs/operations.md, "Health checks").
+    let reason = '';
+    try {
+      const parsed = JSON.parse(body) as { reason?: unknown; detail?: unknown };
+      if (typeof parsed.reason === 'string') reason = `: ${parsed.reason}${typeof parsed.detail === 'string' ? ` (${parsed.detail})` : ''}`;
+    } catch {
+      // not JSON: the status code says enough
+    }
+    return { url, reachable: true, ready: res.status === 200, statusCode: res.status, error: res.status === 200 ? null : `/readyz answered ${res.status}${reason}` };
+  } catch (err) {
+    const e = err as Error & { cause?: NodeJS.ErrnoException };
+    const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : e.cause?.code ? e.cause.message || e.cause.code : e.message;
+    return { url, reachable: false, ready: false, statusCode: null, error: why };
+  }
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/** The JSON of `hookrelay status --json` (the human form is made from it). */
+export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null; queue: QueueSnapshot; webhooks: readonly WebhookReport[]; now: number }) {
+  const { daemon, feed, queue, webhooks, now } = input;
+  const byOrg = new Map(queue.organizations.map((o) => [o.orgId, o]));
+  return {
+    checked_at: iso(now),
+    daemon: { url: daemon.url, reachable: daemon.reachable, ready: daemon.ready, status_code: daemon.statusCode, error: daemon.error },
+    feed:
+      feed === null
+        ? null
+        : {
+            path: feed.path,
+            position: feed.position,
+            size: feed.size,
+            lag_bytes: feed.lagBytes,
+            rotated: feed.rotated,
+            accepted: feed.accepted,
+            duplicates: feed.duplicates,
+            quarantined: feed.quarantined,
+            updated_at: iso(feed.updatedAt),
+          },
+    queue: {
+      pending: queue.totals.new + queue.totals.retrying + queue.totals.held,
+      new: queue.totals.new,
+      retrying: queue.totals.retrying,
+      held: queue.totals.held,
+      oldest_due_at: iso(queue.oldestDueAt),
+      oldest_due_age_seconds: queue.oldestDueAt === null ? null : Math.max(0, Math.round((queue.at - queue.oldestDueAt) / 1000)),
+    },
+    webhooks: webhooks.map((w) => {
+      const q = byOrg.get(w.orgId);
+      return {
+        organization_id: w.orgId,
+        webhook_url: w.url,
+        status: w.status,
+        ...webhookHealthView(w),
+        queue: { new: q?.fresh ?? 0, retrying: q?.tried ?? 0, oldest_due_at: iso(q?.oldestDueAt ?? null) },
+      };
+    }),
+  };
+}
+export type StatusView = ReturnType<typeof statusView>;
+
+/** Seconds as a short human duration: 42s, 3m 20s, 5h 2m, 2d 4h. */
+function ago(seconds: number): string {
+  if (seconds < 60) return `${seconds}s`;
+  const [m, s] = [Math.floor(seconds / 60), seconds % 60];
+  if (m < 60) return `${m}m ${s}s`;
+  const [h, mm] = [Math.floor(m / 60), m % 60];
+  if (h < 48) return `${h}h ${mm}m`;
+  return `${Math.floor(h / 24)}d ${h % 24}h`;
+}
+
+/** The human form of `hookrelay status`. */
+export function statusText(view: StatusView): string {
+  const d = view.daemon;
+  const lines = [
+    `daemon:   ${d.reachable ? `reachable at ${d.url}, ${d.ready ? 'ready' : `not ready (${d.error})`}` : `not reachable${d.url ? ` at ${d.url}` : ''}: ${d.error}`}`,
+  ];
+  const f = view.feed;
+  if (f === null) lines.push('feed:     standard input (no position, no lag)');
+  else if (f.size === null) lines.push(`feed:     ${f.path}: no such file yet${f.position === null ? '' : ` (position ${f.position} committed)`}`);
+  else {
+    const where = f.position === null ? 'nothing committed yet' : f.rotated ? `a new file (position ${f.position} is of the previous one)` : `committed ${f.position} of ${f.size} bytes`;
+    lines.push(`feed:     ${f.path}: ${where}, lag ${f.lag_bytes} bytes; ${f.accepted} accepted, ${f.duplicates} duplicate, ${f.quarantined} quarantined${f.updated_at ? `; last commit ${f.updated_at}` : ''}`);
+  }
+  const q = view.queue;
+  lines.push(
+    `queue:    ${q.pending} pending: ${q.new} new, ${q.retrying} retrying, ${q.held} held (disabled webhooks)` +
+      (q.oldest_due_at === null ? '; nothing due' : `; oldest due since ${q.oldest_due_at} (${ago(q.oldest_due_age_seconds ?? 0)})`),
+  );
+  if (view.webhooks.length === 0) {
+    lines.push('webhooks: none; register one with: hookrelay webhook set --org ORG --url URL');
+    return lines.join('\n');
+  }
+  lines.push('', table([['ORGANIZATION', 'STATUS', 'NEW', 'RETRYING', 'OLDEST DUE', 'LAST ERROR'], ...view.webhooks.map((w) => [
+    w.organization_id,
+    w.status,
+    String(w.queue.new),
+    String(w.queue.retrying),
+    w.queue.oldest_due_at ?? '-',
+    w.last_error === null ? '-' : `${w.last_error.error} (${w.last_error.at})`,
+  ])]));
+  for (const w of view.webhooks) if (w.status !== 'active' || w.consecutive_failures > 0) lines.push(`  ${w.organization_id}: ${w.status_detail}`);
+  return lines.join('\n');
+}
+
+/** `hookrelay status`: the daemon, the feed, the queue and every webhook, at a glance. */
+export function registerStatusCommands(program: Command): void {
+  jsonOption(
+    program
+      .command('status')
+      .description('daemon reachable or not, feed position and lag, queue depth and oldest due delivery, each webhook and why it fails')
+      .option('--listen <host:port>', "the daemon's admin API address (default api.listen)"),
+  ).action(async (_options: unknown, cmd: Command) => {
+    const options = optionsOf(cmd);
+    // Asked while the database is read: the report takes as long as the slower of the two.
+    const daemon = probeDaemon(configFrom(options).api.listen);
+    await withStore(options, async ({ config, store, services: { status } }) => {
+      const view = statusView({
+        daemon: await daemon,
+        feed: config.feed.path === '-' ? null : await status.feed(config.feed.path),
+        queue: await status.queue(),
+        webhooks: status.webhooks(),
+        now: store.clock.now(),
+      });
+      print(options, view, () => statusText(view));
+    });
+  });
+}

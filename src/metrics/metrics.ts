@@ -1,0 +1,225 @@
+import { readFileSync } from 'node:fs';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Config } from '../config/load.ts';
+import { METRICS_TOKEN_PATTERN } from '../config/schema.ts';
+import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import { AttemptError, isSuccess } from '../domain/retry-policy.ts';
+import { WebhookStatus } from '../domain/types.ts';
+import type { Logger } from '../log.ts';
+import type { FinishedAttempt } from '../services/deliveries.ts';
+import type { IngestCounts } from '../services/ingest.ts';
+import type { FeedReport, QueueSnapshot, StatusService } from '../services/status.ts';
+
+/**
+ * The daemon's Prometheus metrics (docs/metrics.md lists them, with what to alert on).
+ *
+ * - Counters are incremented where the thing happens, once per committed batch (an ingest
+ *   batch, a group commit of delivery outcomes), through children bound to their labels once,
+ *   so the hot paths pay a few additions per batch and one histogram observation per attempt.
+ * - Gauges that come from the database (queue depth, oldest due delivery, webhook status) are
+ *   read when Prometheus scrapes, at most once per `refreshIntervalMs` (scrapes in between get
+ *   the last values), through partial indexes and a chunked count (see services/status.ts).
+ * - Node's process metrics are prom-client's defaults, under their usual names (process_*, nodejs_*).
+ *
+ * Counters count what this process did since it started (Prometheus' rate() handles restarts);
+ * what another process does (`hookrelay ingest`, say) shows in the gauges only.
+ */
+export interface Metrics {
+  readonly contentType: string;
+  /** The text exposition of every metric. */
+  render(): Promise<string>;
+  /** After an ingest batch has committed. */
+  ingested(counts: IngestCounts): void;
+  /** After a group commit of delivery outcomes: the attempts it recorded, and how many unsendable rows it marked dead. */
+  recorded(finished: readonly FinishedAttempt[], unsendable: number): void;
+}
+
+export interface MetricsOptions {
+  readonly status: StatusService;
+  /** The feed file the daemon tails (for the lag), or null when it reads standard input. */
+  readonly feedPath: string | null;
+  readonly refreshIntervalMs: number;
+  /** Export hookrelay_webhook_status per organization. */
+  readonly perOrganization: boolean;
+  readonly version: string;
+  readonly log: Logger;
+}
+
+/** Attempt durations: from a fast local receiver to the longest attempt deadline (delivery.timeout, at most 120 s). */
+export const ATTEMPT_SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120];
+const OUTCOMES = ['delivered', 'retry', 'dead', 'disabled'] as const;
+const WEBHOOK_STATUSES = Object.values(WebhookStatus);
+
+interface Snapshot {
+  readonly queue: QueueSnapshot;
+  readonly feed: FeedReport | null;
+  readonly seconds: number;
+}
+
+export function createMetrics(options: MetricsOptions): Metrics {
+  const log = options.log.child({ subsystem: 'metrics' });
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+
+  new Gauge({ name: 'hookrelay_build_info', help: 'Always 1; the version of hookrelay that runs.', labelNames: ['version'], registers: [registry] }).set({ version: options.version }, 1);
+
+  // ---- counters, incremented per committed batch
+
+  const ingested = new Counter({ name: 'hookrelay_events_ingested_total', help: 'Feed lines stored as new events by this process.', registers: [registry] });
+  const duplicates = new Counter({ name: 'hookrelay_events_duplicate_total', help: 'Feed lines that repeated an event already stored (counted, not stored again).', registers: [registry] });
+  const quarantined = new Counter({ name: 'hookrelay_feed_lines_quarantined_total', help: 'Feed lines refused and kept in quarantine (hookrelay feed rejects).', registers: [registry] });
+  const undeliverable = new Counter({ name: 'hookrelay_events_undeliverable_total', help: 'Events stored for an organization without a webhook: nothing was queued for them.', registers: [registry] });
+  const attempts = new Counter({ name: 'hookrelay_delivery_attempts_total', help: 'Delivery attempts recorded, by outcome: delivered, retry (failed, scheduled again), dead (failed, no retry left), disabled (410 Gone: held, webhook disabled).', labelNames: ['outcome'], registers: [registry] });
+  const failures = new Counter({ name: 'hookrelay_delivery_attempt_failures_total', help: 'Failed delivery attempts, by kind of error.', labelNames: ['error'], registers: [registry] });
+  const unsendable = new Counter({ name: 'hookrelay_deliveries_unsendable_total', help: 'Deliveries marked dead without an attempt because their stored event cannot become a request body.', registers: [registry] });
+  const duration = new Histogram({ name: 'hookrelay_delivery_attempt_duration_seconds', help: 'Duration of delivery attempts (connect, send, response), by result: success (2xx) or failure.', labelNames: ['result'], buckets: ATTEMPT_SECONDS_BUCKETS, registers: [registry] });
+  const byOutcome = Object.fromEntries(OUTCOMES.map((o) => [o, attempts.labels({ outcome: o })])) as Record<(typeof OUTCOMES)[number], Counter.Internal>;
+  const byError = new Map(Object.values(AttemptError).map((e) => [e as string, failures.labels({ error: e })]));
+  const succeeded = duration.labels({ result: 'success' });
+  const failed = duration.labels({ result: 'failure' });
+  // Every series exists from the start, at 0: rate() and alerts see the first increment.
+  for (const child of [...Object.values(byOutcome), ...byError.values()]) child.inc(0);
+
+  // ---- gauges read from the database when scraped, at most once per refresh interval
+
+  let snapshot: Snapshot | null = null;
+  let snapshotMono = -Infinity;
+  let pending: Promise<Snapshot | null> | null = null;
+  const refreshErrors = new Counter({
+    name: 'hookrelay_metrics_refresh_errors_total',
+    help: 'Reads of the database gauges that failed (the gauges are then left out of the scrape).',
+    registers: [registry],
+    // After this scrape's read, so that a failure shows in the scrape it spoiled.
+    async collect() {
+      await current();
+    },
+  });
+
+  async function take(): Promise<Snapshot> {
+    const started = performance.now();
+    const queue = await options.status.queue();
+    const feed = options.feedPath === null ? null : await options.status.feed(options.feedPath);
+    return { queue, feed, seconds: (performance.now() - started) / 1000 };
+  }
+
+  /** The last snapshot if it is fresh enough, else a new one (one read at a time, shared by concurrent scrapes). */
+  function current(): Promise<Snapshot | null> {
+    if (snapshot !== null && performance.now() - snapshotMono < options.refreshIntervalMs) return Promise.resolve(snapshot);
+    pending ??= take()
+      .then(
+        (s) => {
+          snapshot = s;
+          snapshotMono = performance.now();
+          return s;
+        },
+        (err: unknown) => {
+          refreshErrors.inc();
+          log.warn({ err }, 'reading the metrics gauges from the database failed; they are left out of this scrape');
+          snapshot = null;
+          return null;
+        },
+      )
+      .finally(() => {
+        pending = null;
+      });
+    return pending;
+  }
+
+  /**
+   * A gauge filled from the last snapshot when scraped: cleared first, so that a failed read
+   * leaves it out of the scrape and an organization that is gone loses its series.
+   */
+  function snapshotGauge(name: string, help: string, labelNames: readonly string[], fill: (set: (labels: Record<string, string>, value: number) => void, s: Snapshot) => void): void {
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      async collect() {
+        const s = await current();
+        this.reset();
+        if (s !== null) fill((labels, value) => this.set(labels, value), s);
+      },
+    });
+  }
+
+  snapshotGauge(
+    'hookrelay_queue_depth',
+    'Pending deliveries: new (never attempted) and retrying (attempted, waiting for a retry or in flight) of webhooks that are not disabled; held: all pending deliveries of disabled webhooks.',
+    ['state'],
+    (set, s) => {
+      set({ state: 'new' }, s.queue.totals.new);
+      set({ state: 'retrying' }, s.queue.totals.retrying);
+      set({ state: 'held' }, s.queue.totals.held);
+    },
+  );
+  snapshotGauge('hookrelay_queue_oldest_due_age_seconds', 'How long the oldest delivery that is due (of a webhook not disabled) has been waiting; 0 when none is due.', [], (set, s) =>
+    set({}, s.queue.oldestDueAt === null ? 0 : Math.max(0, s.queue.at - s.queue.oldestDueAt) / 1000),
+  );
+  snapshotGauge('hookrelay_webhooks', 'Webhooks by status: active, failing, disabled.', ['status'], (set, s) => {
+    for (const status of WEBHOOK_STATUSES) set({ status }, s.queue.organizations.filter((o) => o.webhookStatus === status).length);
+  });
+  if (options.perOrganization) {
+    snapshotGauge('hookrelay_webhook_status', "1 for the webhook's current status, 0 for the others: three series per organization with a webhook.", ['org', 'status'], (set, s) => {
+      for (const o of s.queue.organizations) for (const status of WEBHOOK_STATUSES) set({ org: o.orgId, status }, o.webhookStatus === status ? 1 : 0);
+    });
+  }
+  if (options.feedPath !== null) {
+    snapshotGauge('hookrelay_feed_lag_bytes', 'Bytes of the feed file not yet committed: its size minus the committed position (the whole file after a rotation).', [], (set, s) => {
+      if (s.feed !== null) set({}, s.feed.lagBytes);
+    });
+  }
+  snapshotGauge('hookrelay_metrics_refresh_seconds', 'How long the last read of the database gauges took (they are read at most once per metrics.refreshInterval).', [], (set, s) => set({}, s.seconds));
+
+  return {
+    contentType: registry.contentType,
+    render: () => registry.metrics(),
+    ingested(counts) {
+      if (counts.accepted > 0) ingested.inc(counts.accepted);
+      if (counts.duplicates > 0) duplicates.inc(counts.duplicates);
+      if (counts.quarantined > 0) quarantined.inc(counts.quarantined);
+      if (counts.undeliverable > 0) undeliverable.inc(counts.undeliverable);
+    },
+    recorded(finished, unsendableCount) {
+      let delivered = 0;
+      let retry = 0;
+      let dead = 0;
+      let disabled = 0;
+      for (const f of finished) {
+        const kind = f.outcome.kind;
+        if (kind === 'delivered') delivered++;
+        else if (kind === 'retry') retry++;
+        else if (kind === 'dead') dead++;
+        else disabled++;
+        const seconds = f.result.durationMs / 1000;
+        if (isSuccess(f.result)) succeeded.observe(seconds);
+        else {
+          failed.observe(seconds);
+          if (f.result.error !== null) byError.get(f.result.error)?.inc();
+        }
+      }
+      if (delivered > 0) byOutcome.delivered.inc(delivered);
+      if (retry > 0) byOutcome.retry.inc(retry);
+      if (dead > 0) byOutcome.dead.inc(dead);
+      if (disabled > 0) byOutcome.disabled.inc(disabled);
+      if (unsendableCount > 0) unsendable.inc(unsendableCount);
+    },
+  };
+}
+
+/** The bearer token /metrics requires: metrics.token, else the content of metrics.tokenFile, else null. */
+export function loadMetricsToken(config: Pick<Config, 'metrics'>): string | null {
+  const { token, tokenFile } = config.metrics;
+  if (token !== null) return token;
+  if (tokenFile === null) return null;
+  let text: string;
+  try {
+    text = readFileSync(tokenFile, 'utf8').trim();
+  } catch (err) {
+    throw new HookrelayError(ErrorCode.config, `cannot read metrics.tokenFile ${tokenFile}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+  if (!METRICS_TOKEN_PATTERN.test(text)) {
+    throw new HookrelayError(ErrorCode.config, `metrics.tokenFile ${tokenFile} must hold a token of at least 16 characters of letters, digits and -._~+/ (openssl rand -hex 32 makes one)`);
+  }
+  return text;
+}
