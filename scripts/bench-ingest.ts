@@ -3,7 +3,7 @@
  * the real file tailer commit them to a fresh SQLite database (WAL, synchronous=FULL) and
  * reports lines/s from first read to the last committed position, peak RSS, and bytes written.
  *
- *   node --max-semi-space-size=32 --import tsx scripts/bench-ingest.ts \
+ *   node --max-semi-space-size=8 --import tsx scripts/bench-ingest.ts \
  *     [--lines N] [--runs R] [--batch B] [--ids sequential|uuid|none] [--compare] [--json FILE]
  *
  * The daemon's design is measured: parsing on a worker thread pipelined with the commits, and
@@ -11,7 +11,7 @@
  * same process on the same file, the single-threaded design (parse on the main thread, the
  * writer checkpoints itself every 4096 pages), so the ratio between the two is measured side by
  * side on this shared, noisy machine. The parse-only rate of the same line shape is measured in
- * the same process too. `--max-semi-space-size=32` is what `npm start` and the systemd unit use.
+ * the same process too. `--max-semi-space-size=8` is what `npm start` and the systemd unit use.
  *
  * `--ids` chooses the lines' event ids: `sequential` (evt-0, evt-1, ...; the default), `uuid`
  * (random UUIDs) or `none` (no event_id: hookrelay derives one from the line, a hash). Random ids

@@ -11,7 +11,7 @@
  * (`--refill`: the free pages are reused), and a compacted copy (VACUUM INTO, what
  * `hookrelay db backup` writes).
  *
- *   node --max-semi-space-size=32 --import tsx scripts/bench-retention.ts \
+ *   node --max-semi-space-size=8 --import tsx scripts/bench-retention.ts \
  *     [--lines N] [--batch 100,500,2000] [--response-bytes B] [--refill] [--json FILE]
  */
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
