@@ -1,12 +1,20 @@
 import type { Logger } from '../log.ts';
 import { createIngestService, type IngestService } from '../services/ingest.ts';
 import { nobodyListens, type WorkSignal } from '../services/work-signal.ts';
-import { startBackgroundCheckpoints } from '../store/checkpointer.ts';
+import { BUSY_LINGER_MS, startBackgroundCheckpoints } from '../store/checkpointer.ts';
+import { createHeapTrimmer } from '../store/heap-trim.ts';
 import type { Store } from '../store/store.ts';
-import { createWorkerLineParser, type LineParser } from './line-parser.ts';
+import { createWorkerLineParser, IDLE_THREAD_MS, type LineParser } from './line-parser.ts';
 
 /** A batch of at least this many lines keeps background WAL checkpoints on (a large ingest under way). */
 export const LARGE_BATCH_LINES = 1000;
+
+/**
+ * How long after the last burst (a large batch, a retention pass) the memory it freed is given
+ * back to the system: once the parser thread has ended (IDLE_THREAD_MS) and the page cache has
+ * shrunk back (BUSY_LINGER_MS).
+ */
+export const RELEASE_AFTER_BURST_MS = Math.max(IDLE_THREAD_MS, BUSY_LINGER_MS) + 1_000;
 
 /**
  * What feed lines go through on their way into the store, set up the same way for the daemon
@@ -31,6 +39,10 @@ export interface IngestPathOptions {
    * (checkpoints always in the background) for a one-shot ingest, which is one large burst.
    */
   readonly checkpointsWhileBusy?: boolean;
+  /** Overrides RELEASE_AFTER_BURST_MS (tests). */
+  readonly releaseAfterBurstMs?: number;
+  /** Hears each release of memory after a burst (tests). */
+  readonly onReleased?: (rssBefore: number, rssAfter: number) => void;
 }
 
 export async function openIngestPath(store: Store, log: Logger, options: IngestPathOptions = {}): Promise<IngestPath> {
@@ -38,11 +50,31 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
   const checkpoints = await startBackgroundCheckpoints(store.db, log, { whileBusy });
   const parser = createWorkerLineParser(log);
   const service = createIngestService(store, log, options.work ?? nobodyListens);
+  // The daemon gives back what a burst took once it is over: the parser thread's heap goes with
+  // the thread and the page cache shrinks, but glibc keeps the freed pages in its arenas (they
+  // were most of the daemon's memory after a large ingest) until asked to release them.
+  const trimmer = createHeapTrimmer(store.db);
+  const releaseAfterMs = options.releaseAfterBurstMs ?? RELEASE_AFTER_BURST_MS;
+  let releaseTimer: NodeJS.Timeout | null = null;
+  const burst = () => {
+    checkpoints.busy();
+    if (!whileBusy || !trimmer.available) return;
+    if (releaseTimer !== null) clearTimeout(releaseTimer);
+    releaseTimer = setTimeout(() => {
+      releaseTimer = null;
+      const before = process.memoryUsage.rss();
+      if (!trimmer.trim()) return;
+      const after = process.memoryUsage.rss();
+      log.debug({ rssBeforeMiB: Math.round(before / 2 ** 20), rssAfterMiB: Math.round(after / 2 ** 20) }, 'memory freed after a burst given back to the system');
+      options.onReleased?.(before, after);
+    }, releaseAfterMs);
+    releaseTimer.unref();
+  };
   const ingest: IngestService = whileBusy
     ? {
         ...service,
         ingest(source, lines, position, parsed) {
-          if (lines.length >= LARGE_BATCH_LINES) checkpoints.busy();
+          if (lines.length >= LARGE_BATCH_LINES) burst();
           return service.ingest(source, lines, position, parsed);
         },
       }
@@ -50,8 +82,9 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
   return {
     ingest,
     parser,
-    checkpointsBusy: () => checkpoints.busy(),
+    checkpointsBusy: burst,
     async close() {
+      if (releaseTimer !== null) clearTimeout(releaseTimer);
       await parser.close();
       await checkpoints.stop();
     },

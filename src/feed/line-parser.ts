@@ -22,7 +22,7 @@ function parseHere(lines: readonly RawLine[], receivedAt: number): Array<Storabl
 const SPARE_BUFFERS = 2;
 
 /** A parser thread with no batch for this long is ended (see retireWhenIdle), by default. */
-const IDLE_THREAD_MS = 5_000;
+export const IDLE_THREAD_MS = 5_000;
 
 /** Batches of at most this many lines are parsed on the calling thread even by the worker parser. */
 export const INLINE_LINES = 32;
