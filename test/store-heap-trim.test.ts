@@ -104,3 +104,25 @@ test('a one-shot ingest (hookrelay ingest) does not trim: it ends soon and gives
   await oneShot.close();
   assert.equal(oneShotReleases.length, 0, 'a one-shot command ends soon and gives everything back at exit');
 });
+
+test('while the daemon delivers, memory is given back on request, but never in the middle of a burst', async (t) => {
+  const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
+  t.after(() => store.close());
+  const releases: Array<[number, number]> = [];
+  const path = await openIngestPath(store, silentLog, { checkpointsWhileBusy: true, releaseAfterBurstMs: 300, onReleased: (b, a) => releases.push([b, a]) });
+  t.after(() => path.close());
+
+  // Steady work (relay.ts asks every STEADY_RELEASE_MS while deliveries are recorded): released at once.
+  const ms = path.releaseMemory();
+  assert.equal(typeof ms, 'number', 'released now, and how long it took is told');
+  assert.equal(releases.length, 1);
+
+  // During a burst the request waits for the burst's own release, which comes once it is over.
+  path.ingest.ingest('/feed.jsonl', lines(1, 1000), null);
+  assert.equal(path.releaseMemory(), null, 'not while large batches arrive');
+  assert.equal(releases.length, 1);
+  const deadline = Date.now() + 10_000;
+  while (releases.length === 1 && Date.now() < deadline) await sleep(20);
+  assert.equal(releases.length, 2, 'the burst’s release came');
+  assert.equal(typeof path.releaseMemory(), 'number', 'after the burst, requests are served again');
+});

@@ -26,6 +26,12 @@ export interface IngestPath {
   readonly parser: LineParser;
   /** Another burst of writes (retention): background checkpoints on for a while, as for a large batch. */
   checkpointsBusy(): void;
+  /**
+   * Gives the C heap's free pages back to the system now (the daemon calls it every
+   * STEADY_RELEASE_MS while it delivers: see relay.ts); during a burst it waits for the burst's
+   * own release. Returns the time it took (ms), or null when nothing was done.
+   */
+  releaseMemory(): number | null;
   /** Ends the parser thread and the checkpoint thread. Call once nothing reads any more, before the store closes. */
   close(): Promise<void>;
 }
@@ -56,17 +62,23 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
   const trimmer = createHeapTrimmer(store.db);
   const releaseAfterMs = options.releaseAfterBurstMs ?? RELEASE_AFTER_BURST_MS;
   let releaseTimer: NodeJS.Timeout | null = null;
+  const release = (why: string): number | null => {
+    const before = process.memoryUsage.rss();
+    const started = performance.now();
+    if (!trimmer.trim()) return null;
+    const ms = performance.now() - started;
+    const after = process.memoryUsage.rss();
+    log.debug({ rssBeforeMiB: Math.round(before / 2 ** 20), rssAfterMiB: Math.round(after / 2 ** 20), ms: Math.round(ms * 10) / 10 }, `memory freed ${why} given back to the system`);
+    options.onReleased?.(before, after);
+    return ms;
+  };
   const burst = () => {
     checkpoints.busy();
     if (!whileBusy || !trimmer.available) return;
     if (releaseTimer !== null) clearTimeout(releaseTimer);
     releaseTimer = setTimeout(() => {
       releaseTimer = null;
-      const before = process.memoryUsage.rss();
-      if (!trimmer.trim()) return;
-      const after = process.memoryUsage.rss();
-      log.debug({ rssBeforeMiB: Math.round(before / 2 ** 20), rssAfterMiB: Math.round(after / 2 ** 20) }, 'memory freed after a burst given back to the system');
-      options.onReleased?.(before, after);
+      release('after a burst');
     }, releaseAfterMs);
     releaseTimer.unref();
   };
@@ -83,6 +95,7 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
     ingest,
     parser,
     checkpointsBusy: burst,
+    releaseMemory: () => (releaseTimer === null && trimmer.available ? release('by steady work') : null),
     async close() {
       if (releaseTimer !== null) clearTimeout(releaseTimer);
       await parser.close();

@@ -8,11 +8,15 @@ import { MIGRATIONS } from './migrations.ts';
 export type Db = Database.Database;
 
 /** WAL pages after which a connection checkpoints on its own (unless background checkpoints raise it: see checkpointer.ts). */
-/** Page cache while large batches are ingested (KiB). */
-export const BURST_CACHE_KIB = 64 * 1024;
+/**
+ * Page cache while large batches are ingested (KiB). 16 MiB ingests as fast as 64 MiB with
+ * increasing event ids and within the noise with random ones (measured side by side,
+ * docs/benchmarks.md, "Memory"), and holds 48 MiB less during a burst.
+ */
+export const BURST_CACHE_KIB = 16 * 1024;
 /**
  * Page cache otherwise (KiB): delivery reads the heads of its indexes and the rows it sends,
- * which fit in far less; the 64 MiB of a burst, held for good, was a fifth of the daemon's memory.
+ * which fit in far less.
  */
 export const QUIET_CACHE_KIB = 8 * 1024;
 
@@ -71,9 +75,9 @@ export function openDatabase(path: string, options: OpenDatabaseOptions = {}): {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
-    // 64 MiB of page cache (the default is 2 MB) keeps the hot index pages in memory as the
-    // database grows: about +10 % ingest rate at a million events. The daemon keeps it only
-    // while it ingests large batches (see startBackgroundCheckpoints).
+    // 16 MiB of page cache (the default is 2 MB) keeps the hot index pages in memory as the
+    // database grows. The daemon keeps it only while it ingests large batches (see
+    // startBackgroundCheckpoints), 8 MiB otherwise.
     db.pragma(`cache_size = -${BURST_CACHE_KIB}`);
     // Checkpoint every 4096 pages (64 MiB of WAL) instead of every 1000: pages that ingestion
     // rewrites often are copied into the database once per checkpoint, not once per batch
