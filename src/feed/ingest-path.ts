@@ -95,7 +95,7 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
     ingest,
     parser,
     checkpointsBusy: burst,
-    releaseMemory: () => (releaseTimer === null && trimmer.available ? release('by steady work') : null),
+    releaseMemory: () => (releaseTimer === null ? release('by steady work') : null),
     async close() {
       if (releaseTimer !== null) clearTimeout(releaseTimer);
       await parser.close();
