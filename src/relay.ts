@@ -230,9 +230,9 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     dispatcher = createDispatcher({
       deliveries: {
         ...deliveries,
-        flush(work) {
+        flush(work, options) {
           // Outcomes are counted once their group commit has succeeded.
-          const result = deliveries.flush(work);
+          const result = deliveries.flush(work, options);
           recordedSinceRelease += work.finished.length;
           return metrics === null ? result : counted(result, work, metrics);
         },

@@ -354,3 +354,60 @@ test('the clock steps forward then back: fresh deliveries go out at once, before
   assert.equal(retried.attempts, 2);
   assert.equal(receiver.requestsFor('evt_ahead').length, 2, 'the original and the replay');
 });
+
+test('new work is claimed at once while slots are free, not at the next group commit', async (t) => {
+  // A group-commit window of a second, and no polls: only the claim that new work asks for
+  // can explain a delivery within a fraction of it.
+  // Slots enough for every attempt whose outcome waits for that window.
+  const rig = await startDeliveryRig(t, { ...NO_POLLS, 'delivery.groupCommitInterval': '1s', 'delivery.perWebhookConcurrency': '8' });
+  const receiver = await startReceiver(t, rig.tls);
+  seedOrg(rig.relay.services, 'org-a');
+  rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  rig.feed(feedLine('org-a', 'evt_claim_0'));
+  await receiver.waitForRequests(1, 10_000);
+
+  const latencies: number[] = [];
+  for (let i = 1; i <= 5; i++) {
+    const appendedAt = Date.now();
+    rig.feed(feedLine('org-a', `evt_claim_${i}`));
+    const [req] = (await receiver.waitForRequests(i + 1, 5_000)).slice(i);
+    assert.equal(eventIdOf(req!), `evt_claim_${i}`);
+    latencies.push(req!.receivedAt - appendedAt);
+    await sleep(30);
+  }
+  // Before, each waited for the window to end: anywhere up to a second after the last commit.
+  assert.ok(Math.max(...latencies) < 400, `append-to-arrival ${latencies.join(', ')} ms with a 1 s group-commit window`);
+  // Outcomes still wait for their group commit, and are all recorded.
+  await waitFor('every outcome recorded', () => deliveriesOf(rig.relay.store, 'org-a').filter((d) => d.status === DeliveryStatus.delivered).length === 6, 5_000);
+});
+
+test('a change that waits behind its request\'s attempt goes out when that attempt ends, without a poll', async (t) => {
+  const rig = await startDeliveryRig(t, NO_POLLS);
+  let holdUntil = 0;
+  const receiver = await startReceiver(t, rig.tls, async () => {
+    const wait = holdUntil - Date.now();
+    if (wait > 0) await sleep(wait);
+    return { status: 200 };
+  });
+  seedOrg(rig.relay.services, 'org-a');
+  rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  rig.feed(feedLine('org-a', 'evt_warm'));
+  await receiver.waitForRequests(1, 10_000);
+
+  // 1. Queued while the first change of its request is being attempted (the receiver holds it).
+  holdUntil = Date.now() + 400;
+  rig.feed(feedLine('org-a', 'evt_r1_a', 'ar_r1'));
+  await waitFor('the first change in flight', () => receiver.requestsFor('evt_r1_a').length === 1, 5_000);
+  rig.feed(feedLine('org-a', 'evt_r1_b', 'ar_r1', 'rejected'));
+  // 2. Two changes of another request in one batch: the claim sees the second behind the first.
+  rig.feed(feedLine('org-a', 'evt_r2_a', 'ar_r2'), feedLine('org-a', 'evt_r2_b', 'ar_r2', 'rejected'));
+
+  // With polls a minute apart, each later change can only go out because the end of the
+  // attempt it waited behind brought its webhook another look.
+  for (const [first, later] of [['evt_r1_a', 'evt_r1_b'], ['evt_r2_a', 'evt_r2_b']] as const) {
+    await waitFor(`${later} delivered`, () => receiver.requestsFor(later).length === 1, 5_000);
+    const [a] = receiver.requestsFor(first);
+    const [b] = receiver.requestsFor(later);
+    assert.ok(a!.index < b!.index, `${later} arrived before ${first}`);
+  }
+});

@@ -479,6 +479,13 @@ describe('the partial indexes of migration 5', () => {
     const { store } = deliveryLog(t);
     const due = indexesUsed(store, statementRunBy(store, (repo) => repo.due(ORG, 10_000, 50)));
     assert.ok(due.has('deliveries_org_fresh') && due.has('deliveries_org_due'), `due() uses ${[...due].join(', ')}`);
+    // The held-back check finds a request's other deliveries by its ordering key, not by
+    // reading every delivery of the organization in flight for each candidate.
+    const statement = statementRunBy(store, (repo) => repo.due(ORG, 10_000, 50));
+    const plan = (store.db.prepare(`EXPLAIN QUERY PLAN ${statement.sql}`).all(...statement.params) as Array<{ detail: string }>).map((r) => r.detail);
+    const heldBack = plan.filter((d) => /^SEARCH p\b/.test(d));
+    assert.equal(heldBack.length, 2, plan.join('\n'));
+    for (const d of heldBack) assert.match(d, /USING INDEX deliveries_ordering \(ordering_key=\?\)/);
     const list = indexesUsed(store, statementRunBy(store, (repo) => repo.list(ORG, { limit: 50 })));
     assert.ok(list.has('deliveries_org_fresh') && list.has('deliveries_org_status'), `list() uses ${[...list].join(', ')}`);
   });

@@ -143,6 +143,8 @@ export function createDispatcher(options: DispatcherOptions) {
   let stopping = false;
   let flushTimer: NodeJS.Timeout | null = null;
   let flushImmediate: NodeJS.Immediate | null = null;
+  /** A claim asked for by new work while slots are free (see requestClaim). */
+  let claimImmediate: NodeJS.Immediate | null = null;
   let lastFlushAt = -Infinity;
   let flushFailures = 0;
   let wakeTimer: NodeJS.Timeout | null = null;
@@ -160,10 +162,13 @@ export function createDispatcher(options: DispatcherOptions) {
     return hook;
   }
 
-  /** Gives back the deliveries buffered for `hook` (at the next commit). */
+  /** Gives back the deliveries buffered for `hook` (at the next commit), to be claimed again. */
   function unbuffer(hook: Hook): void {
     for (const r of hook.ready) unstarted.push(r.delivery);
-    if (hook.ready.length > 0) requestFlush();
+    if (hook.ready.length > 0) {
+      hook.hasWork = true;
+      requestFlush();
+    }
     hook.ready.length = 0;
   }
 
@@ -265,10 +270,30 @@ export function createDispatcher(options: DispatcherOptions) {
     }
   }
 
+  /** After the commit that recorded `a` (or gave it back). */
   function freeSlot(a: Attempt): void {
     if (a.hook.attempts.delete(a)) slotsUsed--;
-    // An ended attempt may unblock the next change of its request, or its webhook's queue.
-    a.hook.hasWork = true;
+  }
+
+  /**
+   * Recording `a` (or giving it back) calls for another look at its webhook: the attempt may
+   * have been holding back a later change of its request (`holdsBack`: one seen waiting in its
+   * claim, a retry, or one queued since, see onWork), or it did not end delivered (given back,
+   * dead, disabled: what follows is decided anew). Otherwise a webhook whose queue was read to
+   * its end needs no look, so that a claim queries only the webhooks whose queue may have changed.
+   */
+  function endCallsForLook(a: Attempt): boolean {
+    return a.delivery.holdsBack || a.finished?.outcome.kind !== 'delivered';
+  }
+
+  /**
+   * Work was queued for `hook`: a change of a request with a delivery in flight or claimed
+   * ahead waits behind it, so that delivery's end must bring the webhook another look. With
+   * the ordering keys queued, only those deliveries; without (replay, recovery, the poll), all.
+   */
+  function markHoldingBack(hook: Hook, keys: ReadonlySet<number> | undefined): void {
+    for (const a of hook.attempts) if (keys === undefined || keys.has(a.delivery.orderingKey)) a.delivery.holdsBack = true;
+    for (const r of hook.ready) if (keys === undefined || keys.has(r.delivery.orderingKey)) r.delivery.holdsBack = true;
   }
 
   /**
@@ -376,12 +401,37 @@ export function createDispatcher(options: DispatcherOptions) {
     else flushTimer = setTimeout(flush, wait);
   }
 
+  /**
+   * New work while slots are free: claims at once, without waiting for the group-commit window,
+   * in a transaction that claims only (outcomes wait for their group commit) and does not wait
+   * for the disk (see DeliveryService.flush's `durable`). Under load, when every slot is taken,
+   * new work waits for the next group commit as before.
+   */
+  function requestClaim(): void {
+    // A group commit about to run claims too; after a failed commit, its back-off decides.
+    if (claimImmediate !== null || flushImmediate !== null) return;
+    if (flushFailures > 0) requestFlush();
+    else claimImmediate = setImmediate(claim);
+  }
+
+  function claim(): void {
+    claimImmediate = null;
+    if (options.health?.damaged()) return;
+    try {
+      flushNow('claim');
+    } catch (err) {
+      if (options.health?.failed('dispatch', err) == null) log.error({ err }, 'claiming deliveries failed unexpectedly; trying again shortly');
+      flushFailures++;
+      retryFlushLater();
+    }
+  }
+
   function flush(): void {
     flushTimer = null;
     flushImmediate = null;
     if (options.health?.damaged()) return;
     try {
-      flushNow();
+      flushNow('all');
     } catch (err) {
       // A read that fails on a storage fault (a damaged page, say): logged once by `health`, backed off.
       if (options.health?.failed('dispatch', err) != null) flushFailures++;
@@ -404,8 +454,13 @@ export function createDispatcher(options: DispatcherOptions) {
     return waiting;
   }
 
-  function flushNow(): void {
-    if (!started) return;
+  /**
+   * `all`: the group commit (records what waits, claims for the free slots). `claim`: claims
+   * only, for new work (see requestClaim), in a commit that does not wait for the disk; what
+   * waits to be recorded is left to the next group commit.
+   */
+  function flushNow(mode: 'all' | 'claim'): void {
+    if (!started || (mode === 'claim' && stopping)) return;
     const now = clock.now();
     const mono = performance.now();
     if (refreshWanted && !stopping) refreshHooks();
@@ -413,16 +468,25 @@ export function createDispatcher(options: DispatcherOptions) {
     for (const hook of hooks.values()) {
       if (hook.ready.length > 0 && (hook.pausedUntil > mono || mono - hook.ready[0]!.leasedMono > readyMaxAgeMs)) unbuffer(hook);
     }
-    const { done, back, unsent } = takeWaiting();
+    const claimOnly = mode === 'claim';
+    const { done, back, unsent } = claimOnly ? { done: [], back: [], unsent: [] } : takeWaiting();
     // Slots of failing or slow webhooks still taken once this commit has recorded what ended.
     let troubledUsed = 0;
     for (const hook of hooks.values()) {
       if (hook.attempts.size === 0 || !(hook.failing || isSlow(hook, mono))) continue;
       for (const a of hook.attempts) if (a.finished === null && !back.includes(a)) troubledUsed++;
     }
+    // Webhooks to look at again once this commit has recorded their attempts: in this very
+    // commit (recording comes before claiming), or in the next one when they cannot claim yet.
+    const lookAgain = new Set<Hook>();
+    for (const a of done) if (endCallsForLook(a)) lookAgain.add(a.hook);
+    for (const a of back) lookAgain.add(a.hook);
+    for (const hook of lookAgain) hook.hasWork = true;
     let wanted = stopping ? [] : plan(now, mono, troubledUsed, options.concurrency - slotsUsed + done.length + back.length);
     const writes = done.length + back.length + unsent.length;
-    if (wanted.length > 0 && writes === 0) {
+    // A claim for new work skips the look: the work was just queued, and a claim that finds
+    // nothing writes nothing.
+    if (wanted.length > 0 && writes === 0 && !claimOnly) {
       // Nothing to record: find out without a write transaction whether anything is due.
       const peeked = deliveries.peek(wanted.map((w) => w.orgId));
       applyDrained(peeked.drained);
@@ -437,7 +501,7 @@ export function createDispatcher(options: DispatcherOptions) {
     }
     let result: FlushResult;
     try {
-      result = deliveries.flush({ finished: done.map((a) => a.finished!), released: [...back.map((a) => a.delivery), ...unsent], claim });
+      result = deliveries.flush({ finished: done.map((a) => a.finished!), released: [...back.map((a) => a.delivery), ...unsent], claim }, { durable: !claimOnly });
     } catch (err) {
       finished = done.concat(finished);
       aborted = back.concat(aborted);
@@ -460,7 +524,7 @@ export function createDispatcher(options: DispatcherOptions) {
     }
     flushFailures = 0;
     options.health?.succeeded('dispatch');
-    lastFlushAt = performance.now();
+    if (!claimOnly) lastFlushAt = performance.now();
     for (const a of done) freeSlot(a);
     for (const a of back) freeSlot(a);
     applyDrained(result.drained);
@@ -472,6 +536,13 @@ export function createDispatcher(options: DispatcherOptions) {
     }
     pump(performance.now());
     armWakeTimer(now);
+    // One that could not claim in this commit (its slot was still taken, say) claims in the next.
+    for (const hook of lookAgain) {
+      if (hook.hasWork && hook.deliverable && !stopping) {
+        requestFlush();
+        break;
+      }
+    }
   }
 
   /**
@@ -491,13 +562,16 @@ export function createDispatcher(options: DispatcherOptions) {
     for (const a of done) {
       one({ finished: [a.finished!], released: [], claim: null }, a.delivery.id);
       freeSlot(a);
+      if (endCallsForLook(a)) a.hook.hasWork = true;
     }
     for (const a of back) {
       one({ finished: [], released: [a.delivery], claim: null }, a.delivery.id);
       freeSlot(a);
+      a.hook.hasWork = true;
     }
     for (const d of unsent) one({ finished: [], released: [d], claim: null }, d.id);
     flushFailures = 0;
+    if (!stopping) requestFlush();
   }
 
   /** One timer for the earliest moment something becomes due: a retry (wall clock), or the end of a pause (monotonic). */
@@ -529,20 +603,29 @@ export function createDispatcher(options: DispatcherOptions) {
     );
   }
 
-  function onWork(orgId: string, kind: WorkKind): void {
+  function onWork(orgId: string, kind: WorkKind, keys?: ReadonlySet<number>): void {
     if (stopping) return;
     const hook = hooks.get(orgId);
-    if (hook) hook.hasWork = true;
+    if (hook) {
+      hook.hasWork = true;
+      markHoldingBack(hook, keys);
+    }
     if (!hook || kind === 'webhook') {
       refreshWanted = true;
       if (kind === 'webhook') reset.add(orgId);
     }
-    requestFlush();
+    // At once when the webhook would start it at once: a free slot, and nothing claimed ahead.
+    if (slotsUsed < options.concurrency && (!hook || (hook.ready.length === 0 && hook.attempts.size < perHook))) requestClaim();
+    else requestFlush();
   }
 
   function poll(): void {
     refreshWanted = true;
-    for (const hook of hooks.values()) hook.hasWork = true;
+    for (const hook of hooks.values()) {
+      hook.hasWork = true;
+      // Work another process queued may wait behind what is in flight here.
+      markHoldingBack(hook, undefined);
+    }
     requestFlush();
   }
 
@@ -584,14 +667,16 @@ export function createDispatcher(options: DispatcherOptions) {
       const clearFlush = () => {
         if (flushTimer !== null) clearTimeout(flushTimer);
         if (flushImmediate !== null) clearImmediate(flushImmediate);
+        if (claimImmediate !== null) clearImmediate(claimImmediate);
         flushTimer = null;
         flushImmediate = null;
+        claimImmediate = null;
       };
       clearFlush();
       const left = () => finished.length + aborted.length + unstarted.length;
       for (let i = 0; i < 3 && left() > 0 && !options.health?.damaged(); i++) {
         try {
-          flushNow();
+          flushNow('all');
         } catch (err) {
           log.error({ err }, 'recording the last outcomes failed');
         }

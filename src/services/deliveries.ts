@@ -31,6 +31,11 @@ export interface RecoverOptions {
 /** A delivery claimed for one attempt: what to send and where. */
 export interface ClaimedDelivery extends DueDelivery {
   readonly secrets: readonly string[];
+  /**
+   * A later change of the same request was seen waiting behind it in the claim (or may wait,
+   * as behind a retry): whoever ends its attempt should look at its organization again.
+   */
+  holdsBack: boolean;
 }
 
 /** An attempt that has ended, with what it means for its delivery. */
@@ -59,7 +64,10 @@ export interface FlushWork {
 
 export interface FlushResult {
   readonly claimed: ClaimedDelivery[];
-  /** Organizations whose due queue was read to its end, with their next retry time (epoch ms, null: none). */
+  /**
+   * Organizations whose due queue was read to its end (every row due now was taken or is held
+   * back behind a change in flight), with their next retry time (epoch ms, null: none).
+   */
   readonly drained: Array<{ orgId: string; nextRetryAt: number | null }>;
   /** Rows found unsendable and marked dead. */
   readonly unsendable: Array<{ id: number; orgId: string; eventId: string; reason: string }>;
@@ -127,25 +135,33 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
     for (const { orgId, room } of wanted) {
       const pageSize = room * 2 + 2;
       const page = deliveries.dueRows(orgId, now, pageSize);
-      const keys = new Set<number>();
-      let took = 0;
+      const byKey = new Map<number, ClaimedDelivery>();
+      let full = false;
       for (const row of page) {
-        if (took >= room) break;
-        if (keys.has(row.ordering_key)) continue;
+        const earlier = byKey.get(row.ordering_key);
+        if (earlier !== undefined) {
+          earlier.holdsBack = true;
+          continue;
+        }
+        if (byKey.size >= room) {
+          full = true;
+          break;
+        }
         const d = sendable(row);
         if (d.unsendable !== null) {
           deliveries.markUnsendable(d.id, d.unsendable, now);
           into.unsendable.push({ id: d.id, orgId, eventId: d.eventId, reason: d.unsendable });
           continue;
         }
-        keys.add(d.orderingKey);
         deliveries.lease(d.id, now + leaseMs, now);
-        into.claimed.push({ ...d, secrets: signingSecrets(d, now) });
-        took++;
+        // A retry may hold back later changes of its request that the query left out.
+        const claimed: ClaimedDelivery = { ...d, secrets: signingSecrets(d, now), holdsBack: d.attempts > 0 };
+        byKey.set(d.orderingKey, claimed);
+        into.claimed.push(claimed);
       }
-      // A short page is the whole of what is due now: the organization needs no look before its
-      // next retry, a wake-up, or the end of an attempt that was holding a request back.
-      if (page.length < pageSize) into.drained.push({ orgId, nextRetryAt: deliveries.nextRetryAt(orgId, now) });
+      // A short page read to its end is the whole of what is due now: the organization needs no
+      // look before its next retry, a wake-up, or the end of an attempt holding a request back.
+      if (page.length < pageSize && !full) into.drained.push({ orgId, nextRetryAt: deliveries.nextRetryAt(orgId, now) });
     }
   }
 
@@ -257,9 +273,14 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
      * leases what `claim` asks for, all in one IMMEDIATE transaction (one commit, one fsync, for
      * everything the dispatcher gathered in a few milliseconds). Recording comes first, so an
      * attempt that just ended lets its request's next change be claimed in the same commit.
-     * Nothing is sent before this returns, so no attempt goes out on a lease that is not durable.
+     * Nothing is sent before this returns, so no attempt goes out on a lease that is not committed.
+     *
+     * `durable: false` (a claim that records nothing) commits without waiting for the disk: a
+     * lease a power cut undoes leaves its delivery pending, sent again after the restart, which
+     * is what the lease's lapse would have led to anyway (its attempt's outcome was never
+     * recorded); the next durable commit makes it durable too.
      */
-    flush(work: FlushWork): FlushResult {
+    flush(work: FlushWork, options: { durable?: boolean } = {}): FlushResult {
       const result: FlushResult = { claimed: [], drained: [], unsendable: [] };
       const changes: StatusChangeOf[] = [];
       store.transaction(() => {
@@ -269,7 +290,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         for (const f of work.finished) recordIn(f, now, lastSucceeded, changes);
         for (const d of work.released) deliveries.release(d.id, now);
         if (work.claim) claimIn(work.claim.wanted, work.claim.leaseMs, now, result);
-      });
+      }, options);
       for (const f of work.finished) logAttempt(f);
       for (const c of changes) logChange(c, 'delivery');
       for (const u of result.unsendable) log.error({ delivery: u.id, org: u.orgId, eventId: u.eventId, reason: u.reason }, 'delivery cannot be sent; marked dead');

@@ -75,12 +75,15 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
       const counts = emptyCounts();
       const rejected: Array<{ position: number | null; reason: string; detail: string }> = [];
       const hasWebhook = new Map<string, boolean>();
+      /** Ordering keys queued per organization (see WorkSignal.notify). */
+      const queuedKeys = new Map<string, Set<number>>();
       store.transaction(() => {
         // Never before the newest stored event: fresh deliveries are dispatched in
         // (next_attempt_at, id) order, which must be the order in which they were queued even
         // if the clock stepped back (NTP), and time windows map to seq ranges (recovery).
         const now = store.feed.receivedAt(store.clock.now());
         hasWebhook.clear();
+        queuedKeys.clear();
         const sourceId = store.feed.sourceId(source);
         const quarantine = (line: RawLine, reason: RejectReason, detail: string, eventId: string | null, lineBytes = line.bytes.length) => {
           store.feed.insertReject({
@@ -126,13 +129,18 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
             queued = store.webhooks.get(event.orgId) !== null;
             hasWebhook.set(event.orgId, queued);
           }
-          if (queued) store.deliveries.insert(seq, event.orgId, orderingKey(event.orgId, event.anticipationRequestId), now);
-          else counts.undeliverable++;
+          if (queued) {
+            const key = orderingKey(event.orgId, event.anticipationRequestId);
+            store.deliveries.insert(seq, event.orgId, key, now);
+            let keys = queuedKeys.get(event.orgId);
+            if (keys === undefined) queuedKeys.set(event.orgId, (keys = new Set()));
+            keys.add(key);
+          } else counts.undeliverable++;
         }
         if (position !== null) store.feed.savePosition(position, now);
         store.feed.addStats(source, counts.accepted, counts.duplicates, counts.quarantined, now);
       });
-      for (const [orgId, queued] of hasWebhook) if (queued) work.notify(orgId, 'queued');
+      for (const [orgId, keys] of queuedKeys) work.notify(orgId, 'queued', keys);
       for (const r of rejected) feedLog.warn({ source, position: r.position, reason: r.reason, detail: r.detail }, 'feed line quarantined');
       return counts;
     },

@@ -7,18 +7,25 @@
  */
 export type WorkKind = 'queued' | 'webhook';
 
+/**
+ * `keys`, with `queued`: the ordering keys (requests) of the deliveries queued, when the caller
+ * knows them all; the dispatcher then knows which deliveries in flight they wait behind.
+ * Without, it assumes any of them may.
+ */
+export type WorkListener = (orgId: string, kind: WorkKind, keys?: ReadonlySet<number>) => void;
+
 export interface WorkSignal {
   /** Call after the transaction that made the change has committed. */
-  notify(orgId: string, kind: WorkKind): void;
+  notify(orgId: string, kind: WorkKind, keys?: ReadonlySet<number>): void;
   /** Returns the function that unsubscribes. */
-  subscribe(listener: (orgId: string, kind: WorkKind) => void): () => void;
+  subscribe(listener: WorkListener): () => void;
 }
 
 export function createWorkSignal(): WorkSignal {
-  const listeners = new Set<(orgId: string, kind: WorkKind) => void>();
+  const listeners = new Set<WorkListener>();
   return {
-    notify(orgId, kind) {
-      for (const listener of listeners) listener(orgId, kind);
+    notify(orgId, kind, keys) {
+      for (const listener of listeners) listener(orgId, kind, keys);
     },
     subscribe(listener) {
       listeners.add(listener);

@@ -127,10 +127,13 @@ interface Row {
  * organization) that is being attempted (leased), whenever it was queued, or that was queued
  * before `d` and was tried (waiting for its retry). So a request never has two deliveries in
  * flight, and a later change waits for an earlier one that is failing. Served by the partial
- * index deliveries_ordering, which holds exactly the tried and leased pending deliveries.
+ * index deliveries_ordering, which holds exactly the tried and leased pending deliveries. The
+ * `+` keeps SQLite from reading it through deliveries_org_due instead (its choice without
+ * statistics): that visits every delivery of the organization in flight, for each candidate,
+ * and cost the claim about a fifth of its time with 8 in flight (measured, docs/benchmarks.md).
  */
 const HELD_BACK = `SELECT 1 FROM deliveries p
-  WHERE p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
+  WHERE p.ordering_key = d.ordering_key AND +p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
     AND p.id <> d.id AND (p.lease_expires_at IS NOT NULL OR p.id < d.id)`;
 /** deliveries_org_status's condition, written as the index has it (see QUEUE_GAUGE_SQL). */
 const IN_STATUS_INDEX = `(status <> 'pending' OR attempts > 0 OR lease_expires_at IS NOT NULL)`;
