@@ -17,6 +17,7 @@
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { writeFileSync } from 'node:fs';
 import { Webhook } from 'standardwebhooks';
 
 /** Messages from the orchestrator; each is answered by a `ReceiverReply` with the same `id`. */
@@ -98,6 +99,8 @@ const nowMs = () => performance.timeOrigin + performance.now();
 
 const verifiers = new Map<string, Webhook>();
 const phases = new Map<string, PhaseRecord>();
+/** appended_at of each phase's event 0 (see dumpLatencies). */
+const firstAppended = new Map<string, number>();
 const sockets = new Set<Socket>();
 const problems: string[] = [];
 let requests = 0;
@@ -137,6 +140,7 @@ function record(eventId: string, appendedAt: unknown, arrival: number): boolean 
     phase.unique++;
     phase.lastNewArrival = arrival;
     if (typeof appendedAt === 'number') phase.latencies[index] = arrival - appendedAt;
+    if (typeof appendedAt === 'number' && index === 0) firstAppended.set(phaseName, appendedAt);
   } else {
     phase.duplicates++;
   }
@@ -179,6 +183,19 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
     }
     answer(res, 200);
   });
+}
+
+/**
+ * With BENCH_LATENCY_DUMP=PREFIX in the environment (a diagnostic, docs/benchmarks.md): the
+ * phase's latencies in event order (a Float64Array, NaN for an event not arrived) go to
+ * PREFIX-<phase>.f64, and the appended_at of its first event (epoch ms) to PREFIX-<phase>.t0, to
+ * see when in a run the slow arrivals fell.
+ */
+function dumpLatencies(name: string, phase: PhaseRecord): void {
+  const prefix = process.env.BENCH_LATENCY_DUMP;
+  if (!prefix) return;
+  writeFileSync(`${prefix}-${name}.f64`, phase.latencies);
+  writeFileSync(`${prefix}-${name}.t0`, String(firstAppended.get(name) ?? ''));
 }
 
 function listen(srv: Server, onPort: number): Promise<number> {
@@ -281,6 +298,7 @@ async function run(command: ReceiverCommand): Promise<Omit<ReceiverReply, 'id' |
       for (const name of command.phases) {
         const phase = phases.get(name);
         if (phase) out[name] = phaseStats(name, phase, command.latencies);
+        if (phase && command.latencies) dumpLatencies(name, phase);
       }
       return {
         stats: { requests, signatureFailures, unexpected, ceilingRequests, meanBodyBytes: bodies === 0 ? 0 : Math.round(bodyBytes / bodies), problems, phases: out },

@@ -218,7 +218,7 @@ export const CONFIG_SCHEMA = {
     groupCommitInterval: {
       type: { kind: 'duration', min: 0, max: 1000 },
       default: '5ms',
-      doc: 'Least time between two commits of delivery outcomes and claims: attempts that end meanwhile are recorded in one transaction (one fsync). Longer: fewer commits under load; shorter: a request\'s next change goes out sooner.',
+      doc: 'Least time between two commits of delivery outcomes and claims: attempts that end meanwhile are recorded in one transaction (one fsync). Longer: fewer commits under load; shorter: a request\'s next change goes out sooner. New work for a webhook with a free slot is claimed at once, without waiting for it.',
     },
   },
   retention: {
