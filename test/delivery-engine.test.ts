@@ -34,11 +34,30 @@ import {
   startReceiver,
   waitFor,
   waitForDelivery,
+  type DeliveryRig,
+  type Receiver,
   type TestTls,
 } from './receivers.ts';
 
 /** Polls so slow that only a wake-up can explain a prompt delivery. */
 const NO_POLLS = { 'delivery.pollInterval': '60s', 'feed.pollIntervalMs': '60000' } as const;
+
+/**
+ * Appends `${prefix}_1` to `${prefix}_5` one at a time (`${prefix}_0` already arrived), each once
+ * the one before has arrived and `pauseMs` later; returns each one's append-to-arrival time (ms).
+ */
+async function appendOneByOne(rig: DeliveryRig, receiver: Receiver, prefix: string, pauseMs: number): Promise<number[]> {
+  const latencies: number[] = [];
+  for (let i = 1; i <= 5; i++) {
+    const appendedAt = Date.now();
+    rig.feed(feedLine('org-a', `${prefix}_${i}`));
+    const [req] = (await receiver.waitForRequests(i + 1, 5_000)).slice(i);
+    assert.equal(eventIdOf(req!), `${prefix}_${i}`);
+    latencies.push(req!.receivedAt - appendedAt);
+    await sleep(pauseMs);
+  }
+  return latencies;
+}
 
 test('wake-ups: an appended feed line and an API call are delivered at once, without waiting for a poll', async (t) => {
   const rig = await startDeliveryRig(t, NO_POLLS);
@@ -49,15 +68,7 @@ test('wake-ups: an appended feed line and an API call are delivered at once, wit
   rig.feed(feedLine('org-a', 'evt_wake_0'));
   await receiver.waitForRequests(1, 10_000);
 
-  const latencies: number[] = [];
-  for (let i = 1; i <= 5; i++) {
-    const appendedAt = Date.now();
-    rig.feed(feedLine('org-a', `evt_wake_${i}`));
-    const [req] = (await receiver.waitForRequests(i + 1, 5_000)).slice(i);
-    assert.equal(eventIdOf(req!), `evt_wake_${i}`);
-    latencies.push(req!.receivedAt - appendedAt);
-    await sleep(50);
-  }
+  const latencies = await appendOneByOne(rig, receiver, 'evt_wake', 50);
   // Both polls are a minute: a line reached the receiver because the file change woke the
   // tailer and the commit woke the dispatcher.
   assert.ok(Math.max(...latencies) < 5_000, `append-to-arrival ${latencies.join(', ')} ms`);
@@ -366,15 +377,7 @@ test('new work is claimed at once while slots are free, not at the next group co
   rig.feed(feedLine('org-a', 'evt_claim_0'));
   await receiver.waitForRequests(1, 10_000);
 
-  const latencies: number[] = [];
-  for (let i = 1; i <= 5; i++) {
-    const appendedAt = Date.now();
-    rig.feed(feedLine('org-a', `evt_claim_${i}`));
-    const [req] = (await receiver.waitForRequests(i + 1, 5_000)).slice(i);
-    assert.equal(eventIdOf(req!), `evt_claim_${i}`);
-    latencies.push(req!.receivedAt - appendedAt);
-    await sleep(30);
-  }
+  const latencies = await appendOneByOne(rig, receiver, 'evt_claim', 30);
   // Before, each waited for the window to end: anywhere up to a second after the last commit.
   assert.ok(Math.max(...latencies) < 400, `append-to-arrival ${latencies.join(', ')} ms with a 1 s group-commit window`);
   // Outcomes still wait for their group commit, and are all recorded.
