@@ -105,6 +105,8 @@ interface Attempt {
  *   the extra ones wait in memory, leased, and start as its slots free, so that one query
  *   serves several attempts (they are given back at shutdown; a crash lets their lease lapse,
  *   and as they were never sent nothing is sent twice).
+ * - New work for a webhook with a free slot and nothing claimed ahead is claimed at once, in a
+ *   transaction that only claims and does not wait for the disk (see requestClaim).
  * - Woken by the services (ingest, replay, recovery, test events, webhook changes) and by its
  *   own timers (retries falling due, pauses ending); the poll is only a safety net (work queued
  *   by another process), and an idle poll reads without writing.
