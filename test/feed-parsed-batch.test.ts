@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
 import { parseFeedLine, RejectReason, statusChangeBody, toStorable, type StorableLine } from '../src/domain/feed-event.ts';
 import { createWorkerLineParser, inlineLineParser, type LineParser } from '../src/feed/line-parser.ts';
-import { parseAndPack, PRE_REJECTED, unpack } from '../src/feed/parsed-batch.ts';
+import { PackedLines, parseAndPack, PRE_REJECTED, unpack } from '../src/feed/parsed-batch.ts';
 import { createLogger } from '../src/log.ts';
 import type { RawLine } from '../src/services/ingest.ts';
 
@@ -147,11 +147,61 @@ describe('parseAndPack / unpack', () => {
     assert.deepEqual(roundTrip(lines, RECEIVED_AT), expectedResults(lines, RECEIVED_AT));
   });
 
+  test('PackedLines decodes any line on request, in any order and again, and nothing past the end', () => {
+    const lines = [null, ...ACCEPTED_LINES, ...REJECTED_LINES.map((r) => r.bytes), null];
+    const { bytes, lengths } = packInput(lines);
+    const packed = new PackedLines(parseAndPack(bytes, lengths, RECEIVED_AT));
+    const expected = expectedResults(lines, RECEIVED_AT);
+    assert.equal(packed.length, lines.length);
+    // Backwards, then forwards: each line stands alone (the ingest asks for each once, but nothing depends on the order).
+    for (let i = lines.length - 1; i >= 0; i--) assert.deepEqual(packed.at(i), expected[i], `line ${i}, backwards`);
+    for (let i = 0; i < lines.length; i++) assert.deepEqual(packed.at(i), expected[i], `line ${i}, again`);
+    assert.equal(packed.at(lines.length), undefined);
+    assert.equal(packed.at(-1), undefined);
+  });
+
+  test('results are packed into a buffer handed back when it is large enough, with the same results', () => {
+    const lines = [null, ...ACCEPTED_LINES, ...REJECTED_LINES.map((r) => r.bytes)];
+    const { bytes, lengths } = packInput(lines);
+    const first = parseAndPack(bytes, lengths, RECEIVED_AT);
+    let handedBack: ArrayBuffer | null = null;
+    const packed = new PackedLines(first, (text) => {
+      assert.equal(handedBack, null, 'handed back once');
+      handedBack = text;
+    });
+    assert.deepEqual(packed.at(1), expectedResults(lines, RECEIVED_AT)[1]);
+    packed.release();
+    packed.release();
+    assert.equal(handedBack, first.text.buffer);
+    assert.throws(() => packed.at(1), /packed batch read after it was released/);
+    // Garbage left in the reused buffer does not show through.
+    new Uint8Array(handedBack!).fill(0x41);
+    const again = parseAndPack(bytes, lengths, RECEIVED_AT, handedBack!);
+    assert.equal(again.text.buffer, handedBack, 'the buffer was reused');
+    assert.deepEqual(unpack(again), expectedResults(lines, RECEIVED_AT));
+    // Too small a buffer is not used.
+    const small = new ArrayBuffer(16);
+    assert.notEqual(parseAndPack(bytes, lengths, RECEIVED_AT, small).text.buffer, small);
+  });
+
+  test('PackedLines refuses a batch whose offsets do not match its events, and an event whose text was cut short', () => {
+    const { bytes, lengths } = packInput(ACCEPTED_LINES.slice(0, 3));
+    const batch = parseAndPack(bytes, lengths, RECEIVED_AT);
+    assert.throws(() => new PackedLines({ ...batch, starts: batch.starts.subarray(0, 2) }), /packed batch holds 2 offsets for 3 events/);
+    assert.throws(() => new PackedLines({ ...batch, text: batch.text.subarray(0, batch.text.byteLength - 1) }), /does not end with the fifth field of its last event/);
+    // The second event's start moved into the last event's fields: fewer than five separators follow it.
+    const shifted = Int32Array.from(batch.starts);
+    shifted[1] = Buffer.from(batch.text).indexOf(0, shifted[2]!) + 1;
+    const packed = new PackedLines({ ...batch, starts: shifted });
+    assert.throws(() => packed.at(1), /packed batch event 1 does not hold five fields/);
+    assert.deepEqual(packed.at(0), toStorable(parseFeedLine(ACCEPTED_LINES[0]!, RECEIVED_AT)), 'the other events are still read');
+  });
+
   test('unpack refuses a batch whose text does not hold five fields per event', () => {
     const { bytes, lengths } = packInput(ACCEPTED_LINES.slice(0, 2));
     const batch = parseAndPack(bytes, lengths, RECEIVED_AT);
     const extra = Buffer.concat([batch.text, Buffer.from('extra\u0000')]);
-    assert.throws(() => unpack({ ...batch, text: extra }), /packed batch holds 11 fields for 2 events/);
+    assert.throws(() => unpack({ ...batch, text: extra }), /packed batch text does not end with the fifth field of its last event/);
   });
 });
 
@@ -192,6 +242,15 @@ function workerParser(t: TestContext, idleThreadMs?: number): { parser: LinePars
   return { parser, logRecords };
 }
 
+/** A parser's results as an array (a worker parser decodes them one at a time, on request). */
+async function parseAll(parser: LineParser, lines: readonly RawLine[], receivedAt: number): Promise<Array<StorableLine | null>> {
+  const parsed = await parser.parse(lines, receivedAt);
+  const all = Array.from({ length: parsed.length }, (_, i) => parsed.at(i) ?? null);
+  // As the ingest pipeline does once a batch is stored: the next batches write into its buffer.
+  parsed.release?.();
+  return all;
+}
+
 /** The worker logs an error exactly when it gives up and parses on the calling thread. */
 function fallbackErrors(logRecords: ReadonlyArray<Record<string, unknown>>): Array<Record<string, unknown>> {
   return logRecords.filter((r) => r.subsystem === 'feed-parser');
@@ -203,14 +262,14 @@ describe('worker line parser', () => {
     const lines = mixedRawLines(3000, 'a');
     const snapshot = lines.map((l) => Buffer.from(l.bytes));
 
-    const expected = await inlineLineParser.parse(lines, RECEIVED_AT);
+    const expected = await parseAll(inlineLineParser, lines, RECEIVED_AT);
     const outcomes = countOutcomes(expected);
     assert.ok(outcomes.accepted > 2000 && outcomes.rejected > 100 && outcomes.preRejected > 30, JSON.stringify(outcomes));
     lines.forEach((line, i) => {
       if (line.rejected) assert.equal(expected[i], null, `line ${i} was rejected before parsing`);
     });
 
-    const got = await parser.parse(lines, RECEIVED_AT);
+    const got = await parseAll(parser, lines, RECEIVED_AT);
     assert.deepEqual(got, expected);
     // The worker really parsed them (it logs an error whenever it falls back to this thread).
     assert.deepEqual(fallbackErrors(logRecords), []);
@@ -221,13 +280,13 @@ describe('worker line parser', () => {
   test('several batches in flight at once each get their own results, in line order', async (t) => {
     const { parser, logRecords } = workerParser(t);
     const batches = Array.from({ length: 6 }, (_, b) => ({ lines: mixedRawLines(500 + b * 137, `b${b}`), receivedAt: RECEIVED_AT + b * 60_000 }));
-    const results = await Promise.all(batches.map((b) => parser.parse(b.lines, b.receivedAt)));
+    const results = await Promise.all(batches.map((b) => parseAll(parser, b.lines, b.receivedAt)));
     for (const [b, batch] of batches.entries()) {
       assert.equal(results[b]!.length, batch.lines.length, `batch ${b}`);
-      assert.deepEqual(results[b], await inlineLineParser.parse(batch.lines, batch.receivedAt), `batch ${b}`);
+      assert.deepEqual(results[b], await parseAll(inlineLineParser, batch.lines, batch.receivedAt), `batch ${b}`);
     }
     // An empty batch in between is answered too.
-    assert.deepEqual(await parser.parse([], RECEIVED_AT), []);
+    assert.deepEqual(await parseAll(parser, [], RECEIVED_AT), []);
     assert.deepEqual(fallbackErrors(logRecords), []);
   });
 
@@ -235,7 +294,7 @@ describe('worker line parser', () => {
     const { parser } = workerParser(t);
     const line: RawLine = { bytes: lineBytes(base), position: 0 };
     const times = [RECEIVED_AT, RECEIVED_AT + 1, RECEIVED_AT - 5_000];
-    const results = await Promise.all(times.map((time) => parser.parse([line], time)));
+    const results = await Promise.all(times.map((time) => parseAll(parser, [line], time)));
     assert.deepEqual(
       results.map((r) => (r[0]?.ok ? r[0].event.occurredAt : null)),
       times,
@@ -245,13 +304,13 @@ describe('worker line parser', () => {
   test('after close() parse still answers, on the calling thread, with the same results', async (t) => {
     const { parser, logRecords } = workerParser(t);
     const lines = mixedRawLines(400, 'c');
-    const expected = await inlineLineParser.parse(lines, RECEIVED_AT);
-    assert.deepEqual(await parser.parse(lines, RECEIVED_AT), expected);
+    const expected = await parseAll(inlineLineParser, lines, RECEIVED_AT);
+    assert.deepEqual(await parseAll(parser, lines, RECEIVED_AT), expected);
     await parser.close();
-    assert.deepEqual(await parser.parse(lines, RECEIVED_AT), expected);
+    assert.deepEqual(await parseAll(parser, lines, RECEIVED_AT), expected);
     // Closing twice is harmless.
     await parser.close();
-    assert.deepEqual(await parser.parse(lines.slice(0, 10), RECEIVED_AT), expected.slice(0, 10));
+    assert.deepEqual(await parseAll(parser, lines.slice(0, 10), RECEIVED_AT), expected.slice(0, 10));
     // A deliberate close is not a failure.
     assert.deepEqual(fallbackErrors(logRecords), []);
   });
@@ -260,19 +319,19 @@ describe('worker line parser', () => {
     const { parser, logRecords } = workerParser(t, 200);
     assert.equal(parser.threadRunning, false, 'no thread before the first large batch');
     const first = mixedRawLines(1500, 'e');
-    assert.deepEqual(await parser.parse(first, RECEIVED_AT), await inlineLineParser.parse(first, RECEIVED_AT));
+    assert.deepEqual(await parseAll(parser, first, RECEIVED_AT), await parseAll(inlineLineParser, first, RECEIVED_AT));
     assert.equal(parser.threadRunning, true);
     // Batches of other sizes reuse the buffers the thread gave back, larger and smaller.
     for (const n of [3000, 700, 2999]) {
       const lines = mixedRawLines(n, `f${n}`);
-      assert.deepEqual(await parser.parse(lines, RECEIVED_AT), await inlineLineParser.parse(lines, RECEIVED_AT), `${n} lines`);
+      assert.deepEqual(await parseAll(parser, lines, RECEIVED_AT), await parseAll(inlineLineParser, lines, RECEIVED_AT), `${n} lines`);
     }
     const deadline = Date.now() + 10_000;
     while (parser.threadRunning && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
     assert.equal(parser.threadRunning, false, 'the thread ended after 200 ms without a batch');
     // The next large batch gets a new thread.
     const again = mixedRawLines(2500, 'g');
-    assert.deepEqual(await parser.parse(again, RECEIVED_AT), await inlineLineParser.parse(again, RECEIVED_AT));
+    assert.deepEqual(await parseAll(parser, again, RECEIVED_AT), await parseAll(inlineLineParser, again, RECEIVED_AT));
     assert.equal(parser.threadRunning, true, 'a new thread parsed it');
     assert.deepEqual(fallbackErrors(logRecords), [], 'never fell back to the calling thread');
   });
@@ -282,6 +341,6 @@ describe('worker line parser', () => {
     const lines = mixedRawLines(2000, 'd');
     const pending = parser.parse(lines, RECEIVED_AT);
     await parser.close();
-    assert.deepEqual(await pending, await inlineLineParser.parse(lines, RECEIVED_AT));
+    assert.deepEqual(await pending, await parseAll(inlineLineParser, lines, RECEIVED_AT));
   });
 });

@@ -94,6 +94,21 @@ test('the daemon’s ingest path gives memory back once after a burst of large b
   assert.equal(releases.length, 2);
 });
 
+test('a batch of few but long lines is a burst too: the large page cache is on while it is stored', async (t) => {
+  const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
+  t.after(() => store.close());
+  const path = await openIngestPath(store, silentLog, { checkpointsWhileBusy: true });
+  t.after(() => path.close());
+  const cache = () => store.db.pragma('cache_size', { simple: true });
+  assert.equal(cache(), -QUIET_CACHE_KIB);
+  // 100 lines of about 1.6 KB: under 1,000 lines and under 256 KiB.
+  path.ingest.ingest('/feed.jsonl', lines(0, 100), null);
+  assert.equal(cache(), -QUIET_CACHE_KIB, 'a small batch is no burst');
+  // 200 such lines: over 256 KiB, as a batch of the file tailer (cut at 512 KiB) is with long lines.
+  path.ingest.ingest('/feed.jsonl', lines(1, 200), null);
+  assert.equal(cache(), -BURST_CACHE_KIB, 'the burst page cache is on');
+});
+
 test('a one-shot ingest (hookrelay ingest) does not trim: it ends soon and gives everything back at exit', async (t) => {
   const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
   t.after(() => store.close());

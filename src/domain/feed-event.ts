@@ -53,6 +53,18 @@ export type StorableEvent = Pick<FeedEvent, 'id' | 'orgId' | 'anticipationReques
 /** A parse result reduced to what storing it takes (what crosses back from the parser thread). */
 export type StorableLine = { readonly ok: true; readonly event: StorableEvent } | Extract<ParsedLine, { ok: false }>;
 
+/**
+ * Parse results, one per line, read by index: an array of them, or a packed batch from the parser
+ * thread decoded a line at a time (src/feed/parsed-batch.ts). `at(i)` is null for a line rejected
+ * before parsing.
+ */
+export interface ParsedLines {
+  readonly length: number;
+  at(index: number): StorableLine | null | undefined;
+  /** Called once the lines have been stored: what they were read from may be used again. */
+  release?(): void;
+}
+
 export function toStorable(parsed: ParsedLine): StorableLine {
   if (!parsed.ok) return parsed;
   const { id, orgId, anticipationRequestId, occurredAt, details, legacyId } = parsed.event;

@@ -1,6 +1,6 @@
-import type { StorableLine } from '../domain/feed-event.ts';
 import type { RawLine } from '../services/ingest.ts';
 import type { LineParser } from './line-parser.ts';
+import type { ParsedLines } from '../domain/feed-event.ts';
 
 /**
  * Overlaps parsing with committing: a batch handed in is given to the parser (a worker
@@ -13,11 +13,11 @@ import type { LineParser } from './line-parser.ts';
 export class BatchPipeline<M> {
   readonly #parser: LineParser;
   readonly #now: () => number;
-  readonly #commit: (lines: RawLine[], parsed: Array<StorableLine | null>, meta: M) => unknown;
-  #parsing: { lines: RawLine[]; meta: M; parsed: Promise<Array<StorableLine | null>> } | null = null;
+  readonly #commit: (lines: RawLine[], parsed: ParsedLines, meta: M) => unknown;
+  #parsing: { lines: RawLine[]; meta: M; parsed: Promise<ParsedLines> } | null = null;
 
   /** `now` gives the time a batch is parsed at (it stands in for a missing occurred_at). */
-  constructor(parser: LineParser, now: () => number, commit: (lines: RawLine[], parsed: Array<StorableLine | null>, meta: M) => unknown) {
+  constructor(parser: LineParser, now: () => number, commit: (lines: RawLine[], parsed: ParsedLines, meta: M) => unknown) {
     this.#parser = parser;
     this.#now = now;
     this.#commit = commit;
@@ -30,14 +30,21 @@ export class BatchPipeline<M> {
     // Awaited by the next submit or by drain; dropped (with its error) if an error ends the reader first.
     parsed.catch(() => {});
     this.#parsing = { lines, meta, parsed };
-    if (previous) await this.#commit(previous.lines, await previous.parsed, previous.meta);
+    if (previous) await this.#commitParsed(previous);
+  }
+
+  /** Commits a parsed batch, then lets the parser reuse what its results were read from (not after a failed commit: nothing is shared then). */
+  async #commitParsed(batch: { lines: RawLine[]; meta: M; parsed: Promise<ParsedLines> }): Promise<void> {
+    const parsed = await batch.parsed;
+    await this.#commit(batch.lines, parsed, batch.meta);
+    parsed.release?.();
   }
 
   /** Commits the batch still held, if any. */
   async drain(): Promise<void> {
     const last = this.#parsing;
     this.#parsing = null;
-    if (last) await this.#commit(last.lines, await last.parsed, last.meta);
+    if (last) await this.#commitParsed(last);
   }
 
   /** Forgets the batch still held (after an error), once its parse has finished, so that nothing runs on behind the caller. */

@@ -7,7 +7,7 @@ import type { Logger } from '../log.ts';
 import type { IngestService, RawLine } from '../services/ingest.ts';
 import { storageRetryDelayMs, type StorageHealth } from '../services/storage-health.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
-import type { StorableLine } from '../domain/feed-event.ts';
+import type { ParsedLines } from '../domain/feed-event.ts';
 import { BatchPipeline } from './batch-pipeline.ts';
 import { watchForChanges, type ChangeWatch } from './change-watch.ts';
 import { inlineLineParser, type LineParser } from './line-parser.ts';
@@ -15,10 +15,20 @@ import { LineSplitter } from './line-splitter.ts';
 
 /** The identity of a feed file is its device, inode and a hash of up to this many first bytes. */
 export const FINGERPRINT_BYTES = 256;
-const READ_CHUNK_BYTES = 4 << 20;
+/**
+ * Largest read. 1 MiB reads ingest as fast as 4 MiB ones and hold less: each read's buffer lives
+ * until the lines cut from it are stored (docs/benchmarks.md, "Memory").
+ */
+const READ_CHUNK_BYTES = 1 << 20;
 const FIRST_READ_CHUNK_BYTES = 64 << 10;
-/** A batch is committed once it holds this many bytes of lines, whatever its line count. */
-const BATCH_BYTES = 16 << 20;
+/**
+ * A batch is committed once it holds this many bytes of lines, whatever its line count: what a
+ * batch takes on its way (its lines, their copy for the parser thread, the packed results, the
+ * parser thread's heap) grows with it, and a large ingest holds two batches at once. 512 KiB
+ * (1,800 lines of 300 bytes) held the peak of a 1,000,000-line burst about 50 MiB lower than
+ * batches of 10,000 lines, for about 15 % of the ingest rate (docs/benchmarks.md, "Memory").
+ */
+const BATCH_BYTES = 512 << 10;
 const RESTART_DELAY_MS = 1000;
 /** Least time between two reads of a file that keeps changing: lines appended meanwhile share a commit. */
 const MIN_READ_INTERVAL_MS = 4;
@@ -161,7 +171,7 @@ export function createFileTailer(options: FileTailerOptions) {
     return total;
   }
 
-  async function commit(feed: OpenFeed, fp: { current: Fingerprint }, lines: RawLine[], end: number, parsed?: Array<StorableLine | null>): Promise<void> {
+  async function commit(feed: OpenFeed, fp: { current: Fingerprint }, lines: RawLine[], end: number, parsed?: ParsedLines): Promise<void> {
     const wanted = Math.min(FINGERPRINT_BYTES, end);
     if (fp.current.bytes < wanted) fp.current = await fingerprintOf(feed.fh, wanted);
     const position: FeedPosition = { source, dev: feed.dev, ino: feed.ino, fingerprint: fp.current.hash, fingerprintBytes: fp.current.bytes, position: end };

@@ -6,8 +6,20 @@ import { createHeapTrimmer } from '../store/heap-trim.ts';
 import type { Store } from '../store/store.ts';
 import { createWorkerLineParser, IDLE_THREAD_MS, type LineParser } from './line-parser.ts';
 
-/** A batch of at least this many lines keeps background WAL checkpoints on (a large ingest under way). */
+/**
+ * A batch of at least this many lines, or of this many bytes of lines, keeps background WAL
+ * checkpoints on (a large ingest under way). The file tailer ends a batch at 512 KiB, so a feed of
+ * long lines comes in batches of fewer than 1,000 lines.
+ */
 export const LARGE_BATCH_LINES = 1000;
+export const LARGE_BATCH_BYTES = 256 << 10;
+
+function isLargeBatch(lines: ReadonlyArray<{ readonly bytes: Uint8Array }>): boolean {
+  if (lines.length >= LARGE_BATCH_LINES) return true;
+  let bytes = 0;
+  for (const line of lines) if ((bytes += line.bytes.length) >= LARGE_BATCH_BYTES) return true;
+  return false;
+}
 
 /**
  * How long after the last burst (a large batch, a retention pass) the memory it freed is given
@@ -86,7 +98,7 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
     ? {
         ...service,
         ingest(source, lines, position, parsed) {
-          if (lines.length >= LARGE_BATCH_LINES) burst();
+          if (isLargeBatch(lines)) burst();
           return service.ingest(source, lines, position, parsed);
         },
       }

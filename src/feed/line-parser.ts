@@ -1,15 +1,15 @@
 import type { Worker } from 'node:worker_threads';
-import { parseFeedLine, toStorable, type StorableLine } from '../domain/feed-event.ts';
+import { parseFeedLine, toStorable, type ParsedLines, type StorableLine } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import { startWorker } from '../worker-thread.ts';
 import type { RawLine } from '../services/ingest.ts';
-import { PRE_REJECTED, unpack, type PackedBatch } from './parsed-batch.ts';
+import { PackedLines, PRE_REJECTED, textCapacity, type PackedBatch } from './parsed-batch.ts';
 import type { ParseReply, ParseRequest } from './parse-worker.ts';
 
 /** Parses batches of feed lines; one result per line (reduced to what storing it takes), null for a line already rejected (`line.rejected`). */
 export interface LineParser {
   /** `receivedAt` (epoch ms) stands in for a missing occurred_at. */
-  parse(lines: readonly RawLine[], receivedAt: number): Promise<Array<StorableLine | null>>;
+  parse(lines: readonly RawLine[], receivedAt: number): Promise<ParsedLines>;
   /** Ends the worker thread, if any. Pending parses are still answered (on this thread). */
   close(): Promise<void>;
 }
@@ -52,6 +52,11 @@ export function createWorkerLineParser(log: Logger, options: { idleThreadMs?: nu
   // thread's garbage collector they outlived every batch: an idle thread never collects, and
   // after a large ingest up to 60 MB of them were held by nothing but a thread with no work.
   const spare: ArrayBuffer[] = [];
+  // The same for the buffers results come back in, once their batch is stored (PackedLines.release).
+  const spareText: ArrayBuffer[] = [];
+  const keepText = (text: ArrayBuffer) => {
+    if (spareText.length < SPARE_BUFFERS) spareText.push(text);
+  };
 
   function failAll(err: Error): void {
     for (const w of waiting.values()) w.reject(err);
@@ -73,6 +78,7 @@ export function createWorkerLineParser(log: Logger, options: { idleThreadMs?: nu
       if (worker !== w || waiting.size > 0) return;
       worker = null;
       spare.length = 0;
+      spareText.length = 0;
       retired.add(w);
       retiring = w.terminate().then(
         () => {},
@@ -138,12 +144,15 @@ export function createWorkerLineParser(log: Logger, options: { idleThreadMs?: nu
       lengths[i] = line.bytes.length;
     });
     const id = nextId++;
-    const request: ParseRequest = { id, bytes, lengths, receivedAt };
+    // A results buffer large enough for what parseAndPack reserves, if one was given back.
+    const t = spareText.findIndex((b) => b.byteLength >= textCapacity(total));
+    const text = t >= 0 ? spareText.splice(t, 1)[0]! : undefined;
+    const request: ParseRequest = text === undefined ? { id, bytes, lengths, receivedAt } : { id, bytes, lengths, receivedAt, text };
     const w = worker;
     return new Promise<PackedBatch>((resolve, reject) => {
       waiting.set(id, { resolve, reject });
       w.ref();
-      w.postMessage(request, [bytes.buffer, lengths.buffer as ArrayBuffer]);
+      w.postMessage(request, text === undefined ? [bytes.buffer, lengths.buffer as ArrayBuffer] : [bytes.buffer, lengths.buffer as ArrayBuffer, text]);
     });
   }
 
@@ -157,7 +166,7 @@ export function createWorkerLineParser(log: Logger, options: { idleThreadMs?: nu
       // and back would cost more than the parsing, and add to every line's latency.
       if (failed || lines.length <= INLINE_LINES) return parseHere(lines, receivedAt);
       try {
-        return unpack(await inWorker(lines, receivedAt));
+        return new PackedLines(await inWorker(lines, receivedAt), keepText);
       } catch (err) {
         if (!failed) parserLog.error({ err }, 'feed parser thread failed; parsing on the main thread from now on');
         failed = true;

@@ -10,6 +10,8 @@ export interface ParseRequest {
   readonly bytes: Uint8Array;
   readonly lengths: Int32Array;
   readonly receivedAt: number;
+  /** A buffer that held an earlier batch's results, to write these into (see PackedLines.release). */
+  readonly text?: ArrayBuffer;
 }
 
 /** The results, and the request's buffer given back to be filled again (see line-parser.ts). */
@@ -20,8 +22,8 @@ export interface ParseReply {
 }
 
 parentPort?.on('message', (request: ParseRequest) => {
-  const batch = parseAndPack(request.bytes, request.lengths, request.receivedAt);
+  const batch = parseAndPack(request.bytes, request.lengths, request.receivedAt, request.text);
   const bytes = request.bytes.buffer as ArrayBuffer;
   const reply: ParseReply = { id: request.id, batch, bytes };
-  parentPort!.postMessage(reply, [batch.slots.buffer as ArrayBuffer, batch.occurredAt.buffer as ArrayBuffer, batch.text.buffer as ArrayBuffer, bytes]);
+  parentPort!.postMessage(reply, [batch.slots.buffer as ArrayBuffer, batch.starts.buffer as ArrayBuffer, batch.occurredAt.buffer as ArrayBuffer, batch.text.buffer as ArrayBuffer, bytes]);
 });

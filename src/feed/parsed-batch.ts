@@ -1,4 +1,4 @@
-import { parseFeedLine, type RejectReason, type StorableLine } from '../domain/feed-event.ts';
+import { parseFeedLine, type ParsedLines, type RejectReason, type StorableLine } from '../domain/feed-event.ts';
 
 /**
  * A batch of parsed feed lines in the shape that crosses between threads cheaply: the
@@ -11,18 +11,24 @@ import { parseFeedLine, type RejectReason, type StorableLine } from '../domain/f
  * The text fields are separated by a 0 byte, which none of them can contain: the parser refuses
  * control characters in ids and statuses, and the details are JSON text, which
  * escapes them (and UTF-8 has no 0 byte but U+0000).
+ *
+ * The receiving thread decodes one line at a time, when it stores it (see PackedLines), not the
+ * whole batch up front: a batch decoded into strings and objects stayed alive for the whole
+ * commit, survived the young-generation collections that ran meanwhile and was copied into the
+ * old generation, which grew by tens of MB during a large ingest before a full collection.
  */
 export interface PackedBatch {
   /** Per line: k >= 0, the k-th accepted event; -1, a line rejected before parsing (no result); -2 - r, the r-th reject. */
   readonly slots: Int32Array;
   /** Five fields per accepted event, as UTF-8, each followed by a 0 byte: id, organization, request, details (the status fields and the data, as JSON members), legacy id (empty for none). */
   readonly text: Uint8Array;
+  /** Per accepted event, the offset in `text` of its first field. */
+  readonly starts: Int32Array;
   /** occurred_at (epoch ms) per accepted event. */
   readonly occurredAt: Float64Array;
   readonly rejects: ReadonlyArray<{ readonly reason: RejectReason; readonly detail: string; readonly eventId: string | null }>;
 }
 
-const SEPARATOR = '\u0000';
 const FIELDS = 5;
 export const PRE_REJECTED = -1;
 
@@ -31,8 +37,10 @@ class TextBuffer {
   #buffer: Buffer;
   #length = 0;
 
-  constructor(capacity: number) {
-    this.#buffer = Buffer.allocUnsafeSlow(Math.max(capacity, 1024));
+  /** Writes into `reuse` (a buffer given back by the receiving thread) when it holds `capacity` bytes. */
+  constructor(capacity: number, reuse?: ArrayBuffer) {
+    // Batches of one feed are much alike: a little room lets this buffer serve the next ones too.
+    this.#buffer = reuse !== undefined && reuse.byteLength >= capacity ? Buffer.from(reuse) : Buffer.allocUnsafeSlow(Math.ceil(capacity * 1.125));
   }
 
   /** Appends `field` as UTF-8 and a 0 byte after it. */
@@ -48,17 +56,29 @@ class TextBuffer {
     this.#buffer[this.#length++] = 0;
   }
 
+  get length(): number {
+    return this.#length;
+  }
+
   bytes(): Uint8Array {
     return new Uint8Array(this.#buffer.buffer, 0, this.#length);
   }
 }
 
-/** Parses the lines of `bytes` (lengths[i] bytes each, back to back; -1 for a line not to parse) and packs the results. */
-export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt: number): PackedBatch {
+/** What parseAndPack reserves for the results of `lineBytes` bytes of lines: the fields take about as many bytes as the lines they come from. */
+export function textCapacity(lineBytes: number): number {
+  return Math.max(Math.ceil(lineBytes * 1.25), 1024);
+}
+
+/**
+ * Parses the lines of `bytes` (lengths[i] bytes each, back to back; -1 for a line not to parse) and packs the results,
+ * into `reuse` when it is large enough (see PackedLines.release).
+ */
+export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt: number, reuse?: ArrayBuffer): PackedBatch {
   const slots = new Int32Array(lengths.length);
-  // The fields take about as many bytes as the lines they come from.
-  const text = new TextBuffer(Math.ceil(bytes.length * 1.25));
+  const text = new TextBuffer(textCapacity(bytes.length), reuse);
   const times: number[] = [];
+  const starts: number[] = [];
   const rejects: Array<PackedBatch['rejects'][number]> = [];
   let offset = 0;
   for (let i = 0; i < lengths.length; i++) {
@@ -73,6 +93,7 @@ export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt:
       const e = parsed.event;
       slots[i] = times.length;
       times.push(e.occurredAt);
+      starts.push(text.length);
       text.put(e.id);
       text.put(e.orgId);
       text.put(e.anticipationRequestId);
@@ -83,37 +104,93 @@ export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt:
       rejects.push({ reason: parsed.reason, detail: parsed.detail, eventId: parsed.eventId });
     }
   }
-  return { slots, text: text.bytes(), occurredAt: Float64Array.from(times), rejects };
+  return { slots, text: text.bytes(), starts: Int32Array.from(starts), occurredAt: Float64Array.from(times), rejects };
 }
 
-/** The parse results again, reduced to what storing them takes; one per line (null where the line was rejected before parsing). */
-export function unpack(batch: PackedBatch): Array<StorableLine | null> {
-  const text = batch.text;
-  // Each field ends with a separator: drop the last one, then split.
-  const fields = batch.occurredAt.length > 0 ? Buffer.from(text.buffer, text.byteOffset, text.byteLength - 1).toString('utf8').split(SEPARATOR) : [];
-  if (fields.length !== batch.occurredAt.length * FIELDS) throw new Error(`packed batch holds ${fields.length} fields for ${batch.occurredAt.length} events`);
-  const out = new Array<StorableLine | null>(batch.slots.length);
-  for (let i = 0; i < batch.slots.length; i++) {
-    const slot = batch.slots[i]!;
-    if (slot >= 0) {
-      const f = slot * FIELDS;
-      out[i] = {
-        ok: true,
-        event: {
-          id: fields[f]!,
-          orgId: fields[f + 1]!,
-          anticipationRequestId: fields[f + 2]!,
-          occurredAt: batch.occurredAt[slot]!,
-          details: fields[f + 3]!,
-          legacyId: fields[f + 4] || null,
-        },
-      };
-    } else if (slot === PRE_REJECTED) {
-      out[i] = null;
-    } else {
-      const r = batch.rejects[-2 - slot]!;
-      out[i] = { ok: false, reason: r.reason, detail: r.detail, eventId: r.eventId };
-    }
+/**
+ * The parse results of a packed batch, each decoded when it is asked for (and not kept): the
+ * strings of one event live only while it is stored.
+ */
+export class PackedLines implements ParsedLines {
+  readonly #batch: PackedBatch;
+  readonly #text: Buffer;
+  #onRelease: ((text: ArrayBuffer) => void) | null;
+
+  /** `onRelease` receives the text's buffer when the lines have been stored (release()), to be filled again. */
+  constructor(batch: PackedBatch, onRelease?: (text: ArrayBuffer) => void) {
+    this.#onRelease = onRelease ?? null;
+    const events = batch.occurredAt.length;
+    if (batch.starts.length !== events) throw new Error(`packed batch holds ${batch.starts.length} offsets for ${events} events`);
+    this.#batch = batch;
+    this.#text = Buffer.from(batch.text.buffer, batch.text.byteOffset, batch.text.byteLength);
+    // Every event's five fields must lie in the text, the last one ending at its end.
+    if (events > 0) {
+      const last = this.#fieldEnds(batch.starts[events - 1]!);
+      if (last === null || last[FIELDS - 1] !== this.#text.length - 1) throw new Error(`packed batch text does not end with the fifth field of its last event (${events} events, ${this.#text.length} bytes)`);
+    } else if (this.#text.length !== 0) throw new Error(`packed batch holds ${this.#text.length} bytes of text for no event`);
   }
-  return out;
+
+  get length(): number {
+    return this.#batch.slots.length;
+  }
+
+  /**
+   * Hands the text's buffer back, to be filled with another batch: the decoded strings are copies,
+   * so nothing refers to it, but this object must not be read again. Without it, each batch's
+   * buffer lived until a full collection (the object is promoted while its batch is stored), and
+   * tens of MB of them were waiting for one during a large ingest.
+   */
+  release(): void {
+    const onRelease = this.#onRelease;
+    if (onRelease === null) return;
+    this.#onRelease = null;
+    this.#released = true;
+    onRelease(this.#batch.text.buffer as ArrayBuffer);
+  }
+
+  #released = false;
+
+  at(index: number): StorableLine | null | undefined {
+    if (this.#released) throw new Error('packed batch read after it was released');
+    const batch = this.#batch;
+    if (index < 0 || index >= batch.slots.length) return undefined;
+    const slot = batch.slots[index]!;
+    if (slot === PRE_REJECTED) return null;
+    if (slot < 0) {
+      const r = batch.rejects[-2 - slot]!;
+      return { ok: false, reason: r.reason, detail: r.detail, eventId: r.eventId };
+    }
+    const start = batch.starts[slot]!;
+    const ends = this.#fieldEnds(start);
+    if (ends === null) throw new Error(`packed batch event ${slot} does not hold five fields`);
+    const text = this.#text;
+    return {
+      ok: true,
+      event: {
+        id: text.toString('utf8', start, ends[0]),
+        orgId: text.toString('utf8', ends[0] + 1, ends[1]),
+        anticipationRequestId: text.toString('utf8', ends[1] + 1, ends[2]),
+        occurredAt: batch.occurredAt[slot]!,
+        details: text.toString('utf8', ends[2] + 1, ends[3]),
+        legacyId: ends[4] > ends[3] + 1 ? text.toString('utf8', ends[3] + 1, ends[4]) : null,
+      },
+    };
+  }
+
+  /** The offsets of the separators after the five fields that start at `start`; null if the text ends first. */
+  #fieldEnds(start: number): [number, number, number, number, number] | null {
+    const text = this.#text;
+    const e0 = text.indexOf(0, start);
+    const e1 = e0 < 0 ? -1 : text.indexOf(0, e0 + 1);
+    const e2 = e1 < 0 ? -1 : text.indexOf(0, e1 + 1);
+    const e3 = e2 < 0 ? -1 : text.indexOf(0, e2 + 1);
+    const e4 = e3 < 0 ? -1 : text.indexOf(0, e3 + 1);
+    return e4 < 0 ? null : [e0, e1, e2, e3, e4];
+  }
+}
+
+/** The parse results again, all at once (tests; the parsers read a batch through PackedLines). */
+export function unpack(batch: PackedBatch): Array<StorableLine | null> {
+  const lines = new PackedLines(batch);
+  return Array.from({ length: lines.length }, (_, i) => lines.at(i) ?? null);
 }

@@ -1,4 +1,4 @@
-import { parseFeedLine, RejectReason, sameNotification, statusChangeBody, storedBody, type StorableEvent, type StorableLine } from '../domain/feed-event.ts';
+import { parseFeedLine, RejectReason, sameNotification, statusChangeBody, storedBody, type ParsedLines, type StorableEvent } from '../domain/feed-event.ts';
 import { orderingKey } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
@@ -70,7 +70,7 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
       return store.clock.now();
     },
 
-    ingest(source: string, lines: readonly RawLine[], position: FeedPosition | null, parsedLines?: ReadonlyArray<StorableLine | null>): IngestCounts {
+    ingest(source: string, lines: readonly RawLine[], position: FeedPosition | null, parsedLines?: ParsedLines): IngestCounts {
       if (parsedLines !== undefined && parsedLines.length !== lines.length) throw new Error(`${parsedLines.length} parse results for ${lines.length} lines`);
       const counts = emptyCounts();
       const rejected: Array<{ position: number | null; reason: string; detail: string }> = [];
@@ -106,7 +106,7 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
             quarantine(line, line.rejected.reason, line.rejected.detail, null, line.rejected.lineBytes);
             continue;
           }
-          const parsed = parsedLines?.[i] ?? parseFeedLine(line.bytes, now);
+          const parsed = parsedLines?.at(i) ?? parseFeedLine(line.bytes, now);
           if (!parsed.ok) {
             quarantine(line, parsed.reason, parsed.detail, parsed.eventId);
             continue;
