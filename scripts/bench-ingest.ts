@@ -3,15 +3,15 @@
  * the real file tailer commit them to a fresh SQLite database (WAL, synchronous=FULL) and
  * reports lines/s from first read to the last committed position, peak RSS, and bytes written.
  *
- *   node --max-semi-space-size=8 --import tsx scripts/bench-ingest.ts \
- *     [--lines N] [--runs R] [--batch B] [--ids sequential|uuid|none] [--compare] [--json FILE]
+ *   node --max-semi-space-size=4 --import tsx scripts/bench-ingest.ts \
+ *     [--lines N] [--runs R] [--batch B] [--batch-bytes BYTES] [--ids sequential|uuid|none] [--compare] [--json FILE]
  *
  * The daemon's design is measured: parsing on a worker thread pipelined with the commits, and
  * WAL checkpoints on a thread of their own. `--compare` also runs, alternating with it in the
  * same process on the same file, the single-threaded design (parse on the main thread, the
  * writer checkpoints itself every 4096 pages), so the ratio between the two is measured side by
  * side on this shared, noisy machine. The parse-only rate of the same line shape is measured in
- * the same process too. `--max-semi-space-size=8` is what `npm start` and the systemd unit use.
+ * the same process too. `--max-semi-space-size=4` is what `npm start` and the systemd unit use.
  *
  * `--ids` chooses the lines' event ids: `sequential` (evt-0, evt-1, ...; the default), `uuid`
  * (random UUIDs) or `none` (no event_id: hookrelay derives one from the line, a hash). Random ids
@@ -21,6 +21,7 @@
  * the file, so the tailer reads it from the start): every line is a duplicate. It reports that
  * rate next to the first one and their ratio, which should be about 1 or more.
  */
+import { CONFIG_SCHEMA } from '../src/config/schema.ts';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -41,7 +42,8 @@ const { values } = parseArgs({
   options: {
     lines: { type: 'string', default: '1000000' },
     runs: { type: 'string', default: '3' },
-    batch: { type: 'string', default: '10000' },
+    batch: { type: 'string', default: String(CONFIG_SCHEMA.feed.batchLines.default) },
+    'batch-bytes': { type: 'string', default: String(CONFIG_SCHEMA.feed.batchBytes.default) },
     compare: { type: 'boolean', default: false },
     again: { type: 'boolean', default: false },
     ids: { type: 'string', default: 'sequential' },
@@ -51,6 +53,7 @@ const { values } = parseArgs({
 const lines = Number(values.lines);
 const runs = Number(values.runs);
 const batchLines = Number(values.batch);
+const batchBytes = Number(values['batch-bytes']);
 const ids = values.ids;
 if (ids !== 'sequential' && ids !== 'uuid' && ids !== 'none') throw new Error(`--ids must be sequential, uuid or none, not ${ids}`);
 
@@ -113,7 +116,7 @@ async function measure(variant: Variant, run: number, feedPath: string, size: nu
   let peakRss = process.memoryUsage().rss;
   /** Tails `path` from its start until every byte is committed; returns the seconds it took. */
   const tail = async (path: string): Promise<number> => {
-    const tailer = createFileTailer({ path, ingest, log, maxLineBytes: 1 << 20, batchLines, pollIntervalMs: 50, startPosition: 'start', parser });
+    const tailer = createFileTailer({ path, ingest, log, maxLineBytes: 1 << 20, batchLines, batchBytes, pollIntervalMs: 50, startPosition: 'start', parser });
     global.gc?.();
     const started = performance.now();
     tailer.start();
@@ -156,7 +159,7 @@ try {
   const feedPath = join(dir, 'feed.jsonl');
   const size = await writeFeed(feedPath, lines);
   if (values.again) copyFileSync(feedPath, `${feedPath}.again`);
-  console.log(`feed: ${lines} lines, ${(size / 1024 / 1024).toFixed(1)} MiB (${Math.round(size / lines)} bytes/line), ${ids} event ids; batch ${batchLines}; ${variants.join(' vs ')}`);
+  console.log(`feed: ${lines} lines, ${(size / 1024 / 1024).toFixed(1)} MiB (${Math.round(size / lines)} bytes/line), ${ids} event ids; batches of ${batchLines} lines or ${batchBytes} bytes; ${variants.join(' vs ')}`);
   for (let run = 1; run <= runs; run++) {
     // Alternate the variants (and their order) so both see the same machine.
     const order = run % 2 === 1 ? variants : [...variants].reverse();
@@ -192,5 +195,5 @@ if (values.compare) {
 }
 console.log(`parsing alone (same line shape, in memory, one thread): ${parseOnly} lines/s`);
 if (values.json) {
-  writeFileSync(values.json, JSON.stringify({ lines, batchLines, ids, runs: results, summary, parseOnlyLinesPerSecond: parseOnly }, null, 2) + '\n');
+  writeFileSync(values.json, JSON.stringify({ lines, batchLines, batchBytes, ids, runs: results, summary, parseOnlyLinesPerSecond: parseOnly }, null, 2) + '\n');
 }

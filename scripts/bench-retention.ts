@@ -11,9 +11,10 @@
  * (`--refill`: the free pages are reused), and a compacted copy (VACUUM INTO, what
  * `hookrelay db backup` writes).
  *
- *   node --max-semi-space-size=8 --import tsx scripts/bench-retention.ts \
+ *   node --max-semi-space-size=4 --import tsx scripts/bench-retention.ts \
  *     [--lines N] [--batch 100,500,2000] [--response-bytes B] [--refill] [--json FILE]
  */
+import { CONFIG_SCHEMA } from '../src/config/schema.ts';
 import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { tmpdir } from 'node:os';
@@ -90,7 +91,7 @@ async function ingest(store: Store, feedPath: string, feedBytes: number): Promis
   const checkpoints = await startBackgroundCheckpoints(store.db, log);
   const parser = createWorkerLineParser(log);
   const service = createIngestService(store, log);
-  const tailer = createFileTailer({ path: feedPath, ingest: service, log, maxLineBytes: 1 << 20, batchLines: 10_000, pollIntervalMs: 50, startPosition: 'start', parser });
+  const tailer = createFileTailer({ path: feedPath, ingest: service, log, maxLineBytes: 1 << 20, batchLines: CONFIG_SCHEMA.feed.batchLines.default, batchBytes: CONFIG_SCHEMA.feed.batchBytes.default, pollIntervalMs: 50, startPosition: 'start', parser });
   const started = performance.now();
   tailer.start();
   while ((service.position(feedPath)?.position ?? 0) < feedBytes) await sleep(20);

@@ -34,6 +34,7 @@ export interface Config {
     readonly startPosition: 'start' | 'end';
     readonly maxLineBytes: number;
     readonly batchLines: number;
+    readonly batchBytes: number;
     readonly pollIntervalMs: number;
   };
   readonly delivery: {

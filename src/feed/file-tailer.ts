@@ -21,14 +21,6 @@ export const FINGERPRINT_BYTES = 256;
  */
 const READ_CHUNK_BYTES = 1 << 20;
 const FIRST_READ_CHUNK_BYTES = 64 << 10;
-/**
- * A batch is committed once it holds this many bytes of lines, whatever its line count: what a
- * batch takes on its way (its lines, their copy for the parser thread, the packed results, the
- * parser thread's heap) grows with it, and a large ingest holds two batches at once. 512 KiB
- * (1,800 lines of 300 bytes) held the peak of a 1,000,000-line burst about 50 MiB lower than
- * batches of 10,000 lines, for about 15 % of the ingest rate (docs/benchmarks.md, "Memory").
- */
-const BATCH_BYTES = 512 << 10;
 const RESTART_DELAY_MS = 1000;
 /** Least time between two reads of a file that keeps changing: lines appended meanwhile share a commit. */
 const MIN_READ_INTERVAL_MS = 4;
@@ -39,6 +31,12 @@ export interface FileTailerOptions {
   readonly log: Logger;
   readonly maxLineBytes: number;
   readonly batchLines: number;
+  /**
+   * A batch is committed once it holds this many bytes of lines, whatever its line count (and at
+   * `batchLines` lines): what a batch takes on its way (its lines, their copy for the parser
+   * thread, the packed results) grows with it, and a large ingest holds two batches at once.
+   */
+  readonly batchBytes: number;
   readonly pollIntervalMs: number;
   readonly startPosition: 'start' | 'end';
   /** Parses batches (on a worker thread, see line-parser.ts); by default on this thread. */
@@ -110,7 +108,7 @@ export function createFileTailer(options: FileTailerOptions) {
 
   /**
    * Reads `feed` from the splitter's position to the current end, committing a batch (with
-   * the offset after its last line) every `batchLines` lines or BATCH_BYTES bytes, and at the end.
+   * the offset after its last line) every `batchLines` lines or `batchBytes` bytes, and at the end.
    * Batches are pipelined (see BatchPipeline): while one is committed, the next one is parsed.
    * When `signal` is aborted it returns after the batches in progress are committed, possibly
    * before the end of the file.
@@ -148,7 +146,7 @@ export function createFileTailer(options: FileTailerOptions) {
           batch.push(line);
           batchBytes += line.bytes.length;
           batchEnd = end;
-          if (batch.length >= options.batchLines || batchBytes >= BATCH_BYTES) {
+          if (batch.length >= options.batchLines || batchBytes >= options.batchBytes) {
             await flush();
             // Every commit blocks this thread on fsync: let the admin API, the dispatcher and
             // a stop request run between batches.

@@ -77,8 +77,12 @@ export function textCapacity(lineBytes: number): number {
 export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt: number, reuse?: ArrayBuffer): PackedBatch {
   const slots = new Int32Array(lengths.length);
   const text = new TextBuffer(textCapacity(bytes.length), reuse);
-  const times: number[] = [];
-  const starts: number[] = [];
+  // Typed arrays, outside the JavaScript heap: arrays of numbers that grow with the batch were
+  // copied by every young collection of the parse, and made this thread's young generation grow
+  // to its largest with large batches.
+  const times = new Float64Array(lengths.length);
+  const starts = new Int32Array(lengths.length);
+  let events = 0;
   const rejects: Array<PackedBatch['rejects'][number]> = [];
   let offset = 0;
   for (let i = 0; i < lengths.length; i++) {
@@ -91,9 +95,10 @@ export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt:
     offset += length;
     if (parsed.ok) {
       const e = parsed.event;
-      slots[i] = times.length;
-      times.push(e.occurredAt);
-      starts.push(text.length);
+      slots[i] = events;
+      times[events] = e.occurredAt;
+      starts[events] = text.length;
+      events++;
       text.put(e.id);
       text.put(e.orgId);
       text.put(e.anticipationRequestId);
@@ -104,7 +109,7 @@ export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt:
       rejects.push({ reason: parsed.reason, detail: parsed.detail, eventId: parsed.eventId });
     }
   }
-  return { slots, text: text.bytes(), starts: Int32Array.from(starts), occurredAt: Float64Array.from(times), rejects };
+  return { slots, text: text.bytes(), starts: starts.slice(0, events), occurredAt: times.slice(0, events), rejects };
 }
 
 /**
