@@ -120,6 +120,7 @@ export class PackedLines implements ParsedLines {
   readonly #batch: PackedBatch;
   readonly #text: Buffer;
   #onRelease: ((text: ArrayBuffer) => void) | null;
+  #released = false;
 
   /** `onRelease` receives the text's buffer when the lines have been stored (release()), to be filled again. */
   constructor(batch: PackedBatch, onRelease?: (text: ArrayBuffer) => void) {
@@ -152,8 +153,6 @@ export class PackedLines implements ParsedLines {
     this.#released = true;
     onRelease(this.#batch.text.buffer as ArrayBuffer);
   }
-
-  #released = false;
 
   at(index: number): StorableLine | null | undefined {
     if (this.#released) throw new Error('packed batch read after it was released');
