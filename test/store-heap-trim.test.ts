@@ -104,7 +104,7 @@ test('a batch of few but long lines is a burst too: the large page cache is on w
   // 100 lines of about 1.6 KB: under 1,000 lines and under 256 KiB.
   path.ingest.ingest('/feed.jsonl', lines(0, 100), null);
   assert.equal(cache(), -QUIET_CACHE_KIB, 'a small batch is no burst');
-  // 200 such lines: over 256 KiB, as a batch of the file tailer (cut at 512 KiB) is with long lines.
+  // 200 such lines: over 256 KiB, as a batch of the file tailer is with long lines and a low feed.batchBytes.
   path.ingest.ingest('/feed.jsonl', lines(1, 200), null);
   assert.equal(cache(), -BURST_CACHE_KIB, 'the burst page cache is on');
 });

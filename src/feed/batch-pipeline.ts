@@ -1,6 +1,6 @@
+import type { ParsedLines } from '../domain/feed-event.ts';
 import type { RawLine } from '../services/ingest.ts';
 import type { LineParser } from './line-parser.ts';
-import type { ParsedLines } from '../domain/feed-event.ts';
 
 /**
  * Overlaps parsing with committing: a batch handed in is given to the parser (a worker

@@ -8,8 +8,9 @@ import { createWorkerLineParser, IDLE_THREAD_MS, type LineParser } from './line-
 
 /**
  * A batch of at least this many lines, or of this many bytes of lines, keeps background WAL
- * checkpoints on (a large ingest under way). The file tailer ends a batch at 512 KiB, so a feed of
- * long lines comes in batches of fewer than 1,000 lines.
+ * checkpoints on (a large ingest under way). The file tailer also ends a batch at
+ * `feed.batchBytes`, so with that set low a feed of long lines comes in batches of fewer than
+ * 1,000 lines.
  */
 export const LARGE_BATCH_LINES = 1000;
 export const LARGE_BATCH_BYTES = 256 << 10;
