@@ -184,6 +184,28 @@ describe('parseAndPack / unpack', () => {
     assert.notEqual(parseAndPack(bytes, lengths, RECEIVED_AT, small).text.buffer, small);
   });
 
+  test('a line not to parse whose bytes are in the input (-1 - its length) is skipped, and the lines after it read from the right place', () => {
+    const kept = ACCEPTED_LINES.slice(0, 3);
+    const skipped = Buffer.from('{"organization_id":"acme","cut off');
+    const bytes = Buffer.concat([kept[0]!, skipped, kept[1]!, skipped, skipped, kept[2]!]);
+    const lengths = Int32Array.from([kept[0]!.length, -1 - skipped.length, kept[1]!.length, -1 - skipped.length, -1 - skipped.length, kept[2]!.length]);
+    assert.deepEqual(unpack(parseAndPack(bytes, lengths, RECEIVED_AT)), expectedResults([kept[0]!, null, kept[1]!, null, null, kept[2]!], RECEIVED_AT));
+  });
+
+  test('fields that outgrow the room reserved for them (data most of each line) grow the buffer, with the same results', () => {
+    // The reserved text is three quarters of the lines' bytes; these fields take nearly all of them.
+    const lines = Array.from({ length: 40 }, (_, i) => lineBytes({ ...base, event_id: `chg_big_${i}`, data: { blob: 'ü'.repeat(2000 + i) } }));
+    const { bytes, lengths } = packInput(lines);
+    const batch = parseAndPack(bytes, lengths, RECEIVED_AT);
+    assert.ok(batch.text.byteLength > bytes.length * 0.9, `${batch.text.byteLength} bytes of text for ${bytes.length} bytes of lines`);
+    assert.deepEqual(unpack(batch), expectedResults(lines, RECEIVED_AT));
+    // Every part of the results is in one buffer, the one handed back (PackedLines.release) and filled again.
+    for (const part of [batch.slots, batch.starts, batch.occurredAt]) assert.equal(part.buffer, batch.text.buffer);
+    const again = parseAndPack(bytes, lengths, RECEIVED_AT, batch.text.buffer as ArrayBuffer);
+    assert.equal(again.text.buffer, batch.text.buffer, 'the grown buffer serves the next batch');
+    assert.deepEqual(unpack(again), expectedResults(lines, RECEIVED_AT));
+  });
+
   test('PackedLines refuses a batch whose offsets do not match its events, and an event whose text was cut short', () => {
     const { bytes, lengths } = packInput(ACCEPTED_LINES.slice(0, 3));
     const batch = parseAndPack(bytes, lengths, RECEIVED_AT);

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import { openIngestPath } from '../feed/ingest-path.ts';
+import { sourceBytes } from '../feed/line-batch.ts';
 import { ingestStream } from '../feed/stream-reader.ts';
 import { createIngestService, type IngestService } from '../services/ingest.ts';
 import type { Store } from '../store/store.ts';
@@ -55,7 +56,7 @@ export function registerFeedCommands(program: Command): void {
           ingest(...args) {
             const counts = path.ingest.ingest(...args);
             lines += args[1].length;
-            for (const line of args[1]) bytes += (line.rejected?.lineBytes ?? line.bytes.length) + 1;
+            bytes += sourceBytes(args[1]);
             progress.update(lines, size === null || size === 0 ? undefined : bytes / size);
             return counts;
           },

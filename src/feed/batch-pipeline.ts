@@ -1,5 +1,5 @@
 import type { ParsedLines } from '../domain/feed-event.ts';
-import type { RawLine } from '../services/ingest.ts';
+import type { LineBatch } from './line-batch.ts';
 import type { LineParser } from './line-parser.ts';
 
 /**
@@ -13,18 +13,18 @@ import type { LineParser } from './line-parser.ts';
 export class BatchPipeline<M> {
   readonly #parser: LineParser;
   readonly #now: () => number;
-  readonly #commit: (lines: RawLine[], parsed: ParsedLines, meta: M) => unknown;
-  #parsing: { lines: RawLine[]; meta: M; parsed: Promise<ParsedLines> } | null = null;
+  readonly #commit: (lines: LineBatch, parsed: ParsedLines, meta: M) => unknown;
+  #parsing: { lines: LineBatch; meta: M; parsed: Promise<ParsedLines> } | null = null;
 
   /** `now` gives the time a batch is parsed at (it stands in for a missing occurred_at). */
-  constructor(parser: LineParser, now: () => number, commit: (lines: RawLine[], parsed: ParsedLines, meta: M) => unknown) {
+  constructor(parser: LineParser, now: () => number, commit: (lines: LineBatch, parsed: ParsedLines, meta: M) => unknown) {
     this.#parser = parser;
     this.#now = now;
     this.#commit = commit;
   }
 
   /** Hands `lines` to the parser, then commits the batch handed in before (if any); resolves when that commit is done. */
-  async submit(lines: RawLine[], meta: M): Promise<void> {
+  async submit(lines: LineBatch, meta: M): Promise<void> {
     const previous = this.#parsing;
     const parsed = this.#parser.parse(lines, this.#now());
     // Awaited by the next submit or by drain; dropped (with its error) if an error ends the reader first.
@@ -33,11 +33,15 @@ export class BatchPipeline<M> {
     if (previous) await this.#commitParsed(previous);
   }
 
-  /** Commits a parsed batch, then lets the parser reuse what its results were read from (not after a failed commit: nothing is shared then). */
-  async #commitParsed(batch: { lines: RawLine[]; meta: M; parsed: Promise<ParsedLines> }): Promise<void> {
+  /**
+   * Commits a parsed batch, then hands on what its lines and results were held in, to be
+   * filled again (not after a failed commit: the buffers are dropped with the batch then).
+   */
+  async #commitParsed(batch: { lines: LineBatch; meta: M; parsed: Promise<ParsedLines> }): Promise<void> {
     const parsed = await batch.parsed;
     await this.#commit(batch.lines, parsed, batch.meta);
     parsed.release?.();
+    batch.lines.release();
   }
 
   /** Commits the batch still held, if any. */

@@ -4,20 +4,21 @@ import { dirname, join } from 'node:path';
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import { RejectReason } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
-import type { IngestService, RawLine } from '../services/ingest.ts';
+import type { IngestService, Lines } from '../services/ingest.ts';
 import { storageRetryDelayMs, type StorageHealth } from '../services/storage-health.ts';
 import type { FeedPosition } from '../store/feed-repo.ts';
 import type { ParsedLines } from '../domain/feed-event.ts';
 import { BatchPipeline } from './batch-pipeline.ts';
 import { watchForChanges, type ChangeWatch } from './change-watch.ts';
+import { LineBatches, type LineBatch } from './line-batch.ts';
 import { inlineLineParser, type LineParser } from './line-parser.ts';
 import { LineSplitter } from './line-splitter.ts';
 
 /** The identity of a feed file is its device, inode and a hash of up to this many first bytes. */
 export const FINGERPRINT_BYTES = 256;
 /**
- * Largest read. 1 MiB reads ingest as fast as 4 MiB ones and hold less: each read's buffer lives
- * until the lines cut from it are stored (docs/benchmarks.md, "Memory").
+ * Largest read. 1 MiB reads ingest as fast as 4 MiB ones (docs/benchmarks.md, "Memory"); a reader
+ * reads into two such buffers in turn.
  */
 const READ_CHUNK_BYTES = 1 << 20;
 const FIRST_READ_CHUNK_BYTES = 64 << 10;
@@ -115,22 +116,27 @@ export function createFileTailer(options: FileTailerOptions) {
    */
   async function readToEnd(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }, signal: AbortSignal): Promise<number> {
     let total = 0;
-    let batch: RawLine[] = [];
-    let batchBytes = 0;
-    let batchEnd = 0;
+    const batches = new LineBatches(options.batchLines, options.batchBytes);
+    let batch: LineBatch | null = null;
     const pipeline = new BatchPipeline<number>(parser, options.ingest.now, (lines, parsed, end) => commit(feed, fp, lines, end, parsed));
     const flush = async () => {
-      if (batch.length === 0) return;
+      if (batch === null || batch.length === 0) return;
       const lines = batch;
-      batch = [];
-      batchBytes = 0;
-      await pipeline.submit(lines, batchEnd);
+      batch = null;
+      // The batch ends with the last complete line: its end is where reading resumes.
+      await pipeline.submit(lines, splitter.consumed);
     };
-    // Double-buffered: the next chunk is read (in libuv's pool) while this one is ingested.
-    // Chunks start small and grow while they come back full: a file appended to line by line
-    // is read often, a few lines at a time, and two 4 MiB buffers a read made the garbage
-    // collector a tenth of the daemon's work.
-    const readAt = (offset: number, size: number) => feed.fh.read(Buffer.allocUnsafe(size), 0, size, offset);
+    // Double-buffered: the next chunk is read (in libuv's pool) while this one is ingested, into
+    // the other of two buffers (the lines are copied out of a chunk before its buffer is read
+    // into again). Chunks start small and grow while they come back full: a file appended to
+    // line by line is read often, a few lines at a time.
+    const buffers: Buffer[] = [];
+    let turn = 0;
+    const readAt = (offset: number, size: number) => {
+      turn ^= 1;
+      if ((buffers[turn]?.length ?? 0) < size) buffers[turn] = Buffer.allocUnsafeSlow(size);
+      return feed.fh.read(buffers[turn]!, 0, size, offset);
+    };
     let chunkBytes = FIRST_READ_CHUNK_BYTES;
     let offset = splitter.consumed + splitter.pendingBytes;
     let pending = readAt(offset, chunkBytes);
@@ -140,24 +146,23 @@ export function createFileTailer(options: FileTailerOptions) {
         if (bytesRead === 0) break;
         total += bytesRead;
         offset += bytesRead;
-        if (bytesRead === buffer.length) chunkBytes = Math.min(chunkBytes * 4, READ_CHUNK_BYTES);
+        if (bytesRead === chunkBytes) chunkBytes = Math.min(chunkBytes * 4, READ_CHUNK_BYTES);
         pending = readAt(offset, chunkBytes);
-        for (const { line, end } of splitter.push(buffer.subarray(0, bytesRead))) {
-          batch.push(line);
-          batchBytes += line.bytes.length;
-          batchEnd = end;
-          if (batch.length >= options.batchLines || batchBytes >= options.batchBytes) {
-            await flush();
-            // Every commit blocks this thread on fsync: let the admin API, the dispatcher and
-            // a stop request run between batches.
-            await yieldToEventLoop();
-            // Stopping must not wait for the rest of a large file: the position is committed and
-            // the next start reads on from it. The lines split past it are dropped with the
-            // splitter, which the caller discards when stopped.
-            if (signal.aborted) {
-              await pending.catch(() => {});
-              break reading;
-            }
+        let chunk = buffer.subarray(0, bytesRead);
+        for (;;) {
+          batch ??= batches.next();
+          chunk = chunk.subarray(splitter.pushInto(chunk, batch));
+          if (!batch.full) break;
+          await flush();
+          // Every commit blocks this thread on fsync: let the admin API, the dispatcher and
+          // a stop request run between batches.
+          await yieldToEventLoop();
+          // Stopping must not wait for the rest of a large file: the position is committed and
+          // the next start reads on from it. The rest of the chunk is dropped with the
+          // splitter, which the caller discards when stopped.
+          if (signal.aborted) {
+            await pending.catch(() => {});
+            break reading;
           }
         }
       }
@@ -169,7 +174,7 @@ export function createFileTailer(options: FileTailerOptions) {
     return total;
   }
 
-  async function commit(feed: OpenFeed, fp: { current: Fingerprint }, lines: RawLine[], end: number, parsed?: ParsedLines): Promise<void> {
+  async function commit(feed: OpenFeed, fp: { current: Fingerprint }, lines: Lines, end: number, parsed?: ParsedLines): Promise<void> {
     const wanted = Math.min(FINGERPRINT_BYTES, end);
     if (fp.current.bytes < wanted) fp.current = await fingerprintOf(feed.fh, wanted);
     const position: FeedPosition = { source, dev: feed.dev, ino: feed.ino, fingerprint: fp.current.hash, fingerprintBytes: fp.current.bytes, position: end };

@@ -1,9 +1,10 @@
 import type { Logger } from '../log.ts';
-import { createIngestService, type IngestService } from '../services/ingest.ts';
+import { createIngestService, type IngestService, type Lines } from '../services/ingest.ts';
 import { nobodyListens, type WorkSignal } from '../services/work-signal.ts';
 import { BUSY_LINGER_MS, startBackgroundCheckpoints } from '../store/checkpointer.ts';
 import { createHeapTrimmer } from '../store/heap-trim.ts';
 import type { Store } from '../store/store.ts';
+import { sourceBytes } from './line-batch.ts';
 import { createWorkerLineParser, IDLE_THREAD_MS, type LineParser } from './line-parser.ts';
 
 /**
@@ -15,11 +16,8 @@ import { createWorkerLineParser, IDLE_THREAD_MS, type LineParser } from './line-
 export const LARGE_BATCH_LINES = 1000;
 export const LARGE_BATCH_BYTES = 256 << 10;
 
-function isLargeBatch(lines: ReadonlyArray<{ readonly bytes: Uint8Array }>): boolean {
-  if (lines.length >= LARGE_BATCH_LINES) return true;
-  let bytes = 0;
-  for (const line of lines) if ((bytes += line.bytes.length) >= LARGE_BATCH_BYTES) return true;
-  return false;
+function isLargeBatch(lines: Lines): boolean {
+  return lines.length >= LARGE_BATCH_LINES || sourceBytes(lines) >= LARGE_BATCH_BYTES;
 }
 
 /**

@@ -2,23 +2,27 @@ import type { Worker } from 'node:worker_threads';
 import { parseFeedLine, toStorable, type ParsedLines, type StorableLine } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import { startWorker } from '../worker-thread.ts';
-import type { RawLine } from '../services/ingest.ts';
-import { PackedLines, PRE_REJECTED, textCapacity, type PackedBatch } from './parsed-batch.ts';
+import type { Lines } from '../services/ingest.ts';
+import { LineBatch } from './line-batch.ts';
+import { PackedLines, packedCapacity, type PackedBatch } from './parsed-batch.ts';
 import type { ParseReply, ParseRequest } from './parse-worker.ts';
 
 /** Parses batches of feed lines; one result per line (reduced to what storing it takes), null for a line already rejected (`line.rejected`). */
 export interface LineParser {
   /** `receivedAt` (epoch ms) stands in for a missing occurred_at. */
-  parse(lines: readonly RawLine[], receivedAt: number): Promise<ParsedLines>;
+  parse(lines: Lines, receivedAt: number): Promise<ParsedLines>;
   /** Ends the worker thread, if any. Pending parses are still answered (on this thread). */
   close(): Promise<void>;
 }
 
-function parseHere(lines: readonly RawLine[], receivedAt: number): Array<StorableLine | null> {
-  return lines.map((line) => (line.rejected ? null : toStorable(parseFeedLine(line.bytes, receivedAt))));
+function parseHere(lines: Lines, receivedAt: number): Array<StorableLine | null> {
+  return Array.from({ length: lines.length }, (_, i) => {
+    const line = lines.at(i)!;
+    return line.rejected ? null : toStorable(parseFeedLine(line.bytes, receivedAt));
+  });
 }
 
-/** Buffers kept for the next batches: one parsing, one being filled. */
+/** Results buffers kept for the next batches: one being filled, one being stored. */
 const SPARE_BUFFERS = 2;
 
 /** A parser thread with no batch for this long is ended (see retireWhenIdle), by default. */
@@ -35,8 +39,8 @@ export const inlineLineParser: LineParser = {
 
 /**
  * Parses on one worker thread, so that a reader can parse the next batch while the main
- * thread commits the previous one (see the file tailer). The lines cross as one buffer that is
- * transferred, not copied; the results come back packed (see parsed-batch.ts).
+ * thread commits the previous one (see the file tailer). The thread reads the lines where they
+ * are, in a LineBatch's shared buffer; the results come back packed (see parsed-batch.ts).
  *
  * Should the worker fail, the error is logged and this and every later batch is parsed on the
  * calling thread: slower, never wrong.
@@ -48,11 +52,9 @@ export function createWorkerLineParser(log: Logger, options: { idleThreadMs?: nu
   let failed = false;
   let nextId = 0;
   const waiting = new Map<number, { resolve: (batch: PackedBatch) => void; reject: (err: Error) => void }>();
-  // The buffers lines cross in come back with their results and are used again. Left to the
-  // thread's garbage collector they outlived every batch: an idle thread never collects, and
-  // after a large ingest up to 60 MB of them were held by nothing but a thread with no work.
-  const spare: ArrayBuffer[] = [];
-  // The same for the buffers results come back in, once their batch is stored (PackedLines.release).
+  // The buffers results come back in are used again once their batch is stored
+  // (PackedLines.release). Left to the garbage collector they outlived every batch: tens of MB
+  // of them waited for a full collection during a large ingest.
   const spareText: ArrayBuffer[] = [];
   const keepText = (text: ArrayBuffer) => {
     if (spareText.length < SPARE_BUFFERS) spareText.push(text);
@@ -77,7 +79,6 @@ export function createWorkerLineParser(log: Logger, options: { idleThreadMs?: nu
       idleTimer = null;
       if (worker !== w || waiting.size > 0) return;
       worker = null;
-      spare.length = 0;
       spareText.length = 0;
       retired.add(w);
       retiring = w.terminate().then(
@@ -91,7 +92,6 @@ export function createWorkerLineParser(log: Logger, options: { idleThreadMs?: nu
   function start(): Worker {
     const w = startWorker(new URL('./parse-worker.ts', import.meta.url));
     w.on('message', (message: ParseReply) => {
-      if (spare.length < SPARE_BUFFERS) spare.push(message.bytes);
       const entryFor = waiting.get(message.id);
       waiting.delete(message.id);
       if (waiting.size === 0) {
@@ -119,40 +119,22 @@ export function createWorkerLineParser(log: Logger, options: { idleThreadMs?: nu
     return w;
   }
 
-  /** A buffer of at least `size` bytes of its own (not a slice of Node's shared pool, so it can be transferred). */
-  function takeBuffer(size: number): ArrayBuffer {
-    const i = spare.findIndex((b) => b.byteLength >= size);
-    if (i >= 0) return spare.splice(i, 1)[0]!;
-    // Batches of one feed are much alike: a little room spares a new buffer for the next one.
-    return new ArrayBuffer(Math.ceil(size * 1.125));
-  }
-
-  function inWorker(lines: readonly RawLine[], receivedAt: number): Promise<PackedBatch> {
+  function inWorker(lines: Lines, receivedAt: number): Promise<PackedBatch> {
     worker ??= start();
-    let total = 0;
-    for (const line of lines) if (!line.rejected) total += line.bytes.length;
-    const bytes = new Uint8Array(takeBuffer(total), 0, total);
-    const lengths = new Int32Array(lines.length);
-    let offset = 0;
-    lines.forEach((line, i) => {
-      if (line.rejected) {
-        lengths[i] = PRE_REJECTED;
-        return;
-      }
-      bytes.set(line.bytes, offset);
-      offset += line.bytes.length;
-      lengths[i] = line.bytes.length;
-    });
+    // Lines that come as objects (a test, a caller of its own) are copied into a batch first.
+    const { bytes, lengths } = (lines instanceof LineBatch ? lines : LineBatch.of(lines)).forParser();
+    const total = bytes.length;
     const id = nextId++;
     // A results buffer large enough for what parseAndPack reserves, if one was given back.
-    const t = spareText.findIndex((b) => b.byteLength >= textCapacity(total));
+    const t = spareText.findIndex((b) => b.byteLength >= packedCapacity(lengths.length, total));
     const text = t >= 0 ? spareText.splice(t, 1)[0]! : undefined;
     const request: ParseRequest = text === undefined ? { id, bytes, lengths, receivedAt } : { id, bytes, lengths, receivedAt, text };
     const w = worker;
     return new Promise<PackedBatch>((resolve, reject) => {
       waiting.set(id, { resolve, reject });
       w.ref();
-      w.postMessage(request, text === undefined ? [bytes.buffer, lengths.buffer as ArrayBuffer] : [bytes.buffer, lengths.buffer as ArrayBuffer, text]);
+      // The lines are shared, not transferred: the commit reads them again.
+      w.postMessage(request, text === undefined ? [] : [text]);
     });
   }
 

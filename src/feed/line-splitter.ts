@@ -1,5 +1,6 @@
 import { RejectReason } from '../domain/feed-event.ts';
 import { MAX_QUARANTINED_BYTES, type RawLine } from '../services/ingest.ts';
+import type { LineBatch } from './line-batch.ts';
 
 const NEWLINE = 0x0a;
 
@@ -47,18 +48,40 @@ export class LineSplitter {
     this.#lineStart = position;
   }
 
-  /** Feeds the next bytes of the stream (which must directly follow the previous ones). */
+  /** Feeds the next bytes of the stream (which must directly follow the previous ones); returns its complete lines, views of `chunk` where they can be. */
   push(chunk: Buffer): SplitLine[] {
     const out: SplitLine[] = [];
+    this.#split(chunk, (line, end) => {
+      out.push({ line, end });
+      return false;
+    });
+    return out;
+  }
+
+  /**
+   * Feeds the next bytes of the stream and copies its complete lines into `batch` until the
+   * batch is full. Returns how many bytes of `chunk` were taken: the rest is to be pushed again
+   * (into the next batch). `chunk` can be used again afterwards: nothing refers to it.
+   */
+  pushInto(chunk: Buffer, batch: LineBatch): number {
+    return this.#split(chunk, (line) => {
+      batch.add(line);
+      return batch.full;
+    });
+  }
+
+  /** Cuts `chunk` into lines for `take`, until it returns true (after a complete line); returns the bytes of `chunk` consumed. */
+  #split(chunk: Buffer, take: (line: RawLine, end: number) => boolean): number {
     let from = 0;
     while (from < chunk.length) {
       const nl = chunk.indexOf(NEWLINE, from);
       if (nl !== -1 && this.#partBytes === 0 && this.#skipped < 0 && nl - from <= this.#maxLineBytes) {
         // The common case, a whole line inside this chunk: a view of it, nothing copied or held.
         const end = this.#lineStart + (nl - from) + 1;
-        out.push({ line: { bytes: chunk.subarray(from, nl), position: this.#lineStart }, end });
+        const line = { bytes: chunk.subarray(from, nl), position: this.#lineStart };
         this.#lineStart = end;
         from = nl + 1;
+        if (take(line, end)) return from;
         continue;
       }
       const stop = nl === -1 ? chunk.length : nl;
@@ -66,11 +89,12 @@ export class LineSplitter {
       if (nl === -1) break;
       const length = this.pendingBytes;
       const end = this.#lineStart + length + 1;
-      out.push({ line: this.#takeLine(length), end });
+      const line = this.#takeLine(length);
       this.#lineStart = end;
       from = nl + 1;
+      if (take(line, end)) return from;
     }
-    return out;
+    return chunk.length;
   }
 
   /** The unterminated remainder, if any, as a line (for a stream that has ended); clears it. */

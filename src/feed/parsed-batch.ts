@@ -32,84 +32,130 @@ export interface PackedBatch {
 const FIELDS = 5;
 export const PRE_REJECTED = -1;
 
-/** Grows as fields are written into it; its buffer is transferable (not a slice of Node's shared pool). */
-class TextBuffer {
+/**
+ * One buffer for all of a batch's results: per line its slot, per event its offset and time,
+ * then the text. One buffer crosses to the receiving thread (transferred) and comes back to be
+ * filled again (PackedLines.release). Separate typed arrays per batch were freed only when the
+ * receiving thread's garbage collector got to them, and meanwhile this thread's malloc arena
+ * grew by their size for every batch of a large ingest (20 MB over a million lines).
+ */
+class Packer {
+  readonly #lines: number;
+  readonly #startsAt: number;
+  readonly #timesAt: number;
+  readonly #textAt: number;
   #buffer: Buffer;
-  #length = 0;
+  #slots: Int32Array;
+  #starts: Int32Array;
+  #times: Float64Array;
+  #end: number;
+  #events = 0;
 
-  /** Writes into `reuse` (a buffer given back by the receiving thread) when it holds `capacity` bytes. */
-  constructor(capacity: number, reuse?: ArrayBuffer) {
+  /** Room for `lines` lines and `textBytes` bytes of text, in `reuse` (a buffer given back) when it is large enough. */
+  constructor(lines: number, textBytes: number, reuse?: ArrayBuffer) {
+    this.#lines = lines;
+    this.#startsAt = lines * 4;
+    // After two arrays of 4-byte numbers: aligned for 8-byte ones.
+    this.#timesAt = lines * 8;
+    this.#textAt = this.#timesAt + lines * 8;
+    const size = this.#textAt + textBytes;
     // Batches of one feed are much alike: a little room lets this buffer serve the next ones too.
-    this.#buffer = reuse !== undefined && reuse.byteLength >= capacity ? Buffer.from(reuse) : Buffer.allocUnsafeSlow(Math.ceil(capacity * 1.125));
+    this.#buffer = reuse !== undefined && reuse.byteLength >= size ? Buffer.from(reuse) : Buffer.allocUnsafeSlow(Math.ceil(size * 1.125));
+    this.#end = this.#textAt;
+    [this.#slots, this.#starts, this.#times] = this.#views();
   }
 
-  /** Appends `field` as UTF-8 and a 0 byte after it. */
+  #views(): [Int32Array, Int32Array, Float64Array] {
+    const ab = this.#buffer.buffer;
+    return [new Int32Array(ab, 0, this.#lines), new Int32Array(ab, this.#startsAt, this.#lines), new Float64Array(ab, this.#timesAt, this.#lines)];
+  }
+
+  slot(line: number, value: number): void {
+    this.#slots[line] = value;
+  }
+
+  /** Starts the next event (its fields follow with put); returns its number. */
+  event(occurredAt: number): number {
+    const k = this.#events++;
+    this.#times[k] = occurredAt;
+    this.#starts[k] = this.#end - this.#textAt;
+    return k;
+  }
+
+  /** Appends `field` to the text as UTF-8 and a 0 byte after it. */
   put(field: string): void {
     // A UTF-16 unit is at most 3 UTF-8 bytes.
     const room = field.length * 3 + 1;
-    if (this.#length + room > this.#buffer.length) {
-      const grown = Buffer.allocUnsafeSlow(Math.max(this.#buffer.length * 2, this.#length + room));
-      this.#buffer.copy(grown, 0, 0, this.#length);
+    if (this.#end + room > this.#buffer.length) {
+      const grown = Buffer.allocUnsafeSlow(Math.max(this.#buffer.length * 2, this.#end + room));
+      this.#buffer.copy(grown, 0, 0, this.#end);
       this.#buffer = grown;
+      [this.#slots, this.#starts, this.#times] = this.#views();
     }
-    this.#length += this.#buffer.write(field, this.#length, 'utf8');
-    this.#buffer[this.#length++] = 0;
+    this.#end += this.#buffer.write(field, this.#end, 'utf8');
+    this.#buffer[this.#end++] = 0;
   }
 
-  get length(): number {
-    return this.#length;
+  finish(rejects: PackedBatch['rejects']): PackedBatch {
+    const ab = this.#buffer.buffer;
+    const events = this.#events;
+    return {
+      slots: this.#slots,
+      starts: new Int32Array(ab, this.#startsAt, events),
+      occurredAt: new Float64Array(ab, this.#timesAt, events),
+      text: new Uint8Array(ab, this.#textAt, this.#end - this.#textAt),
+      rejects,
+    };
   }
-
-  bytes(): Uint8Array {
-    return new Uint8Array(this.#buffer.buffer, 0, this.#length);
-  }
-}
-
-/** What parseAndPack reserves for the results of `lineBytes` bytes of lines: the fields take about as many bytes as the lines they come from. */
-export function textCapacity(lineBytes: number): number {
-  return Math.max(Math.ceil(lineBytes * 1.25), 1024);
 }
 
 /**
- * Parses the lines of `bytes` (lengths[i] bytes each, back to back; -1 for a line not to parse) and packs the results,
- * into `reuse` when it is large enough (see PackedLines.release).
+ * What parseAndPack reserves for the text of `lineBytes` bytes of lines. The fields take less
+ * than the lines they come from (the keys are left out): half of them in the benchmarks' feed,
+ * more when `data` is most of a line. A batch whose fields do not fit grows the buffer, and the
+ * grown buffer serves the next batches (PackedLines.release).
+ */
+export function textCapacity(lineBytes: number): number {
+  return Math.max(Math.ceil(lineBytes * 0.75), 1024);
+}
+
+/** The size of the buffer parseAndPack fills for `lines` lines of `lineBytes` bytes: a buffer given back that large is used again. */
+export function packedCapacity(lines: number, lineBytes: number): number {
+  return lines * 16 + textCapacity(lineBytes);
+}
+
+/**
+ * Parses the lines of `bytes` (back to back, lengths[i] bytes each; a negative length, -1 - n,
+ * for a line of n bytes not to parse: rejected before, see LineBatch.forParser) and packs the
+ * results, into `reuse` when it is large enough (see PackedLines.release).
  */
 export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt: number, reuse?: ArrayBuffer): PackedBatch {
-  const slots = new Int32Array(lengths.length);
-  const text = new TextBuffer(textCapacity(bytes.length), reuse);
-  // Typed arrays, outside the JavaScript heap: arrays of numbers that grow with the batch were
-  // copied by every young collection of the parse, and made this thread's young generation grow
-  // to its largest with large batches.
-  const times = new Float64Array(lengths.length);
-  const starts = new Int32Array(lengths.length);
-  let events = 0;
+  const packer = new Packer(lengths.length, textCapacity(bytes.length), reuse);
   const rejects: Array<PackedBatch['rejects'][number]> = [];
   let offset = 0;
   for (let i = 0; i < lengths.length; i++) {
     const length = lengths[i]!;
     if (length < 0) {
-      slots[i] = PRE_REJECTED;
+      packer.slot(i, PRE_REJECTED);
+      offset += -1 - length;
       continue;
     }
     const parsed = parseFeedLine(bytes.subarray(offset, offset + length), receivedAt);
     offset += length;
     if (parsed.ok) {
       const e = parsed.event;
-      slots[i] = events;
-      times[events] = e.occurredAt;
-      starts[events] = text.length;
-      events++;
-      text.put(e.id);
-      text.put(e.orgId);
-      text.put(e.anticipationRequestId);
-      text.put(e.details);
-      text.put(e.legacyId ?? '');
+      packer.slot(i, packer.event(e.occurredAt));
+      packer.put(e.id);
+      packer.put(e.orgId);
+      packer.put(e.anticipationRequestId);
+      packer.put(e.details);
+      packer.put(e.legacyId ?? '');
     } else {
-      slots[i] = -2 - rejects.length;
+      packer.slot(i, -2 - rejects.length);
       rejects.push({ reason: parsed.reason, detail: parsed.detail, eventId: parsed.eventId });
     }
   }
-  return { slots, text: text.bytes(), starts: starts.slice(0, events), occurredAt: times.slice(0, events), rejects };
+  return packer.finish(rejects);
 }
 
 /**

@@ -1,9 +1,10 @@
 import type { Readable } from 'node:stream';
 import { RejectReason } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
-import { addCounts, emptyCounts, type IngestCounts, type IngestService, type RawLine } from '../services/ingest.ts';
+import { addCounts, emptyCounts, type IngestCounts, type IngestService, type Lines } from '../services/ingest.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
 import { BatchPipeline } from './batch-pipeline.ts';
+import { LineBatches, type LineBatch } from './line-batch.ts';
 import { inlineLineParser, type LineParser } from './line-parser.ts';
 import { LineSplitter } from './line-splitter.ts';
 
@@ -12,6 +13,8 @@ export interface StreamReadOptions {
   readonly ingest: IngestService;
   readonly maxLineBytes: number;
   readonly batchLines: number;
+  /** A batch is also committed once it holds this many bytes of lines (see FileTailerOptions.batchBytes); no limit by default. */
+  readonly batchBytes?: number;
   readonly log: Logger;
   readonly signal?: AbortSignal;
   /** Parses batches (on a worker thread, see line-parser.ts); by default on this thread. */
@@ -29,31 +32,36 @@ export interface StreamReadOptions {
 export async function ingestStream(input: Readable, options: StreamReadOptions): Promise<IngestCounts> {
   const total = emptyCounts();
   const splitter = new LineSplitter(options.maxLineBytes);
-  const commit = (lines: RawLine[], parsed: Parameters<IngestService['ingest']>[3]) => options.ingest.ingest(options.source, lines, null, parsed);
+  const commit = (lines: Lines, parsed: Parameters<IngestService['ingest']>[3]) => options.ingest.ingest(options.source, lines, null, parsed);
   const pipeline = new BatchPipeline<null>(options.parser ?? inlineLineParser, options.ingest.now, async (lines, parsed) => {
     const { health } = options;
     addCounts(total, health ? await health.retrying('feed', () => commit(lines, parsed), options.signal) : commit(lines, parsed));
   });
-  let batch: RawLine[] = [];
+  const batches = new LineBatches(options.batchLines, options.batchBytes ?? Infinity);
+  let batch: LineBatch | null = null;
   const flush = async () => {
-    if (batch.length === 0) return;
+    if (batch === null || batch.length === 0) return;
     const lines = batch;
-    batch = [];
+    batch = null;
     await pipeline.submit(lines, null);
   };
   const onAbort = () => input.destroy();
   options.signal?.addEventListener('abort', onAbort, { once: true });
   try {
     try {
-      for await (const chunk of input as AsyncIterable<Buffer | string>) {
-        for (const { line } of splitter.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)) {
-          batch.push(line);
-          if (batch.length >= options.batchLines) await flush();
+      for await (const data of input as AsyncIterable<Buffer | string>) {
+        let chunk = typeof data === 'string' ? Buffer.from(data) : data;
+        for (;;) {
+          batch ??= batches.next();
+          chunk = chunk.subarray(splitter.pushInto(chunk, batch));
+          if (!batch.full) break;
+          await flush();
         }
         // Commit what has arrived rather than wait for a full batch: a slow producer's lines
-        // must not sit in memory.
+        // must not sit in memory, nor the buffers a burst of them took.
         await flush();
         await pipeline.drain();
+        batches.dropSpare();
       }
     } catch (err) {
       if (!options.signal?.aborted) throw err;
@@ -63,7 +71,7 @@ export async function ingestStream(input: Readable, options: StreamReadOptions):
     const last = options.signal?.aborted
       ? splitter.takeIncomplete({ reason: RejectReason.incompleteLine, detail: 'the reader stopped before this line was terminated' })
       : splitter.takeIncomplete();
-    if (last) batch.push(last.line);
+    if (last) (batch ??= batches.next()).add(last.line);
     await flush();
     await pipeline.drain();
   } finally {

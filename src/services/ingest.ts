@@ -18,6 +18,12 @@ export interface RawLine {
   readonly rejected?: { readonly reason: RejectReason; readonly lineBytes: number; readonly detail: string };
 }
 
+/** Lines to store, one at a time: an array of them, or a batch in one buffer (feed/line-batch.ts). */
+export interface Lines {
+  readonly length: number;
+  at(index: number): RawLine | undefined;
+}
+
 export interface IngestCounts {
   accepted: number;
   duplicates: number;
@@ -70,7 +76,7 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
       return store.clock.now();
     },
 
-    ingest(source: string, lines: readonly RawLine[], position: FeedPosition | null, parsedLines?: ParsedLines): IngestCounts {
+    ingest(source: string, lines: Lines, position: FeedPosition | null, parsedLines?: ParsedLines): IngestCounts {
       if (parsedLines !== undefined && parsedLines.length !== lines.length) throw new Error(`${parsedLines.length} parse results for ${lines.length} lines`);
       const counts = emptyCounts();
       const rejected: Array<{ position: number | null; reason: string; detail: string }> = [];
@@ -101,7 +107,7 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
         };
 
         for (let i = 0; i < lines.length; i++) {
-          const line = lines[i]!;
+          const line = lines.at(i)!;
           if (line.rejected) {
             quarantine(line, line.rejected.reason, line.rejected.detail, null, line.rejected.lineBytes);
             continue;
