@@ -146,7 +146,7 @@ export const CONFIG_SCHEMA = {
     batchBytes: {
       type: { kind: 'int', min: 64 * 1024, max: 64 * 1024 * 1024 },
       default: 16 * 1024 * 1024,
-      doc: 'Most bytes of lines committed in one SQLite transaction (a batch also ends at feed.batchLines). What a large ingest holds in memory grows with it: 1 MiB or 512 KiB keeps the peak of a burst about 10 or 20 MiB lower, at the price of more commits, which slows event ids in random order (about 2 times slower and 3.6 times more written at 512 KiB; docs/benchmarks.md, "Memory").',
+      doc: 'Most bytes of lines committed in one SQLite transaction (a batch also ends at feed.batchLines), for the feed file, standard input and hookrelay ingest alike. A large ingest holds three batches at a time: 1 MiB keeps the peak of a burst about 5 MiB lower than the default, at the price of more commits, which slows event ids in random order (about 2 times slower and 3.6 times more written at 512 KiB; docs/benchmarks.md, "Memory").',
     },
     pollIntervalMs: {
       type: { kind: 'int', min: 10, max: 60_000 },

@@ -22,17 +22,17 @@ function sharedInts(count: number): Int32Array {
 }
 
 /**
- * A batch of feed lines in one buffer, back to back, with their offsets, file positions and
- * (rare) rejections beside them in typed arrays.
+ * A batch of feed lines in one buffer, back to back, with their offsets, lengths and file
+ * positions beside them in typed arrays and the (rare) rejections in a map.
  *
  * Lines were objects, each with a view of the read buffer it was cut from: tens of thousands of
  * small objects per large ingest that lived through a parse and a commit (and were promoted to
  * the old generation meanwhile), and read buffers that stayed alive for the sake of a few lines
- * each. Here a line costs bytes in the batch's buffer and four numbers; the read buffer is free
- * as soon as its lines are copied, and a line object (`at`) exists only while it is stored.
+ * each. Here a line costs its bytes in the batch's buffer and three numbers; the read buffer is
+ * free as soon as its lines are copied, and a line object (`at`) exists only while it is stored.
  *
- * The buffer is a SharedArrayBuffer: the parser thread reads the lines from it where they are
- * (see line-parser.ts), no copy and no transfer, and they are still here for the commit
+ * The bytes and lengths are in SharedArrayBuffers: the parser thread reads the lines where they
+ * are (see line-parser.ts), no copy and no transfer, and they are still here for the commit
  * (quarantine and duplicate checks need their bytes).
  */
 export class LineBatch implements Lines {
