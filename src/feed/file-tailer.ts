@@ -10,7 +10,7 @@ import type { FeedPosition } from '../store/feed-repo.ts';
 import type { ParsedLines } from '../domain/feed-event.ts';
 import { BatchPipeline } from './batch-pipeline.ts';
 import { watchForChanges, type ChangeWatch } from './change-watch.ts';
-import { LineBatches, type LineBatch } from './line-batch.ts';
+import { BatchFiller } from './line-batch.ts';
 import { inlineLineParser, type LineParser } from './line-parser.ts';
 import { LineSplitter } from './line-splitter.ts';
 
@@ -116,16 +116,9 @@ export function createFileTailer(options: FileTailerOptions) {
    */
   async function readToEnd(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }, signal: AbortSignal): Promise<number> {
     let total = 0;
-    const batches = new LineBatches(options.batchLines, options.batchBytes);
-    let batch: LineBatch | null = null;
     const pipeline = new BatchPipeline<number>(parser, options.ingest.now, (lines, parsed, end) => commit(feed, fp, lines, end, parsed));
-    const flush = async () => {
-      if (batch === null || batch.length === 0) return;
-      const lines = batch;
-      batch = null;
-      // The batch ends with the last complete line: its end is where reading resumes.
-      await pipeline.submit(lines, splitter.consumed);
-    };
+    // A batch ends with the last complete line: its end is where reading resumes.
+    const batches = new BatchFiller(options.batchLines, options.batchBytes, (lines) => pipeline.submit(lines, splitter.consumed));
     // Double-buffered: the next chunk is read (in libuv's pool) while this one is ingested, into
     // the other of two buffers (the lines are copied out of a chunk before its buffer is read
     // into again). Chunks start small and grow while they come back full: a file appended to
@@ -141,32 +134,28 @@ export function createFileTailer(options: FileTailerOptions) {
     let offset = splitter.consumed + splitter.pendingBytes;
     let pending = readAt(offset, chunkBytes);
     try {
-      reading: for (;;) {
+      for (;;) {
         const { bytesRead, buffer } = await pending;
         if (bytesRead === 0) break;
         total += bytesRead;
         offset += bytesRead;
         if (bytesRead === chunkBytes) chunkBytes = Math.min(chunkBytes * 4, READ_CHUNK_BYTES);
         pending = readAt(offset, chunkBytes);
-        let chunk = buffer.subarray(0, bytesRead);
-        for (;;) {
-          batch ??= batches.next();
-          chunk = chunk.subarray(splitter.pushInto(chunk, batch));
-          if (!batch.full) break;
-          await flush();
+        const more = await batches.push(splitter, buffer.subarray(0, bytesRead), async () => {
           // Every commit blocks this thread on fsync: let the admin API, the dispatcher and
           // a stop request run between batches.
           await yieldToEventLoop();
           // Stopping must not wait for the rest of a large file: the position is committed and
           // the next start reads on from it. The rest of the chunk is dropped with the
           // splitter, which the caller discards when stopped.
-          if (signal.aborted) {
-            await pending.catch(() => {});
-            break reading;
-          }
+          return !signal.aborted;
+        });
+        if (!more) {
+          await pending.catch(() => {});
+          break;
         }
       }
-      await flush();
+      await batches.flush();
       await pipeline.drain();
     } finally {
       await pipeline.abandon();

@@ -1,4 +1,5 @@
 import type { Lines, RawLine } from '../services/ingest.ts';
+import type { LineSplitter } from './line-splitter.ts';
 
 type Rejection = NonNullable<RawLine['rejected']>;
 
@@ -192,5 +193,53 @@ export class LineBatches {
 
   dropSpare(): void {
     this.#spare.length = 0;
+  }
+}
+
+/**
+ * The batch a reader is filling: lines cut from each chunk read go into it, and each batch that
+ * fills up is handed to `submit` (the reader's BatchPipeline) and a new one started.
+ */
+export class BatchFiller {
+  readonly #batches: LineBatches;
+  readonly #submit: (batch: LineBatch) => Promise<void>;
+  #batch: LineBatch | null = null;
+
+  constructor(maxLines: number, maxBytes: number, submit: (batch: LineBatch) => Promise<void>) {
+    this.#batches = new LineBatches(maxLines, maxBytes);
+    this.#submit = submit;
+  }
+
+  /**
+   * Adds the complete lines of `chunk` (cut by `splitter`), submitting every batch that fills
+   * up; after each, `between` runs, and when it answers false the rest of the chunk is left
+   * (push then returns false). `chunk` is not referred to afterwards.
+   */
+  async push(splitter: LineSplitter, chunk: Buffer, between?: () => Promise<boolean>): Promise<boolean> {
+    for (;;) {
+      const batch = (this.#batch ??= this.#batches.next());
+      chunk = chunk.subarray(splitter.pushInto(chunk, batch));
+      if (!batch.full) return true;
+      await this.flush();
+      if (between !== undefined && !(await between())) return false;
+    }
+  }
+
+  /** Adds one line (the last, unterminated one of a stream) to the batch being filled. */
+  add(line: RawLine): void {
+    (this.#batch ??= this.#batches.next()).add(line);
+  }
+
+  /** Submits the batch being filled, if it holds any line. */
+  async flush(): Promise<void> {
+    const batch = this.#batch;
+    if (batch === null || batch.length === 0) return;
+    this.#batch = null;
+    await this.#submit(batch);
+  }
+
+  /** Lets the buffers of stored batches go (a reader waiting for more input). */
+  dropSpare(): void {
+    this.#batches.dropSpare();
   }
 }

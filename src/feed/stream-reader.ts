@@ -4,7 +4,7 @@ import type { Logger } from '../log.ts';
 import { addCounts, emptyCounts, type IngestCounts, type IngestService, type Lines } from '../services/ingest.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
 import { BatchPipeline } from './batch-pipeline.ts';
-import { LineBatches, type LineBatch } from './line-batch.ts';
+import { BatchFiller } from './line-batch.ts';
 import { inlineLineParser, type LineParser } from './line-parser.ts';
 import { LineSplitter } from './line-splitter.ts';
 
@@ -37,29 +37,16 @@ export async function ingestStream(input: Readable, options: StreamReadOptions):
     const { health } = options;
     addCounts(total, health ? await health.retrying('feed', () => commit(lines, parsed), options.signal) : commit(lines, parsed));
   });
-  const batches = new LineBatches(options.batchLines, options.batchBytes ?? Infinity);
-  let batch: LineBatch | null = null;
-  const flush = async () => {
-    if (batch === null || batch.length === 0) return;
-    const lines = batch;
-    batch = null;
-    await pipeline.submit(lines, null);
-  };
+  const batches = new BatchFiller(options.batchLines, options.batchBytes ?? Infinity, (lines) => pipeline.submit(lines, null));
   const onAbort = () => input.destroy();
   options.signal?.addEventListener('abort', onAbort, { once: true });
   try {
     try {
       for await (const data of input as AsyncIterable<Buffer | string>) {
-        let chunk = typeof data === 'string' ? Buffer.from(data) : data;
-        for (;;) {
-          batch ??= batches.next();
-          chunk = chunk.subarray(splitter.pushInto(chunk, batch));
-          if (!batch.full) break;
-          await flush();
-        }
+        await batches.push(splitter, typeof data === 'string' ? Buffer.from(data) : data);
         // Commit what has arrived rather than wait for a full batch: a slow producer's lines
         // must not sit in memory, nor the buffers a burst of them took.
-        await flush();
+        await batches.flush();
         await pipeline.drain();
         batches.dropSpare();
       }
@@ -71,8 +58,8 @@ export async function ingestStream(input: Readable, options: StreamReadOptions):
     const last = options.signal?.aborted
       ? splitter.takeIncomplete({ reason: RejectReason.incompleteLine, detail: 'the reader stopped before this line was terminated' })
       : splitter.takeIncomplete();
-    if (last) (batch ??= batches.next()).add(last.line);
-    await flush();
+    if (last) batches.add(last.line);
+    await batches.flush();
     await pipeline.drain();
   } finally {
     await pipeline.abandon();
