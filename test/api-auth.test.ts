@@ -129,6 +129,36 @@ test('exp is required, an expired token is refused, nbf is honoured, with the co
   await assertAccepted(relay, viewer, relay.sign(claimsFor('org-a', admin, { exp: nowSeconds() - 10, nbf: nowSeconds() - 60 })));
 });
 
+test('auth.maxTokenLifetime: a token whose exp is more than 24 h after its iat, or after now, is refused; token issue makes none longer', async (t) => {
+  const { relay, admin, viewer } = await setup(t);
+  const now = nowSeconds();
+  const day = 86_400;
+  for (const [what, claims] of [
+    ['exp ten years ahead', { iat: now, exp: now + 10 * 365 * day }],
+    ['exp 1e12', { iat: now, exp: 1e12 }],
+    ['exp - iat of 24 h 30 min, issued an hour ago', { iat: now - 3600, exp: now + day - 1800 }],
+    ['no iat, exp 25 h ahead', { iat: undefined, exp: now + day + 3600 }],
+    ['iat far in the past to make it look fresh', { iat: now - 400 * day, exp: now + 3600 }],
+  ] as const) {
+    // jsonwebtoken would add an iat of its own: without iat the token is signed by hand.
+    const token = claims.iat === undefined ? handMadeHs256(relay, { ...claimsFor('org-a', admin, { exp: claims.exp }), iat: undefined }) : relay.sign(claimsFor('org-a', admin, claims));
+    await assertInvalidToken(relay, viewer, `Bearer ${token}`, /lives longer than this server accepts \(auth\.maxTokenLifetime, 1d\)/);
+    t.diagnostic(`refused: ${what}`);
+  }
+  await assertInvalidToken(relay, viewer, `Bearer ${handMadeHs256(relay, claimsFor('org-a', admin, { iat: 'now' }))}`, /iat must be a number/);
+  // Exactly 24 h, and 24 h without iat (within the clock tolerance), are accepted.
+  await assertAccepted(relay, viewer, relay.sign(claimsFor('org-a', admin, { iat: now, exp: now + day })));
+  await assertAccepted(relay, viewer, handMadeHs256(relay, { ...claimsFor('org-a', admin, { exp: now + day + 10 }), iat: undefined }));
+
+  const keys = loadAuthKeys(relay.config, silentLog);
+  const issue = (ttlMs: number) => issueToken({ keys, auth: relay.config.auth, users: relay.services.users, clock: systemClock }, { orgId: 'org-a', email: admin, ttlMs });
+  assert.throws(() => issue(day * 1000 + 1000), { code: 'validation_failed', invalidParams: [{ name: 'ttl', reason: 'must be at most auth.maxTokenLifetime (1d); got 86401s' }] });
+  await assertAccepted(relay, viewer, issue(day * 1000).token);
+  // A default lifetime above the cap would make every issued token unusable: refused at start.
+  assert.throws(() => loadConfig({ env: {}, overrides: { 'auth.tokenTtl': '2d' } }), { code: 'invalid_config', message: /auth\.tokenTtl" must not exceed "auth\.maxTokenLifetime"/ });
+  assert.equal(loadConfig({ env: {}, overrides: { 'auth.tokenTtl': '2d', 'auth.maxTokenLifetime': '7d' } }).auth.maxTokenLifetime, 7 * day * 1000);
+});
+
 test('with clockToleranceSeconds 0 a token 10 s past its exp is refused', async (t) => {
   const { relay, admin, viewer } = await setup(t, { 'auth.clockToleranceSeconds': '0' });
   await assertInvalidToken(relay, viewer, `Bearer ${relay.sign(claimsFor('org-a', admin, { exp: nowSeconds() - 10 }))}`, /has expired/);

@@ -270,3 +270,28 @@ test('an unexpected failure is a bare 500 problem without internal messages', as
     instance: '/webhook/get_webhook',
   });
 });
+
+test('error answers quote at most a short, escaped excerpt of what the client sent', async (t) => {
+  const { relay, adminToken } = await setup(t);
+  const huge = `${'r'.repeat(30)}"\u0000\u202e${'x'.repeat(60_000)}`;
+  const role = await assertUnchanged(relay.store, () => call(relay.baseUrl, 'PUT', '/users/update_role', { token: adminToken, body: { email: 'viewer@org-a.test', role_name: huge } }));
+  const body = assertProblem(role, 422, 'role_not_found');
+  assert.ok(role.text.length < 2_000, `a 60 KB role_name came back in ${role.text.length} bytes`);
+  // 40 characters, escaped as JSON: the quote, the NUL and the bidi override cannot break out or disguise the text.
+  assert.ok(body.detail.startsWith(`role "${'r'.repeat(30)}\\"\\u0000\\u202e${'x'.repeat(7)}..." does not exist;`), body.detail);
+  assert.doesNotMatch(role.text, /\u202e/);
+
+  const email = `${'e'.repeat(60)}@org-a.test`;
+  const user = await call(relay.baseUrl, 'PUT', '/users/update_role', { token: adminToken, body: { email, role_name: 'saas_admin' } });
+  assert.equal(assertProblem(user, 404, 'user_not_found').detail, `no user with e-mail "${'e'.repeat(40)}..." in organization "org-a"`);
+
+  const secretish = `{"role_name": "saas_admin", "email": "S3cr3t-${'y'.repeat(100)}`;
+  const broken = await rawUpdate(relay, adminToken, secretish);
+  const problem = assertProblem(broken, 400, 'malformed_json');
+  assert.equal(problem.detail, `The body is not valid JSON (${secretish.length} characters); send a JSON object`);
+  assert.doesNotMatch(broken.text, /S3cr3t|yyyy/);
+
+  const version = await call(relay.baseUrl, 'GET', '/users/get_roles', { token: adminToken, headers: { Version: 'v'.repeat(500) } });
+  assert.ok(version.text.length < 1_000, version.text);
+  assert.match(assertProblem(version, 400, 'unsupported_version').detail, new RegExp(`^Version "${'v'.repeat(40)}\\.\\.\\." is not supported`));
+});

@@ -153,12 +153,7 @@ test('webhook_url must be an absolute https URL of at most 2048 characters, with
   const base = 'https://hooks.example.com/';
   const exactly2048 = base + 'a'.repeat(2048 - base.length);
   const refused: Array<{ url: unknown; reason: string }> = [
-    { url: 'http://hooks.example.com/h', reason: 'must use the https scheme' },
-    { url: 'ftp://hooks.example.com/h', reason: 'must use the https scheme' },
-    { url: 'HTTP://hooks.example.com/h', reason: 'must use the https scheme' },
     { url: exactly2048 + 'a', reason: 'must be at most 2048 characters' },
-    { url: 'https://user:pass@hooks.example.com/h', reason: 'must not contain user-info (user:password@)' },
-    { url: 'https://user@hooks.example.com/h', reason: 'must not contain user-info (user:password@)' },
     { url: 'https://hooks.example.com/h#section', reason: 'must not contain a fragment (#...)' },
     { url: 'https://hooks.example.com/h#', reason: 'must not contain a fragment (#...)' },
     { url: '/hooks/relative', reason: 'must be an absolute URL such as https://example.com/hooks' },
@@ -178,6 +173,20 @@ test('webhook_url must be an absolute https URL of at most 2048 characters, with
     const body = assertProblem(res, 422, 'validation_failed');
     assert.deepEqual(body.invalid_params, [{ name: 'webhook_url', reason }], String(url).slice(0, 60));
   }
+  // What the URL may point at is the URL policy's: its own code, with the reason.
+  const policy: Array<{ url: string; reason: string; message: string }> = [
+    { url: 'http://hooks.example.com/h', reason: 'scheme_not_allowed', message: 'must use the https scheme (http only when the operator sets delivery.allowHttp)' },
+    { url: 'ftp://hooks.example.com/h', reason: 'scheme_not_allowed', message: 'must use the https scheme (http only when the operator sets delivery.allowHttp)' },
+    { url: 'HTTP://hooks.example.com/h', reason: 'scheme_not_allowed', message: 'must use the https scheme (http only when the operator sets delivery.allowHttp)' },
+    { url: 'https://user:pass@hooks.example.com/h', reason: 'credentials_not_allowed', message: 'must not contain user-info (user:password@); put a token in the path or rely on the signature' },
+    { url: 'https://user@hooks.example.com/h', reason: 'credentials_not_allowed', message: 'must not contain user-info (user:password@); put a token in the path or rely on the signature' },
+  ];
+  for (const { url, reason, message } of policy) {
+    const res = await assertUnchanged(relay.store, () => register(relay, adminToken, { webhook_url: url }));
+    const body = assertProblem(res, 422, 'webhook_url_not_allowed');
+    assert.equal(body.reason, reason, url);
+    assert.deepEqual(body.invalid_params, [{ name: 'webhook_url', reason: message }], url);
+  }
   const accepted = await register(relay, adminToken, { webhook_url: exactly2048 });
   assert.equal(accepted.status, 201, 'a URL of exactly 2048 characters is accepted');
   assert.equal(accepted.body.webhook_url, exactly2048);
@@ -190,9 +199,9 @@ test('a mistyped active_hmac is 422 on its own field and changes nothing', async
     const body = assertProblem(res, 422, 'validation_failed');
     assert.deepEqual(body.invalid_params, [{ name: 'active_hmac', reason: 'must be true or false' }]);
   }
-  const both = await assertUnchanged(relay.store, () => register(relay, adminToken, { webhook_url: 'http://x.example.com', active_hmac: 'no' }));
+  const both = await assertUnchanged(relay.store, () => register(relay, adminToken, { webhook_url: 'https://x.example.com/#top', active_hmac: 'no' }));
   assert.deepEqual(assertProblem(both, 422, 'validation_failed').invalid_params, [
-    { name: 'webhook_url', reason: 'must use the https scheme' },
+    { name: 'webhook_url', reason: 'must not contain a fragment (#...)' },
     { name: 'active_hmac', reason: 'must be true or false' },
   ]);
 });
@@ -207,10 +216,10 @@ test('a refused replacement keeps the registered webhook as it was', async (t) =
 });
 
 test('plain http is accepted only when delivery.allowHttp is true', async (t) => {
-  const { relay, adminToken } = await setup(t, { 'delivery.allowHttp': 'true' });
+  const { relay, adminToken } = await setup(t, { 'delivery.allowHttp': 'true', 'delivery.allowNetworks': '127.0.0.1/32' });
   const res = await register(relay, adminToken, { webhook_url: 'http://127.0.0.1:9999/hook' });
   assert.equal(res.status, 201, res.text);
   assert.equal(res.body.webhook_url, 'http://127.0.0.1:9999/hook');
   const ftp = await assertUnchanged(relay.store, () => register(relay, adminToken, { webhook_url: 'ftp://127.0.0.1/hook' }));
-  assert.deepEqual(assertProblem(ftp, 422, 'validation_failed').invalid_params, [{ name: 'webhook_url', reason: 'must use the https or http scheme' }]);
+  assert.deepEqual(assertProblem(ftp, 422, 'webhook_url_not_allowed').invalid_params, [{ name: 'webhook_url', reason: 'must use the https or http scheme' }]);
 });

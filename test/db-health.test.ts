@@ -137,7 +137,7 @@ test('a full disk: /readyz answers 503 disk_full, logged once; nothing is lost; 
   defer(t, () => store.close());
   const services = createServices(store, config);
   services.orgs.add({ id: 'acme' });
-  services.webhooks.register('acme', { webhook_url: receiver.url });
+  await services.webhooks.register('acme', { webhook_url: receiver.url });
 
   let next = 0;
   const append = (n: number) => {

@@ -63,7 +63,7 @@ test('wake-ups: an appended feed line and an API call are delivered at once, wit
   const rig = await startDeliveryRig(t, NO_POLLS);
   const receiver = await startReceiver(t, rig.tls);
   const { admin } = seedOrg(rig.relay.services, 'org-a');
-  rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   // The tailer waits for the feed file to appear; give it a first line and let it settle.
   rig.feed(feedLine('org-a', 'evt_wake_0'));
   await receiver.waitForRequests(1, 10_000);
@@ -137,8 +137,8 @@ test('a 429 with Retry-After pauses the webhook: its next delivery waits, other 
   const other = await startReceiver(t, rig.tls);
   seedOrg(rig.relay.services, 'org-a');
   seedOrg(rig.relay.services, 'org-b');
-  rig.relay.services.webhooks.register('org-a', { webhook_url: throttled.url });
-  rig.relay.services.webhooks.register('org-b', { webhook_url: other.url });
+  await rig.relay.services.webhooks.register('org-a', { webhook_url: throttled.url });
+  await rig.relay.services.webhooks.register('org-b', { webhook_url: other.url });
 
   rig.feed(feedLine('org-a', 'evt_429_a1', 'ar_1'));
   const [refused] = await throttled.waitForRequests(1);
@@ -185,11 +185,11 @@ test('fair slots: six hanging receivers hold one attempt each and at most half t
   const healthy = await startReceiver(t, rig.tls);
   const hanging = await Promise.all(Array.from({ length: 6 }, () => startHangingCounter(t, rig.tls)));
   seedOrg(rig.relay.services, 'org-ok');
-  rig.relay.services.webhooks.register('org-ok', { webhook_url: healthy.url });
-  hanging.forEach((h, i) => {
+  await rig.relay.services.webhooks.register('org-ok', { webhook_url: healthy.url });
+  for (const [i, h] of hanging.entries()) {
     seedOrg(rig.relay.services, `org-hang-${i}`);
-    rig.relay.services.webhooks.register(`org-hang-${i}`, { webhook_url: h.url });
-  });
+    await rig.relay.services.webhooks.register(`org-hang-${i}`, { webhook_url: h.url });
+  }
   const samples: Array<{ at: number; open: number }> = [];
   const startedAt = Date.now();
   const sampler = setInterval(() => samples.push({ at: Date.now() - startedAt, open: hanging.reduce((n, h) => n + h.counter.open, 0) }), 10);
@@ -227,8 +227,8 @@ test('a row whose body cannot be built is marked dead with the reason; its organ
   const b = await startReceiver(t, rig.tls);
   seedOrg(rig.relay.services, 'org-a');
   seedOrg(rig.relay.services, 'org-b');
-  rig.relay.services.webhooks.register('org-a', { webhook_url: a.url });
-  rig.relay.services.webhooks.register('org-b', { webhook_url: b.url });
+  await rig.relay.services.webhooks.register('org-a', { webhook_url: a.url });
+  await rig.relay.services.webhooks.register('org-b', { webhook_url: b.url });
   const store = rig.relay.store;
   // A damaged event: an occurred_at no Date can hold (as a damaged page or a hand edit could leave).
   const poisonId = store.transaction(() => {
@@ -319,7 +319,7 @@ test('the clock steps forward then back: fresh deliveries go out at once, before
   t.after(() => store.close());
   const services = createServices(store, config);
   seedOrg(services, 'org-a');
-  services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await services.webhooks.register('org-a', { webhook_url: receiver.url });
   const feed = (id: string, request = `ar_${id}`) => appendFeed(config.feed.path, [feedLine('org-a', id, request)]);
   const delivered = (id: string, what: string) => waitForDelivery(store, 'org-a', id, (d) => d.status === DeliveryStatus.delivered, what, 5_000);
 
@@ -373,7 +373,7 @@ test('new work is claimed at once while slots are free, not at the next group co
   const rig = await startDeliveryRig(t, { ...NO_POLLS, 'delivery.groupCommitInterval': '1s', 'delivery.perWebhookConcurrency': '8' });
   const receiver = await startReceiver(t, rig.tls);
   seedOrg(rig.relay.services, 'org-a');
-  rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_claim_0'));
   await receiver.waitForRequests(1, 10_000);
 
@@ -393,7 +393,7 @@ test('a change that waits behind its request\'s attempt goes out when that attem
     return { status: 200 };
   });
   seedOrg(rig.relay.services, 'org-a');
-  rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_warm'));
   await receiver.waitForRequests(1, 10_000);
 

@@ -158,7 +158,7 @@ test('after the grace period (delivery.secretRotationGrace) only the new secret 
   const rig = await startDeliveryRig(t, { 'delivery.secretRotationGrace': '1s' });
   const receiver = await startReceiver(t, rig.tls);
   seedOrg(rig.relay.services, 'org-a');
-  const oldSecret = rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url }).newSecret!;
+  const oldSecret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
   const { secret: newSecret, previousSecretExpiresAt } = rig.relay.services.deliveries.rotateSecret('org-a');
   await waitFor('the grace period to end', () => Date.now() > previousSecretExpiresAt + 5, 5_000);
 
@@ -176,7 +176,7 @@ test('500 then 200: one event, two attempts, the same webhook-id and identical b
   const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1s' });
   const receiver = await startReceiver(t, rig.tls, (req) => (req.index === 0 ? { status: 500, body: 'try later' } : { status: 200 }));
   seedOrg(rig.relay.services, 'org-a');
-  const secret = rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url }).newSecret!;
+  const secret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
 
   rig.feed(feedLine('org-a', 'evt_retry', 'ar_retry', 'approved', { data: { amount_cents: 5 } }));
   const delivered = await waitForDelivery(rig.relay.store, 'org-a', 'evt_retry', (d) => d.status === 'delivered', 'the retry to be delivered');
@@ -214,7 +214,7 @@ test('POST /webhook/test delivers a signed webhook.test event', async (t) => {
   const receiver = await startReceiver(t, rig.tls);
   const { admin } = seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
-  const secret = rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url }).newSecret!;
+  const secret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
 
   const queued = await call(rig.relay.baseUrl, 'POST', '/webhook/test', { token });
   assert.equal(queued.status, 202, queued.text);
@@ -245,7 +245,7 @@ test('without delivery.caFile the test CA is not trusted: the attempt fails with
   const rig = await startDeliveryRig(t, { 'delivery.caFile': '', 'delivery.retrySchedule': '1h' });
   const receiver = await startReceiver(t, rig.tls);
   seedOrg(rig.relay.services, 'org-a');
-  rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_untrusted'));
   const failed = await waitForDelivery(rig.relay.store, 'org-a', 'evt_untrusted', (d) => d.attempts === 1, 'the first attempt');
   const [attempt] = attemptsOf(rig.relay.store, failed.id);

@@ -16,7 +16,7 @@ test('a restart in the middle of the retry schedule resumes it: next_attempt_at 
 
   const first = await startRelay(t, overrides);
   seedOrg(first.services, 'org-a');
-  first.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await first.services.webhooks.register('org-a', { webhook_url: receiver.url });
   appendFeed(first.config.feed.path, [feedLine('org-a', 'evt_resumed')]);
   const failed = await waitForDelivery(first.store, 'org-a', 'evt_resumed', (d) => d.attempts === 1, 'the first, failed attempt');
   assert.equal(failed.status, 'pending');
@@ -61,7 +61,7 @@ test('a graceful stop cuts in-flight attempts short without counting them; the n
 
   const first = await startRelay(t, overrides);
   seedOrg(first.services, 'org-a');
-  first.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await first.services.webhooks.register('org-a', { webhook_url: receiver.url });
   appendFeed(first.config.feed.path, [feedLine('org-a', 'evt_interrupted')]);
   await receiver.waitForRequests(1);
   // The drain deadline (200 ms) passes long before the attempt's own (30 s): the attempt is aborted.

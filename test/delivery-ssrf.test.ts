@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { lookup } from 'node:dns/promises';
 import { hostname } from 'node:os';
 import { test } from 'node:test';
+import type { Store } from '../src/store/store.ts';
 import { call, seedOrg, startRelay } from './helpers.ts';
 import { appendFeed, attemptsOf, createTestTls, FAST_DELIVERY, feedLine, startReceiver, waitForDelivery } from './receivers.ts';
 
@@ -20,6 +21,11 @@ async function loopbackHostname(): Promise<string | null> {
   } catch {
     return null;
   }
+}
+
+/** A webhook as a version of hookrelay that did not check URLs at registration stored it. */
+function registeredBeforeTheCheck(store: Store, orgId: string, url: string): void {
+  store.webhooks.upsert(orgId, url, false, null, Date.now());
 }
 
 test('without allowNetworks, loopback and metadata URLs in every spelling are refused before connecting, and the refusal is recorded', async (t) => {
@@ -38,6 +44,8 @@ test('without allowNetworks, loopback and metadata URLs in every spelling are re
     { url: `https://127.0.0.1:${port}/hook`, names: /^127\.0\.0\.1 is in a refused range \(loopback\)/ },
     { url: `https://[::ffff:127.0.0.1]:${port}/hook`, names: /^::ffff:7f00:1 is in a refused range \(loopback\)/ },
     { url: `https://[::1]:${port}/hook`, names: /^::1 is in a refused range \(.*loopback/ },
+    { url: `https://[::ffff:0:7f00:1]:${port}/hook`, names: /^::ffff:0:7f00:1 is in a refused range \(IPv4-translated \(127\.0\.0\.1: loopback\)\)/ },
+    { url: 'https://[::ffff:0:a9fe:a9fe]/latest/meta-data/', names: /^::ffff:0:a9fe:a9fe is in a refused range \(IPv4-translated \(169\.254\.169\.254: link-local/ },
     { url: `https://[64:ff9b::7f00:1]:${port}/hook`, names: /^64:ff9b::7f00:1 is in a refused range \(NAT64 \(127\.0\.0\.1: loopback\)\)/ },
     { url: `https://0.0.0.0:${port}/hook`, names: /^0\.0\.0\.0 is in a refused range \(unspecified/ },
     { url: 'https://169.254.169.254/latest/meta-data/', names: /^169\.254\.169\.254 is in a refused range \(link-local \(cloud metadata\)\)/ },
@@ -48,12 +56,14 @@ test('without allowNetworks, loopback and metadata URLs in every spelling are re
   else t.diagnostic(`${hostname()} does not resolve to loopback here; the own-hostname case is covered by localhost`);
 
   const { admin } = seedOrg(relay.services, 'ssrf-0');
-  cases.forEach(({ url }, i) => {
+  for (const [i, { url }] of cases.entries()) {
     const orgId = `ssrf-${i}`;
     if (i > 0) seedOrg(relay.services, orgId);
-    // Registration does not resolve names: the check happens before each attempt.
-    relay.services.webhooks.register(orgId, { webhook_url: url });
-  });
+    // Registration refuses every one of them now (see the tests below); these stand for
+    // webhooks registered before it did, or names whose DNS changed since: each attempt checks.
+    await assert.rejects(relay.services.webhooks.register(orgId, { webhook_url: url }), { code: 'webhook_url_not_allowed' }, url);
+    registeredBeforeTheCheck(relay.store, orgId, url);
+  }
   appendFeed(
     relay.config.feed.path,
     cases.map((_, i) => feedLine(`ssrf-${i}`, `evt_ssrf_${i}`)),
@@ -98,7 +108,12 @@ test('allowNetworks opens only what it lists: 127.0.0.1/32 reaches the receiver 
   };
   for (const [orgId, url] of Object.entries(cases)) {
     seedOrg(relay.services, orgId);
-    relay.services.webhooks.register(orgId, { webhook_url: url });
+    if (orgId === 'org-ip') await relay.services.webhooks.register(orgId, { webhook_url: url });
+    else {
+      // Refused at registration as well: registered before the check, they are refused at delivery.
+      await assert.rejects(relay.services.webhooks.register(orgId, { webhook_url: url }), { code: 'webhook_url_not_allowed' }, url);
+      registeredBeforeTheCheck(relay.store, orgId, url);
+    }
   }
   appendFeed(
     relay.config.feed.path,

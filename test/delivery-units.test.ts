@@ -264,13 +264,13 @@ test('signature: one v1 signature per secret, newest first, verified by the stan
   assert.equal(signatureHeader([], 'evt_1', timestamp, body), '');
 });
 
-test('webhook health in the store: failing after N failures in a row, disabled after failing too long, success and enable reset it', (t) => {
+test('webhook health in the store: failing after N failures in a row, disabled after failing too long, success and enable reset it', async (t) => {
   const dir = tempDir(t);
   const store = openStore(join(dir, 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const services = createServices(store, loadConfig({ env: {}, overrides: { stateDir: dir } }));
   services.orgs.add({ id: 'org-a' });
-  services.webhooks.register('org-a', { webhook_url: 'https://hooks.example.com/in' });
+  await services.webhooks.register('org-a', { webhook_url: 'https://hooks.example.com/in' });
   const day = 86_400_000;
   const t0 = 1_800_000_000_000;
   const fail = (at: number) => store.webhooks.recordFailure('org-a', at, 3, 5 * day);

@@ -414,14 +414,14 @@ describe('duplicates, conflicts and bad lines', () => {
     assert.deepEqual(probe.stats(path), { accepted: 6, duplicates: 0, quarantined: expected.length + 1 });
   });
 
-  test('lines ingested by the service: an organization with a webhook gets a pending outbox row per event; one without keeps its events, undeliverable', (t) => {
+  test('lines ingested by the service: an organization with a webhook gets a pending outbox row per event; one without keeps its events, undeliverable', async (t) => {
     const stateDir = scratchDir(t, 'hookrelay-feed-state-');
     const config = loadConfig({ env: {}, overrides: { stateDir } });
     const store = openStore(config.database.path, systemClock);
     defer(t, () => store.close());
     const services = createServices(store, config);
     services.orgs.add({ id: 'org-hooked' });
-    services.webhooks.register('org-hooked', { webhook_url: 'https://hooks.example.com/hookrelay' });
+    await services.webhooks.register('org-hooked', { webhook_url: 'https://hooks.example.com/hookrelay' });
     services.orgs.add({ id: 'org-quiet' });
 
     const raw = (value: unknown, position: number): RawLine => ({ bytes: Buffer.from(JSON.stringify(value)), position });

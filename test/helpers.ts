@@ -148,6 +148,7 @@ const PROBLEM_MEMBERS = new Set([
   'valid_role_names',
   'retry_after_seconds',
   'limit_bytes',
+  'reason',
 ]);
 /** Traces of internals that must never reach a client: stack frames, library and SQLite messages. */
 const LEAKS = /\n\s+at |\.[cm]?[jt]s:\d+|node_modules|\bstack\b|SqliteError|SQLITE_|no such table|JsonWebTokenError|TokenExpiredError|jwt (?:malformed|expired|signature|audience|issuer)|invalid signature|secretOrPublicKey|koa-jwt/i;

@@ -50,7 +50,7 @@ test('after a known sequence of ingests and deliveries, every hookrelay metric h
   const { services, store } = relay;
   for (const [org, receiver] of [['org-ok', ok], ['org-503', unavailable], ['org-gone', gone]] as const) {
     services.orgs.add({ id: org });
-    services.webhooks.register(org, { webhook_url: receiver.url });
+    await services.webhooks.register(org, { webhook_url: receiver.url });
   }
 
   // Before anything happened: every counter at 0, nothing queued.
@@ -137,7 +137,7 @@ test('the oldest due delivery and the feed lag, while a webhook does not answer 
   const { tls, relay, feed } = await startDeliveryRig(t, { 'metrics.refreshInterval': '1s', 'delivery.timeout': '3s' });
   const hanging = await startReceiver(t, tls, () => 'hang');
   relay.services.orgs.add({ id: 'org-slow' });
-  relay.services.webhooks.register('org-slow', { webhook_url: hanging.url });
+  await relay.services.webhooks.register('org-slow', { webhook_url: hanging.url });
   const queuedAt = Date.now();
   // Two changes of one request: the second waits for the first, which hangs.
   feed(feedLine('org-slow', 'evt_1', 'ar_1'), feedLine('org-slow', 'evt_2', 'ar_1'));

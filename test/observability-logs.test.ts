@@ -40,7 +40,7 @@ test('attempt outcomes at their level, with the URL origin and the next attempt 
   const urls = { 'org-ok': `${ok.url}/s3cr3t-path?token=t0k3n-ok`, 'org-flaky': `${flaky.url}/s3cr3t-path?token=t0k3n-flaky`, 'org-gone': `${gone.url}?sig=t0k3n-gone` };
   for (const [org, url] of Object.entries(urls)) {
     services.orgs.add({ id: org });
-    services.webhooks.register(org, { webhook_url: url });
+    await services.webhooks.register(org, { webhook_url: url });
   }
   const origin = (url: string) => new URL(url).origin;
 
@@ -126,12 +126,12 @@ test('operator changes of a webhook are logged at warn: disabled, enabled, regis
   const { relay } = await startDeliveryRig(t);
   const services = createServices(relay.store, relay.config, createLogger('info', log.stream));
   services.orgs.add({ id: 'acme' });
-  services.webhooks.register('acme', { webhook_url: 'https://hooks.acme.example/in?token=t0k3n' });
+  await services.webhooks.register('acme', { webhook_url: 'https://hooks.acme.example/in?token=t0k3n' });
   services.deliveries.setEnabled('acme', false);
   services.deliveries.setEnabled('acme', false); // no change: no line
   services.deliveries.setEnabled('acme', true);
   services.deliveries.setEnabled('acme', false);
-  services.webhooks.register('acme', { webhook_url: 'https://hooks2.acme.example/in' });
+  await services.webhooks.register('acme', { webhook_url: 'https://hooks2.acme.example/in' });
   assert.deepEqual(
     log.records().map((r) => [r.level, r.subsystem, r.org, r.url, r.from, r.to, r.by, r.msg]),
     [

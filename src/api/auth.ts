@@ -4,6 +4,7 @@ import type { Context, Middleware, Next } from 'koa';
 import koaJwt from 'koa-jwt';
 import type { Config } from '../config/load.ts';
 import type { Clock } from '../domain/clock.ts';
+import { formatDuration } from '../domain/duration.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import type { Permission } from '../domain/permissions.ts';
 import type { Principal } from '../domain/types.ts';
@@ -134,6 +135,13 @@ function checkClaims(payload: unknown, auth: Config['auth'], nowMs: number): Rec
   if (claims.exp === undefined) throw invalidToken('The token has no expiry (exp); tokens must expire');
   if (!isNumericDate(claims.exp)) throw invalidToken('The token expiry (exp) must be a number of seconds since the epoch');
   if (now >= claims.exp + leeway) throw invalidToken('The token has expired; issue a new one');
+  // A token that lives longer than auth.maxTokenLifetime is refused, whether it says so (iat)
+  // or not (exp that far ahead): a leaked token must not be good for years.
+  const maxSeconds = Math.floor(auth.maxTokenLifetime / 1000);
+  if (claims.iat !== undefined && !isNumericDate(claims.iat)) throw invalidToken('The token iat must be a number of seconds since the epoch');
+  if ((claims.iat !== undefined && claims.exp - claims.iat > maxSeconds) || claims.exp - now > maxSeconds + leeway) {
+    throw invalidToken(`The token lives longer than this server accepts (auth.maxTokenLifetime, ${formatDuration(auth.maxTokenLifetime)}); issue a shorter-lived one`);
+  }
   if (claims.nbf !== undefined) {
     if (!isNumericDate(claims.nbf)) throw invalidToken('The token nbf must be a number of seconds since the epoch');
     if (claims.nbf > now + leeway) throw invalidToken('The token is not valid yet (nbf)');

@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import { ErrorCode } from '../domain/errors.ts';
+import { ErrorCode, excerpt } from '../domain/errors.ts';
 import { problem } from './problem.ts';
 
 /**
@@ -23,13 +23,14 @@ export function jsonBody(limitBytes: number) {
     } else {
       const type = ctx.get('Content-Type');
       if (type !== '' && !ctx.is('application/json', '+json')) {
-        throw problem(ErrorCode.unsupportedMediaType, `Content-Type "${type.slice(0, 80)}" is not supported; send the body as application/json`);
+        throw problem(ErrorCode.unsupportedMediaType, `Content-Type ${excerpt(type)} is not supported; send the body as application/json`);
       }
       let parsed: unknown;
       try {
         parsed = JSON.parse(text);
-      } catch (err) {
-        throw problem(ErrorCode.malformedJson, `The body is not valid JSON (${(err as Error).message}); send a JSON object`);
+      } catch {
+        // Not the parser's message: it quotes the body.
+        throw problem(ErrorCode.malformedJson, `The body is not valid JSON (${text.length} characters); send a JSON object`);
       }
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
         throw problem(ErrorCode.malformedJson, 'The body must be a JSON object');

@@ -12,6 +12,7 @@ const STATUS: Record<ErrorCode, { status: number; title: string }> = {
   [ErrorCode.roleExists]: { status: 409, title: 'Role already exists' },
   [ErrorCode.lastUserManager]: { status: 409, title: 'The organization would have no user manager' },
   [ErrorCode.webhookNotConfigured]: { status: 404, title: 'No webhook configured' },
+  [ErrorCode.webhookUrlNotAllowed]: { status: 422, title: 'Webhook URL not allowed' },
   [ErrorCode.secretNotConfigured]: { status: 404, title: 'No signing secret' },
   [ErrorCode.deliveryNotFound]: { status: 404, title: 'Delivery not found' },
   [ErrorCode.config]: { status: 500, title: 'Internal server error' },

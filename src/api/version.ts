@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import { ErrorCode } from '../domain/errors.ts';
+import { ErrorCode, excerpt } from '../domain/errors.ts';
 import { problem } from './problem.ts';
 
 /** API versions this daemon serves, oldest first. All are wire-compatible in this release. */
@@ -32,7 +32,7 @@ export async function versionMiddleware(ctx: Context, next: Next): Promise<void>
   if (version === null) {
     throw problem(
       ErrorCode.unsupportedVersion,
-      `Version "${ctx.get('Version').slice(0, 40)}" is not supported; send one of ${[...ACCEPTED_SPELLINGS.keys()].join(', ')}, or omit the header for ${LATEST_VERSION}`,
+      `Version ${excerpt(ctx.get('Version'))} is not supported; send one of ${[...ACCEPTED_SPELLINGS.keys()].join(', ')}, or omit the header for ${LATEST_VERSION}`,
       { supported_versions: [...SUPPORTED_VERSIONS] },
     );
   }

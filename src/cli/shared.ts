@@ -111,11 +111,17 @@ export async function withStore<T>(options: CommonOptions, fn: (ctx: CommandCont
 export function withServices<T>(options: CommonOptions, fn: (ctx: CommandContext) => T): T {
   const config = configFrom(options);
   const store = openConfiguredStore(config);
+  let result: T;
   try {
-    return fn({ config, store, services: createServices(store, config), log: cliLogger(config) });
-  } finally {
+    result = fn({ config, store, services: createServices(store, config), log: cliLogger(config) });
+  } catch (err) {
     store.close();
+    throw err;
   }
+  // A command that waits (a registration resolves the webhook's host name) closes the store once it is done.
+  if (result instanceof Promise) return result.finally(() => store.close()) as T;
+  store.close();
+  return result;
 }
 
 /** Prints `json` with `--json`, otherwise the human text. */

@@ -21,8 +21,8 @@ export function registerWebhookCommands(program: Command): void {
     .option('--no-hmac', 'do not sign deliveries')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string; url: string; hmac: boolean }>(cmd);
-      withServices(options, ({ services }) => {
-        const result = services.webhooks.register(options.org, { webhook_url: options.url, active_hmac: options.hmac });
+      return withServices(options, async ({ services }) => {
+        const result = await services.webhooks.register(options.org, { webhook_url: options.url, active_hmac: options.hmac });
         process.stdout.write(result.created ? `registered ${result.webhook.url} for ${options.org}\n` : `replaced ${result.replacedUrl} with ${result.webhook.url} for ${options.org}\n`);
         if (result.newSecret) process.stdout.write(`signing secret (shown once; also: hookrelay webhook secret --org ${options.org}): ${result.newSecret}\n`);
       });

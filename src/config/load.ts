@@ -27,6 +27,7 @@ export interface Config {
     readonly emailClaim: string;
     readonly organizationClaim: string;
     readonly tokenTtl: number;
+    readonly maxTokenLifetime: number;
   };
   readonly feed: {
     /** Absolute path of the feed file, or "-" for standard input. */
@@ -257,6 +258,9 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
 function checkCoherence(config: Config): void {
   for (const cidr of config.delivery.allowNetworks) {
     if (parseCidr(cidr) === null) throw configError(`key "delivery.allowNetworks" must list CIDRs such as "10.0.0.0/8" or "::1/128"; got ${JSON.stringify(cidr)}`);
+  }
+  if (config.auth.tokenTtl > config.auth.maxTokenLifetime) {
+    throw configError('key "auth.tokenTtl" must not exceed "auth.maxTokenLifetime" (tokens issued by default would be refused)');
   }
   if (config.delivery.perWebhookConcurrency > config.delivery.concurrency) {
     throw configError('key "delivery.perWebhookConcurrency" must not exceed "delivery.concurrency"');

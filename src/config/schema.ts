@@ -119,7 +119,12 @@ export const CONFIG_SCHEMA = {
     tokenTtl: {
       type: { kind: 'duration', min: 1000, max: 366 * 86_400_000 },
       default: '1h',
-      doc: 'Default lifetime of tokens made by `hookrelay token issue` (for example 15m, 1h, 7d).',
+      doc: 'Default lifetime of tokens made by `hookrelay token issue` (for example 15m, 1h, 7d); at most auth.maxTokenLifetime.',
+    },
+    maxTokenLifetime: {
+      type: { kind: 'duration', min: 60_000, max: 366 * 86_400_000 },
+      default: '24h',
+      doc: 'Longest lifetime a token may have: a token whose exp is further than this from its iat, or from now, is refused (401), and `hookrelay token issue` makes none longer. A leaked token is then good for a day at most.',
     },
   },
   feed: {

@@ -7,7 +7,7 @@ import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { AttemptError, parseRetryAfter, type AttemptResult } from '../domain/retry-policy.ts';
 import { signatureHeader } from '../domain/signature.ts';
 import { createDeliveryClient } from './http-client.ts';
-import { BLOCKED_CODE, type NetworkGuard } from './network-guard.ts';
+import { BLOCKED_CODE, urlRefusal, type NetworkGuard } from './network-guard.ts';
 
 /** At most this much of a response body is read and kept. */
 export const MAX_RESPONSE_BYTES = 20 * 1024;
@@ -73,9 +73,10 @@ export function createDeliverer(options: DelivererOptions) {
   const client = createDeliveryClient({ extraCa: options.extraCa, lookup: options.guard.lookup as never, userAgent: options.userAgent });
 
   function checkTarget(url: URL): void {
-    if (url.protocol !== 'https:' && !(options.allowHttp && url.protocol === 'http:')) {
-      throw new Refused(AttemptError.invalidUrl, `${url.protocol} URLs are not allowed; use https (or set delivery.allowHttp for development)`);
-    }
+    // The policy registration applied, again: a webhook registered before it (or before the
+    // operator changed delivery.allowHttp) is held to it too.
+    const refused = urlRefusal(url, options.allowHttp);
+    if (refused !== null) throw new Refused(AttemptError.invalidUrl, `the webhook URL ${refused.message}`);
     const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
     // IP literals never reach the lookup function, so they are checked here (the URL parser
     // has already normalised forms such as 127.1, 2130706433 and 0x7f.0.0.1).

@@ -1,43 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
-import { BlockList, isIP } from 'node:net';
-import { parseCidr } from '../domain/cidr.ts';
-
-/**
- * Address ranges a webhook may not reach unless the operator allows them: loopback, private,
- * link-local (cloud metadata), CGNAT, unique-local, multicast, unspecified, documentation,
- * benchmarking, reserved, and IPv6 forms that embed IPv4 (6to4, NAT64 local, IPv4-compatible;
- * well-known-prefix NAT64 addresses are judged by the IPv4 address they embed).
- * node:net's BlockList also matches IPv4-mapped IPv6 (::ffff:a.b.c.d) against the IPv4 rules.
- */
-const DENIED_V4: ReadonlyArray<[string, number, string]> = [
-  ['0.0.0.0', 8, 'unspecified / this network'],
-  ['10.0.0.0', 8, 'private'],
-  ['100.64.0.0', 10, 'carrier-grade NAT'],
-  ['127.0.0.0', 8, 'loopback'],
-  ['169.254.0.0', 16, 'link-local (cloud metadata)'],
-  ['172.16.0.0', 12, 'private'],
-  ['192.0.0.0', 24, 'IETF protocol assignments'],
-  ['192.0.2.0', 24, 'documentation'],
-  ['192.88.99.0', 24, '6to4 relay'],
-  ['192.168.0.0', 16, 'private'],
-  ['198.18.0.0', 15, 'benchmarking'],
-  ['198.51.100.0', 24, 'documentation'],
-  ['203.0.113.0', 24, 'documentation'],
-  ['224.0.0.0', 4, 'multicast'],
-  ['240.0.0.0', 4, 'reserved / broadcast'],
-];
-const DENIED_V6: ReadonlyArray<[string, number, string]> = [
-  ['::', 96, 'unspecified, loopback or IPv4-compatible'],
-  ['64:ff9b:1::', 48, 'local-use NAT64'],
-  ['100::', 64, 'discard-only'],
-  ['2001::', 23, 'IETF protocol assignments (Teredo, ...)'],
-  ['2001:db8::', 32, 'documentation'],
-  ['2002::', 16, '6to4'],
-  ['fc00::', 7, 'unique-local'],
-  ['fe80::', 10, 'link-local'],
-  ['fec0::', 10, 'site-local'],
-  ['ff00::', 8, 'multicast'],
-];
+import { isIP } from 'node:net';
+import { CATEGORY_WORDS, createAddressPolicy, type AddressCategory } from '../domain/address-policy.ts';
 
 export const BLOCKED_CODE = 'EHOOKRELAY_BLOCKED';
 
@@ -52,6 +15,12 @@ export interface NetworkGuard {
   /** Why `address` (an IP literal) is refused, or null when deliveries may reach it. */
   refusal(address: string): string | null;
   /**
+   * Why `url` may not be registered as a webhook (scheme, user-info, an IP literal or a name
+   * that resolves to a refused address), or null. Names are resolved once, here; delivery
+   * resolves them again before each connection.
+   */
+  checkTarget(url: URL, allowHttp: boolean): Promise<TargetRefusal | null>;
+  /**
    * A `lookup` for http(s).request: resolves every address of the name, refuses the name if
    * any of them is refused, and hands the checked addresses to the socket, so the connection
    * goes to an address that was checked (no DNS rebinding between check and connect).
@@ -59,62 +28,74 @@ export interface NetworkGuard {
   lookup(hostname: string, options: { all?: boolean; family?: number } | number, callback: LookupCallback): void;
 }
 
-/** The IPv4 address in the last 32 bits of an IPv6 address (which isIP has accepted), dotted. */
-function nat64Embedded(ipv6: string): string | null {
-  const text = ipv6.toLowerCase();
-  const dotted = /(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
-  if (dotted) return dotted.slice(1).join('.');
-  const [head = '', tail] = text.split('::');
-  const groups = (part: string) => (part === '' ? [] : part.split(':'));
-  const all = tail === undefined ? groups(head) : [...groups(head), ...Array<string>(8 - groups(head).length - groups(tail).length).fill('0'), ...groups(tail)];
-  if (all.length !== 8) return null;
-  const high = parseInt(all[6]!, 16);
-  const low = parseInt(all[7]!, 16);
-  return [high >> 8, high & 255, low >> 8, low & 255].join('.');
+/** How long registration waits for a name to resolve before it lets the name through (delivery checks again). */
+export const REGISTRATION_LOOKUP_MS = 5_000;
+
+/** Why a webhook URL may not be registered: a reason code (docs/api.md) and a sentence. */
+export interface TargetRefusal {
+  readonly reason: AddressCategory | 'scheme_not_allowed' | 'credentials_not_allowed';
+  readonly message: string;
+}
+
+/**
+ * The parts of the URL policy that need no address: https only (http with `allowHttp`), no
+ * user-info. Registration and every attempt apply them.
+ */
+export function urlRefusal(url: URL, allowHttp: boolean): TargetRefusal | null {
+  if (url.protocol !== 'https:' && !(allowHttp && url.protocol === 'http:')) {
+    return { reason: 'scheme_not_allowed', message: allowHttp ? 'must use the https or http scheme' : 'must use the https scheme (http only when the operator sets delivery.allowHttp)' };
+  }
+  if (url.username !== '' || url.password !== '') return { reason: 'credentials_not_allowed', message: 'must not contain user-info (user:password@); put a token in the path or rely on the signature' };
+  return null;
+}
+
+function lookupAll(hostname: string, timeoutMs: number): Promise<LookupAddress[] | null> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(null), timeoutMs);
+    dnsLookup(hostname, { all: true, verbatim: true }, (err, addresses) => {
+      clearTimeout(timer);
+      resolve(err ? null : addresses);
+    });
+  });
 }
 
 export function createNetworkGuard(allowNetworks: readonly string[]): NetworkGuard {
-  const allowed = new BlockList();
-  for (const cidr of allowNetworks) {
-    const parsed = parseCidr(cidr);
-    if (parsed) allowed.addSubnet(parsed.address, parsed.prefix, parsed.family);
-  }
-  const denied: Array<{ list: BlockList; label: string }> = [];
-  const ranges = [...DENIED_V4.map((r) => [...r, 'ipv4'] as const), ...DENIED_V6.map((r) => [...r, 'ipv6'] as const)];
-  for (const [address, prefix, label, family] of ranges) {
-    const list = new BlockList();
-    list.addSubnet(address, prefix, family);
-    denied.push({ list, label });
-  }
-  const nat64 = new BlockList();
-  nat64.addSubnet('64:ff9b::', 96, 'ipv6');
-
-  /** The label of the refused range `bare` is in, or null when it is not refused. */
-  function deniedLabel(bare: string, family: 'ipv4' | 'ipv6'): string | null {
-    if (allowed.check(bare, family)) return null;
-    for (const { list, label } of denied) {
-      if (list.check(bare, family)) return label;
-    }
-    // A NAT64 gateway turns 64:ff9b::a.b.c.d into a.b.c.d, and not every gateway refuses
-    // private targets (RFC 6052 asks them to): judge the embedded IPv4 address instead.
-    if (family === 'ipv6' && nat64.check(bare, 'ipv6')) {
-      const embedded = nat64Embedded(bare);
-      const label = embedded === null ? null : deniedLabel(embedded, 'ipv4');
-      return label === null ? null : `NAT64 (${embedded}: ${label})`;
-    }
-    return null;
-  }
+  const policy = createAddressPolicy(allowNetworks);
 
   function refusal(address: string): string | null {
     const bare = address.replace(/^\[(.*)\]$/, '$1');
-    const version = isIP(bare);
-    if (version === 0) return `${address} is not an IP address`;
-    const label = deniedLabel(bare, version === 4 ? 'ipv4' : 'ipv6');
-    return label === null ? null : `${bare} is in a refused range (${label}); allow it with delivery.allowNetworks if this receiver is meant to be internal`;
+    if (isIP(bare) === 0) return `${address} is not an IP address`;
+    const why = policy.refusal(bare);
+    return why === null ? null : `${bare} is in a refused range (${why.label}); allow it with delivery.allowNetworks if this receiver is meant to be internal`;
   }
 
   return {
     refusal,
+    async checkTarget(url, allowHttp) {
+      const refused = urlRefusal(url, allowHttp);
+      if (refused) return refused;
+      const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+      if (isIP(host) !== 0) {
+        const why = policy.refusal(host);
+        return why === null ? null : { reason: why.category, message: `must not point at ${CATEGORY_WORDS[why.category]}: ${host} is in a refused range (${why.label})` };
+      }
+      // RFC 6761: localhost and every name under it are the machine itself (127.0.0.1 or ::1),
+      // whatever DNS says.
+      const name = host.toLowerCase().replace(/\.$/, '');
+      if (name === 'localhost' || name.endsWith('.localhost')) {
+        const open = policy.refusal('127.0.0.1') === null && policy.refusal('::1') === null;
+        return open ? null : { reason: 'loopback_address', message: `must not point at ${CATEGORY_WORDS.loopback_address}: ${name} is this machine` };
+      }
+      // A name that does not resolve now is let through: it reaches nothing, and every attempt
+      // resolves it again and checks what it finds. The addresses are not named in the answer:
+      // which internal names resolve to what is the operator's business, not a tenant's.
+      const addresses = await lookupAll(host, REGISTRATION_LOOKUP_MS);
+      for (const { address } of addresses ?? []) {
+        const why = policy.refusal(address);
+        if (why !== null) return { reason: why.category, message: `must not point at ${CATEGORY_WORDS[why.category]}: ${host} resolves to one` };
+      }
+      return null;
+    },
     lookup(hostname, options, callback) {
       const family = typeof options === 'number' ? options : (options.family ?? 0);
       const wantAll = typeof options === 'object' && options.all === true;

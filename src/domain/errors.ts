@@ -14,6 +14,7 @@ export const ErrorCode = {
   roleExists: 'role_already_exists',
   lastUserManager: 'last_user_manager',
   webhookNotConfigured: 'webhook_not_configured',
+  webhookUrlNotAllowed: 'webhook_url_not_allowed',
   secretNotConfigured: 'secret_not_configured',
   deliveryNotFound: 'delivery_not_found',
   config: 'invalid_config',
@@ -60,6 +61,20 @@ export class HookrelayError extends Error {
     this.invalidParams = options.invalidParams ?? [];
     this.details = options.details ?? {};
   }
+}
+
+/** Longest excerpt of a client's input that an error message quotes (see excerpt). */
+export const EXCERPT_CHARS = 40;
+
+/**
+ * A client's input as an error message may quote it: at most EXCERPT_CHARS characters (then
+ * "..."), in double quotes, escaped as JSON (quotes, backslashes, control characters), with
+ * line separators and bidirectional controls escaped too, so that no answer or log line echoes
+ * a large or misleading value back.
+ */
+export function excerpt(value: string): string {
+  const cut = value.length > EXCERPT_CHARS ? `${value.slice(0, EXCERPT_CHARS)}...` : value;
+  return JSON.stringify(cut).replace(/[\u0080-\u009f\u00ad\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\ufeff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /** Shorthand for a validation failure that lists each offending field. */

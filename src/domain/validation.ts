@@ -34,18 +34,29 @@ export function checkEmail(value: unknown): string | null {
   return null;
 }
 
-/** The form under which e-mails are compared: trimmed and lower-cased (case-insensitive per organization). */
+/**
+ * The form under which e-mails are compared, in tokens, the API and the CLI alike (per
+ * organization): trimmed, ASCII letters lower-cased (A-Z only: `Ada@Example.COM` is
+ * `ada@example.com`), then the whole in Unicode NFC, so that a composed and a decomposed
+ * `é` are one address. No other case folding: JavaScript's toLowerCase() turned the Kelvin
+ * sign (U+212A) into "k", so `\u212Aate@` was `kate@`. NFC turns it into an upper-case "K",
+ * which no key can otherwise hold (its ASCII letters are lower-cased first): it stays apart.
+ */
 export function emailKey(email: string): string {
-  return email.trim().toLowerCase();
+  return email
+    .trim()
+    .replace(/[A-Z]+/g, (letters) => letters.toLowerCase())
+    .normalize('NFC');
 }
 
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
 
 /**
- * Checks a webhook URL as registered by an organization: absolute, https (http only when
- * `allowHttp`), at most 2048 characters, no user-info, no fragment.
+ * Checks the form of a webhook URL as registered by an organization: absolute, at most 2048
+ * characters, a host, no fragment, no spaces or control characters. What it may point at
+ * (scheme, user-info, addresses) is the URL policy's (dispatch/network-guard.ts checkTarget).
  */
-export function checkWebhookUrl(value: unknown, allowHttp: boolean): string | null {
+export function checkWebhookUrl(value: unknown): string | null {
   if (typeof value !== 'string') return 'must be a string';
   if (value.length === 0) return 'must not be empty';
   if (value.length > MAX_WEBHOOK_URL_LENGTH) return `must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`;
@@ -59,10 +70,6 @@ export function checkWebhookUrl(value: unknown, allowHttp: boolean): string | nu
   } catch {
     return 'must be an absolute URL such as https://example.com/hooks';
   }
-  if (url.protocol !== 'https:' && !(allowHttp && url.protocol === 'http:')) {
-    return allowHttp ? 'must use the https or http scheme' : 'must use the https scheme';
-  }
-  if (url.username !== '' || url.password !== '') return 'must not contain user-info (user:password@)';
   if (value.includes('#')) return 'must not contain a fragment (#...)';
   if (url.hostname === '') return 'must name a host';
   return null;

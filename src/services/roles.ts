@@ -1,4 +1,4 @@
-import { ErrorCode, HookrelayError, validationError, type InvalidParam } from '../domain/errors.ts';
+import { ErrorCode, excerpt, HookrelayError, validationError, type InvalidParam } from '../domain/errors.ts';
 import { ALL_PERMISSIONS, isPermission, type Permission } from '../domain/permissions.ts';
 import type { Role } from '../domain/types.ts';
 import { checkRoleName } from '../domain/validation.ts';
@@ -22,7 +22,7 @@ export function createRoleService(store: Store) {
       if (invalid.length > 0) throw validationError('the role is invalid', invalid);
       const permissions = [...new Set(input.permissions)] as Permission[];
       if (!store.roles.insert({ name: input.name, description, permissions }, store.clock.now())) {
-        throw new HookrelayError(ErrorCode.roleExists, `role "${input.name}" already exists`);
+        throw new HookrelayError(ErrorCode.roleExists, `role ${excerpt(input.name)} already exists`);
       }
       return { name: input.name, description, permissions, builtin: false };
     },
@@ -31,7 +31,7 @@ export function createRoleService(store: Store) {
       const role = store.roles.get(name);
       if (role) return role;
       const valid = store.roles.list().map((r) => r.name);
-      throw new HookrelayError(ErrorCode.roleNotFound, `role "${name}" does not exist; valid roles: ${valid.join(', ')}`, {
+      throw new HookrelayError(ErrorCode.roleNotFound, `role ${excerpt(name)} does not exist; valid roles: ${valid.join(', ')}`, {
         invalidParams: [{ name: 'role_name', reason: `must be one of: ${valid.join(', ')}` }],
         details: { valid_role_names: valid },
       });

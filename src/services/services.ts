@@ -1,4 +1,5 @@
 import type { Config } from '../config/load.ts';
+import { createNetworkGuard } from '../dispatch/network-guard.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createDeliveryService } from './deliveries.ts';
 import type { Store } from '../store/store.ts';
@@ -17,7 +18,10 @@ export function createServices(store: Store, config: Pick<Config, 'delivery'>, l
   const orgs = createOrgService(store);
   const roles = createRoleService(store);
   const users = createUserService(store, orgs, roles);
-  const webhooks = createWebhookService(store, orgs, { allowHttp: config.delivery.allowHttp, disableAfterMs: config.delivery.disableAfter }, work, log);
+  // The URL policy registration applies; every delivery attempt applies it again (relay.ts).
+  const guard = createNetworkGuard(config.delivery.allowNetworks);
+  const checkTarget = (url: URL) => guard.checkTarget(url, config.delivery.allowHttp);
+  const webhooks = createWebhookService(store, orgs, { checkTarget, disableAfterMs: config.delivery.disableAfter }, work, log);
   const deliveries = createDeliveryService(store, log.child({ subsystem: 'dispatch' }), {
     failingAfterFailures: config.delivery.failingAfterFailures,
     disableAfterMs: config.delivery.disableAfter,

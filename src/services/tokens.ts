@@ -1,8 +1,9 @@
 import jwt from 'jsonwebtoken';
 import { createPrivateKey, randomUUID, sign, type KeyObject } from 'node:crypto';
 import type { Config } from '../config/load.ts';
-import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import type { Clock } from '../domain/clock.ts';
+import { formatDuration } from '../domain/duration.ts';
+import { ErrorCode, HookrelayError, validationError } from '../domain/errors.ts';
 import type { AuthKeys } from './auth-keys.ts';
 import type { UserService } from './users.ts';
 
@@ -20,6 +21,11 @@ export function issueToken(
       ErrorCode.keyUnavailable,
       `cannot issue ${keys.algorithm} tokens without a private key; set auth.privateKeyFile, or issue tokens with your identity provider`,
     );
+  }
+  if (input.ttlMs > auth.maxTokenLifetime) {
+    throw validationError('the token lifetime is too long', [
+      { name: 'ttl', reason: `must be at most auth.maxTokenLifetime (${formatDuration(auth.maxTokenLifetime)}); got ${formatDuration(input.ttlMs)}` },
+    ]);
   }
   const principal = deps.users.principal(input.orgId, input.email);
   if (!principal) {

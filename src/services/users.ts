@@ -1,4 +1,4 @@
-import { ErrorCode, HookrelayError, validationError, type InvalidParam } from '../domain/errors.ts';
+import { ErrorCode, excerpt, HookrelayError, validationError, type InvalidParam } from '../domain/errors.ts';
 import { Permission } from '../domain/permissions.ts';
 import type { Principal, User } from '../domain/types.ts';
 import { checkEmail, emailKey } from '../domain/validation.ts';
@@ -27,7 +27,7 @@ function checkStringField(name: string, value: unknown, invalid: InvalidParam[])
 export function createUserService(store: Store, orgs: OrgService, roles: RoleService) {
   function notFound(orgId: string, email: string): HookrelayError {
     // Same answer whether the e-mail is unknown or belongs to another organization.
-    return new HookrelayError(ErrorCode.userNotFound, `no user with e-mail "${email}" in organization "${orgId}"`, {
+    return new HookrelayError(ErrorCode.userNotFound, `no user with e-mail ${excerpt(email)} in organization "${orgId}"`, {
       invalidParams: [{ name: 'email', reason: 'is not the e-mail of a user of this organization' }],
     });
   }
@@ -53,7 +53,7 @@ export function createUserService(store: Store, orgs: OrgService, roles: RoleSer
         roles.require(input.roleName);
         const email = input.email.trim();
         const user = store.users.insert({ orgId: input.orgId, email, emailKey: emailKey(email), roleName: input.roleName }, store.clock.now());
-        if (!user) throw new HookrelayError(ErrorCode.userExists, `a user with e-mail "${email}" already exists in organization "${input.orgId}"`);
+        if (!user) throw new HookrelayError(ErrorCode.userExists, `a user with e-mail ${excerpt(email)} already exists in organization "${input.orgId}"`);
         return user;
       });
     },

@@ -19,9 +19,12 @@ export interface Registration {
   readonly newSecret: string | null;
 }
 
+/** Why a URL may not be a webhook: a reason code and a sentence (see NetworkGuard.checkTarget). */
+export type TargetCheck = (url: URL) => Promise<{ readonly reason: string; readonly message: string } | null>;
+
 export interface WebhookServiceOptions {
-  /** Accept plain http:// URLs (development only). */
-  readonly allowHttp: boolean;
+  /** The URL policy: scheme, user-info and the addresses the URL reaches (dispatch/network-guard.ts). */
+  readonly checkTarget: TargetCheck;
   /** `delivery.disableAfter`, ms: health reports say when a failing webhook will be disabled. */
   readonly disableAfterMs: number;
 }
@@ -53,12 +56,12 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
      * Creates or replaces the organization's one webhook. `active_hmac` defaults to true;
      * a secret is generated the first time HMAC is active and kept across re-registrations.
      */
-    register(orgId: string, input: { webhook_url: unknown; active_hmac?: unknown }): Registration {
+    async register(orgId: string, input: { webhook_url: unknown; active_hmac?: unknown }): Promise<Registration> {
       const invalid: InvalidParam[] = [];
       if (input.webhook_url === undefined || input.webhook_url === null) {
         invalid.push({ name: 'webhook_url', reason: 'is required' });
       } else {
-        const problem = checkWebhookUrl(input.webhook_url, options.allowHttp);
+        const problem = checkWebhookUrl(input.webhook_url);
         if (problem) invalid.push({ name: 'webhook_url', reason: problem });
       }
       if (input.active_hmac !== undefined && typeof input.active_hmac !== 'boolean') {
@@ -67,6 +70,13 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
       if (invalid.length > 0) throw validationError('the request body is invalid', invalid);
       const url = input.webhook_url as string;
       const activeHmac = (input.active_hmac as boolean | undefined) ?? true;
+      const refused = await options.checkTarget(new URL(url));
+      if (refused !== null) {
+        throw new HookrelayError(ErrorCode.webhookUrlNotAllowed, `webhook_url ${refused.message}`, {
+          invalidParams: [{ name: 'webhook_url', reason: refused.message }],
+          details: { reason: refused.reason },
+        });
+      }
 
       const registration = store.transaction(() => {
         orgs.require(orgId);

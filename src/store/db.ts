@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { closeSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import { emailKey } from '../domain/validation.ts';
 import { databaseOpenError, ensureDirectory, pathError } from './directories.ts';
 import { MIGRATIONS } from './migrations.ts';
 
@@ -112,6 +113,8 @@ function assertNotNewer(db: Db, version: number): void {
  * Returns the versions before and after.
  */
 export function migrate(db: Db): { from: number; to: number } {
+  // Migration 7 recomputes the users' e-mail keys with the function the code uses.
+  db.function('hookrelay_email_key', { deterministic: true }, (email: unknown) => emailKey(String(email)));
   const run = db.transaction(() => {
     const from = schemaVersion(db);
     assertNotNewer(db, from);

@@ -258,4 +258,13 @@ export const MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX feed_rejects_received ON feed_rejects (received_at);
   `,
+  // 7: e-mails are compared under a new key (domain/validation.ts emailKey): ASCII letters
+  // lower-cased, then NFC; no longer JavaScript's full Unicode lower-casing, which matched a
+  // Kelvin sign (U+212A) with "k". hookrelay_email_key is that function, registered on the
+  // connection by migrate(). Two users whose addresses only differed in Unicode normal form
+  // would now share a key: the first keeps it and the other keeps its old key (OR IGNORE), so
+  // the migration never fails on them; list them with hookrelay users list.
+  `
+  UPDATE OR IGNORE users SET email_key = hookrelay_email_key(email) WHERE email_key <> hookrelay_email_key(email);
+  `,
 ];

@@ -8,9 +8,9 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
     ['POST', 'PUT'],
     '/webhook/register_webhook',
     Permission.webhookManage,
-    (ctx, principal) => {
+    async (ctx, principal) => {
       const body = ctx.state.body as Record<string, unknown>;
-      const result = services.webhooks.register(principal.orgId, { webhook_url: body.webhook_url, active_hmac: body.active_hmac });
+      const result = await services.webhooks.register(principal.orgId, { webhook_url: body.webhook_url, active_hmac: body.active_hmac });
       const { webhook } = result;
       let message = result.created
         ? `Webhook registered: status changes of anticipation requests will be sent to ${webhook.url}`

@@ -1,0 +1,153 @@
+import { BlockList, isIP } from 'node:net';
+import { parseCidr } from './cidr.ts';
+
+/**
+ * Which addresses a webhook may reach: the one policy behind registration (services/webhooks.ts)
+ * and every delivery attempt (dispatch/network-guard.ts). Refused unless the operator allows
+ * them (`delivery.allowNetworks`): loopback, private and shared (CGNAT, unique-local), link-local
+ * (cloud metadata), and every range that is not a unicast internet address (unspecified,
+ * multicast, documentation, benchmarking, reserved, transition mechanisms).
+ *
+ * An IPv6 address that carries an IPv4 address a translator would reach (IPv4-mapped
+ * ::ffff:a.b.c.d, IPv4-translated ::ffff:0:a.b.c.d, NAT64 64:ff9b::a.b.c.d) is judged by that
+ * IPv4 address. 6to4 (2002::/16), Teredo (2001::/32) and the IPv4-compatible form (::a.b.c.d)
+ * are refused whole: relays of long-deprecated mechanisms, never a receiver's real address.
+ * Other spellings of IPv4 (127.1, 0x7f.0.0.1, 2130706433, 0177.0.0.1) are normalised by the URL
+ * parser before they get here.
+ */
+
+/** The kind of refused address, as the `reason` of a refused registration (docs/api.md). */
+export type AddressCategory = 'loopback_address' | 'private_address' | 'link_local_address' | 'reserved_address';
+
+export interface AddressRefusal {
+  readonly category: AddressCategory;
+  /** The range, in words ("loopback", "private", "NAT64 (127.0.0.1: loopback)"). */
+  readonly label: string;
+}
+
+type Range = readonly [address: string, prefix: number, label: string, category: AddressCategory];
+
+const V4_RANGES: readonly Range[] = [
+  ['0.0.0.0', 8, 'unspecified / this network', 'reserved_address'],
+  ['10.0.0.0', 8, 'private', 'private_address'],
+  ['100.64.0.0', 10, 'carrier-grade NAT', 'private_address'],
+  ['127.0.0.0', 8, 'loopback', 'loopback_address'],
+  ['169.254.0.0', 16, 'link-local (cloud metadata)', 'link_local_address'],
+  ['172.16.0.0', 12, 'private', 'private_address'],
+  ['192.0.0.0', 24, 'IETF protocol assignments', 'reserved_address'],
+  ['192.0.2.0', 24, 'documentation', 'reserved_address'],
+  ['192.88.99.0', 24, '6to4 relay', 'reserved_address'],
+  ['192.168.0.0', 16, 'private', 'private_address'],
+  ['198.18.0.0', 15, 'benchmarking', 'reserved_address'],
+  ['198.51.100.0', 24, 'documentation', 'reserved_address'],
+  ['203.0.113.0', 24, 'documentation', 'reserved_address'],
+  ['224.0.0.0', 4, 'multicast', 'reserved_address'],
+  ['240.0.0.0', 4, 'reserved / broadcast', 'reserved_address'],
+];
+
+/** Checked in order: the first range that holds the address names it. */
+const V6_RANGES: readonly Range[] = [
+  ['::1', 128, 'loopback', 'loopback_address'],
+  ['::', 128, 'unspecified', 'reserved_address'],
+  ['::', 96, 'IPv4-compatible', 'reserved_address'],
+  ['64:ff9b:1::', 48, 'local-use NAT64', 'reserved_address'],
+  ['100::', 64, 'discard-only', 'reserved_address'],
+  ['2001::', 32, 'Teredo', 'reserved_address'],
+  ['2001::', 23, 'IETF protocol assignments', 'reserved_address'],
+  ['2001:db8::', 32, 'documentation', 'reserved_address'],
+  ['2002::', 16, '6to4', 'reserved_address'],
+  ['fc00::', 7, 'unique-local', 'private_address'],
+  ['fe80::', 10, 'link-local', 'link_local_address'],
+  ['fec0::', 10, 'site-local', 'private_address'],
+  ['ff00::', 8, 'multicast', 'reserved_address'],
+];
+
+function listOf(address: string, prefix: number, family: 'ipv4' | 'ipv6'): BlockList {
+  const list = new BlockList();
+  list.addSubnet(address, prefix, family);
+  return list;
+}
+
+const V4 = V4_RANGES.map(([address, prefix, label, category]) => ({ list: listOf(address, prefix, 'ipv4'), label, category }));
+const V6 = V6_RANGES.map(([address, prefix, label, category]) => ({ list: listOf(address, prefix, 'ipv6'), label, category }));
+
+/** The eight 16-bit groups of an IPv6 address (as isIP accepts it, a zone index allowed); null if it is not one. */
+export function ipv6Groups(text: string): number[] | null {
+  const bare = text.replace(/%.*$/, '');
+  if (isIP(bare) !== 6) return null;
+  let body = bare.toLowerCase();
+  const tail: number[] = [];
+  const dotted = /(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(body);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    tail.push((a << 8) | b, (c << 8) | d);
+    body = body.slice(0, dotted.index);
+    // "::1.2.3.4" leaves "::", "::ffff:1.2.3.4" leaves "::ffff:".
+    if (body.endsWith(':') && !body.endsWith('::')) body = body.slice(0, -1);
+  }
+  const [head = '', rest] = body.split('::');
+  const parse = (part: string) => (part === '' ? [] : part.split(':').map((g) => parseInt(g, 16)));
+  const before = parse(head);
+  const after = [...parse(rest ?? ''), ...tail];
+  const groups = rest === undefined ? [...before, ...tail] : [...before, ...Array<number>(8 - before.length - after.length).fill(0), ...after];
+  return groups.length === 8 && groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : null;
+}
+
+/** The IPv4 address an IPv6 address leads to through a translator, and which form carries it; null for other addresses. */
+export function embeddedIpv4(ipv6: string): { form: string; ipv4: string } | null {
+  const g = ipv6Groups(ipv6);
+  if (g === null) return null;
+  const v4 = `${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`;
+  const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zeros(0, 5) && g[5] === 0xffff) return { form: 'IPv4-mapped', ipv4: v4 };
+  if (zeros(0, 4) && g[4] === 0xffff && g[5] === 0) return { form: 'IPv4-translated', ipv4: v4 };
+  if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return { form: 'NAT64', ipv4: v4 };
+  return null;
+}
+
+/**
+ * The operator's allowlist and the judgement of addresses against it. `allowNetworks` holds
+ * CIDRs (validated with the configuration; anything else is ignored here).
+ */
+export function createAddressPolicy(allowNetworks: readonly string[]) {
+  const allowed = new BlockList();
+  for (const cidr of allowNetworks) {
+    const parsed = parseCidr(cidr);
+    if (parsed) allowed.addSubnet(parsed.address, parsed.prefix, parsed.family);
+  }
+
+  function judgeV4(address: string): AddressRefusal | null {
+    if (allowed.check(address, 'ipv4')) return null;
+    for (const { list, label, category } of V4) if (list.check(address, 'ipv4')) return { label, category };
+    return null;
+  }
+
+  /** Why `address` (an IP literal, brackets and zone index allowed) may not be reached; null when it may. */
+  function refusal(address: string): AddressRefusal | null {
+    const bare = address.replace(/^\[(.*)\]$/, '$1').replace(/%.*$/, '');
+    const version = isIP(bare);
+    if (version === 4) return judgeV4(bare);
+    if (version !== 6) return { label: 'not an IP address', category: 'reserved_address' };
+    if (allowed.check(bare, 'ipv6')) return null;
+    const embedded = embeddedIpv4(bare);
+    if (embedded !== null) {
+      const inner = judgeV4(embedded.ipv4);
+      if (inner === null) return null;
+      // An IPv4-mapped address is the IPv4 address itself, to the socket layer.
+      return embedded.form === 'IPv4-mapped' ? inner : { category: inner.category, label: `${embedded.form} (${embedded.ipv4}: ${inner.label})` };
+    }
+    for (const { list, label, category } of V6) if (list.check(bare, 'ipv6')) return { label, category };
+    return null;
+  }
+
+  return { refusal };
+}
+export type AddressPolicy = ReturnType<typeof createAddressPolicy>;
+
+/** In words, for the reason of a refused registration. */
+export const CATEGORY_WORDS: Readonly<Record<AddressCategory, string>> = {
+  loopback_address: 'a loopback address',
+  private_address: 'a private address',
+  link_local_address: 'a link-local address (such as a cloud metadata service)',
+  reserved_address: 'a reserved or non-internet address',
+};

@@ -1,0 +1,153 @@
+/**
+ * The URL policy at registration (issue 11): a webhook URL that points at the operator's own
+ * machine or network, in any notation, is refused with 422 `webhook_url_not_allowed` and a
+ * reason code, and nothing changes; names are resolved and every address checked (in a network
+ * namespace of its own with its own hosts file, through the real CLI); `delivery.allowNetworks`
+ * opens what it lists. The same policy at delivery is tested in delivery-ssrf.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { promisify } from 'node:util';
+import { createAddressPolicy, embeddedIpv4, ipv6Groups } from '../src/domain/address-policy.ts';
+import { CLI } from './feed-helpers.ts';
+import { call, seedOrg, startRelay, tempDir } from './helpers.ts';
+
+const execFileAsync = promisify(execFile);
+
+/** [URL, reason code] */
+const REFUSED: ReadonlyArray<readonly [string, string]> = [
+  ['https://127.0.0.1/', 'loopback_address'],
+  ['https://localhost/', 'loopback_address'],
+  ['https://LOCALHOST./hook', 'loopback_address'],
+  ['https://hooks.localhost/', 'loopback_address'],
+  ['https://127.1/', 'loopback_address'],
+  ['https://2130706433/', 'loopback_address'],
+  ['https://0x7f.0.0.1/', 'loopback_address'],
+  ['https://0177.0.0.1/', 'loopback_address'],
+  ['https://[::1]/', 'loopback_address'],
+  ['https://[::ffff:127.0.0.1]/', 'loopback_address'],
+  ['https://[::ffff:0:7f00:1]/', 'loopback_address'],
+  ['https://[64:ff9b::7f00:1]/', 'loopback_address'],
+  ['https://10.1.2.3/', 'private_address'],
+  ['https://0xa.1.2.3/', 'private_address'],
+  ['https://172.16.0.1/', 'private_address'],
+  ['https://192.168.1.1/', 'private_address'],
+  ['https://100.64.0.1/', 'private_address'],
+  ['https://[fd00::1]/', 'private_address'],
+  ['https://[::ffff:0:a01:203]/', 'private_address'],
+  ['https://169.254.169.254/latest/meta-data/', 'link_local_address'],
+  ['https://[::ffff:0:a9fe:a9fe]/', 'link_local_address'],
+  ['https://[::ffff:a9fe:a9fe]/', 'link_local_address'],
+  ['https://[64:ff9b::169.254.169.254]/', 'link_local_address'],
+  ['https://[fe80::1]/', 'link_local_address'],
+  ['https://0.0.0.0/', 'reserved_address'],
+  ['https://224.0.0.1/', 'reserved_address'],
+  ['https://[2002:7f00:1::1]/', 'reserved_address'],
+  ['https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/', 'reserved_address'],
+  ['https://[64:ff9b:1::a00:1]/', 'reserved_address'],
+  ['https://[::127.0.0.1]/', 'reserved_address'],
+  ['http://hooks.example.com/in', 'scheme_not_allowed'],
+  ['ftp://hooks.example.com/in', 'scheme_not_allowed'],
+  ['https://user:pass@hooks.example.com/in', 'credentials_not_allowed'],
+  ['https://user@hooks.example.com/in', 'credentials_not_allowed'],
+];
+
+test('registration refuses every internal target in every notation with 422 webhook_url_not_allowed and its reason, and changes nothing', async (t) => {
+  const relay = await startRelay(t);
+  const { admin } = seedOrg(relay.services, 'acme');
+  const token = relay.token('acme', admin);
+  // A name that does not resolve here reaches nothing: it is accepted, and every attempt checks it again.
+  const first = await call(relay.baseUrl, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: 'https://hooks.example.com/in' } });
+  assert.equal(first.status, 201, first.text);
+  const before = await call(relay.baseUrl, 'GET', '/webhook/get_webhook', { token });
+
+  for (const [url, reason] of REFUSED) {
+    const res = await call(relay.baseUrl, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: url, active_hmac: false } });
+    assert.equal(res.status, 422, `${url}: ${res.text}`);
+    assert.equal(res.body.code, 'webhook_url_not_allowed', url);
+    assert.equal(res.body.reason, reason, `${url}: ${res.text}`);
+    assert.equal(res.body.invalid_params[0].name, 'webhook_url');
+    assert.match(res.body.detail, /^webhook_url must/, url);
+  }
+  const after = await call(relay.baseUrl, 'GET', '/webhook/get_webhook', { token });
+  assert.deepEqual(after.body, before.body, 'a refused registration changed the webhook');
+  assert.equal(after.body.active_hmac, true);
+});
+
+test('delivery.allowNetworks opens exactly what it lists at registration too; public addresses are accepted', async (t) => {
+  const relay = await startRelay(t, { 'delivery.allowNetworks': '10.0.0.0/8,fd00:1::/32' });
+  const { admin } = seedOrg(relay.services, 'acme');
+  const token = relay.token('acme', admin);
+  const register = (url: string) => call(relay.baseUrl, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: url } });
+  for (const url of ['https://10.1.2.3/hook', 'https://[::ffff:10.1.2.3]/hook', 'https://[::ffff:0:a01:203]/hook', 'https://[fd00:1::5]/hook', 'https://93.184.216.34/hook', 'https://[2606:4700:4700::1111]/hook', 'https://[64:ff9b::808:808]/hook']) {
+    const res = await register(url);
+    assert.ok(res.status === 200 || res.status === 201, `${url}: ${res.text}`);
+  }
+  for (const url of ['https://11.0.0.1/', 'https://172.16.0.1/', 'https://[fd00:2::5]/', 'https://127.0.0.1/']) {
+    const res = await register(url);
+    if (url === 'https://11.0.0.1/') assert.equal(res.status, 200, `${url} is public: ${res.text}`);
+    else assert.equal(res.status, 422, `${url}: ${res.text}`);
+  }
+});
+
+test('names are resolved at registration and every address checked; the answer does not say where a name points (the real CLI, in a network namespace with its own hosts file)', async (t) => {
+  const dir = tempDir(t);
+  const hosts = join(dir, 'hosts');
+  writeFileSync(
+    hosts,
+    [
+      '127.0.0.1 localhost',
+      '10.20.30.40 billing.internal.example',
+      '169.254.169.254 metadata.internal.example',
+      '93.184.216.34 receiver.public.example',
+      // One public and one private address: the name is refused (a connection could go to either).
+      '93.184.216.35 mixed.example',
+      'fd00::7 mixed.example',
+    ].join('\n') + '\n',
+  );
+  const stateDir = join(dir, 'state');
+  // The CLI runs with its own network stack (nothing leaves it) and /etc/hosts replaced inside it.
+  const cli = async (...args: string[]) => {
+    try {
+      const { stdout, stderr } = await execFileAsync('unshare', ['-m', '-n', 'sh', '-c', 'mount --bind "$0" /etc/hosts && ip link set lo up && exec "$@"', hosts, process.execPath, CLI, ...args, '--state-dir', stateDir], { encoding: 'utf8' });
+      return { code: 0, stdout, stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  };
+  assert.equal((await cli('orgs', 'add', 'acme')).code, 0);
+  for (const [name, words] of [
+    ['billing.internal.example', /must not point at a private address: billing\.internal\.example resolves to one/],
+    ['metadata.internal.example', /must not point at a link-local address .*: metadata\.internal\.example resolves to one/],
+    ['mixed.example', /must not point at a private address: mixed\.example resolves to one/],
+  ] as const) {
+    const r = await cli('webhook', 'set', '--org', 'acme', '--url', `https://${name}/hook`);
+    assert.notEqual(r.code, 0, `${name} was accepted: ${r.stdout}`);
+    assert.match(r.stderr, words, r.stderr);
+    assert.doesNotMatch(r.stderr, /10\.20\.30\.40|169\.254\.169\.254|fd00::7/, 'the answer names the address a name resolves to');
+  }
+  assert.match((await cli('webhook', 'get', '--org', 'acme')).stderr, /no webhook/, 'a refused registration stored something');
+  const ok = await cli('webhook', 'set', '--org', 'acme', '--url', 'https://receiver.public.example/hook');
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stdout, /registered https:\/\/receiver\.public\.example\/hook for acme/);
+});
+
+test('address policy: embedded IPv4 forms are found and judged by the IPv4 address; other IPv6 addresses are not', () => {
+  assert.deepEqual(ipv6Groups('::ffff:1.2.3.4'), [0, 0, 0, 0, 0, 0xffff, 0x0102, 0x0304]);
+  assert.deepEqual(ipv6Groups('64:ff9b::1.2.3.4'), [0x64, 0xff9b, 0, 0, 0, 0, 0x0102, 0x0304]);
+  assert.deepEqual(ipv6Groups('fe80::1%eth0'), [0xfe80, 0, 0, 0, 0, 0, 0, 1]);
+  assert.equal(ipv6Groups('1.2.3.4'), null);
+  assert.deepEqual(embeddedIpv4('::ffff:0:7f00:1'), { form: 'IPv4-translated', ipv4: '127.0.0.1' });
+  assert.deepEqual(embeddedIpv4('0:0:0:0:ffff:0:a9fe:a9fe'), { form: 'IPv4-translated', ipv4: '169.254.169.254' });
+  assert.deepEqual(embeddedIpv4('::FFFF:7F00:1'), { form: 'IPv4-mapped', ipv4: '127.0.0.1' });
+  assert.deepEqual(embeddedIpv4('64:ff9b::a00:1'), { form: 'NAT64', ipv4: '10.0.0.1' });
+  for (const other of ['2606:4700::1111', '::1', '::', '2002:7f00:1::1', '64:ff9b:1::a00:1', 'ffff::7f00:1']) assert.equal(embeddedIpv4(other), null, other);
+  const policy = createAddressPolicy([]);
+  assert.deepEqual(policy.refusal('::ffff:0:7f00:1'), { category: 'loopback_address', label: 'IPv4-translated (127.0.0.1: loopback)' });
+  assert.equal(policy.refusal('::ffff:0:808:808'), null, 'a public address behind a translator');
+  assert.deepEqual(policy.refusal('fe80::1%eth0'), { category: 'link_local_address', label: 'link-local' });
+});
