@@ -4,7 +4,8 @@
  * position and rejection; LineSplitter.pushInto stops at a full batch and the rest of the chunk
  * goes into the next one; the file tailer and the stream reader end a batch at
  * `feed.batchBytes` as well as at `feed.batchLines`; a batch goes to the parser thread without
- * being copied and is still readable for its commit.
+ * being copied and is still readable for its commit; a failed commit leaves no read unawaited
+ * and loses nothing.
  */
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -245,5 +246,39 @@ describe('a batch on the parser thread', () => {
     assert.deepEqual(plain(batch), before);
     parsed.release?.();
     batch.release();
+  });
+});
+
+describe('a commit that fails', () => {
+  test('the reader awaits the read it left in flight, restarts from the committed position and loses nothing', async (t) => {
+    const path = join(tempDir(t), 'feed.jsonl');
+    const { text, bytes } = feedLines(20_000);
+    writeFileSync(path, text);
+    const { ingest: service, store } = recordingIngest(t);
+    let failures = 0;
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    t.after(() => process.off('unhandledRejection', onUnhandled));
+    const ingest: IngestService = {
+      ...service,
+      ingest(source, lines, position, parsed) {
+        // A batch fails once, early, with reads of the rest of the file still to come.
+        if (position !== null && position.position > 80_000 && failures === 0) {
+          failures++;
+          throw new Error('injected commit failure');
+        }
+        return service.ingest(source, lines, position, parsed);
+      },
+    };
+    const tailer = createFileTailer({ path, ingest, log: silentLog, maxLineBytes: 1 << 20, batchLines: 1000, batchBytes: 1 << 20, pollIntervalMs: 50, startPosition: 'start' });
+    tailer.start();
+    t.after(() => tailer.stop());
+    await waitFor('the whole file committed after the restart', () => ingest.position(path)?.position === bytes);
+    await tailer.stop();
+    assert.equal(failures, 1);
+    assert.deepEqual(unhandled, []);
+    const counts = store.db.prepare('SELECT count(*) AS n, count(DISTINCT source_position) AS positions FROM events').get() as { n: number; positions: number };
+    assert.deepEqual(counts, { n: 20_000, positions: 20_000 });
   });
 });

@@ -150,14 +150,14 @@ export function createFileTailer(options: FileTailerOptions) {
           // splitter, which the caller discards when stopped.
           return !signal.aborted;
         });
-        if (!more) {
-          await pending.catch(() => {});
-          break;
-        }
+        if (!more) break;
       }
       await batches.flush();
       await pipeline.drain();
     } finally {
+      // A commit that failed leaves the next read in flight: it is awaited here, before the
+      // caller closes the file under it (its failure would otherwise go unhandled).
+      await pending.catch(() => {});
       await pipeline.abandon();
     }
     return total;
