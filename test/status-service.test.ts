@@ -14,10 +14,10 @@ import { WebhookStatus } from '../src/domain/types.ts';
 import { healthSentence } from '../src/domain/webhook-health.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import { createStatusService } from '../src/services/status.ts';
+import { createTargetCheck } from '../src/services/webhook-target.ts';
 import { createWebhookService } from '../src/services/webhooks.ts';
 import { createOrgService } from '../src/services/orgs.ts';
 import { DeliveryStatus, QUEUE_GAUGE_SQL } from '../src/store/deliveries-repo.ts';
-import { createNetworkGuard } from '../src/dispatch/network-guard.ts';
 import { openStore, type Store } from '../src/store/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
 
@@ -132,8 +132,7 @@ test('each webhook says why it has its status: the latest failure of its recent 
   const clock = store.clock as ManualClock;
   const t0 = clock.at;
   const status = createStatusService(store, { disableAfterMs: 5 * DAY });
-  const guard = createNetworkGuard([]);
-  const webhooks = createWebhookService(store, createOrgService(store), { checkTarget: (url) => guard.checkTarget(url, false), disableAfterMs: 5 * DAY });
+  const webhooks = createWebhookService(store, createOrgService(store), { checkTarget: createTargetCheck([], false), disableAfterMs: 5 * DAY });
 
   const [ok] = queue(store, 'org-ok', ['ar_1']);
   settle(store, ok!, t0, 'delivered');

@@ -2,12 +2,13 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import type { Request } from 'got';
 import pRetry from 'p-retry';
+import { urlRefusal } from '../domain/address-policy.ts';
 import type { Clock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { AttemptError, parseRetryAfter, type AttemptResult } from '../domain/retry-policy.ts';
 import { signatureHeader } from '../domain/signature.ts';
 import { createDeliveryClient } from './http-client.ts';
-import { BLOCKED_CODE, urlRefusal, type NetworkGuard } from './network-guard.ts';
+import { BLOCKED_CODE, type NetworkGuard } from './network-guard.ts';
 
 /** At most this much of a response body is read and kept. */
 export const MAX_RESPONSE_BYTES = 20 * 1024;

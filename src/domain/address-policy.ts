@@ -2,7 +2,7 @@ import { BlockList, isIP } from 'node:net';
 import { parseCidr } from './cidr.ts';
 
 /**
- * Which addresses a webhook may reach: the one policy behind registration (services/webhooks.ts)
+ * Which addresses a webhook may reach: the one policy behind registration (services/webhook-target.ts)
  * and every delivery attempt (dispatch/network-guard.ts). Refused unless the operator allows
  * them (`delivery.allowNetworks`): loopback, private and shared (CGNAT, unique-local), link-local
  * (cloud metadata), and every range that is not a unicast internet address (unspecified,
@@ -151,3 +151,21 @@ export const CATEGORY_WORDS: Readonly<Record<AddressCategory, string>> = {
   link_local_address: 'a link-local address (such as a cloud metadata service)',
   reserved_address: 'a reserved or non-internet address',
 };
+
+/** Why a webhook URL may not be used: a reason code (docs/api.md) and a sentence. */
+export interface TargetRefusal {
+  readonly reason: AddressCategory | 'scheme_not_allowed' | 'credentials_not_allowed';
+  readonly message: string;
+}
+
+/**
+ * The parts of the URL policy that need no address: https only (http with `allowHttp`), no
+ * user-info. Registration and every attempt apply them.
+ */
+export function urlRefusal(url: URL, allowHttp: boolean): TargetRefusal | null {
+  if (url.protocol !== 'https:' && !(allowHttp && url.protocol === 'http:')) {
+    return { reason: 'scheme_not_allowed', message: allowHttp ? 'must use the https or http scheme' : 'must use the https scheme (http only when the operator sets delivery.allowHttp)' };
+  }
+  if (url.username !== '' || url.password !== '') return { reason: 'credentials_not_allowed', message: 'must not contain user-info (user:password@); put a token in the path or rely on the signature' };
+  return null;
+}

@@ -1,5 +1,4 @@
 import type { Config } from '../config/load.ts';
-import { createNetworkGuard } from '../dispatch/network-guard.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createDeliveryService } from './deliveries.ts';
 import type { Store } from '../store/store.ts';
@@ -7,6 +6,7 @@ import { createOrgService } from './orgs.ts';
 import { createRoleService } from './roles.ts';
 import { createStatusService } from './status.ts';
 import { createUserService } from './users.ts';
+import { createTargetCheck } from './webhook-target.ts';
 import { createWebhookService } from './webhooks.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
@@ -18,9 +18,8 @@ export function createServices(store: Store, config: Pick<Config, 'delivery'>, l
   const orgs = createOrgService(store);
   const roles = createRoleService(store);
   const users = createUserService(store, orgs, roles);
-  // The URL policy registration applies; every delivery attempt applies it again (relay.ts).
-  const guard = createNetworkGuard(config.delivery.allowNetworks);
-  const checkTarget = (url: URL) => guard.checkTarget(url, config.delivery.allowHttp);
+  // The URL policy registration applies; every delivery attempt applies it again (dispatch/network-guard.ts).
+  const checkTarget = createTargetCheck(config.delivery.allowNetworks, config.delivery.allowHttp);
   const webhooks = createWebhookService(store, orgs, { checkTarget, disableAfterMs: config.delivery.disableAfter }, work, log);
   const deliveries = createDeliveryService(store, log.child({ subsystem: 'dispatch' }), {
     failingAfterFailures: config.delivery.failingAfterFailures,

@@ -1,5 +1,6 @@
 import { ErrorCode, HookrelayError, validationError, type InvalidParam } from '../domain/errors.ts';
 import { generateWebhookSecret } from '../domain/secrets.ts';
+import type { TargetRefusal } from '../domain/address-policy.ts';
 import type { Webhook } from '../domain/types.ts';
 import { checkWebhookUrl, loggableUrl } from '../domain/validation.ts';
 import type { Logger } from '../log.ts';
@@ -19,11 +20,11 @@ export interface Registration {
   readonly newSecret: string | null;
 }
 
-/** Why a URL may not be a webhook: a reason code and a sentence (see NetworkGuard.checkTarget). */
-export type TargetCheck = (url: URL) => Promise<{ readonly reason: string; readonly message: string } | null>;
+/** Why a URL may not be a webhook, or null (see webhook-target.ts). */
+export type TargetCheck = (url: URL) => Promise<TargetRefusal | null>;
 
 export interface WebhookServiceOptions {
-  /** The URL policy: scheme, user-info and the addresses the URL reaches (dispatch/network-guard.ts). */
+  /** The URL policy: scheme, user-info and the addresses the URL reaches (webhook-target.ts). */
   readonly checkTarget: TargetCheck;
   /** `delivery.disableAfter`, ms: health reports say when a failing webhook will be disabled. */
   readonly disableAfterMs: number;
