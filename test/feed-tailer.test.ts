@@ -292,6 +292,48 @@ describe('rotation and truncation', () => {
     assert.deepEqual(probe.stats(path), { accepted: 23, duplicates: 0, quarantined: 0 });
     assert.deepEqual(probe.rejects(), []);
   });
+  test('truncated while stopped and rewritten with the same first 256 bytes, longer than before: every new line is read (the bytes before the position differ)', async (t) => {
+    const path = feedPath(t);
+    const before = feedLines(100);
+    writeFileSync(path, before.text);
+    const relay = await startOn(t, path);
+    const probe = relay.probe();
+    await probe.waitForLines(path, 100);
+    await relay.stop();
+    const inode = inodeOf(path);
+
+    // The same first three lines (over 256 bytes), then 300 other ones: past the old position.
+    const head = feedLines(3);
+    assert.ok(head.bytes > 256);
+    const rest = feedLines(300, 1000);
+    writeFileSync(path, head.text + rest.text);
+    assert.equal(inodeOf(path), inode);
+    assert.ok(head.bytes + rest.bytes > before.bytes, 'the new file is longer than the committed position');
+    await relay.start();
+    await probe.waitForLines(path, 403);
+    assert.deepEqual(probe.requestIds(), [...requestIds(0, 100), ...requestIds(1000, 300)]);
+    assert.deepEqual(probe.stats(path), { accepted: 400, duplicates: 3, quarantined: 0 });
+    assert.deepEqual(probe.rejects(), []);
+  });
+
+  test('rewritten while running with the same first bytes and other bytes before the position: read from 0, never from the old offset', async (t) => {
+    const path = feedPath(t);
+    writeFileSync(path, feedLines(10).text);
+    const relay = await startOn(t, path);
+    const probe = relay.probe();
+    await probe.waitForLines(path, 10);
+    const inode = inodeOf(path);
+
+    writeFileSync(path, feedLines(3).text + feedLines(40, 700).text);
+    assert.equal(inodeOf(path), inode);
+    // 10 lines, then the 43 of the new file (its first 3 are duplicates of the old ones).
+    await probe.waitForLines(path, 53);
+    appendFileSync(path, feedLines(1, 999).text);
+    await probe.waitForLines(path, 54);
+    assert.deepEqual(probe.rejects().map((r) => `${r.reason}@${r.position}`), []);
+    assert.deepEqual(probe.requestIds(), [...requestIds(0, 10), ...requestIds(700, 40), 'ar_999']);
+    assert.deepEqual(probe.stats(path), { accepted: 51, duplicates: 3, quarantined: 0 });
+  });
 });
 
 describe('duplicates, conflicts and bad lines', () => {

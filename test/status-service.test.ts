@@ -188,7 +188,7 @@ test('feed lag: size minus the committed position of the same file; the whole ne
   writeFileSync(path, 'x'.repeat(100) + '\n');
   assert.equal((await status.feed(path)).lagBytes, 101, 'nothing committed: all of it');
   const st = statSync(path, { bigint: true });
-  const saved = { source: path, dev: String(st.dev), ino: String(st.ino), fingerprint: 'f', fingerprintBytes: 0, position: 101 };
+  const saved = { source: path, dev: String(st.dev), ino: String(st.ino), fingerprint: 'f', fingerprintBytes: 0, position: 101, tailFingerprint: null };
   store.transaction(() => store.feed.savePosition(saved, 1));
   appendFileSync(path, 'y'.repeat(49) + '\n');
   const report = await status.feed(path);

@@ -64,6 +64,25 @@ interface Fingerprint {
 
 const EMPTY_FINGERPRINT: Fingerprint = { hash: createHash('sha256').digest('hex'), bytes: 0 };
 
+/** Thrown by a commit whose lines no longer match the file (rewritten while it was read). */
+class FeedChanged extends Error {
+  constructor() {
+    super('the feed file changed while it was read');
+  }
+}
+
+/** The bytes before a committed position that identify the file with its first bytes (see FeedPosition.tailFingerprint). */
+export const TAIL_FINGERPRINT_BYTES = 256;
+
+/**
+ * What the tailer knows of the file it reads: a fingerprint of its first bytes, and one of the
+ * bytes before the last position it committed (null before the first commit).
+ */
+interface Identity {
+  current: Fingerprint;
+  tail: { readonly position: number; readonly hash: string } | null;
+}
+
 function isMissing(err: unknown): boolean {
   return (err as NodeJS.ErrnoException).code === 'ENOENT';
 }
@@ -87,11 +106,24 @@ async function fingerprintOf(fh: FileHandle, bytes: number): Promise<Fingerprint
   return { hash: createHash('sha256').update(buf.subarray(0, bytesRead)).digest('hex'), bytes: bytesRead };
 }
 
-/** True when `feed` is the file `saved` describes: same device and inode, same first bytes. */
+/** sha256 (hex) of the up to TAIL_FINGERPRINT_BYTES bytes of the file just before `position`. */
+async function tailFingerprintOf(fh: FileHandle, position: number): Promise<string> {
+  const from = Math.max(0, position - TAIL_FINGERPRINT_BYTES);
+  const buf = Buffer.alloc(position - from);
+  const { bytesRead } = buf.length === 0 ? { bytesRead: 0 } : await fh.read(buf, 0, buf.length, from);
+  return createHash('sha256').update(buf.subarray(0, bytesRead)).digest('hex');
+}
+
+/**
+ * True when `feed` is the file `saved` describes: same device and inode, same first bytes, and
+ * (when the file still reaches the position) the same bytes just before the position.
+ */
 async function isSameFile(feed: OpenFeed, saved: FeedPosition): Promise<boolean> {
   if (feed.dev !== saved.dev || feed.ino !== saved.ino) return false;
   const fp = await fingerprintOf(feed.fh, saved.fingerprintBytes);
-  return fp.bytes === saved.fingerprintBytes && fp.hash === saved.fingerprint;
+  if (fp.bytes !== saved.fingerprintBytes || fp.hash !== saved.fingerprint) return false;
+  if (saved.tailFingerprint === null || Number((await feed.fh.stat()).size) < saved.position) return true;
+  return (await tailFingerprintOf(feed.fh, saved.position)) === saved.tailFingerprint;
 }
 
 /**
@@ -114,7 +146,7 @@ export function createFileTailer(options: FileTailerOptions) {
    * When `signal` is aborted it returns after the batches in progress are committed, possibly
    * before the end of the file.
    */
-  async function readToEnd(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }, signal: AbortSignal): Promise<number> {
+  async function readToEnd(feed: OpenFeed, splitter: LineSplitter, fp: Identity, signal: AbortSignal): Promise<number> {
     let total = 0;
     const pipeline = new BatchPipeline<number>(parser, options.ingest.now, (lines, parsed, end) => commit(feed, fp, lines, end, parsed));
     // A batch ends with the last complete line: its end is where reading resumes.
@@ -163,20 +195,36 @@ export function createFileTailer(options: FileTailerOptions) {
     return total;
   }
 
-  async function commit(feed: OpenFeed, fp: { current: Fingerprint }, lines: Lines, end: number, parsed?: ParsedLines): Promise<void> {
+  /**
+   * True when the file no longer holds what was read from it: other first bytes, or (the same
+   * first bytes) other bytes before the last committed position.
+   */
+  async function changedUnder(feed: OpenFeed, fp: Identity): Promise<boolean> {
+    if (fp.current.bytes > 0 && (await fingerprintOf(feed.fh, fp.current.bytes)).hash !== fp.current.hash) return true;
+    const tail = fp.tail;
+    return tail !== null && tail.position > 0 && (await tailFingerprintOf(feed.fh, tail.position)) !== tail.hash;
+  }
+
+  async function commit(feed: OpenFeed, fp: Identity, lines: Lines, end: number, parsed?: ParsedLines): Promise<void> {
+    // Checked again after the lines were read, before they are stored: a file rewritten between
+    // the check before the read and the read itself would otherwise have its new bytes stored as
+    // lines read from the old offset. The reader then starts over (see follow).
+    if (lines.length > 0 && (await changedUnder(feed, fp))) throw new FeedChanged();
     const wanted = Math.min(FINGERPRINT_BYTES, end);
     if (fp.current.bytes < wanted) fp.current = await fingerprintOf(feed.fh, wanted);
-    const position: FeedPosition = { source, dev: feed.dev, ino: feed.ino, fingerprint: fp.current.hash, fingerprintBytes: fp.current.bytes, position: end };
+    const tail = { position: end, hash: await tailFingerprintOf(feed.fh, end) };
+    const position: FeedPosition = { source, dev: feed.dev, ino: feed.ino, fingerprint: fp.current.hash, fingerprintBytes: fp.current.bytes, position: end, tailFingerprint: tail.hash };
     const write = () => (lines.length === 0 ? options.ingest.savePosition(position) : options.ingest.ingest(source, lines, position, parsed));
     if (options.health) await options.health.retrying('feed', write, controller?.signal);
     else write();
+    fp.tail = tail;
   }
 
   /**
    * Reads a file that is being left behind to its end; a last line without newline is quarantined.
    * Throws when stopped before the end: the caller must not move on to the next file then.
    */
-  async function finish(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }, why: string, signal: AbortSignal): Promise<void> {
+  async function finish(feed: OpenFeed, splitter: LineSplitter, fp: Identity, why: string, signal: AbortSignal): Promise<void> {
     await readToEnd(feed, splitter, fp, signal);
     signal.throwIfAborted();
     const rest = splitter.takeIncomplete({ reason: RejectReason.incompleteLine, detail: why });
@@ -255,7 +303,7 @@ export function createFileTailer(options: FileTailerOptions) {
       return 0;
     }
     if (feed.dev === saved.dev && feed.ino === saved.ino) {
-      log.warn('feed file has the same inode but different first bytes (rewritten or inode reused); reading it from the start');
+      log.warn('feed file has the same inode but other bytes at its start or before the committed position (rewritten, or the inode reused); reading it from the start');
       return 0;
     }
     const old = await findRotated(saved);
@@ -263,7 +311,7 @@ export function createFileTailer(options: FileTailerOptions) {
       log.info({ rotatedTo: old.path }, 'feed was rotated while stopped; finishing the old file first');
       const splitter = new LineSplitter(options.maxLineBytes, saved.position);
       try {
-        await finish(old, splitter, { current: { hash: saved.fingerprint, bytes: saved.fingerprintBytes } }, 'the feed was rotated before this line was terminated', signal);
+        await finish(old, splitter, { current: { hash: saved.fingerprint, bytes: saved.fingerprintBytes }, tail: null }, 'the feed was rotated before this line was terminated', signal);
       } finally {
         await old.fh.close();
       }
@@ -278,10 +326,11 @@ export function createFileTailer(options: FileTailerOptions) {
    * since it was last read: then it is read again from its start. Checked before every read, so
    * that new content is never read from the old offset.
    */
-  async function restartedInPlace(feed: OpenFeed, splitter: LineSplitter, fp: { current: Fingerprint }): Promise<boolean> {
+  async function restartedInPlace(feed: OpenFeed, splitter: LineSplitter, fp: Identity): Promise<boolean> {
     const size = Number((await feed.fh.stat()).size);
     const truncated = size < splitter.consumed + splitter.pendingBytes;
-    const rewritten = !truncated && fp.current.bytes > 0 && (await fingerprintOf(feed.fh, fp.current.bytes)).hash !== fp.current.hash;
+    // Rewritten: other first bytes, or (the same first bytes) other bytes before the position.
+    const rewritten = !truncated && (await changedUnder(feed, fp));
     if (!truncated && !rewritten) return false;
     log.warn({ size, position: splitter.consumed }, truncated ? 'feed file truncated in place; reading it again from the start' : 'feed file rewritten in place; reading it again from the start');
     splitter.reset(0);
@@ -297,7 +346,7 @@ export function createFileTailer(options: FileTailerOptions) {
     try {
       const start = await startingPoint(feed, found.appeared, signal);
       let splitter = new LineSplitter(options.maxLineBytes, start);
-      const fp = { current: EMPTY_FINGERPRINT };
+      const fp: Identity = { current: EMPTY_FINGERPRINT, tail: null };
       await commit(feed, fp, [], start);
 
       let lastReadAt = -Infinity;
@@ -305,7 +354,14 @@ export function createFileTailer(options: FileTailerOptions) {
         // Before reading: a line appended while we read wakes the idle wait below at once.
         changes.arm();
         await restartedInPlace(feed, splitter, fp);
-        const read = await readToEnd(feed, splitter, fp, signal);
+        const read = await readToEnd(feed, splitter, fp, signal).catch((err: unknown) => {
+          if (!(err instanceof FeedChanged)) throw err;
+          // Nothing of what was read since the last commit is stored: back to that position;
+          // the next turn finds the rewrite and reads the file from its start.
+          splitter.reset(fp.tail?.position ?? 0);
+          return -1;
+        });
+        if (read < 0) continue;
         if (read > 0) {
           // Lines keep coming: the next read waits for the rest of the interval too, so that a
           // producer writing a line per millisecond costs a commit every few, not one per line

@@ -11,6 +11,12 @@ export interface FeedPosition {
   readonly fingerprintBytes: number;
   /** Byte offset just past the last committed line. */
   readonly position: number;
+  /**
+   * sha256 (hex) of the up to 256 bytes just before `position`: a file rewritten with the same
+   * first bytes is told apart by what precedes the committed position. Null for positions
+   * committed before schema version 8.
+   */
+  readonly tailFingerprint: string | null;
 }
 
 export interface FeedReject {
@@ -40,6 +46,7 @@ interface PositionRow {
   fingerprint: string;
   fingerprint_bytes: number;
   position: number;
+  tail_fingerprint: string | null;
 }
 
 interface RejectRow {
@@ -72,12 +79,13 @@ export function createFeedRepo(db: Db) {
   const insertReject = db.prepare<[string, number | null, number, Buffer, string, string, string | null, number]>(`
     INSERT INTO feed_rejects (source, position, line_bytes, raw, reason, detail, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
   const getPosition = db.prepare<[string], PositionRow>(
-    'SELECT source, dev, ino, fingerprint, fingerprint_bytes, position FROM feed_positions WHERE source = ?',
+    'SELECT source, dev, ino, fingerprint, fingerprint_bytes, position, tail_fingerprint FROM feed_positions WHERE source = ?',
   );
-  const savePosition = db.prepare<[string, string, string, string, number, number, number]>(`
-    INSERT INTO feed_positions (source, dev, ino, fingerprint, fingerprint_bytes, position, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+  const savePosition = db.prepare<[string, string, string, string, number, number, string | null, number]>(`
+    INSERT INTO feed_positions (source, dev, ino, fingerprint, fingerprint_bytes, position, tail_fingerprint, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (source) DO UPDATE SET dev = excluded.dev, ino = excluded.ino, fingerprint = excluded.fingerprint,
-      fingerprint_bytes = excluded.fingerprint_bytes, position = excluded.position, updated_at = excluded.updated_at`);
+      fingerprint_bytes = excluded.fingerprint_bytes, position = excluded.position, tail_fingerprint = excluded.tail_fingerprint,
+      updated_at = excluded.updated_at`);
   const addStats = db.prepare<[string, number, number, number, number]>(`
     INSERT INTO feed_stats (source, accepted, duplicates, quarantined, updated_at) VALUES (?, ?, ?, ?, ?)
     ON CONFLICT (source) DO UPDATE SET accepted = accepted + excluded.accepted, duplicates = duplicates + excluded.duplicates,
@@ -168,11 +176,19 @@ export function createFeedRepo(db: Db) {
     getPosition(source: string): FeedPosition | null {
       const row = getPosition.get(source);
       return row
-        ? { source: row.source, dev: row.dev, ino: row.ino, fingerprint: row.fingerprint, fingerprintBytes: row.fingerprint_bytes, position: row.position }
+        ? {
+            source: row.source,
+            dev: row.dev,
+            ino: row.ino,
+            fingerprint: row.fingerprint,
+            fingerprintBytes: row.fingerprint_bytes,
+            position: row.position,
+            tailFingerprint: row.tail_fingerprint,
+          }
         : null;
     },
     savePosition(p: FeedPosition, now: number): void {
-      savePosition.run(p.source, p.dev, p.ino, p.fingerprint, p.fingerprintBytes, p.position, now);
+      savePosition.run(p.source, p.dev, p.ino, p.fingerprint, p.fingerprintBytes, p.position, p.tailFingerprint, now);
     },
     addStats(source: string, accepted: number, duplicates: number, quarantined: number, now: number): void {
       addStats.run(source, accepted, duplicates, quarantined, now);

@@ -267,4 +267,10 @@ export const MIGRATIONS: readonly string[] = [
   `
   UPDATE OR IGNORE users SET email_key = hookrelay_email_key(email) WHERE email_key <> hookrelay_email_key(email);
   `,
+  // 8: a feed position also remembers the bytes just before it (a sha256 of up to 256 bytes),
+  // so that a file rewritten with the same first bytes is not read on from the old offset.
+  // Positions committed before have none: for them only the first bytes are compared.
+  `
+  ALTER TABLE feed_positions ADD COLUMN tail_fingerprint TEXT;
+  `,
 ];
