@@ -4,6 +4,7 @@ import type { Readable } from 'node:stream';
 import { createApi, createMetricsApp } from './api/app.ts';
 import type { MetricsEndpoint } from './api/metrics.ts';
 import type { Config } from './config/load.ts';
+import { createNetworkPolicies } from './domain/address-policy.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { isLoopbackHost, parseListen } from './domain/listen.ts';
 import { createMetrics, loadMetricsToken, type Metrics } from './metrics/metrics.ts';
@@ -13,7 +14,6 @@ import { ingestStream } from './feed/stream-reader.ts';
 import type { Logger } from './log.ts';
 import { createDeliverer, loadExtraCa, type Deliverer } from './dispatch/deliverer.ts';
 import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.ts';
-import { createNetworkGuard } from './dispatch/network-guard.ts';
 import type { RetryPolicy } from './domain/retry-policy.ts';
 import { VERSION } from './version.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
@@ -210,7 +210,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     // Background checkpoints in the daemon only while large batches are being ingested (see startBackgroundCheckpoints).
     ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true });
     deliverer = createDeliverer({
-      guard: createNetworkGuard(config.delivery.allowNetworks),
+      networks: createNetworkPolicies(config.delivery),
       clock,
       timeoutMs: config.delivery.timeout,
       allowHttp: config.delivery.allowHttp,

@@ -14,7 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import tls from 'node:tls';
 import { loadConfig } from '../src/config/load.ts';
 import { createDeliverer } from '../src/dispatch/deliverer.ts';
-import { createNetworkGuard } from '../src/dispatch/network-guard.ts';
+import { createNetworkPolicies } from '../src/domain/address-policy.ts';
 import { systemClock, type Clock } from '../src/domain/clock.ts';
 import { orderingKey } from '../src/domain/ordering.ts';
 import { createRelay } from '../src/relay.ts';
@@ -84,7 +84,7 @@ test('one TLS context for every attempt with delivery.caFile: new connections re
   let closeEach = false;
   const receiver = await startReceiver(t, testTls, () => ({ status: 200, headers: closeEach ? { connection: 'close' } : {} }));
   const deliverer = createDeliverer({
-    guard: createNetworkGuard(['127.0.0.1/32']),
+    networks: createNetworkPolicies({ allowNetworks: ['127.0.0.1/32'], organizationNetworks: [], storeInternalResponses: [] }),
     clock: systemClock,
     timeoutMs: 5_000,
     allowHttp: false,
@@ -95,7 +95,7 @@ test('one TLS context for every attempt with delivery.caFile: new connections re
   const created = countSecureContexts(t);
 
   const send = async (n: number) => {
-    const result = await deliverer.deliver({ url: receiver.url, eventId: `evt_tls_${n}`, payload: '{}', secrets: [] });
+    const result = await deliverer.deliver({ orgId: 'org-a', url: receiver.url, eventId: `evt_tls_${n}`, payload: '{}', secrets: [] });
     assert.equal(result.statusCode, 200, result.errorDetail ?? '');
   };
   for (let i = 0; i < 20; i++) await send(i);

@@ -200,7 +200,8 @@ test('GET /webhook/deliveries filters by status and pages with a cursor, newest 
 });
 
 test('GET /webhook/deliveries/{id} shows each attempt: status, duration, error and at most 20 KiB of the answer', async (t) => {
-  const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1s' });
+  // The receiver is on 127.0.0.1, an internal address: its answers are kept only when the operator says so.
+  const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1s', 'delivery.storeInternalResponses': 'org-a' });
   const big = Buffer.alloc(100 * 1024, 'x');
   big.write('BEGIN', 0);
   const receiver = await startReceiver(t, rig.tls, (req) => (req.index === 0 ? { status: 500, body: big } : { status: 200, body: big }));

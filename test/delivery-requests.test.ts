@@ -173,7 +173,8 @@ test('after the grace period (delivery.secretRotationGrace) only the new secret 
 });
 
 test('500 then 200: one event, two attempts, the same webhook-id and identical body bytes, both signed', async (t) => {
-  const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1s' });
+  // The receiver is on 127.0.0.1, an internal address: its answers are kept only when the operator says so.
+  const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1s', 'delivery.storeInternalResponses': 'org-a' });
   const receiver = await startReceiver(t, rig.tls, (req) => (req.index === 0 ? { status: 500, body: 'try later' } : { status: 200 }));
   seedOrg(rig.relay.services, 'org-a');
   const secret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;

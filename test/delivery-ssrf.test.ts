@@ -37,7 +37,8 @@ test('without allowNetworks, loopback and metadata URLs in every spelling are re
   const port = receiver.port;
 
   const cases: Array<{ url: string; names: RegExp }> = [
-    { url: `https://localhost:${port}/hook`, names: /^localhost resolves to a refused address: (127\.0\.0\.1|::1) is in a refused range \(.*loopback/ },
+    // A name's refusal does not say which address it resolved to (the log is the tenant's to read).
+    { url: `https://localhost:${port}/hook`, names: /^localhost resolves to an address in a refused range \(loopback\); allow its network/ },
     { url: `https://127.1:${port}/hook`, names: /^127\.0\.0\.1 is in a refused range \(loopback\)/ },
     { url: `https://2130706433:${port}/hook`, names: /^127\.0\.0\.1 is in a refused range \(loopback\)/ },
     { url: `https://0x7f.0.0.1:${port}/hook`, names: /^127\.0\.0\.1 is in a refused range \(loopback\)/ },
@@ -52,7 +53,7 @@ test('without allowNetworks, loopback and metadata URLs in every spelling are re
     { url: 'https://[::ffff:a9fe:a9fe]/latest/meta-data/', names: /^::ffff:a9fe:a9fe is in a refused range \(link-local \(cloud metadata\)\)/ },
   ];
   const own = await loopbackHostname();
-  if (own !== null) cases.push({ url: `https://${own}:${port}/hook`, names: new RegExp(`^${own.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} resolves to a refused address: 127\\.\\d+\\.\\d+\\.\\d+ is in a refused range \\(loopback`) });
+  if (own !== null) cases.push({ url: `https://${own}:${port}/hook`, names: new RegExp(`^${own.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} resolves to an address in a refused range \\(loopback\\)`) });
   else t.diagnostic(`${hostname()} does not resolve to loopback here; the own-hostname case is covered by localhost`);
 
   const { admin } = seedOrg(relay.services, 'ssrf-0');

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { appendFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
+import { createNetworkPolicies } from '../src/domain/address-policy.ts';
 import type { Clock } from '../src/domain/clock.ts';
 import { WebhookStatus } from '../src/domain/types.ts';
 import { healthSentence } from '../src/domain/webhook-health.ts';
@@ -132,7 +133,7 @@ test('each webhook says why it has its status: the latest failure of its recent 
   const clock = store.clock as ManualClock;
   const t0 = clock.at;
   const status = createStatusService(store, { disableAfterMs: 5 * DAY });
-  const webhooks = createWebhookService(store, createOrgService(store), { checkTarget: createTargetCheck([], false), disableAfterMs: 5 * DAY });
+  const webhooks = createWebhookService(store, createOrgService(store), { checkTarget: createTargetCheck(createNetworkPolicies({ allowNetworks: [], organizationNetworks: [], storeInternalResponses: [] }), false), disableAfterMs: 5 * DAY });
 
   const [ok] = queue(store, 'org-ok', ['ar_1']);
   settle(store, ok!, t0, 'delivered');

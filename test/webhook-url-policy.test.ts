@@ -11,9 +11,11 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
+import { loadConfig } from '../src/config/load.ts';
 import { createAddressPolicy, embeddedIpv4, ipv6Groups } from '../src/domain/address-policy.ts';
 import { CLI } from './feed-helpers.ts';
 import { call, seedOrg, startRelay, tempDir } from './helpers.ts';
+import { appendFeed, attemptsOf, createTestTls, FAST_DELIVERY, feedLine, startReceiver, waitForDelivery } from './receivers.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -150,4 +152,53 @@ test('address policy: embedded IPv4 forms are found and judged by the IPv4 addre
   assert.deepEqual(policy.refusal('::ffff:0:7f00:1'), { category: 'loopback_address', label: 'IPv4-translated (127.0.0.1: loopback)' });
   assert.equal(policy.refusal('::ffff:0:808:808'), null, 'a public address behind a translator');
   assert.deepEqual(policy.refusal('fe80::1%eth0'), { category: 'link_local_address', label: 'link-local' });
+});
+
+test('delivery.organizationNetworks grants an internal network to one organization: it registers and delivers there, its log keeps the status and size but not the body; other organizations are refused', async (t) => {
+  const tls = createTestTls(t);
+  const relay = await startRelay(t, { 'delivery.caFile': tls.caFile, 'delivery.organizationNetworks': 'acme=127.0.0.1/32,keeper=127.0.0.1/32', 'delivery.storeInternalResponses': 'keeper', ...FAST_DELIVERY, 'delivery.retrySchedule': '1s' });
+  const receiver = await startReceiver(t, tls, () => ({ status: 200, body: 'internal service says: db password is hunter2' }));
+  for (const orgId of ['acme', 'keeper', 'globex']) seedOrg(relay.services, orgId);
+
+  await relay.services.webhooks.register('acme', { webhook_url: receiver.url });
+  await relay.services.webhooks.register('keeper', { webhook_url: receiver.url });
+  await assert.rejects(relay.services.webhooks.register('globex', { webhook_url: receiver.url }), { code: 'webhook_url_not_allowed', details: { reason: 'loopback_address' } });
+  // Registered before the check (or pointed there by DNS later): refused at delivery too.
+  relay.store.webhooks.upsert('globex', receiver.url, false, null, Date.now());
+
+  appendFeed(relay.config.feed.path, [feedLine('acme', 'evt_acme'), feedLine('keeper', 'evt_keeper'), feedLine('globex', 'evt_globex')]);
+  const acme = await waitForDelivery(relay.store, 'acme', 'evt_acme', (d) => d.status === 'delivered', 'acme delivered');
+  const keeper = await waitForDelivery(relay.store, 'keeper', 'evt_keeper', (d) => d.status === 'delivered', 'keeper delivered');
+  const globex = await waitForDelivery(relay.store, 'globex', 'evt_globex', (d) => d.attempts >= 1, 'globex attempted');
+
+  const [acmeAttempt] = attemptsOf(relay.store, acme.id);
+  assert.equal(acmeAttempt!.statusCode, 200);
+  assert.equal(acmeAttempt!.responseBody, '(not stored: 45 bytes from a receiver on an internal network; the operator can keep them with delivery.storeInternalResponses)');
+  assert.equal(attemptsOf(relay.store, keeper.id)[0]!.responseBody, 'internal service says: db password is hunter2');
+  const [globexAttempt] = attemptsOf(relay.store, globex.id);
+  assert.equal(globexAttempt!.errorClass, 'blocked_address');
+  assert.match(globexAttempt!.errorDetail ?? '', /^127\.0\.0\.1 is in a refused range \(loopback\)/);
+  assert.deepEqual(
+    receiver.requests.map((r) => r.headers['webhook-id']).sort(),
+    ['evt_acme', 'evt_keeper'],
+  );
+
+  // Through the API, the tenant sees the status and the size, not what the internal service said.
+  const token = relay.token('acme', 'admin@acme.test');
+  const list = await call(relay.baseUrl, 'GET', '/webhook/deliveries', { token });
+  const detail = await call(relay.baseUrl, 'GET', `/webhook/deliveries/${list.body.data[0].id}`, { token });
+  assert.equal(detail.body.attempt_log[0].status_code, 200);
+  assert.doesNotMatch(detail.text, /hunter2/);
+});
+
+test('delivery.organizationNetworks and storeInternalResponses refuse entries that are not ORG=CIDR or organization ids', () => {
+  for (const [key, value, words] of [
+    ['delivery.organizationNetworks', 'acme', /"ORG=CIDR" entries such as "acme=10\.20\.0\.0\/16"; got "acme"/],
+    ['delivery.organizationNetworks', 'acme=10.0.0.0/33', /got "acme=10\.0\.0\.0\/33"/],
+    ['delivery.organizationNetworks', '=10.0.0.0/8', /got "=10\.0\.0\.0\/8"/],
+    ['delivery.storeInternalResponses', 'not an id', /must list organization ids; got "not an id"/],
+  ] as const) {
+    assert.throws(() => loadConfig({ env: {}, overrides: { [key]: value } }), { code: 'invalid_config', message: words }, `${key}=${value}`);
+  }
+  assert.deepEqual(loadConfig({ env: { HOOKRELAY_DELIVERY_ORGANIZATION_NETWORKS: 'acme=10.20.0.0/16,acme=fd00:1::/32' }, overrides: {} }).delivery.organizationNetworks, ['acme=10.20.0.0/16', 'acme=fd00:1::/32']);
 });

@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { resolve, join } from 'node:path';
+import { parseOrganizationNetwork } from '../domain/address-policy.ts';
 import { parseCidr } from '../domain/cidr.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { isLoopbackHost, parseListen } from '../domain/listen.ts';
+import { checkOrgId } from '../domain/validation.ts';
 import { CONFIG_SCHEMA, coerceLeaf, envNameFor, isLeaf, schemaLeaves, type SchemaNode } from './schema.ts';
 
 /** The resolved configuration. Durations are milliseconds; paths are absolute. */
@@ -41,6 +43,8 @@ export interface Config {
   readonly delivery: {
     readonly allowHttp: boolean;
     readonly allowNetworks: readonly string[];
+    readonly organizationNetworks: readonly string[];
+    readonly storeInternalResponses: readonly string[];
     readonly caFile: string | null;
     readonly timeout: number;
     readonly retrySchedule: readonly number[];
@@ -258,6 +262,13 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
 function checkCoherence(config: Config): void {
   for (const cidr of config.delivery.allowNetworks) {
     if (parseCidr(cidr) === null) throw configError(`key "delivery.allowNetworks" must list CIDRs such as "10.0.0.0/8" or "::1/128"; got ${JSON.stringify(cidr)}`);
+  }
+  for (const entry of config.delivery.organizationNetworks) {
+    const grant = parseOrganizationNetwork(entry);
+    if (grant === null) throw configError(`key "delivery.organizationNetworks" must list "ORG=CIDR" entries such as "acme=10.20.0.0/16"; got ${JSON.stringify(entry)}`);
+  }
+  for (const orgId of config.delivery.storeInternalResponses) {
+    if (checkOrgId(orgId) !== null) throw configError(`key "delivery.storeInternalResponses" must list organization ids; got ${JSON.stringify(orgId)}`);
   }
   if (config.auth.tokenTtl > config.auth.maxTokenLifetime) {
     throw configError('key "auth.tokenTtl" must not exceed "auth.maxTokenLifetime" (tokens issued by default would be refused)');

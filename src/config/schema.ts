@@ -168,7 +168,17 @@ export const CONFIG_SCHEMA = {
     allowNetworks: {
       type: { kind: 'stringList' },
       default: [],
-      doc: 'CIDRs (such as "10.20.0.0/16" or "127.0.0.1/32") that deliveries may reach although they are private, loopback or otherwise refused; for on-prem receivers.',
+      doc: 'CIDRs (such as "10.20.0.0/16" or "127.0.0.1/32") that every organization\'s webhook may reach although they are private, loopback or otherwise refused; for on-prem receivers. Prefer delivery.organizationNetworks, which grants a network to the organizations that need it.',
+    },
+    organizationNetworks: {
+      type: { kind: 'stringList' },
+      default: [],
+      doc: 'Internal networks granted to one organization each, as "ORG=CIDR" entries (such as "acme=10.20.0.0/16"): that organization\'s webhook may reach them (at registration and delivery), no other may.',
+    },
+    storeInternalResponses: {
+      type: { kind: 'stringList' },
+      default: [],
+      doc: 'Organizations whose delivery log keeps the response bodies of receivers reached through an allowed internal network. For every other organization the log keeps the status and the size of such an answer, not its body: a tenant must not read internal services through the API.',
     },
     caFile: {
       type: { kind: 'string', nullable: true },

@@ -2,18 +2,25 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import type { Request } from 'got';
 import pRetry from 'p-retry';
-import { urlRefusal } from '../domain/address-policy.ts';
+import { urlRefusal, type NetworkPolicies } from '../domain/address-policy.ts';
 import type { Clock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { AttemptError, parseRetryAfter, type AttemptResult } from '../domain/retry-policy.ts';
 import { signatureHeader } from '../domain/signature.ts';
-import { createDeliveryClient } from './http-client.ts';
-import { BLOCKED_CODE, type NetworkGuard } from './network-guard.ts';
+import { createDeliveryClient, type DeliveryClient } from './http-client.ts';
+import { BLOCKED_CODE, createNetworkGuard, type NetworkGuard } from './network-guard.ts';
 
 /** At most this much of a response body is read and kept. */
 export const MAX_RESPONSE_BYTES = 20 * 1024;
 
+/** What the attempt log holds instead of the body of an internal receiver's answer (see delivery.storeInternalResponses). */
+export function internalBodyWithheld(bytes: number, cut: boolean): string {
+  return `(not stored: ${cut ? 'at least ' : ''}${bytes} bytes from a receiver on an internal network; the operator can keep them with delivery.storeInternalResponses)`;
+}
+
 export interface DeliveryRequest {
+  /** The organization whose webhook this is: its network grants apply. */
+  readonly orgId: string;
   readonly url: string;
   /** The event id: the `webhook-id` header, the same on every attempt and replay. */
   readonly eventId: string;
@@ -24,7 +31,8 @@ export interface DeliveryRequest {
 }
 
 export interface DelivererOptions {
-  readonly guard: NetworkGuard;
+  /** The networks each organization's webhook may reach, and whose internal answers are kept. */
+  readonly networks: NetworkPolicies;
   readonly clock: Clock;
   readonly timeoutMs: number;
   readonly allowHttp: boolean;
@@ -71,9 +79,20 @@ function classify(err: unknown, deadlineHit: boolean): { error: AttemptError; de
  * is retried briefly inside the attempt (p-retry); got's own retry is off.
  */
 export function createDeliverer(options: DelivererOptions) {
-  const client = createDeliveryClient({ extraCa: options.extraCa, lookup: options.guard.lookup as never, userAgent: options.userAgent });
+  const { networks } = options;
+  const connect = (guard: NetworkGuard) => ({ guard, client: createDeliveryClient({ extraCa: options.extraCa, lookup: guard.lookup as never, userAgent: options.userAgent }) });
+  const shared = connect(createNetworkGuard(networks.forOrg('')));
+  // An organization granted networks of its own gets connections of its own: a kept-alive
+  // connection to an internal receiver must never carry another organization's attempt.
+  const own = new Map<string, ReturnType<typeof connect>>();
+  function route(orgId: string): ReturnType<typeof connect> {
+    if (!networks.hasOwnNetworks(orgId)) return shared;
+    let r = own.get(orgId);
+    if (r === undefined) own.set(orgId, (r = connect(createNetworkGuard(networks.forOrg(orgId)))));
+    return r;
+  }
 
-  function checkTarget(url: URL): void {
+  function checkTarget(url: URL, guard: NetworkGuard): void {
     // The policy registration applied, again: a webhook registered before it (or before the
     // operator changed delivery.allowHttp) is held to it too.
     const refused = urlRefusal(url, options.allowHttp);
@@ -82,12 +101,12 @@ export function createDeliverer(options: DelivererOptions) {
     // IP literals never reach the lookup function, so they are checked here (the URL parser
     // has already normalised forms such as 127.1, 2130706433 and 0x7f.0.0.1).
     if (isIP(host) !== 0) {
-      const why = options.guard.refusal(host);
+      const why = guard.refusal(host);
       if (why !== null) throw new Refused(AttemptError.blocked, why);
     }
   }
 
-  async function send(url: URL, request: DeliveryRequest, signal: AbortSignal): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
+  async function send(url: URL, request: DeliveryRequest, signal: AbortSignal, client: DeliveryClient): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
     const timestamp = Math.floor(options.clock.now() / 1000);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -112,13 +131,21 @@ export function createDeliverer(options: DelivererOptions) {
       size += take.length;
       if (size >= MAX_RESPONSE_BYTES) break;
     }
-    return { statusCode, body: Buffer.concat(chunks).toString('utf8'), retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter };
+    const header = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
+    // An answer from a receiver reached through a granted internal network: its status and size
+    // are logged, not its body, unless the operator keeps them for this organization.
+    const remote = stream.ip;
+    if (remote !== undefined && networks.isInternal(remote) && !networks.storesInternalResponses(request.orgId)) {
+      return { statusCode, body: internalBodyWithheld(size, size >= MAX_RESPONSE_BYTES), retryAfter: header };
+    }
+    return { statusCode, body: Buffer.concat(chunks).toString('utf8'), retryAfter: header };
   }
 
   return {
     /** Closes the kept-alive connections; call once no attempt is in flight. */
     close(): void {
-      client.destroy();
+      shared.client.destroy();
+      for (const r of own.values()) r.client.destroy();
     },
     /** @param shutdown aborts the attempt when the daemon stops. */
     async deliver(request: DeliveryRequest, shutdown?: AbortSignal): Promise<AttemptResult> {
@@ -150,8 +177,9 @@ export function createDeliverer(options: DelivererOptions) {
     const base = { statusCode: null, responseBody: null, retryAfterMs: null };
     try {
       const url = new URL(request.url);
-      checkTarget(url);
-      const res = await pRetry(() => send(url, request, signal), {
+      const { guard, client } = route(request.orgId);
+      checkTarget(url, guard);
+      const res = await pRetry(() => send(url, request, signal, client), {
         retries: 2,
         minTimeout: 100,
         factor: 4,

@@ -1,6 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
-import { createAddressPolicy } from '../domain/address-policy.ts';
+import { createAddressPolicy, type AddressPolicy } from '../domain/address-policy.ts';
 
 export const BLOCKED_CODE = 'EHOOKRELAY_BLOCKED';
 
@@ -22,14 +22,15 @@ export interface NetworkGuard {
   lookup(hostname: string, options: { all?: boolean; family?: number } | number, callback: LookupCallback): void;
 }
 
-export function createNetworkGuard(allowNetworks: readonly string[]): NetworkGuard {
-  const policy = createAddressPolicy(allowNetworks);
+/** A guard for the networks listed (tests, tools), or for an organization's policy (see createNetworkPolicies). */
+export function createNetworkGuard(networks: readonly string[] | AddressPolicy): NetworkGuard {
+  const policy = 'refusal' in networks ? networks : createAddressPolicy(networks);
 
   function refusal(address: string): string | null {
     const bare = address.replace(/^\[(.*)\]$/, '$1');
     if (isIP(bare) === 0) return `${address} is not an IP address`;
     const why = policy.refusal(bare);
-    return why === null ? null : `${bare} is in a refused range (${why.label}); allow it with delivery.allowNetworks if this receiver is meant to be internal`;
+    return why === null ? null : `${bare} is in a refused range (${why.label}); allow its network with delivery.organizationNetworks or delivery.allowNetworks if this receiver is meant to be internal`;
   }
 
   return {
@@ -40,8 +41,13 @@ export function createNetworkGuard(allowNetworks: readonly string[]): NetworkGua
       dnsLookup(hostname, { all: true, family, verbatim: true }, (err, addresses) => {
         if (err) return callback(err, wantAll ? [] : '');
         for (const { address } of addresses) {
-          const why = refusal(address);
-          if (why !== null) return callback(new BlockedAddressError(`${hostname} resolves to a refused address: ${why}`), wantAll ? [] : '');
+          const why = policy.refusal(address);
+          // The address is not named: the attempt log is the tenant's to read, and which
+          // internal names resolve to what is not (the range says enough to act on).
+          if (why !== null) {
+            const message = `${hostname} resolves to an address in a refused range (${why.label}); allow its network with delivery.organizationNetworks or delivery.allowNetworks if this receiver is meant to be internal`;
+            return callback(new BlockedAddressError(message), wantAll ? [] : '');
+          }
         }
         if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), wantAll ? [] : '');
         if (wantAll) return callback(null, addresses);

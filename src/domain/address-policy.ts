@@ -1,5 +1,6 @@
 import { BlockList, isIP } from 'node:net';
 import { parseCidr } from './cidr.ts';
+import { checkOrgId } from './validation.ts';
 
 /**
  * Which addresses a webhook may reach: the one policy behind registration (services/webhook-target.ts)
@@ -169,3 +170,58 @@ export function urlRefusal(url: URL, allowHttp: boolean): TargetRefusal | null {
   if (url.username !== '' || url.password !== '') return { reason: 'credentials_not_allowed', message: 'must not contain user-info (user:password@); put a token in the path or rely on the signature' };
   return null;
 }
+
+/** One "ORG=CIDR" entry of delivery.organizationNetworks; null when it is not one. */
+export function parseOrganizationNetwork(entry: string): { orgId: string; cidr: string } | null {
+  const eq = entry.indexOf('=');
+  if (eq <= 0) return null;
+  const orgId = entry.slice(0, eq).trim();
+  const cidr = entry.slice(eq + 1).trim();
+  return checkOrgId(orgId) === null && parseCidr(cidr) !== null ? { orgId, cidr } : null;
+}
+
+/** The operator's grants: networks for every organization, networks for one, internal answers kept. */
+export interface NetworkGrants {
+  readonly allowNetworks: readonly string[];
+  readonly organizationNetworks: readonly string[];
+  readonly storeInternalResponses: readonly string[];
+}
+
+/**
+ * The address policy of each organization (the networks granted to all, and to it), made once
+ * per organization; and whether an address is internal: refused but for a grant.
+ */
+export function createNetworkPolicies(grants: NetworkGrants) {
+  const byOrg = new Map<string, string[]>();
+  for (const entry of grants.organizationNetworks) {
+    const grant = parseOrganizationNetwork(entry);
+    if (grant !== null) byOrg.set(grant.orgId, [...(byOrg.get(grant.orgId) ?? []), grant.cidr]);
+  }
+  const shared = createAddressPolicy(grants.allowNetworks);
+  const policies = new Map<string, AddressPolicy>();
+  const ungranted = createAddressPolicy([]);
+  const keepsInternal = new Set(grants.storeInternalResponses);
+  return {
+    /** The policy for `orgId`'s webhook. */
+    forOrg(orgId: string): AddressPolicy {
+      const own = byOrg.get(orgId);
+      if (own === undefined) return shared;
+      let policy = policies.get(orgId);
+      if (policy === undefined) policies.set(orgId, (policy = createAddressPolicy([...grants.allowNetworks, ...own])));
+      return policy;
+    },
+    /** Whether `orgId` has networks of its own (its deliveries then use connections of their own). */
+    hasOwnNetworks(orgId: string): boolean {
+      return byOrg.has(orgId);
+    },
+    /** True when `address` is one deliveries reach only because the operator granted its network. */
+    isInternal(address: string): boolean {
+      return ungranted.refusal(address) !== null;
+    },
+    /** Whether the delivery log of `orgId` keeps the bodies of internal answers. */
+    storesInternalResponses(orgId: string): boolean {
+      return keepsInternal.has(orgId);
+    },
+  };
+}
+export type NetworkPolicies = ReturnType<typeof createNetworkPolicies>;

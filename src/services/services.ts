@@ -1,4 +1,5 @@
 import type { Config } from '../config/load.ts';
+import { createNetworkPolicies } from '../domain/address-policy.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createDeliveryService } from './deliveries.ts';
 import type { Store } from '../store/store.ts';
@@ -19,7 +20,7 @@ export function createServices(store: Store, config: Pick<Config, 'delivery'>, l
   const roles = createRoleService(store);
   const users = createUserService(store, orgs, roles);
   // The URL policy registration applies; every delivery attempt applies it again (dispatch/network-guard.ts).
-  const checkTarget = createTargetCheck(config.delivery.allowNetworks, config.delivery.allowHttp);
+  const checkTarget = createTargetCheck(createNetworkPolicies(config.delivery), config.delivery.allowHttp);
   const webhooks = createWebhookService(store, orgs, { checkTarget, disableAfterMs: config.delivery.disableAfter }, work, log);
   const deliveries = createDeliveryService(store, log.child({ subsystem: 'dispatch' }), {
     failingAfterFailures: config.delivery.failingAfterFailures,

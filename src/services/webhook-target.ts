@@ -1,6 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
-import { CATEGORY_WORDS, createAddressPolicy, urlRefusal, type TargetRefusal } from '../domain/address-policy.ts';
+import { CATEGORY_WORDS, urlRefusal, type NetworkPolicies, type TargetRefusal } from '../domain/address-policy.ts';
 
 /** How long registration waits for a name to resolve before it lets the name through (delivery checks again). */
 export const REGISTRATION_LOOKUP_MS = 5_000;
@@ -18,11 +18,12 @@ function lookupAll(hostname: string, timeoutMs: number): Promise<LookupAddress[]
 /**
  * The URL policy at registration (domain/address-policy.ts; every attempt applies it again in
  * dispatch/network-guard.ts): why `url` may not be registered as a webhook (scheme, user-info,
- * an IP literal, or a name that resolves to a refused address), or null.
+ * an IP literal, or a name that resolves to a refused address), or null. The networks granted
+ * to all organizations and to `orgId` are allowed.
  */
-export function createTargetCheck(allowNetworks: readonly string[], allowHttp: boolean): (url: URL) => Promise<TargetRefusal | null> {
-  const policy = createAddressPolicy(allowNetworks);
-  return async (url) => {
+export function createTargetCheck(networks: NetworkPolicies, allowHttp: boolean): (url: URL, orgId: string) => Promise<TargetRefusal | null> {
+  return async (url, orgId) => {
+    const policy = networks.forOrg(orgId);
     const refused = urlRefusal(url, allowHttp);
     if (refused) return refused;
     const host = url.hostname.replace(/^\[(.*)\]$/, '$1');

@@ -21,7 +21,7 @@ export interface Registration {
 }
 
 /** Why a URL may not be a webhook, or null (see webhook-target.ts). */
-export type TargetCheck = (url: URL) => Promise<TargetRefusal | null>;
+export type TargetCheck = (url: URL, orgId: string) => Promise<TargetRefusal | null>;
 
 export interface WebhookServiceOptions {
   /** The URL policy: scheme, user-info and the addresses the URL reaches (webhook-target.ts). */
@@ -71,7 +71,7 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
       if (invalid.length > 0) throw validationError('the request body is invalid', invalid);
       const url = input.webhook_url as string;
       const activeHmac = (input.active_hmac as boolean | undefined) ?? true;
-      const refused = await options.checkTarget(new URL(url));
+      const refused = await options.checkTarget(new URL(url), orgId);
       if (refused !== null) {
         throw new HookrelayError(ErrorCode.webhookUrlNotAllowed, `webhook_url ${refused.message}`, {
           invalidParams: [{ name: 'webhook_url', reason: refused.message }],
