@@ -201,6 +201,7 @@ export function createNetworkPolicies(grants: NetworkGrants) {
   const policies = new Map<string, AddressPolicy>();
   const ungranted = createAddressPolicy([]);
   const keepsInternal = new Set(grants.storeInternalResponses);
+  const seen = new Map<string, boolean>();
   return {
     /** The policy for `orgId`'s webhook. */
     forOrg(orgId: string): AddressPolicy {
@@ -216,7 +217,13 @@ export function createNetworkPolicies(grants: NetworkGrants) {
     },
     /** True when `address` is one deliveries reach only because the operator granted its network. */
     isInternal(address: string): boolean {
-      return ungranted.refusal(address) !== null;
+      // Asked after every attempt, of the few addresses receivers have: remembered.
+      let internal = seen.get(address);
+      if (internal === undefined) {
+        if (seen.size >= 1024) seen.clear();
+        seen.set(address, (internal = ungranted.refusal(address) !== null));
+      }
+      return internal;
     },
     /** Whether the delivery log of `orgId` keeps the bodies of internal answers. */
     storesInternalResponses(orgId: string): boolean {
