@@ -20,12 +20,20 @@ import type { AddressInfo, Socket } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { Webhook } from 'standardwebhooks';
 
+/**
+ * How verified requests are answered (the fault suite): `ok` 200 (the only answer that counts an
+ * arrival), `error500` 500, `hang` never, `cut` the connection closed without an answer,
+ * `throttle` 429 with Retry-After: 1.
+ */
+export type ReceiverMode = 'ok' | 'error500' | 'hang' | 'cut' | 'throttle';
+
 /** Messages from the orchestrator; each is answered by a `ReceiverReply` with the same `id`. */
 export type ReceiverCommand =
   | { readonly id: number; readonly type: 'start'; readonly keyPem: string; readonly certPem: string }
   | { readonly id: number; readonly type: 'secrets'; readonly secrets: Readonly<Record<string, string>> }
   | { readonly id: number; readonly type: 'expect'; readonly phase: string; readonly count: number }
   | { readonly id: number; readonly type: 'down' }
+  | { readonly id: number; readonly type: 'behave'; readonly mode: ReceiverMode }
   | { readonly id: number; readonly type: 'up' }
   | { readonly id: number; readonly type: 'stats'; readonly phases: readonly string[]; readonly latencies: boolean }
   | { readonly id: number; readonly type: 'exit' };
@@ -70,6 +78,8 @@ export interface ReceiverStats {
   /** Every request answered, any path, ceilings included. */
   readonly requests: number;
   readonly signatureFailures: number;
+  /** Requests not answered 200 on purpose (`behave`). */
+  readonly misbehaved: number;
   /** Requests to an unknown path, without a parsable event id, or for an event outside every expected phase. */
   readonly unexpected: number;
   /** Requests whose event id is `evt-ceiling-...` (the ceiling runs). */
@@ -104,6 +114,9 @@ const firstAppended = new Map<string, number>();
 const sockets = new Set<Socket>();
 const problems: string[] = [];
 let requests = 0;
+let mode: ReceiverMode = 'ok';
+/** Requests answered otherwise than 200 (see ReceiverMode). */
+let misbehaved = 0;
 let signatureFailures = 0;
 let unexpected = 0;
 let ceilingRequests = 0;
@@ -170,6 +183,16 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
       signatureFailures++;
       problem(`signature check failed for ${req.url ?? ''} webhook-id ${String(req.headers['webhook-id'])}: ${(err as Error).message}`);
       answer(res, 400);
+      return;
+    }
+    if (mode !== 'ok') {
+      misbehaved++;
+      if (mode === 'error500') answer(res, 500);
+      else if (mode === 'throttle') {
+        res.writeHead(429, { 'retry-after': '1', 'content-type': 'text/plain' });
+        res.end('slow down');
+      } else if (mode === 'cut') req.socket.destroy();
+      // hang: no answer; the daemon's attempt deadline ends it.
       return;
     }
     const data = (payload as { data?: { event_id?: unknown; appended_at?: unknown } } | null)?.data;
@@ -281,6 +304,9 @@ async function run(command: ReceiverCommand): Promise<Omit<ReceiverReply, 'id' |
         lastNewArrival: null,
       });
       return {};
+    case 'behave':
+      mode = command.mode;
+      return {};
     case 'down': {
       const srv = server;
       if (!srv?.listening) return {};
@@ -301,7 +327,7 @@ async function run(command: ReceiverCommand): Promise<Omit<ReceiverReply, 'id' |
         if (phase && command.latencies) dumpLatencies(name, phase);
       }
       return {
-        stats: { requests, signatureFailures, unexpected, ceilingRequests, meanBodyBytes: bodies === 0 ? 0 : Math.round(bodyBytes / bodies), problems, phases: out },
+        stats: { requests, signatureFailures, misbehaved, unexpected, ceilingRequests, meanBodyBytes: bodies === 0 ? 0 : Math.round(bodyBytes / bodies), problems, phases: out },
       };
     }
     case 'exit':

@@ -48,7 +48,8 @@ import { parseArgs, promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { Webhook } from 'standardwebhooks';
 import type { CeilingJob, CeilingResult } from './bench-delivery-ceiling.ts';
-import type { LatencySummary, PhaseArrivals, ReceiverCommand, ReceiverReply, ReceiverStats } from './bench-delivery-receiver.ts';
+import type { LatencySummary, PhaseArrivals, ReceiverStats } from './bench-delivery-receiver.ts';
+import { cleanEnv, createTls, startReceiverProcess, startScriptNodeFlags, type ReceiverProcess } from './receiver-control.ts';
 
 const execFileAsync = promisify(execFile);
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -138,15 +139,6 @@ if (!existsSync(options.daemon)) throw new Error(`${options.daemon} does not exi
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 
-/** The Node flags `npm start` gives the daemon: what stands between `node` and `dist/cli.js` in package.json's start script. */
-function startScriptNodeFlags(): string[] {
-  const start = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
-  const words = start.split(/\s+/);
-  const node = words.indexOf('node');
-  const cli = words.findIndex((w) => w.endsWith('cli.js'));
-  if (node === -1 || cli <= node) throw new Error(`cannot read the node flags of the start script: ${start}`);
-  return words.slice(node + 1, cli);
-}
 
 const nowMs = () => performance.timeOrigin + performance.now();
 const round = (v: number, digits = 0) => Number(v.toFixed(digits));
@@ -158,15 +150,6 @@ const fail = (why: string) => {
   console.log(`FAILURE: ${why}`);
 };
 
-/** The caller's environment minus what would change hookrelay's or a child's behaviour. */
-function cleanEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) {
-    if (value === undefined || name.startsWith('HOOKRELAY_') || name === 'NODE_OPTIONS' || name === 'NODE_TEST_CONTEXT') continue;
-    env[name] = value;
-  }
-  return env;
-}
 
 async function pool<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(items.length);
@@ -198,77 +181,6 @@ function gitDescribe(dir: string): string | null {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// TLS material (the recipe of test/receivers.ts: a P-256 CA and a server certificate it signed)
-
-function createTls(dir: string): { caFile: string; caPem: string; certPem: string; keyPem: string } {
-  mkdirSync(dir, { recursive: true });
-  const file = (name: string) => join(dir, name);
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
-  openssl(
-    'req', '-x509', ...ec, '-keyout', file('ca.key'), '-out', file('ca.pem'), '-days', '2', '-subj', '/CN=hookrelay bench CA',
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
-  );
-  openssl('req', ...ec, '-keyout', file('server.key'), '-out', file('server.csr'), '-subj', '/CN=127.0.0.1');
-  writeFileSync(
-    file('server.ext'),
-    ['subjectAltName=IP:127.0.0.1,DNS:localhost', 'basicConstraints=critical,CA:FALSE', 'keyUsage=critical,digitalSignature', 'extendedKeyUsage=serverAuth', ''].join('\n'),
-  );
-  openssl('x509', '-req', '-in', file('server.csr'), '-CA', file('ca.pem'), '-CAkey', file('ca.key'), '-set_serial', `0x${Date.now().toString(16)}`, '-days', '2', '-extfile', file('server.ext'), '-out', file('server.pem'));
-  return { caFile: file('ca.pem'), caPem: readFileSync(file('ca.pem'), 'utf8'), certPem: readFileSync(file('server.pem'), 'utf8'), keyPem: readFileSync(file('server.key'), 'utf8') };
-}
-
-// ---------------------------------------------------------------------------------------------
-// The receiver process
-
-/** A receiver command without its id (distributes over the union). */
-type Command = ReceiverCommand extends infer C ? (C extends ReceiverCommand ? Omit<C, 'id'> : never) : never;
-
-function startReceiverProcess() {
-  const child = fork(fileURLToPath(new URL('./bench-delivery-receiver.ts', import.meta.url)), [], {
-    execArgv: ['--import', TSX],
-    env: cleanEnv(),
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  let nextId = 1;
-  const waiting = new Map<number, { resolve: (r: ReceiverReply) => void; reject: (e: Error) => void }>();
-  child.on('message', (reply: ReceiverReply) => {
-    const w = waiting.get(reply.id);
-    waiting.delete(reply.id);
-    if (!w) return;
-    if (reply.ok) w.resolve(reply);
-    else w.reject(new Error(`receiver: ${reply.error ?? 'failed'}`));
-  });
-  child.on('exit', (code, signal) => {
-    for (const w of waiting.values()) w.reject(new Error(`the receiver exited (${code ?? signal})`));
-    waiting.clear();
-  });
-  const call = (command: Command): Promise<ReceiverReply> =>
-    new Promise((resolvePromise, reject) => {
-      const id = nextId++;
-      waiting.set(id, { resolve: resolvePromise, reject });
-      child.send({ ...command, id });
-    });
-  return {
-    child,
-    call,
-    async stats(phases: readonly string[], latencies = false): Promise<ReceiverStats> {
-      return (await call({ type: 'stats', phases, latencies })).stats!;
-    },
-    async phase(phase: string, latencies = false): Promise<PhaseArrivals> {
-      return (await call({ type: 'stats', phases: [phase], latencies })).stats!.phases[phase]!;
-    },
-    async stop(): Promise<void> {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((r) => child.once('exit', r));
-      await call({ type: 'exit' }).catch(() => {});
-      await Promise.race([exited, sleep(5000, undefined, { ref: false })]);
-      if (child.exitCode === null) child.kill('SIGKILL');
-    },
-  };
-}
-type ReceiverProcess = ReturnType<typeof startReceiverProcess>;
 
 // ---------------------------------------------------------------------------------------------
 // Ceilings
