@@ -6,7 +6,7 @@
  * compared with the ids received: zero missing in every scenario, duplicates reported and
  * checked against the attempts that can be in flight at each kill.
  *
- *   node --import tsx scripts/fault-suite.ts [--quick] [--kills N] [--rate LINES_PER_S] [--stop-seconds S] [--json FILE]
+ *   node --import tsx scripts/fault-suite.ts [--quick] [--disk-full] [--kills N] [--rate LINES_PER_S] [--stop-seconds S] [--log-level L] [--json FILE]
  *
  * Scenarios, in order, the writer appending all along:
  *   kill      `kill -9` at a random moment, N times (100 by default; 5 with --quick), during ingest and delivery
@@ -19,13 +19,15 @@
  *   bad lines a malformed and an oversized line in the middle (quarantined, not lost)
  *   SIGTERM   during heavy delivery (a burst), then a restart
  *   SIGSTOP   the daemon frozen for 60 s (3 s with --quick), then SIGCONT
- * Not yet: a full disk (a small tmpfs).
+ *   disk full with --disk-full only: the state directory (a tmpfs of its own, so root is needed)
+ *             filled up for a while, then freed again. Not yet in the default run: it loses
+ *             deliveries today (docs/benchmarks.md, "Fault injection").
  *
  * The last full run and its command are in docs/benchmarks.md ("Fault injection"). A quick run
  * is part of `npm test` (test/fault-suite.test.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, statfsSync, statSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -46,6 +48,8 @@ const { values } = parseArgs({
     rate: { type: 'string' },
     'stop-seconds': { type: 'string' },
     json: { type: 'string' },
+    'disk-full': { type: 'boolean', default: false },
+    'log-level': { type: 'string', default: 'warn' },
   },
 });
 const quick = values.quick === true;
@@ -67,6 +71,13 @@ if (!existsSync(CLI)) throw new Error(`${CLI} is missing; run npm run build firs
 const dir = mkdtempSync(join(tmpdir(), 'hookrelay-fault-'));
 const stateDir = join(dir, 'state');
 mkdirSync(stateDir);
+// With --disk-full, the state directory is a tmpfs of its own, so that the scenario fills only it.
+const diskFull = values['disk-full'] === true;
+const TMPFS_MIB = quick ? 256 : 2048;
+if (diskFull) {
+  if (process.getuid?.() !== 0) throw new Error('--disk-full mounts a tmpfs for the state directory: run the fault suite as root');
+  await execFileAsync('mount', ['-t', 'tmpfs', '-o', `size=${TMPFS_MIB}m`, 'tmpfs', stateDir]);
+}
 const feedPath = join(dir, 'feed.jsonl');
 const configPath = join(dir, 'hookrelay.json');
 const tls = createTls(join(dir, 'tls'));
@@ -82,10 +93,13 @@ let daemon: { child: ChildProcess; exited: Promise<{ code: number | null; signal
 const stderrLines: string[] = [];
 
 function startDaemon(): void {
+  // Its log (JSON lines on standard output) goes to a file, kept with the temp dir when the run fails.
+  const out = openSync(join(dir, 'daemon.log'), 'a');
   const child = spawn(process.execPath, [...startScriptNodeFlags(), CLI, 'serve', '--config', configPath, '--state-dir', stateDir, '--listen', '127.0.0.1:0'], {
     env: cleanEnv(),
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', out, 'pipe'],
   });
+  closeSync(out);
   let rest = '';
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
     const lines = (rest + chunk).split('\n');
@@ -167,7 +181,7 @@ try {
         pollInterval: '100ms',
       },
       feed: { path: feedPath, pollIntervalMs: 50 },
-      log: { level: 'warn' },
+      log: { level: values['log-level'] },
     }),
   );
   const secrets: Record<string, string> = {};
@@ -224,6 +238,23 @@ try {
   daemon!.child.kill('SIGCONT');
   done('SIGSTOP', `the daemon frozen for ${options.stopSeconds} s, then SIGCONT`);
 
+  if (diskFull) {
+    const filler = join(stateDir, 'filler');
+    const chunk = Buffer.alloc(4 << 20, 0x66);
+    const fd = openSync(filler, 'w');
+    try {
+      for (;;) writeSync(fd, chunk);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+    } finally {
+      closeSync(fd);
+    }
+    const left = statfsSync(stateDir);
+    await sleep(options.faultSeconds * 1000);
+    unlinkSync(filler);
+    done('disk full', `the state directory (a ${TMPFS_MIB} MiB tmpfs) full (${left.bavail * left.bsize} bytes left) for ${options.faultSeconds} s, then freed`);
+  }
+
   writing = false;
   clearInterval(writer);
   // In-flight attempts of the last kill wait for their lease (timeout + 10 s) before being sent again.
@@ -249,7 +280,7 @@ try {
   });
   const report = {
     date: new Date().toISOString(),
-    command: `node --import tsx scripts/fault-suite.ts${quick ? ' --quick' : ''} --kills ${options.kills} --rate ${options.rate} --stop-seconds ${options.stopSeconds}`,
+    command: `node --import tsx scripts/fault-suite.ts${quick ? ' --quick' : ''}${diskFull ? ' --disk-full' : ''} --kills ${options.kills} --rate ${options.rate} --stop-seconds ${options.stopSeconds}`,
     scenarios,
     written,
     arrived: arrivals.unique,
@@ -286,6 +317,9 @@ try {
   clearInterval(writer);
   if (daemon !== null) await signalDaemon('SIGKILL');
   await receiver.stop();
+  // The database is kept for a look when the run failed: copied out of the tmpfs first.
+  if (failed !== null && diskFull) await execFileAsync('cp', ['-a', stateDir, `${stateDir}-kept`]).catch(() => {});
+  if (diskFull) await execFileAsync('umount', [stateDir]).catch(() => {});
   if (failed === null) rmSync(dir, { recursive: true, force: true });
 }
 if (failed !== null) {
