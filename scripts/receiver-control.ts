@@ -4,6 +4,7 @@
  * started with fork and driven over IPC.
  */
 import { execFileSync, fork } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -33,15 +34,15 @@ export function cleanEnv(): NodeJS.ProcessEnv {
 }
 
 // ---------------------------------------------------------------------------------------------
-// TLS material (the recipe of test/receivers.ts: a P-256 CA and a server certificate it signed)
+// TLS material: a P-256 CA and a server certificate it signed (subjectAltName IP:127.0.0.1, DNS:localhost), made with the openssl CLI; the tests' certificates too (test/receivers.ts)
 
-export function createTls(dir: string): { caFile: string; caPem: string; certPem: string; keyPem: string } {
+export function createTls(dir: string, name = 'hookrelay bench CA'): { caFile: string; caPem: string; caKeyFile: string; certPem: string; keyPem: string } {
   mkdirSync(dir, { recursive: true });
-  const file = (name: string) => join(dir, name);
+  const file = (f: string) => join(dir, f);
   const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
   openssl(
-    'req', '-x509', ...ec, '-keyout', file('ca.key'), '-out', file('ca.pem'), '-days', '2', '-subj', '/CN=hookrelay bench CA',
+    'req', '-x509', ...ec, '-keyout', file('ca.key'), '-out', file('ca.pem'), '-days', '2', '-subj', `/CN=${name}`,
     '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
   );
   openssl('req', ...ec, '-keyout', file('server.key'), '-out', file('server.csr'), '-subj', '/CN=127.0.0.1');
@@ -49,8 +50,17 @@ export function createTls(dir: string): { caFile: string; caPem: string; certPem
     file('server.ext'),
     ['subjectAltName=IP:127.0.0.1,DNS:localhost', 'basicConstraints=critical,CA:FALSE', 'keyUsage=critical,digitalSignature', 'extendedKeyUsage=serverAuth', ''].join('\n'),
   );
-  openssl('x509', '-req', '-in', file('server.csr'), '-CA', file('ca.pem'), '-CAkey', file('ca.key'), '-set_serial', `0x${Date.now().toString(16)}`, '-days', '2', '-extfile', file('server.ext'), '-out', file('server.pem'));
-  return { caFile: file('ca.pem'), caPem: readFileSync(file('ca.pem'), 'utf8'), certPem: readFileSync(file('server.pem'), 'utf8'), keyPem: readFileSync(file('server.key'), 'utf8') };
+  openssl(
+    'x509', '-req', '-in', file('server.csr'), '-CA', file('ca.pem'), '-CAkey', file('ca.key'), '-set_serial', `0x${randomBytes(8).toString('hex')}`,
+    '-days', '2', '-extfile', file('server.ext'), '-out', file('server.pem'),
+  );
+  return {
+    caFile: file('ca.pem'),
+    caPem: readFileSync(file('ca.pem'), 'utf8'),
+    caKeyFile: file('ca.key'),
+    certPem: readFileSync(file('server.pem'), 'utf8'),
+    keyPem: readFileSync(file('server.key'), 'utf8'),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -14,21 +14,13 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { systemClock } from '../src/domain/clock.ts';
 import { openStore } from '../src/store/store.ts';
+import { cleanEnv } from './feed-helpers.ts';
 import { tempDir } from './helpers.ts';
 import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor } from './receivers.ts';
 
 const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const run = promisify(execFile);
 
-/** The environment minus anything that would change hookrelay's behaviour or the test runner's. */
-function cleanEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) {
-    if (value === undefined || name.startsWith('HOOKRELAY_') || name === 'NODE_TEST_CONTEXT' || name === 'NODE_OPTIONS') continue;
-    env[name] = value;
-  }
-  return env;
-}
 
 interface Daemon {
   readonly child: ChildProcess;

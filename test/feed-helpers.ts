@@ -12,6 +12,7 @@ import type { Readable } from 'node:stream';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { cleanEnv } from '../scripts/receiver-control.ts';
 import { loadConfig, type Config } from '../src/config/load.ts';
 import { systemClock } from '../src/domain/clock.ts';
 import { storedBody } from '../src/domain/feed-event.ts';
@@ -202,15 +203,8 @@ export function feedRelay(
   };
 }
 
-/** The caller's environment without anything that would change hookrelay's behaviour. */
-export function cleanEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [name, value] of Object.entries(process.env)) {
-    if (value === undefined || name.startsWith('HOOKRELAY_') || name === 'NODE_TEST_CONTEXT' || name === 'NODE_OPTIONS') continue;
-    env[name] = value;
-  }
-  return env;
-}
+/** The caller's environment without anything that would change hookrelay's behaviour (shared with the scripts). */
+export { cleanEnv };
 
 export interface Exit {
   readonly code: number | null;

@@ -41,13 +41,19 @@ async function startOn(t: TestContext, path: string, overrides: Record<string, s
   return relay;
 }
 
+/** A feed of `count` valid lines, a relay started on it, and its probe once every line is committed. */
+async function startWithLines(t: TestContext, count: number): Promise<{ path: string; relay: FeedRelay; probe: ReturnType<FeedRelay['probe']> }> {
+  const path = feedPath(t);
+  writeFileSync(path, feedLines(count).text);
+  const relay = await startOn(t, path);
+  const probe = relay.probe();
+  await probe.waitForLines(path, count);
+  return { path, relay, probe };
+}
+
 describe('restarts', () => {
   test('after a restart only the lines appended meanwhile are ingested; nothing twice', async (t) => {
-    const path = feedPath(t);
-    writeFileSync(path, feedLines(100).text);
-    const relay = await startOn(t, path);
-    const probe = relay.probe();
-    await probe.waitForLines(path, 100);
+    const { path, relay, probe } = await startWithLines(t, 100);
     await relay.stop();
     assert.equal(probe.position(path), sizeOf(path));
 
@@ -178,11 +184,7 @@ describe('rotation and truncation', () => {
   });
 
   test('rotation by rename (mv feed feed.1 && touch feed) while stopped: the old file is finished first, then the new one read from its start', async (t) => {
-    const path = feedPath(t);
-    writeFileSync(path, feedLines(10).text);
-    const relay = await startOn(t, path);
-    const probe = relay.probe();
-    await probe.waitForLines(path, 10);
+    const { path, relay, probe } = await startWithLines(t, 10);
     await relay.stop();
 
     appendFileSync(path, feedLines(5, 10).text);
@@ -200,11 +202,7 @@ describe('rotation and truncation', () => {
   });
 
   test('copytruncate while running: truncation is detected and the file read again from 0', async (t) => {
-    const path = feedPath(t);
-    writeFileSync(path, feedLines(10).text);
-    const relay = await startOn(t, path);
-    const probe = relay.probe();
-    await probe.waitForLines(path, 10);
+    const { path, relay, probe } = await startWithLines(t, 10);
     const inode = inodeOf(path);
 
     truncateSync(path, 0);
@@ -221,11 +219,7 @@ describe('rotation and truncation', () => {
   });
 
   test('copytruncate followed at once by new lines (shorter than before): read from 0', async (t) => {
-    const path = feedPath(t);
-    writeFileSync(path, feedLines(10).text);
-    const relay = await startOn(t, path);
-    const probe = relay.probe();
-    await probe.waitForLines(path, 10);
+    const { path, relay, probe } = await startWithLines(t, 10);
 
     truncateSync(path, 0);
     appendFileSync(path, feedLines(2, 300).text);
@@ -236,11 +230,7 @@ describe('rotation and truncation', () => {
   });
 
   test('truncated while stopped: read from 0 on the next start', async (t) => {
-    const path = feedPath(t);
-    writeFileSync(path, feedLines(10).text);
-    const relay = await startOn(t, path);
-    const probe = relay.probe();
-    await probe.waitForLines(path, 10);
+    const { path, relay, probe } = await startWithLines(t, 10);
     await relay.stop();
 
     truncateSync(path, 0);
@@ -252,11 +242,7 @@ describe('rotation and truncation', () => {
   });
 
   test('rewritten in place with other first bytes and more data than before, while running: read from 0, never from the old offset', async (t) => {
-    const path = feedPath(t);
-    writeFileSync(path, feedLines(3).text);
-    const relay = await startOn(t, path);
-    const probe = relay.probe();
-    await probe.waitForLines(path, 3);
+    const { path, relay, probe } = await startWithLines(t, 3);
     const inode = inodeOf(path);
 
     // Same inode (O_TRUNC then write), other content, larger than the committed position.
@@ -274,11 +260,7 @@ describe('rotation and truncation', () => {
   });
 
   test('same inode with different first bytes after a restart (rewritten, or inode reused): read from its start', async (t) => {
-    const path = feedPath(t);
-    writeFileSync(path, feedLines(3).text);
-    const relay = await startOn(t, path);
-    const probe = relay.probe();
-    await probe.waitForLines(path, 3);
+    const { path, relay, probe } = await startWithLines(t, 3);
     await relay.stop();
     const inode = inodeOf(path);
 
@@ -317,11 +299,7 @@ describe('rotation and truncation', () => {
   });
 
   test('rewritten while running with the same first bytes and other bytes before the position: read from 0, never from the old offset', async (t) => {
-    const path = feedPath(t);
-    writeFileSync(path, feedLines(10).text);
-    const relay = await startOn(t, path);
-    const probe = relay.probe();
-    await probe.waitForLines(path, 10);
+    const { path, relay, probe } = await startWithLines(t, 10);
     const inode = inodeOf(path);
 
     writeFileSync(path, feedLines(3).text + feedLines(40, 700).text);

@@ -5,9 +5,7 @@
  * receiver that never answers, one that sends its answer a byte at a time, and small helpers
  * to feed events and to wait on the database with a bounded deadline.
  */
-import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
@@ -16,6 +14,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createTlsServer, type Server as TlsServer, type TLSSocket } from 'node:tls';
+import { createTls } from '../scripts/receiver-control.ts';
 import type { AttemptRow, DeliveryRow } from '../src/store/deliveries-repo.ts';
 import type { Logger } from '../src/log.ts';
 import type { Store } from '../src/store/store.ts';
@@ -40,30 +39,7 @@ export interface TestTls {
 export function createTestTls(t: TestContext): TestTls {
   const dir = mkdtempSync(join(tmpdir(), 'hookrelay-tls-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const file = (name: string) => join(dir, name);
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
-  openssl(
-    'req', '-x509', ...ec, '-keyout', file('ca.key'), '-out', file('ca.pem'), '-days', '2', '-subj', '/CN=hookrelay test CA',
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
-  );
-  openssl('req', ...ec, '-keyout', file('server.key'), '-out', file('server.csr'), '-subj', '/CN=127.0.0.1');
-  writeFileSync(
-    file('server.ext'),
-    ['subjectAltName=IP:127.0.0.1,DNS:localhost', 'basicConstraints=critical,CA:FALSE', 'keyUsage=critical,digitalSignature', 'extendedKeyUsage=serverAuth', ''].join('\n'),
-  );
-  openssl(
-    'x509', '-req', '-in', file('server.csr'), '-CA', file('ca.pem'), '-CAkey', file('ca.key'), '-set_serial', `0x${randomBytes(8).toString('hex')}`,
-    '-days', '2', '-extfile', file('server.ext'), '-out', file('server.pem'),
-  );
-  return {
-    caFile: file('ca.pem'),
-    caPem: readFileSync(file('ca.pem'), 'utf8'),
-    caKeyFile: file('ca.key'),
-    certPem: readFileSync(file('server.pem'), 'utf8'),
-    keyPem: readFileSync(file('server.key'), 'utf8'),
-    dir,
-  };
+  return { ...createTls(dir, 'hookrelay test CA'), dir };
 }
 
 /** One request as the receiver saw it. */
