@@ -81,7 +81,7 @@ function classify(err: unknown, deadlineHit: boolean): { error: AttemptError; de
 export function createDeliverer(options: DelivererOptions) {
   const { networks } = options;
   const connect = (guard: NetworkGuard) => ({ guard, client: createDeliveryClient({ extraCa: options.extraCa, lookup: guard.lookup as never, userAgent: options.userAgent }) });
-  const shared = connect(createNetworkGuard(networks.forOrg('')));
+  const shared = connect(createNetworkGuard(networks.shared));
   // An organization granted networks of its own gets connections of its own: a kept-alive
   // connection to an internal receiver must never carry another organization's attempt.
   const own = new Map<string, ReturnType<typeof connect>>();

@@ -203,6 +203,8 @@ export function createNetworkPolicies(grants: NetworkGrants) {
   const keepsInternal = new Set(grants.storeInternalResponses);
   const seen = new Map<string, boolean>();
   return {
+    /** The policy of every organization without networks of its own (delivery.allowNetworks alone). */
+    shared,
     /** The policy for `orgId`'s webhook. */
     forOrg(orgId: string): AddressPolicy {
       const own = byOrg.get(orgId);
