@@ -116,7 +116,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let retention: { stop(): Promise<void> } | null = null;
   let releaseTimer: NodeJS.Timeout | null = null;
   let stopping = false;
-  const health: StorageHealth = createStorageHealth(log, () => clock.now());
+  const health: StorageHealth = createStorageHealth(log, () => clock.now(), { lockNoticeMs: config.database.busyTimeoutMs });
 
   function startFeed({ ingest, parser }: IngestPath): { stop(): Promise<void> } {
     const { feed: options } = config;
@@ -160,7 +160,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
 
   async function startParts(): Promise<void> {
     // Tests may wrap the opening (a fault-injected store: SQLITE_FULL where no file system can be mounted).
-    store = (deps.openStore ?? openStore)(config.database.path, clock, { busyTimeoutMs: config.database.busyTimeoutMs });
+    // The daemon never sleeps on a lock another process holds: its writers wait on timers (store/lock-wait.ts).
+    store = (deps.openStore ?? openStore)(config.database.path, clock, { busyTimeoutMs: config.database.busyTimeoutMs, waitForLocks: false });
     log.info({ database: config.database.path }, 'database open');
     const keys = loadAuthKeys(config, log);
     const extraCa = loadExtraCa(config.delivery.caFile);
@@ -185,6 +186,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       clock,
       log,
       services,
+      lockWaitMs: config.database.busyTimeoutMs,
       isReady: () => {
         if (stopping) return { reason: 'stopping', detail: 'the daemon is shutting down' };
         try {
@@ -250,6 +252,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       pollIntervalMs: config.delivery.pollInterval,
       groupCommitMs: config.delivery.groupCommitInterval,
       health,
+      lockWaitMs: config.database.busyTimeoutMs,
     });
     dispatcher.start();
     if (config.retention.enabled) {

@@ -12,6 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -622,6 +623,34 @@ test('the rate limit answers 429 with Retry-After on every authenticated operati
     assert.equal(res.status, 429, `${method} ${path} is rate limited`);
     assert.ok(Number(res.headers.get('retry-after')) >= 1);
   }
+});
+
+test('every write answers 503 database_busy with Retry-After while another process holds the database lock past database.busyTimeoutMs', async (t) => {
+  const { relay, people, adminToken: token } = await seededRelay(t, { 'database.busyTimeoutMs': '200' });
+  await relay.services.webhooks.register('acme', { webhook_url: 'https://hooks.acme.example/hook' });
+  const queued = await contract.call(relay, 'POST', '/webhook/test', { token });
+  const writes: Array<[string, string, Record<string, unknown>]> = [
+    ...['PUT', 'POST', 'PATCH'].map((m): [string, string, Record<string, unknown>] => [m, '/users/update_role', { body: { email: people.acme!.viewer, role_name: 'saas_admin' } }]),
+    ...['PUT', 'POST'].map((m): [string, string, Record<string, unknown>] => [m, '/webhook/register_webhook', { body: { webhook_url: 'https://hooks.acme.example/other' } }]),
+    ['POST', '/webhook/rotate_secret', {}],
+    ['POST', '/webhook/test', {}],
+    ['POST', '/webhook/deliveries/{id}/replay', { params: { id: String(queued.body.delivery.id) } }],
+    ['POST', '/webhook/recover', { body: { since: '2000-01-01T00:00:00Z' } }],
+  ];
+  const other = new Database(relay.config.database.path, { timeout: 0 });
+  t.after(() => other.close());
+  other.exec('BEGIN IMMEDIATE');
+  try {
+    for (const [method, path, options] of writes) {
+      const res = await contract.call(relay, method, path, { token, ...options });
+      assert.equal(res.status, 503, `${method} ${path}: ${res.text}`);
+      assert.equal(res.body.code, 'database_busy');
+      assert.equal(res.headers.get('retry-after'), '1');
+    }
+  } finally {
+    other.exec('ROLLBACK');
+  }
+  assert.equal(relay.store.users.findByEmail('acme', people.acme!.viewer)?.roleName, 'saas_viewer', 'nothing changed');
 });
 
 test('every documented answer of every operation was produced by a request above', () => {

@@ -27,7 +27,7 @@ function version3Database(path: string): void {
   db.close();
 }
 
-test('a version 3 database upgrades to the current schema with its events and deliveries intact', (t) => {
+test('a version 3 database upgrades to the current schema with its events and deliveries intact', async (t) => {
   const path = join(tempDir(t), 'hookrelay.db');
   version3Database(path);
 
@@ -73,8 +73,8 @@ test('a version 3 database upgrades to the current schema with its events and de
 
   // Recovery finds the dead event of the window through the seq range, and requeues only it.
   const service = createDeliveryService(store, silentLog, { failingAfterFailures: 5, disableAfterMs: 86_400_000, secretRotationGraceMs: 1000 });
-  assert.deepEqual(service.recover('acme', 4000, 5500), { requeued: 1, hurried: 0 });
-  assert.deepEqual(service.recover('acme', 5500, 7000), { requeued: 0, hurried: 0 });
+  assert.deepEqual(await service.recover('acme', 4000, 5500), { requeued: 1, hurried: 0 });
+  assert.deepEqual(await service.recover('acme', 5500, 7000), { requeued: 0, hurried: 0 });
 });
 
 test('a migration that would leave a broken foreign key rolls back and leaves the database as it was', (t) => {

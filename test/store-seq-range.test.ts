@@ -261,7 +261,7 @@ describe('migration 4', () => {
   });
 });
 
-test('recovery without an end covers the events received after the clock stepped back', (t) => {
+test('recovery without an end covers the events received after the clock stepped back', async (t) => {
   const clock = manualClock(1_000_000);
   const store = openTestStore(t, clock);
   const ingest = createIngestService(store, silentLog);
@@ -272,5 +272,5 @@ test('recovery without an end covers the events received after the clock stepped
   // Both stored at 1,000,000 (the second batch does not go back in time), neither queued (no webhook yet).
   store.webhooks.upsert('org-a', 'https://hooks.example/a', false, null, clock.at);
   const deliveries = createDeliveryService(store, silentLog, { failingAfterFailures: 5, disableAfterMs: 86_400_000, secretRotationGraceMs: 1000 });
-  assert.deepEqual(deliveries.recover('org-a', 0), { requeued: 2, hurried: 0 });
+  assert.deepEqual(await deliveries.recover('org-a', 0), { requeued: 2, hurried: 0 });
 });

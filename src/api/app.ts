@@ -22,6 +22,7 @@ import { registerWebhookRoutes } from './routes/webhook.ts';
 import { registerDeliveryRoutes } from './routes/deliveries.ts';
 import type { DeliveryService } from '../services/deliveries.ts';
 import { metricsHandler, type MetricsEndpoint } from './metrics.ts';
+import { whenUnlocked } from '../store/lock-wait.ts';
 
 export interface ApiDeps {
   readonly config: Pick<Config, 'api' | 'auth'>;
@@ -33,6 +34,12 @@ export interface ApiDeps {
   readonly isReady: () => boolean | NotReady;
   /** GET /metrics on this listener, when the metrics are served here. */
   readonly metrics?: MetricsEndpoint;
+  /**
+   * How long a request waits for the database's write lock while another process (a CLI
+   * command) holds it, then 503 `database_busy` (see store/lock-wait.ts). Unlimited without it,
+   * as the CLI's own connection waits in SQLite.
+   */
+  readonly lockWaitMs?: number;
 }
 
 /** Why the relay is not ready: a stable reason (`disk_full`, `database_damaged`, ...), a sentence for the operator, since when (epoch ms). */
@@ -62,13 +69,18 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   const auth = authenticate({ keys: deps.keys, auth: deps.config.auth, users: deps.services.users, clock: deps.clock });
   const limit = rateLimit({ perMinute: deps.config.api.rateLimitPerMinute, burst: deps.config.api.rateLimitBurst, clock: deps.clock });
   const body = jsonBody(deps.config.api.bodyLimitBytes);
+  const lockWait = deps.lockWaitMs === undefined ? {} : { maxWaitMs: deps.lockWaitMs };
 
   const secured: SecuredRouter = {
     route(methods, path, permission, handler, options = {}) {
       // The rate limit counts verified tokens only, so junk tokens cannot evict real clients' buckets.
       const chain: Middleware[] = [versionMiddleware, auth, limit, requirePermission(permission)];
       if (options.body) chain.push(body);
-      chain.push((ctx) => handler(ctx, ctx.state.principal as Principal));
+      // A write that finds the database locked by another process failed before it changed
+      // anything (store/lock-wait.ts): the handler runs again a few ms later, on a timer, so the
+      // daemon serves other requests meanwhile. Handlers write in one transaction, or in chunks
+      // that can each be run again (recover).
+      chain.push((ctx) => whenUnlocked(() => handler(ctx, ctx.state.principal as Principal), lockWait));
       router.register(path, [...methods], chain);
       for (const method of methods) routes.push({ method, path, permission });
     },
@@ -105,7 +117,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
 
   registerUserRoutes(secured, deps.services);
   registerWebhookRoutes(secured, deps.services);
-  registerDeliveryRoutes(secured, deps.services);
+  registerDeliveryRoutes(secured, deps.services, () => lockWait);
 
   serve(app, router, log, 'see /openapi.json for the API');
   return { app, routes };
@@ -149,6 +161,7 @@ function errorsAsProblems(log: Logger): Middleware {
       if (isHookrelayError(err)) {
         known = err;
         if (err instanceof AuthError) ctx.set('WWW-Authenticate', err.challenge);
+        if (err.code === ErrorCode.databaseBusy) ctx.set('Retry-After', '1');
       } else {
         const status = (err as { status?: number; expose?: boolean }).status;
         if (status === 413) known = problem(ErrorCode.payloadTooLarge, 'The request body is too large');

@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 
 /** HTTP status and title of every error code: the only place codes meet HTTP. */
-const STATUS: Record<ErrorCode, { status: number; title: string }> = {
+const STATUS: Record<ErrorCode, { status: number; title: string; expose?: boolean }> = {
   [ErrorCode.validation]: { status: 422, title: 'The request is invalid' },
   [ErrorCode.userNotFound]: { status: 404, title: 'User not found' },
   [ErrorCode.userExists]: { status: 409, title: 'User already exists' },
@@ -18,6 +18,7 @@ const STATUS: Record<ErrorCode, { status: number; title: string }> = {
   [ErrorCode.config]: { status: 500, title: 'Internal server error' },
   [ErrorCode.databaseTooNew]: { status: 500, title: 'Internal server error' },
   [ErrorCode.databaseDamaged]: { status: 500, title: 'Internal server error' },
+  [ErrorCode.databaseBusy]: { status: 503, title: 'Database busy', expose: true },
   [ErrorCode.keyUnavailable]: { status: 500, title: 'Internal server error' },
   [ErrorCode.malformedJson]: { status: 400, title: 'Malformed JSON body' },
   [ErrorCode.payloadTooLarge]: { status: 413, title: 'Request body too large' },
@@ -39,12 +40,13 @@ export function statusOf(code: ErrorCode): number {
 }
 
 /**
- * Writes `err` as an RFC 9457 problem+json response. Only codes whose status is below 500
- * carry their message as `detail`; anything else says "internal error" and nothing more.
+ * Writes `err` as an RFC 9457 problem+json response. Only codes whose status is below 500 (and
+ * `database_busy`, whose message says nothing of the server but to try again) carry their
+ * message as `detail`; anything else says "internal error" and nothing more.
  */
 export function writeProblem(ctx: Context, err: HookrelayError): void {
-  const { status, title } = STATUS[err.code];
-  const exposed = status < 500;
+  const { status, title, expose } = STATUS[err.code];
+  const exposed = status < 500 || expose === true;
   const body: Record<string, unknown> = {
     type: PROBLEM_TYPE_PREFIX + (exposed ? err.code : ErrorCode.internal),
     title,

@@ -59,12 +59,12 @@ export function registerDeliveriesCommands(program: Command): void {
       const options = optionsOf<{ org: string; since: string; until?: string }>(cmd);
       const since = cliTime('--since', options.since);
       const until = options.until === undefined ? undefined : cliTime('--until', options.until);
-      withServices(options, ({ services }) => {
+      return withServices(options, async ({ services }) => {
         // In chunks, one transaction each: the daemon's writer never waits long for this one.
         const progress = startProgress('recover', { unit: 'events' });
         let r: { requeued: number; hurried: number };
         try {
-          r = services.deliveries.recover(options.org, since, until, { onChunk: (done, total) => progress.update(done, total === 0 ? 1 : done / total) });
+          r = await services.deliveries.recover(options.org, since, until, { onChunk: (done, total) => progress.update(done, total === 0 ? 1 : done / total) });
         } finally {
           progress.end();
         }

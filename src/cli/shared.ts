@@ -21,6 +21,7 @@ import { systemClock } from '../domain/clock.ts';
 import { ErrorCode, isHookrelayError } from '../domain/errors.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createServices, type Services } from '../services/services.ts';
+import { CLI_LOCK_GAP_MS } from '../store/lock-wait.ts';
 import { StorageFault, storageFaultOf } from '../store/storage-faults.ts';
 import { openStore, type Store } from '../store/store.ts';
 
@@ -85,7 +86,8 @@ export function cliLogger(config: Config): Logger {
 }
 
 export function openConfiguredStore(config: Config): Store {
-  return openStore(config.database.path, systemClock, { busyTimeoutMs: config.database.busyTimeoutMs });
+  // Leaves the lock free between two of its transactions, for a daemon that may be waiting for it (store/lock-wait.ts).
+  return openStore(config.database.path, systemClock, { busyTimeoutMs: config.database.busyTimeoutMs, lockGapMs: CLI_LOCK_GAP_MS });
 }
 
 export interface CommandContext {

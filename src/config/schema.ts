@@ -40,7 +40,7 @@ export const CONFIG_SCHEMA = {
     busyTimeoutMs: {
       type: { kind: 'int', min: 0, max: 600_000 },
       default: 5000,
-      doc: 'How long a writer waits for another process (the CLI, say) to release the database, in ms.',
+      doc: 'How long a write waits for another process (a CLI command, a backup) to release the database, in ms. A CLI command waits this long. In the daemon a write never blocks while it waits (it is tried again on a timer): an admin API write waits this long, then answers 503 database_busy with Retry-After; the feed reader and the dispatcher wait as long as it takes, and log it after this long.',
     },
   },
   api: {

@@ -4,6 +4,7 @@ import { loggableUrl } from '../domain/validation.ts';
 import type { Logger } from '../log.ts';
 import type { ClaimedDelivery, ClaimWanted, DeliveryService, FinishedAttempt, FlushResult } from '../services/deliveries.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
+import { isLockWait, lockPollDelayMs } from '../store/lock-wait.ts';
 import type { WorkKind, WorkSignal } from '../services/work-signal.ts';
 import type { Deliverer } from './deliverer.ts';
 
@@ -34,6 +35,12 @@ export interface DispatcherOptions {
    * their lease lapses, after a restart on a restored file).
    */
   readonly health?: StorageHealth;
+  /**
+   * A commit that finds the database locked by another process (a CLI command) keeps what it
+   * carries and is tried again every few ms (see store/lock-wait.ts); a wait longer than this is
+   * logged, and at stop the last commit waits this long at most. 5 s by default.
+   */
+  readonly lockWaitMs?: number;
 }
 
 /** After a webhook's second failure in a row, the wait before its next attempt doubles from this... */
@@ -43,8 +50,8 @@ export const WEBHOOK_PAUSE_MAX_MS = 5_000;
 const DEFAULT_SLOW_ATTEMPT_MS = 2_000;
 /** How often the count of successful deliveries is logged (at info; each one is at debug). */
 export const DELIVERED_SUMMARY_MS = 10_000;
-/** SQLite errors that go away by themselves (a lock held by the CLI, a full or failing disk): the commit is tried again as it was. */
-const TRANSIENT_SQLITE = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|CANTOPEN|READONLY|PROTOCOL)/;
+/** SQLite errors that go away by themselves (a full or failing disk): the commit is tried again as it was. Locks are waited for apart (see waitForLock). */
+const TRANSIENT_SQLITE = /^SQLITE_(FULL|IOERR|CANTOPEN|READONLY|PROTOCOL)/;
 
 /** How long a webhook waits before its next attempt after `failures` failed attempts in a row. */
 export function webhookPauseMs(failures: number): number {
@@ -149,6 +156,11 @@ export function createDispatcher(options: DispatcherOptions) {
   let claimImmediate: NodeJS.Immediate | null = null;
   let lastFlushAt = -Infinity;
   let flushFailures = 0;
+  /** Commits in a row that found the database locked by another process, and since when (performance.now()). */
+  let lockTries = 0;
+  let lockedSince = 0;
+  let lockNoticed = false;
+  const lockWaitMs = options.lockWaitMs ?? 5_000;
   let wakeTimer: NodeJS.Timeout | null = null;
   let wakeAt = Infinity;
   let pollTimer: NodeJS.Timeout | null = null;
@@ -412,7 +424,7 @@ export function createDispatcher(options: DispatcherOptions) {
   function requestClaim(): void {
     // A group commit about to run claims too; after a failed commit, its back-off decides.
     if (claimImmediate !== null || flushImmediate !== null) return;
-    if (flushFailures > 0) requestFlush();
+    if (flushFailures > 0 || lockTries > 0) requestFlush();
     else claimImmediate = setImmediate(claim);
   }
 
@@ -440,6 +452,27 @@ export function createDispatcher(options: DispatcherOptions) {
       else log.error({ err }, 'dispatcher flush failed unexpectedly; trying again shortly');
       retryFlushLater();
     }
+  }
+
+  /**
+   * The commit found the database locked by another process: nothing was written (the lock is
+   * taken before the first statement), what it carries is kept, and it is tried again in a few
+   * ms, on a timer, so that the admin API and attempts in flight go on meanwhile.
+   */
+  function waitForLock(): void {
+    if (lockTries++ === 0) lockedSince = performance.now();
+    const waitedMs = Math.round(performance.now() - lockedSince);
+    if (!lockNoticed && waitedMs >= lockWaitMs) {
+      lockNoticed = true;
+      log.warn({ waitedMs, outcomes: finished.length }, 'the database has been locked by another process (a hookrelay CLI command, a backup?) for a while; outcomes are kept and recorded once it is released');
+    }
+    if (flushTimer === null && flushImmediate === null) flushTimer = setTimeout(flush, lockPollDelayMs(lockTries));
+  }
+
+  function lockReleased(): void {
+    if (lockNoticed) log.info({ waitedMs: Math.round(performance.now() - lockedSince) }, 'the database lock was released: outcomes recorded');
+    lockTries = 0;
+    lockNoticed = false;
   }
 
   function retryFlushLater(): void {
@@ -508,6 +541,10 @@ export function createDispatcher(options: DispatcherOptions) {
       finished = done.concat(finished);
       aborted = back.concat(aborted);
       unstarted = unsent.concat(unstarted);
+      if (isLockWait(err)) {
+        waitForLock();
+        return;
+      }
       flushFailures++;
       const code = (err as { code?: unknown }).code;
       if (options.health?.failed('dispatch', err) != null) {
@@ -525,6 +562,7 @@ export function createDispatcher(options: DispatcherOptions) {
       return;
     }
     flushFailures = 0;
+    if (lockTries > 0) lockReleased();
     options.health?.succeeded('dispatch');
     if (!claimOnly) lastFlushAt = performance.now();
     for (const a of done) freeSlot(a);
@@ -676,12 +714,16 @@ export function createDispatcher(options: DispatcherOptions) {
       };
       clearFlush();
       const left = () => finished.length + aborted.length + unstarted.length;
-      for (let i = 0; i < 3 && left() > 0 && !options.health?.damaged(); i++) {
+      // Three tries, and while the database is locked by another process, up to lockWaitMs more.
+      const lockDeadline = performance.now() + lockWaitMs;
+      for (let i = 0; left() > 0 && !options.health?.damaged() && (i < 3 || (lockTries > 0 && performance.now() < lockDeadline)); i++) {
         try {
           flushNow('all');
         } catch (err) {
           log.error({ err }, 'recording the last outcomes failed');
         }
+        clearFlush();
+        if (lockTries > 0 && left() > 0) await new Promise((r) => setTimeout(r, lockPollDelayMs(lockTries)));
       }
       clearFlush();
       if (left() > 0) {

@@ -20,6 +20,7 @@ export const ErrorCode = {
   config: 'invalid_config',
   databaseTooNew: 'database_too_new',
   databaseDamaged: 'database_damaged',
+  databaseBusy: 'database_busy',
   keyUnavailable: 'signing_key_unavailable',
   // Protocol-level codes, raised by the API adapter but part of the same stable vocabulary.
   malformedJson: 'malformed_json',

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { ErrorCode, HookrelayError, validationError } from '../domain/errors.ts';
 import { orderingKey, testOrderingKey } from '../domain/ordering.ts';
 import { isSuccess, type AttemptResult, type DeliveryOutcome } from '../domain/retry-policy.ts';
@@ -8,6 +9,7 @@ import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason, disabledReasonText } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
 import { DeliveryStatus, sendable, type DeliveryRow, type DueDelivery, type ListFilter } from '../store/deliveries-repo.ts';
+import { whenUnlocked } from '../store/lock-wait.ts';
 import type { Store } from '../store/store.ts';
 import type { WebhookStatusChange } from '../store/webhooks-repo.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
@@ -18,14 +20,14 @@ export const TEST_EVENT_TYPE = 'webhook.test';
 export const RECOVER_CHUNK_SEQS = 10_000;
 
 export interface RecoverOptions {
-  /**
-   * When given, the window is recovered in chunks of RECOVER_CHUNK_SEQS events, each in a
-   * transaction of its own (so a long recovery never holds the write lock for long while the
-   * daemon runs; recovering again after an interruption does the rest, as a recovered event is
-   * queued and so not recoverable twice), and this is called after each with the events covered
-   * so far and in all. Without it, the whole window is one transaction.
-   */
+  /** Called after each chunk (see recover) with the events covered so far and in all. */
   readonly onChunk?: (done: number, total: number) => void;
+  /**
+   * The daemon's mode: a chunk that finds the database locked by another process is tried again
+   * on a timer for up to `maxWaitMs` (store/lock-wait.ts). Without it, the lock is waited for
+   * in SQLite (the CLI's connection has a busy timeout).
+   */
+  readonly lockWait?: { readonly maxWaitMs?: number };
 }
 
 /** A delivery claimed for one attempt: what to send and where. */
@@ -369,7 +371,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
      * Re-queues every event of the organization received in [since, until) that was never
      * delivered: dead and undeliverable ones get a new delivery, failed ones are made due now.
      */
-    recover(orgId: string, since: number, until?: number, options: RecoverOptions = {}): { requeued: number; hurried: number } {
+    async recover(orgId: string, since: number, until?: number, options: RecoverOptions = {}): Promise<{ requeued: number; hurried: number }> {
       // Without `until`: everything received so far, which may be later than the clock if it stepped back.
       const end = until ?? store.feed.receivedAt(store.clock.now()) + 1;
       if (!(since < end)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
@@ -386,25 +388,30 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         // Retries are due by the raw clock (see DeliveriesRepo.due): made due now by it.
         return { requeued, hurried: deliveries.hurryFailed(orgId, from, to, store.clock.now()) };
       };
-      let counts: { requeued: number; hurried: number };
-      if (options.onChunk === undefined) {
-        counts = store.transaction(() => {
-          const { from, to } = store.feed.seqRange(since, end);
-          return recoverRange(from, to);
-        });
-      } else {
-        const { from, to } = store.transaction(() => store.feed.seqRange(since, end));
-        counts = { requeued: 0, hurried: 0 };
-        options.onChunk(0, to - from);
+      const inChunk = (lo: number, hi: number) => store.transaction(() => recoverRange(lo, hi));
+      const { from, to } = store.read(() => store.feed.seqRange(since, end));
+      const counts = { requeued: 0, hurried: 0 };
+      options.onChunk?.(0, to - from);
+      try {
         for (let lo = from; lo < to; lo += RECOVER_CHUNK_SEQS) {
           const hi = Math.min(lo + RECOVER_CHUNK_SEQS, to);
-          const chunk = store.transaction(() => recoverRange(lo, hi));
+          const chunk = options.lockWait === undefined ? inChunk(lo, hi) : await whenUnlocked(() => inChunk(lo, hi), options.lockWait);
           counts.requeued += chunk.requeued;
           counts.hurried += chunk.hurried;
-          options.onChunk(hi - from, to - from);
+          options.onChunk?.(hi - from, to - from);
+          // The daemon's other work (the admin API, attempts, the feed) runs between two chunks.
+          if (hi < to) await yieldToEventLoop();
         }
-        if (from >= to) requireWebhook(orgId);
+      } catch (err) {
+        if (counts.requeued + counts.hurried === 0 || !(err instanceof HookrelayError) || err.code !== ErrorCode.databaseBusy) throw err;
+        work.notify(orgId, 'queued');
+        throw new HookrelayError(
+          ErrorCode.databaseBusy,
+          `the database stayed locked by another process (a hookrelay CLI command or a backup, say) part way through: ${counts.requeued} event(s) of the window were queued again and ${counts.hurried} failed delivery(ies) made due now; recover again shortly to do the rest (nothing is queued twice)`,
+          { cause: err },
+        );
       }
+      if (from >= to) requireWebhook(orgId);
       if (counts.requeued + counts.hurried > 0) work.notify(orgId, 'queued');
       return counts;
     },

@@ -2,6 +2,7 @@ import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:time
 import type { Logger } from '../log.ts';
 import { noPrunedRows, type PrunedRows } from '../store/retention-repo.ts';
 import type { Store } from '../store/store.ts';
+import { whenUnlocked } from '../store/lock-wait.ts';
 import type { StorageHealth } from './storage-health.ts';
 
 export type { PrunedRows } from '../store/retention-repo.ts';
@@ -27,6 +28,12 @@ export interface PruneOptions {
    * yield to the event loop.
    */
   readonly pauseMs?: number;
+  /**
+   * The daemon's mode: a batch that finds the database locked by another process is tried again
+   * on a timer until it gets the lock or `signal` aborts (store/lock-wait.ts). Without it, the
+   * lock is waited for in SQLite (the CLI's connection has a busy timeout).
+   */
+  readonly waitForLock?: boolean;
   /** Called before every batch that writes (the daemon turns its background WAL checkpoints on, as for a large ingest). */
   readonly onBatch?: () => void;
   /** Called after every batch with the totals so far and how far the events were looked at (0 to 1). */
@@ -66,18 +73,17 @@ export function createRetentionService(store: Store, policy: RetentionPolicy) {
       let batches = 0;
       let longestBatchMs = 0;
       let lastBatchMs = 0;
-      const inBatch = <T>(fn: () => T): T => {
+      const inBatch = async <T>(fn: () => T): Promise<T> => (options.waitForLock ? whenUnlocked(() => batchOf(fn), { signal: options.signal }) : batchOf(fn));
+      const batchOf = <T>(fn: () => T): T => {
         if (!dryRun) options.onBatch?.();
         const t0 = performance.now();
-        try {
-          // A batch lost to a power cut is redone by the next pass: its commit need not wait for the
-          // disk's fsync, which is most of what a batch costs (see Store.transaction).
-          return dryRun ? store.read(fn) : store.transaction(fn, { durable: false });
-        } finally {
-          batches++;
-          lastBatchMs = performance.now() - t0;
-          longestBatchMs = Math.max(longestBatchMs, lastBatchMs);
-        }
+        // A batch lost to a power cut is redone by the next pass: its commit need not wait for the
+        // disk's fsync, which is most of what a batch costs (see Store.transaction).
+        const result = dryRun ? store.read(fn) : store.transaction(fn, { durable: false });
+        batches++;
+        lastBatchMs = performance.now() - t0;
+        longestBatchMs = Math.max(longestBatchMs, lastBatchMs);
+        return result;
       };
       // At least as long as the batch took: pruning never takes more than about half of the time.
       const pause = async () => {
@@ -98,7 +104,7 @@ export function createRetentionService(store: Store, policy: RetentionPolicy) {
       const first = newest.oldestSeq;
       let after = 0;
       while (!options.signal?.aborted) {
-        const batch = inBatch(() => store.retention.pruneEvents({ after, before, cutoff: deliveredBefore, newest, limit: policy.batchSize, dryRun }));
+        const batch = await inBatch(() => store.retention.pruneEvents({ after, before, cutoff: deliveredBefore, newest, limit: policy.batchSize, dryRun }));
         add(batch.removed);
         if (batch.last === null) break;
         after = batch.last;
@@ -110,7 +116,7 @@ export function createRetentionService(store: Store, policy: RetentionPolicy) {
         removed.quarantinedLines = store.read(() => store.retention.countRejects(quarantinedBefore, newest.rejectId));
       } else {
         while (!options.signal?.aborted) {
-          const n = inBatch(() => store.retention.pruneRejects(quarantinedBefore, newest.rejectId, policy.batchSize));
+          const n = await inBatch(() => store.retention.pruneRejects(quarantinedBefore, newest.rejectId, policy.batchSize));
           removed.quarantinedLines += n;
           if (n < policy.batchSize) break;
           await pause();
@@ -150,7 +156,7 @@ export function startRetention(o: { retention: RetentionService; intervalMs: num
   async function pass(): Promise<void> {
     if (o.health.damaged()) return;
     try {
-      const result = await o.retention.prune({ signal: controller.signal, pauseMs: DAEMON_PAUSE_MIN_MS, ...(o.onBatch ? { onBatch: o.onBatch } : {}) });
+      const result = await o.retention.prune({ signal: controller.signal, pauseMs: DAEMON_PAUSE_MIN_MS, waitForLock: true, ...(o.onBatch ? { onBatch: o.onBatch } : {}) });
       o.health.succeeded('retention');
       faults = 0;
       const { removed } = result;

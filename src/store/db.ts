@@ -24,7 +24,20 @@ export const QUIET_CACHE_KIB = 8 * 1024;
 export const AUTOCHECKPOINT_PAGES = 4096;
 
 export interface OpenDatabaseOptions {
+  /** How long a statement waits for a lock another connection holds (SQLite's busy timeout); 5 s by default. */
   readonly busyTimeoutMs?: number;
+  /**
+   * False for the daemon: once migrated (which waits up to `busyTimeoutMs`, as nothing else can
+   * run before it), a statement that finds a lock taken fails at once with SQLITE_BUSY instead
+   * of sleeping on the event loop; the daemon's writers wait on timers (see lock-wait.ts).
+   */
+  readonly waitForLocks?: boolean;
+  /**
+   * For the CLI: after each of its write transactions, the lock is left free for at least this
+   * long (ms) before the next one, so that the daemon, which polls for it every few ms instead
+   * of queueing in SQLite (lock-wait.ts), gets its turn during a long ingest or recovery.
+   */
+  readonly lockGapMs?: number;
 }
 
 /**
@@ -85,7 +98,9 @@ export function openDatabase(path: string, options: OpenDatabaseOptions = {}): {
     // (+3-5 % ingest rate, side by side); the WAL file is trimmed back to 64 MiB afterwards.
     db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
     db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
-    return { db, migrated: migrate(db) };
+    const migrated = migrate(db);
+    if (options.waitForLocks === false) db.pragma('busy_timeout = 0');
+    return { db, migrated };
   } catch (err) {
     db.close();
     throw err instanceof HookrelayError ? err : databaseOpenError(err, path);

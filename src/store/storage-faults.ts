@@ -37,3 +37,12 @@ export function storageFaultOf(err: unknown): StorageFault | null {
   if (code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_CANTOPEN') || code.startsWith('SQLITE_READONLY')) return StorageFault.ioError;
   return null;
 }
+
+/**
+ * True when `err` says another connection holds a lock the statement needed (SQLITE_BUSY,
+ * SQLITE_LOCKED and their extended codes): a wait, not a fault. See lock-wait.ts.
+ */
+export function isLockWait(err: unknown): boolean {
+  const code = sqliteCode(err);
+  return code !== null && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
+}

@@ -1,6 +1,6 @@
 import type { Clock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
-import { openDatabase, type Db } from './db.ts';
+import { openDatabase, type Db, type OpenDatabaseOptions } from './db.ts';
 import { createDeliveriesRepo, type DeliveriesRepo } from './deliveries-repo.ts';
 import { createFeedRepo, type FeedRepo } from './feed-repo.ts';
 import { createOrgsRepo, type OrgsRepo } from './orgs-repo.ts';
@@ -42,11 +42,11 @@ export interface Store {
  * Opens the database (see openDatabase) and prepares the repositories. A file that is not a
  * database or whose pages are damaged fails with `database_damaged`: restarting cannot help.
  */
-export function openStore(path: string, clock: Clock, options: { busyTimeoutMs?: number } = {}): Store {
+export function openStore(path: string, clock: Clock, options: OpenDatabaseOptions = {}): Store {
   let opened: ReturnType<typeof openDatabase> | null = null;
   try {
     opened = openDatabase(path, options);
-    return storeOver(opened.db, opened.migrated, clock);
+    return storeOver(opened.db, opened.migrated, clock, options.lockGapMs ?? 0);
   } catch (err) {
     if (opened?.db.open) opened.db.close();
     if (storageFaultOf(err) === StorageFault.damaged) {
@@ -56,8 +56,23 @@ export function openStore(path: string, clock: Clock, options: { busyTimeoutMs?:
   }
 }
 
-function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock): Store {
+/** Sleeps this thread (Atomics.wait on a word nobody changes): the CLI's lock gap. */
+const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
+
+function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock, lockGapMs: number): Store {
   const select1 = db.prepare('SELECT 1');
+  let lastWriteEnded = -Infinity;
+  /** Runs the write transaction `run`, first leaving the lock free for `lockGapMs` after the previous one (see OpenDatabaseOptions.lockGapMs). */
+  const write = <T>(run: () => T): T => {
+    if (lockGapMs <= 0) return run();
+    const wait = lastWriteEnded + lockGapMs - performance.now();
+    if (wait > 0) Atomics.wait(SLEEPER, 0, 0, wait);
+    try {
+      return run();
+    } finally {
+      lastWriteEnded = performance.now();
+    }
+  };
   return {
     db,
     clock,
@@ -69,15 +84,16 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock)
     feed: createFeedRepo(db),
     deliveries: createDeliveriesRepo(db),
     retention: createRetentionRepo(db),
-    transaction: <T>(fn: () => T, options: { durable?: boolean } = {}): T => {
-      if (options.durable !== false) return db.transaction(fn).immediate();
-      db.pragma('synchronous = NORMAL');
-      try {
-        return db.transaction(fn).immediate();
-      } finally {
-        db.pragma('synchronous = FULL');
-      }
-    },
+    transaction: <T>(fn: () => T, options: { durable?: boolean } = {}): T =>
+      write(() => {
+        if (options.durable !== false) return db.transaction(fn).immediate();
+        db.pragma('synchronous = NORMAL');
+        try {
+          return db.transaction(fn).immediate();
+        } finally {
+          db.pragma('synchronous = FULL');
+        }
+      }),
     read: <T>(fn: () => T): T => db.transaction(fn).deferred(),
     ping: () => {
       select1.get();

@@ -44,7 +44,7 @@ function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-export function registerDeliveryRoutes(router: SecuredRouter, services: { deliveries: DeliveryService }): void {
+export function registerDeliveryRoutes(router: SecuredRouter, services: { deliveries: DeliveryService }, lockWait: () => { maxWaitMs?: number }): void {
   router.route(['GET'], '/webhook/deliveries', Permission.webhookRead, (ctx, principal) => {
     const invalid: InvalidParam[] = [];
     const q = ctx.query;
@@ -92,14 +92,16 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
     ['POST'],
     '/webhook/recover',
     Permission.webhookManage,
-    (ctx, principal) => {
+    async (ctx, principal) => {
       const body = ctx.state.body as Record<string, unknown>;
       const invalid: InvalidParam[] = [];
       if (body.since === undefined) invalid.push({ name: 'since', reason: 'is required' });
       const since = parseTime('since', body.since, invalid);
       const until = parseTime('until', body.until, invalid);
       if (invalid.length > 0) throw validationError('the request body is invalid', invalid);
-      const result = services.deliveries.recover(principal.orgId, since!, until);
+      // In chunks, each a transaction of its own that waits for the lock on its own (a lock error
+      // must not run the whole recovery again: its counts would be lost).
+      const result = await services.deliveries.recover(principal.orgId, since!, until, { lockWait: lockWait() });
       ctx.status = 202;
       ctx.body = {
         message: `${result.requeued} event(s) queued again, ${result.hurried} failed delivery(ies) made due now`,

@@ -1,0 +1,188 @@
+/**
+ * Lock waits in the daemon (src/store/lock-wait.ts): while another connection (a CLI command,
+ * a backup) holds the database's write lock, the daemon's writers wait on timers, never in
+ * SQLite on the event loop. Real database files; a second better-sqlite3 connection plays the
+ * other process, holding BEGIN IMMEDIATE for as long as a test needs.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import Database from 'better-sqlite3';
+import { systemClock } from '../src/domain/clock.ts';
+import { createLogger } from '../src/log.ts';
+import { createStorageHealth } from '../src/services/storage-health.ts';
+import { isLockWait, whenUnlocked } from '../src/store/lock-wait.ts';
+import { openStore } from '../src/store/store.ts';
+import { assertProblem, call, roleOf, seedOrg, startRelay, tempDir } from './helpers.ts';
+import { feedLine, startDeliveryRig, startReceiver, waitForDelivery } from './receivers.ts';
+
+/** Another connection to `path` that holds the write lock until `release` (or the end of the test). */
+function holdLock(t: TestContext, path: string): { release(): void } {
+  const other = new Database(path, { timeout: 0 });
+  other.exec('BEGIN IMMEDIATE');
+  const release = () => {
+    if (other.inTransaction) other.exec('ROLLBACK');
+  };
+  t.after(() => {
+    release();
+    other.close();
+  });
+  return { release };
+}
+
+/** The longest gap between ticks of a 5 ms interval while it runs: how long the event loop was held. */
+function loopWatch(): { stop(): number } {
+  let last = performance.now();
+  let longest = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    longest = Math.max(longest, now - last);
+    last = now;
+  }, 5);
+  return {
+    stop() {
+      clearInterval(timer);
+      return longest;
+    },
+  };
+}
+
+test("the daemon's connection does not wait in SQLite for a lock (the CLI's does): a write fails at once, before changing anything", (t) => {
+  const dir = tempDir(t);
+  const path = join(dir, 'hookrelay.db');
+  const daemon = openStore(path, systemClock, { busyTimeoutMs: 5000, waitForLocks: false });
+  const cli = openStore(path, systemClock, { busyTimeoutMs: 300 });
+  t.after(() => {
+    daemon.close();
+    cli.close();
+  });
+  const lock = holdLock(t, path);
+  let started = performance.now();
+  const refused = (() => {
+    try {
+      daemon.transaction(() => daemon.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 }));
+    } catch (err) {
+      return err;
+    }
+    return null;
+  })();
+  assert.ok(isLockWait(refused), `a lock error, got ${String(refused)}`);
+  assert.ok(performance.now() - started < 50, 'failed at once');
+  started = performance.now();
+  assert.throws(() => cli.transaction(() => cli.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 })), (err) => isLockWait(err));
+  assert.ok(performance.now() - started >= 250, "the CLI's connection waited for its busy timeout");
+  lock.release();
+  // Reads never wait for the writer (WAL), and nothing was written by the refused attempts.
+  assert.equal(daemon.orgs.get('acme'), null);
+  daemon.transaction(() => daemon.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 }));
+  assert.equal(cli.orgs.get('acme')?.id, 'acme');
+});
+
+test('whenUnlocked runs the write again on timers until the lock is released, the event loop free meanwhile; past maxWaitMs it is database_busy', async (t) => {
+  const path = join(tempDir(t), 'hookrelay.db');
+  const store = openStore(path, systemClock, { waitForLocks: false });
+  t.after(() => store.close());
+  const lock = holdLock(t, path);
+  setTimeout(() => lock.release(), 300);
+  const watch = loopWatch();
+  const started = performance.now();
+  let tries = 0;
+  await whenUnlocked(() => {
+    tries++;
+    store.transaction(() => store.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 }));
+  });
+  const longest = watch.stop();
+  assert.ok(performance.now() - started >= 290, 'it waited for the release');
+  assert.ok(tries > 10, `tried again and again (${tries} tries)`);
+  assert.ok(longest < 50, `the event loop was held ${longest.toFixed(1)} ms at most`);
+  assert.equal(store.orgs.get('acme')?.id, 'acme');
+
+  holdLock(t, path);
+  await assert.rejects(
+    whenUnlocked(() => store.transaction(() => store.orgs.insert({ id: 'other', name: 'other', createdAt: 1 })), { maxWaitMs: 200 }),
+    (err: { code?: string; message: string }) => err.code === 'database_busy' && /locked by another process .* nothing was changed/.test(err.message),
+  );
+  assert.equal(store.orgs.get('other'), null);
+  // Anything but a lock is thrown at once.
+  await assert.rejects(whenUnlocked(() => {
+    throw new Error('a bug');
+  }), /a bug/);
+});
+
+test('a feed write waits for the lock without reporting a storage fault; a long wait is logged once, and its end', async (t) => {
+  const path = join(tempDir(t), 'hookrelay.db');
+  const store = openStore(path, systemClock, { waitForLocks: false });
+  t.after(() => store.close());
+  const records: Array<Record<string, unknown>> = [];
+  const health = createStorageHealth(createLogger('info', { write: (line: string) => void records.push(JSON.parse(line) as Record<string, unknown>) }), Date.now, { lockNoticeMs: 100 });
+  const lock = holdLock(t, path);
+  setTimeout(() => {
+    assert.equal(health.problem(), null, 'a lock is no storage fault: /readyz stays ready');
+    lock.release();
+  }, 400);
+  await health.retrying('feed', () => store.transaction(() => store.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 })));
+  assert.equal(store.orgs.get('acme')?.id, 'acme');
+  const messages = records.map((r) => `${String(r.level)} ${String(r.msg)}`);
+  assert.deepEqual(messages, [
+    '40 the database has been locked by another process (a hookrelay CLI command, a backup?) for a while; this writer waits, nothing is lost',
+    '30 the database lock was released: writes resumed',
+  ]);
+});
+
+test('an API write while another process holds the lock waits for it on timers, serving other requests, then goes through', async (t) => {
+  const relay = await startRelay(t);
+  const { admin, viewer } = seedOrg(relay.services, 'org-a');
+  const token = relay.token('org-a', admin);
+  const lock = holdLock(t, relay.config.database.path);
+  const started = performance.now();
+  const write = call(relay.baseUrl, 'PUT', '/users/update_role', { token, body: { email: viewer, role_name: 'saas_admin' } });
+  // Meanwhile the daemon answers: health, a read of the API.
+  for (let i = 0; i < 5; i++) {
+    const t0 = performance.now();
+    assert.equal((await call(relay.baseUrl, 'GET', '/healthz')).status, 200);
+    assert.equal((await call(relay.baseUrl, 'GET', '/users/get_roles', { token })).status, 200);
+    assert.ok(performance.now() - t0 < 100, 'answered while the write waits');
+    await sleep(40);
+  }
+  assert.equal(roleOf(relay, 'org-a', viewer), 'saas_viewer', 'not written while the lock is held');
+  lock.release();
+  const res = await write;
+  assert.equal(res.status, 200, res.text);
+  assert.ok(performance.now() - started >= 200);
+  assert.equal(roleOf(relay, 'org-a', viewer), 'saas_admin');
+});
+
+test('past database.busyTimeoutMs an API write answers 503 database_busy with Retry-After, and changes nothing', async (t) => {
+  const relay = await startRelay(t, { 'database.busyTimeoutMs': '300' });
+  const { admin, viewer } = seedOrg(relay.services, 'org-a');
+  const token = relay.token('org-a', admin);
+  holdLock(t, relay.config.database.path);
+  const res = await call(relay.baseUrl, 'PUT', '/users/update_role', { token, body: { email: viewer, role_name: 'saas_admin' } });
+  const body = assertProblem(res, 503, 'database_busy');
+  assert.equal(res.headers.get('retry-after'), '1');
+  assert.match(body.detail, /locked by another process .*nothing was changed: try again shortly/);
+  assert.equal(roleOf(relay, 'org-a', viewer), 'saas_viewer');
+});
+
+test('an attempt that ends while another process holds the lock is recorded once the lock is released, and sent once', async (t) => {
+  const rig = await startDeliveryRig(t);
+  let lock: { release(): void } | null = null;
+  // The receiver takes the lock (as a CLI command would) before it answers: the outcome must wait for it.
+  const receiver = await startReceiver(t, rig.tls, () => {
+    lock = holdLock(t, rig.relay.config.database.path);
+    return { status: 200 };
+  });
+  rig.relay.services.orgs.add({ id: 'org-a' });
+  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  rig.feed(feedLine('org-a', 'evt_1'));
+  await receiver.waitForRequests(1);
+  const watch = loopWatch();
+  await sleep(400);
+  assert.ok(watch.stop() < 50, 'the event loop stays free');
+  assert.equal(rig.relay.store.deliveries.list('org-a', { limit: 10 })[0]?.status, 'pending', 'its outcome waits for the lock');
+  lock!.release();
+  await waitForDelivery(rig.relay.store, 'org-a', 'evt_1', (d) => d.status === 'delivered', 'the outcome recorded');
+  await sleep(200);
+  assert.equal(receiver.requests.length, 1, 'sent once');
+});
