@@ -592,26 +592,44 @@ export function createDispatcher(options: DispatcherOptions) {
    */
   function isolate(): void {
     const { done, back, unsent } = takeWaiting();
-    const one = (work: Parameters<DeliveryService['flush']>[0], id: number) => {
+    /** Records one item; false (it is kept for the next commit) when the database is locked by another process. */
+    const one = (work: Parameters<DeliveryService['flush']>[0], id: number): boolean => {
       try {
         deliveries.flush(work);
       } catch (err) {
+        if (isLockWait(err)) return false;
         log.error({ err, delivery: id }, 'this delivery cannot be recorded; it is let go, and will be attempted again when its lease lapses');
       }
+      return true;
     };
+    let locked = false;
     for (const a of done) {
-      one({ finished: [a.finished!], released: [], claim: null }, a.delivery.id);
+      if (locked || !one({ finished: [a.finished!], released: [], claim: null }, a.delivery.id)) {
+        locked = true;
+        finished.push(a);
+        continue;
+      }
       freeSlot(a);
       if (endCallsForLook(a)) a.hook.hasWork = true;
     }
     for (const a of back) {
-      one({ finished: [], released: [a.delivery], claim: null }, a.delivery.id);
+      if (locked || !one({ finished: [], released: [a.delivery], claim: null }, a.delivery.id)) {
+        locked = true;
+        aborted.push(a);
+        continue;
+      }
       freeSlot(a);
       a.hook.hasWork = true;
     }
-    for (const d of unsent) one({ finished: [], released: [d], claim: null }, d.id);
+    for (const d of unsent) {
+      if (locked || !one({ finished: [], released: [d], claim: null }, d.id)) {
+        locked = true;
+        unstarted.push(d);
+      }
+    }
     flushFailures = 0;
-    if (!stopping) requestFlush();
+    if (locked) waitForLock();
+    else if (!stopping) requestFlush();
   }
 
   /** One timer for the earliest moment something becomes due: a retry (wall clock), or the end of a pause (monotonic). */

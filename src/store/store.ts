@@ -56,23 +56,43 @@ export function openStore(path: string, clock: Clock, options: OpenDatabaseOptio
   }
 }
 
+/** Without writes of another process for this long (ms), the CLI leaves its lock gap only every LOCK_GAP_EVERY transactions. */
+const OTHERS_WRITING_MS = 2_000;
+const LOCK_GAP_EVERY = 10;
 /** Sleeps this thread (Atomics.wait on a word nobody changes): the CLI's lock gap. */
 const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
 
 function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock, lockGapMs: number): Store {
   const select1 = db.prepare('SELECT 1');
   let lastWriteEnded = -Infinity;
-  /** Runs the write transaction `run`, first leaving the lock free for `lockGapMs` after the previous one (see OpenDatabaseOptions.lockGapMs). */
+  // The CLI's lock gap (see OpenDatabaseOptions.lockGapMs): after each write transaction while
+  // another process writes too (PRAGMA data_version moves when another connection commits), and
+  // after every LOCK_GAP_EVERY-th otherwise, so that a daemon that was idle and wants to write
+  // waits for a few transactions at most, and a CLI alone loses almost nothing to the gaps.
+  const dataVersion = db.prepare('PRAGMA data_version').pluck();
+  let seenVersion = lockGapMs > 0 ? dataVersion.get() : null;
+  let othersWroteAt = -Infinity;
+  let withoutGap = 0;
+  /** Runs the write transaction `run`, first leaving the lock free for `lockGapMs` after the previous one when due. */
   const write = <T>(run: () => T): T => {
     if (lockGapMs <= 0) return run();
-    const wait = lastWriteEnded + lockGapMs - performance.now();
-    if (wait > 0) Atomics.wait(SLEEPER, 0, 0, wait);
+    const now = performance.now();
+    const version = dataVersion.get();
+    if (version !== seenVersion) othersWroteAt = now;
+    const wait = lastWriteEnded + lockGapMs - now;
+    if (wait <= 0) withoutGap = 0;
+    else if (now - othersWroteAt < OTHERS_WRITING_MS || withoutGap >= LOCK_GAP_EVERY - 1) {
+      Atomics.wait(SLEEPER, 0, 0, wait);
+      withoutGap = 0;
+    } else withoutGap++;
     try {
       return run();
     } finally {
       lastWriteEnded = performance.now();
+      seenVersion = dataVersion.get();
     }
   };
+
   return {
     db,
     clock,
