@@ -6,7 +6,7 @@
  * compared with the ids received: zero missing in every scenario, duplicates reported and
  * checked against the attempts that can be in flight at each kill.
  *
- *   node --import tsx scripts/fault-suite.ts [--quick] [--disk-full] [--kills N] [--rate LINES_PER_S] [--stop-seconds S] [--log-level L] [--json FILE]
+ *   node --import tsx scripts/fault-suite.ts [--quick] [--skip-disk-full] [--kills N] [--rate LINES_PER_S] [--stop-seconds S] [--log-level L] [--json FILE]
  *
  * Scenarios, in order, the writer appending all along:
  *   kill      `kill -9` at a random moment, N times (100 by default; 5 with --quick), during ingest and delivery
@@ -19,15 +19,15 @@
  *   bad lines a malformed and an oversized line in the middle (quarantined, not lost)
  *   SIGTERM   during heavy delivery (a burst), then a restart
  *   SIGSTOP   the daemon frozen for 60 s (3 s with --quick), then SIGCONT
- *   disk full with --disk-full only: the state directory (a tmpfs of its own, so root is needed)
- *             filled up for a while, then freed again. Not yet in the default run: it loses
- *             deliveries today (docs/benchmarks.md, "Fault injection").
+ *   disk full the state directory (a tmpfs of its own, so as root only; --skip-disk-full leaves it
+ *             out) filled up under the running daemon, which is then restarted on the full
+ *             disk (it must wait for space, not exit), then freed again.
  *
  * The last full run and its command are in docs/benchmarks.md ("Fault injection"). A quick run
  * is part of `npm test` (test/fault-suite.test.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, statfsSync, statSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, statfsSync, statSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -48,7 +48,7 @@ const { values } = parseArgs({
     rate: { type: 'string' },
     'stop-seconds': { type: 'string' },
     json: { type: 'string' },
-    'disk-full': { type: 'boolean', default: false },
+    'skip-disk-full': { type: 'boolean', default: false },
     'log-level': { type: 'string', default: 'warn' },
   },
 });
@@ -71,13 +71,10 @@ if (!existsSync(CLI)) throw new Error(`${CLI} is missing; run npm run build firs
 const dir = mkdtempSync(join(tmpdir(), 'hookrelay-fault-'));
 const stateDir = join(dir, 'state');
 mkdirSync(stateDir);
-// With --disk-full, the state directory is a tmpfs of its own, so that the scenario fills only it.
-const diskFull = values['disk-full'] === true;
+// As root, the state directory is a tmpfs of its own, so that the disk-full scenario fills only it.
+const diskFull = values['skip-disk-full'] !== true && process.getuid?.() === 0;
 const TMPFS_MIB = quick ? 256 : 2048;
-if (diskFull) {
-  if (process.getuid?.() !== 0) throw new Error('--disk-full mounts a tmpfs for the state directory: run the fault suite as root');
-  await execFileAsync('mount', ['-t', 'tmpfs', '-o', `size=${TMPFS_MIB}m`, 'tmpfs', stateDir]);
-}
+if (diskFull) await execFileAsync('mount', ['-t', 'tmpfs', '-o', `size=${TMPFS_MIB}m`, 'tmpfs', stateDir]);
 const feedPath = join(dir, 'feed.jsonl');
 const configPath = join(dir, 'hookrelay.json');
 const tls = createTls(join(dir, 'tls'));
@@ -239,20 +236,41 @@ try {
   done('SIGSTOP', `the daemon frozen for ${options.stopSeconds} s, then SIGCONT`);
 
   if (diskFull) {
+    // Running again first: the state directory fills up under a daemon that ingests and delivers.
+    await sleep(1000);
     const filler = join(stateDir, 'filler');
     const chunk = Buffer.alloc(4 << 20, 0x66);
     const fd = openSync(filler, 'w');
     try {
-      for (;;) writeSync(fd, chunk);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+      for (const size of [4 << 20, 4096, 1]) {
+        for (;;) {
+          try {
+            writeSync(fd, chunk, 0, size);
+          } catch (err) {
+            if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+            break;
+          }
+        }
+      }
     } finally {
       closeSync(fd);
     }
     const left = statfsSync(stateDir);
     await sleep(options.faultSeconds * 1000);
+    // Then restarted while the disk is still full: it must wait for space, not exit.
+    const stopped = await signalDaemon('SIGTERM');
+    if (stopped.code !== 0) throw new Error(`SIGTERM on a full disk: the daemon exited with ${stopped.code ?? stopped.signal}, not 0`);
+    startDaemon();
+    await sleep(options.faultSeconds * 1000);
+    const restarted = daemon as { child: ChildProcess } | null;
+    if (restarted === null || restarted.child.exitCode !== null) throw new Error('the daemon started on a full disk exited');
     unlinkSync(filler);
-    done('disk full', `the state directory (a ${TMPFS_MIB} MiB tmpfs) full (${left.bavail * left.bsize} bytes left) for ${options.faultSeconds} s, then freed`);
+    if (!readFileSync(join(dir, 'daemon.log'), 'utf8').includes('cannot open the database: the disk holding it is full')) {
+      throw new Error('the daemon restarted on the full disk did not report waiting for space');
+    }
+    done('disk full', `the state directory (a ${TMPFS_MIB} MiB tmpfs) full (${left.bavail * left.bsize} bytes left) for ${options.faultSeconds} s under a running daemon, then a restart on the full disk (${options.faultSeconds} s more), then freed`);
+  } else {
+    say('  disk full: skipped (it mounts a tmpfs for the state directory: run as root)');
   }
 
   writing = false;
@@ -280,7 +298,7 @@ try {
   });
   const report = {
     date: new Date().toISOString(),
-    command: `node --import tsx scripts/fault-suite.ts${quick ? ' --quick' : ''}${diskFull ? ' --disk-full' : ''} --kills ${options.kills} --rate ${options.rate} --stop-seconds ${options.stopSeconds}`,
+    command: `node --import tsx scripts/fault-suite.ts${quick ? ' --quick' : ''}${diskFull ? '' : ' --skip-disk-full'} --kills ${options.kills} --rate ${options.rate} --stop-seconds ${options.stopSeconds}`,
     scenarios,
     written,
     arrived: arrivals.unique,

@@ -1,4 +1,6 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
+import { dirname } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
 import { createApi, createMetricsApp } from './api/app.ts';
@@ -22,7 +24,10 @@ import { createServices } from './services/services.ts';
 import { createRetentionService, startRetention } from './services/retention.ts';
 import { createStorageHealth, type StorageHealth } from './services/storage-health.ts';
 import { createWorkSignal } from './services/work-signal.ts';
+import { availableBytes } from './store/directories.ts';
+import { StorageFault, storageFaultOf } from './store/storage-faults.ts';
 import { openStore, type Store } from './store/store.ts';
+import { storageRetryDelayMs } from './services/storage-health.ts';
 
 export interface Relay {
   /** Opens the database (migrating it), loads the JWT keys, starts the admin API, then the feed reader. */
@@ -34,6 +39,9 @@ export interface Relay {
   /** Where the metrics listener of its own (metrics.listen) listens, once started; null without one. */
   metricsAddress(): { host: string; port: number } | null;
 }
+
+/** Less room than this (bytes) on the database's file system counts as a full disk when the database cannot be opened. */
+const FULL_DISK_BYTES = 1 << 20;
 
 /** A claimed delivery's lease is the attempt deadline plus this. */
 export const LEASE_MARGIN_MS = 10_000;
@@ -116,6 +124,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let retention: { stop(): Promise<void> } | null = null;
   let releaseTimer: NodeJS.Timeout | null = null;
   let stopping = false;
+  /** Aborted by stop(): ends a start that waits for space to open the database. */
+  const opening = new AbortController();
   const health: StorageHealth = createStorageHealth(log, () => clock.now(), { lockNoticeMs: config.database.busyTimeoutMs });
 
   function startFeed({ ingest, parser }: IngestPath): { stop(): Promise<void> } {
@@ -152,6 +162,33 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     };
   }
 
+  /**
+   * Opens the database. On a full disk (SQLite cannot even size its -shm file then) the daemon
+   * does not exit, which under systemd would end in its start limit while the disk stays full:
+   * it logs the fault once, tries again after a back-off (storageRetryDelayMs, up to 10 s) until
+   * space is freed, and gives up only when stopped (then null). Other failures are thrown.
+   */
+  async function openWhenSpace(): Promise<Store | null> {
+    const path = config.database.path;
+    for (let failures = 0; ; ) {
+      try {
+        // The daemon never sleeps on a lock another process holds: its writers wait on timers (store/lock-wait.ts).
+        const opened = (deps.openStore ?? openStore)(path, clock, { busyTimeoutMs: config.database.busyTimeoutMs, waitForLocks: false });
+        if (failures > 0) log.info({ database: path, tries: failures + 1 }, 'database opened: the disk has room again');
+        return opened;
+      } catch (err) {
+        const left = availableBytes(dirname(path));
+        const full = storageFaultOf(err) === StorageFault.diskFull || (storageFaultOf(err) === StorageFault.ioError && left !== null && left < FULL_DISK_BYTES);
+        if (!full || opening.signal.aborted) throw err;
+        if (failures++ === 0) {
+          log.error({ err, database: path, availableBytes: left }, 'cannot open the database: the disk holding it is full; trying again every few seconds until space is freed (nothing is read or sent meanwhile)');
+        }
+      }
+      await sleep(storageRetryDelayMs(failures), undefined, { signal: opening.signal }).catch(() => {});
+      if (opening.signal.aborted) return null;
+    }
+  }
+
   function address(): { host: string; port: number } {
     const info = server?.address() as AddressInfo | null | undefined;
     if (!info) throw new Error('the relay is not listening');
@@ -160,8 +197,9 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
 
   async function startParts(): Promise<void> {
     // Tests may wrap the opening (a fault-injected store: SQLITE_FULL where no file system can be mounted).
-    // The daemon never sleeps on a lock another process holds: its writers wait on timers (store/lock-wait.ts).
-    store = (deps.openStore ?? openStore)(config.database.path, clock, { busyTimeoutMs: config.database.busyTimeoutMs, waitForLocks: false });
+    const opened = await openWhenSpace();
+    if (opened === null) return; // stopped while waiting for space
+    store = opened;
     log.info({ database: config.database.path }, 'database open');
     const keys = loadAuthKeys(config, log);
     const extraCa = loadExtraCa(config.delivery.caFile);
@@ -287,6 +325,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
 
     async stop(deadlineMs = 10_000) {
       stopping = true;
+      opening.abort();
       await feed?.stop();
       feed = null;
       await retention?.stop();

@@ -103,6 +103,84 @@ function smallDisk(t: TestContext): SmallDisk {
   };
 }
 
+test('started on a full disk, the daemon waits for space (logged once) instead of exiting, then opens and serves', { timeout: 60_000 }, async (t) => {
+  const mounted = scratchDir(t, 'hookrelay-disk-');
+  const real = tryMount(mounted);
+  if (real) defer(t, () => execFileSync('umount', [mounted]));
+  t.diagnostic(real ? 'full disk: a 24 MiB tmpfs, filled' : 'full disk: an injected SQLITE_FULL at opening');
+  const stateDir = join(mounted, 'state');
+  const config = loadConfig({ env: {}, overrides: { stateDir, 'api.listen': '127.0.0.1:0', 'feed.path': join(scratchDir(t), 'feed.jsonl') } });
+  // A database that exists, closed cleanly (no -wal or -shm file left: opening creates the -shm).
+  openStore(config.database.path, systemClock).close();
+  let refusals = 0;
+  let full = true;
+  const ballast = join(mounted, 'ballast');
+  const fill = () => {
+    const fd = openSync(ballast, 'a');
+    try {
+      for (const chunk of [Buffer.alloc(1 << 20, 1), Buffer.alloc(4096, 1), Buffer.alloc(1, 1)]) {
+        for (;;) {
+          try {
+            writeSync(fd, chunk);
+          } catch (err) {
+            if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+            break;
+          }
+        }
+      }
+    } finally {
+      closeSync(fd);
+    }
+  };
+  if (real) fill();
+  const records: Array<Record<string, unknown>> = [];
+  const log = createLogger('info', { write: (line: string) => void records.push(JSON.parse(line) as Record<string, unknown>) });
+  const relay = createRelay(config, {
+    log,
+    ...(real
+      ? {}
+      : {
+          openStore: (...args: Parameters<typeof openStore>) => {
+            if (full) {
+              refusals++;
+              throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+            }
+            return openStore(...args);
+          },
+        }),
+  });
+  let started = false;
+  const starting = relay.start().then(() => (started = true));
+  defer(t, () => relay.stop());
+  await sleep(2000);
+  assert.equal(started, false, 'still waiting for space');
+  const errors = records.filter((r) => r.level === 50);
+  assert.deepEqual(errors.map((r) => r.msg), ['cannot open the database: the disk holding it is full; trying again every few seconds until space is freed (nothing is read or sent meanwhile)'], 'logged once');
+  if (real) rmSync(ballast);
+  full = false;
+  await starting;
+  assert.ok(records.some((r) => r.msg === 'database opened: the disk has room again'));
+  assert.equal((await readyz(`http://127.0.0.1:${relay.address().port}`)).status, 200);
+  if (!real) assert.ok(refusals >= 2, `tried again (${refusals} tries)`);
+});
+
+test('stopped while it waits for space to open the database, the daemon stops cleanly', async (t) => {
+  const config = loadConfig({ env: {}, overrides: { stateDir: scratchDir(t), 'api.listen': '127.0.0.1:0', 'feed.path': join(scratchDir(t), 'feed.jsonl') } });
+  const relay = createRelay(config, {
+    log: createLogger('silent'),
+    openStore: () => {
+      throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+    },
+  });
+  const starting = relay.start();
+  await sleep(300);
+  const t0 = performance.now();
+  await relay.stop();
+  await starting;
+  assert.ok(performance.now() - t0 < 2000, 'the wait ended at once');
+  assert.throws(() => relay.address(), /not listening/);
+});
+
 const count = (store: Store, sql: string) => store.db.prepare(sql).pluck().get() as number;
 
 test('a full disk: /readyz answers 503 disk_full, logged once; nothing is lost; ingest and delivery resume by themselves once space returns', { timeout: 120_000 }, async (t) => {

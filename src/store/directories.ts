@@ -1,4 +1,4 @@
-import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, statfsSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
@@ -108,5 +108,15 @@ export function databaseOpenError(err: unknown, path: string): unknown {
       `cannot open the database ${path}: ${why}, and SQLite keeps its -wal and -shm files next to the database; choose another state directory (--state-dir, HOOKRELAY_STATE_DIR) or fix the permissions (chown/chmod), and run hookrelay as the user that owns it`,
       { cause: err },
     );
+  }
+}
+
+/** Bytes an unprivileged process may still write on the file system of `dir`, or null when it cannot be told. */
+export function availableBytes(dir: string): number | null {
+  try {
+    const st = statfsSync(dir);
+    return st.bavail * st.bsize;
+  } catch {
+    return null;
   }
 }
