@@ -42,6 +42,25 @@ interface SmallDisk {
   free(): void;
 }
 
+/** Fills the file system of `file` (every free block, 1 MiB at a time, then what is left byte by byte). */
+function fillUp(file: string): void {
+  const fd = openSync(file, 'a');
+  try {
+    for (const chunk of [Buffer.alloc(1 << 20, 1), Buffer.alloc(4096, 1), Buffer.alloc(1, 1)]) {
+      for (;;) {
+        try {
+          writeSync(fd, chunk);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+          break;
+        }
+      }
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
 function tryMount(dir: string): boolean {
   if (process.env.TEST_FULL_DISK === 'fault' || process.getuid?.() !== 0) return false;
   try {
@@ -61,24 +80,7 @@ function smallDisk(t: TestContext): SmallDisk {
     return {
       kind: 'a 24 MiB tmpfs',
       dir,
-      fill() {
-        // Every free block, 1 MiB at a time, then what is left byte by byte.
-        const fd = openSync(ballast, 'a');
-        try {
-          for (const chunk of [Buffer.alloc(1 << 20, 1), Buffer.alloc(4096, 1), Buffer.alloc(1, 1)]) {
-            for (;;) {
-              try {
-                writeSync(fd, chunk);
-              } catch (err) {
-                if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-                break;
-              }
-            }
-          }
-        } finally {
-          closeSync(fd);
-        }
-      },
+      fill: () => fillUp(ballast),
       free() {
         rmSync(ballast);
       },
@@ -115,24 +117,7 @@ test('started on a full disk, the daemon waits for space (logged once) instead o
   let refusals = 0;
   let full = true;
   const ballast = join(mounted, 'ballast');
-  const fill = () => {
-    const fd = openSync(ballast, 'a');
-    try {
-      for (const chunk of [Buffer.alloc(1 << 20, 1), Buffer.alloc(4096, 1), Buffer.alloc(1, 1)]) {
-        for (;;) {
-          try {
-            writeSync(fd, chunk);
-          } catch (err) {
-            if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
-            break;
-          }
-        }
-      }
-    } finally {
-      closeSync(fd);
-    }
-  };
-  if (real) fill();
+  if (real) fillUp(ballast);
   const records: Array<Record<string, unknown>> = [];
   const log = createLogger('info', { write: (line: string) => void records.push(JSON.parse(line) as Record<string, unknown>) });
   const relay = createRelay(config, {
