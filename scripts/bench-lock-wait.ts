@@ -55,7 +55,7 @@ const tls = createTls(join(dir, 'tls'));
 const receiver = startReceiverProcess();
 const cli = (...args: string[]) => execFileAsync(process.execPath, [CLI, ...args, '--config', configPath, '--state-dir', stateDir], { env: cleanEnv(), maxBuffer: 16 << 20 });
 
-/** A phase's probes: when each was sent (ms since the start) and how long its answer took. */
+/** A phase's probes: when each was sent (ms since the start), and how long its answer took (or, for the RSS sampler, the RSS in MiB). */
 interface Probe {
   readonly at: number;
   readonly ms: number;
@@ -66,7 +66,6 @@ const health: Probe[] = [];
 const writes: Probe[] = [];
 /** The daemon's resident memory (MiB), sampled every 100 ms: `ms` holds the figure. */
 const rss: Probe[] = [];
-let rssNow = 0;
 const agent = new Agent({ keepAlive: true, maxSockets: 4 });
 
 function call(port: number, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<number> {
@@ -84,16 +83,19 @@ function call(port: number, method: string, path: string, headers: Record<string
 /** What stops the probes still running (in the end, or when the run fails). */
 const probing = new Set<() => Promise<void>>();
 
-/** Calls `probe` every `everyMs` (never two at once), recording each latency, until stopped. */
-function startProbing(everyMs: number, into: Probe[], probe: () => Promise<boolean>): () => Promise<void> {
+/**
+ * Calls `probe` every `everyMs` (never two at once) until stopped, recording how long each took,
+ * or the figure it returns (a number) instead.
+ */
+function startProbing(everyMs: number, into: Probe[], probe: () => Promise<boolean | number>): () => Promise<void> {
   let running = true;
   const done = (async () => {
     while (running) {
       const sent = performance.now();
-      const ok = await probe().catch(() => false);
-      const ms = into === rss ? rssNow : performance.now() - sent;
-      into.push({ at: sent - t0, ms, ok });
-      await sleep(Math.max(0, everyMs - ms));
+      const result = await probe().catch(() => false);
+      const took = performance.now() - sent;
+      into.push({ at: sent - t0, ms: typeof result === 'number' ? result : took, ok: result !== false });
+      await sleep(Math.max(0, everyMs - took));
     }
   })();
   const stop = async () => {
@@ -179,8 +181,7 @@ try {
   const daemonPid = daemon.pid!;
   const stopRss = startProbing(100, rss, async () => {
     const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${daemonPid}/status`, 'utf8'));
-    rssNow = m === null ? 0 : Number(m[1]) / 1024;
-    return true;
+    return m === null ? false : Number(m[1]) / 1024;
   });
   const stopHealth = startProbing(10, health, async () => (await call(port, 'GET', '/healthz')) === 200);
   let role = 0;
@@ -196,7 +197,6 @@ try {
     const from = performance.now() - t0;
     const command = await run();
     const to = performance.now() - t0;
-    console.log(`${name}: done in ${((to - from) / 1000).toFixed(1)} s`);
     marks.push({ name, from, to, arrivedBefore, arrivedAfter: (await receiver.phase('tail')).unique, writtenBefore, writtenAfter: written, ...(command === undefined ? {} : { command, seconds: (to - from) / 1000 }) });
   };
   await sleep(2000);
