@@ -177,8 +177,9 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         if (failures > 0) log.info({ database: path, tries: failures + 1 }, 'database opened: the disk has room again');
         return opened;
       } catch (err) {
+        const fault = storageFaultOf(err);
         const left = availableBytes(dirname(path));
-        const full = storageFaultOf(err) === StorageFault.diskFull || (storageFaultOf(err) === StorageFault.ioError && left !== null && left < FULL_DISK_BYTES);
+        const full = fault === StorageFault.diskFull || (fault === StorageFault.ioError && left !== null && left < FULL_DISK_BYTES);
         if (!full || opening.signal.aborted) throw err;
         if (failures++ === 0) {
           log.error({ err, database: path, availableBytes: left }, 'cannot open the database: the disk holding it is full; trying again every few seconds until space is freed (nothing is read or sent meanwhile)');

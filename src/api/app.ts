@@ -117,7 +117,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
 
   registerUserRoutes(secured, deps.services);
   registerWebhookRoutes(secured, deps.services);
-  registerDeliveryRoutes(secured, deps.services, () => lockWait);
+  registerDeliveryRoutes(secured, deps.services, lockWait);
 
   serve(app, router, log, 'see /openapi.json for the API');
   return { app, routes };

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../log.ts';
-import { lockPollDelayMs } from '../store/lock-wait.ts';
-import { FAULT_SEVERITY, isLockWait, StorageFault, storageFaultOf } from '../store/storage-faults.ts';
+import { whenUnlocked } from '../store/lock-wait.ts';
+import { FAULT_SEVERITY, StorageFault, storageFaultOf } from '../store/storage-faults.ts';
 
 export { StorageFault, storageFaultOf } from '../store/storage-faults.ts';
 
@@ -116,37 +116,32 @@ export function createStorageHealth(log: Logger, now: () => number = Date.now, o
      * Runs the write `fn` until it succeeds: a storage fault is reported and the same write is
      * tried again after a back-off (storageRetryDelayMs), so whatever the write carries (a feed
      * batch and its position) is kept, never dropped. A lock held by another process is no
-     * fault: the write is tried again every few ms (lockPollDelayMs) for as long as it takes,
-     * never blocking the event loop, and a wait longer than `lockNoticeMs` is logged once. On a
+     * fault: the write waits for it on timers for as long as it takes (whenUnlocked), never
+     * blocking the event loop, and a wait longer than `lockNoticeMs` is logged once. On a
      * damaged database nothing is tried (again): this waits until `signal` aborts, then throws.
      * Any other error is thrown at once, as is the last error once `signal` aborts.
      */
     async retrying<T>(part: string, fn: () => T, signal?: AbortSignal): Promise<T> {
       let lastError: unknown = new Error('stopped: the database is damaged, nothing is written to it');
-      let lockedSince: number | null = null;
-      let lockTries = 0;
       let noticed = false;
+      const lockWait = {
+        signal,
+        noticeAfterMs: lockNoticeMs,
+        onLongWait: (waitedMs: number) => {
+          noticed = true;
+          healthLog.warn({ part, waitedMs: Math.round(waitedMs) }, 'the database has been locked by another process (a hookrelay CLI command, a backup?) for a while; this writer waits, nothing is lost');
+        },
+      };
       for (let failures = 0; damagedSince === null; ) {
+        const started = performance.now();
         try {
-          const result = fn();
+          const result = await whenUnlocked(fn, lockWait);
           succeeded(part);
-          if (noticed) healthLog.info({ part, waitedMs: Math.round(performance.now() - lockedSince!) }, 'the database lock was released: writes resumed');
+          if (noticed) healthLog.info({ part, waitedMs: Math.round(performance.now() - started) }, 'the database lock was released: writes resumed');
           return result;
         } catch (err) {
-          if (signal?.aborted) throw err;
+          if (failed(part, err) === null || signal?.aborted) throw err;
           lastError = err;
-          if (isLockWait(err)) {
-            lockedSince ??= performance.now();
-            const waited = performance.now() - lockedSince;
-            if (!noticed && waited >= lockNoticeMs) {
-              noticed = true;
-              healthLog.warn({ part, waitedMs: Math.round(waited) }, 'the database has been locked by another process (a hookrelay CLI command, a backup?) for a while; this writer waits, nothing is lost');
-            }
-            await sleep(lockPollDelayMs(++lockTries), undefined, { signal }).catch(() => {});
-            if (signal?.aborted) throw lastError;
-            continue;
-          }
-          if (failed(part, err) === null) throw err;
         }
         failures++;
         if (damagedSince !== null) break;

@@ -44,7 +44,7 @@ function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-export function registerDeliveryRoutes(router: SecuredRouter, services: { deliveries: DeliveryService }, lockWait: () => { maxWaitMs?: number }): void {
+export function registerDeliveryRoutes(router: SecuredRouter, services: { deliveries: DeliveryService }, lockWait: { readonly maxWaitMs?: number }): void {
   router.route(['GET'], '/webhook/deliveries', Permission.webhookRead, (ctx, principal) => {
     const invalid: InvalidParam[] = [];
     const q = ctx.query;
@@ -101,7 +101,7 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
       if (invalid.length > 0) throw validationError('the request body is invalid', invalid);
       // In chunks, each a transaction of its own that waits for the lock on its own (a lock error
       // must not run the whole recovery again: its counts would be lost).
-      const result = await services.deliveries.recover(principal.orgId, since!, until, { lockWait: lockWait() });
+      const result = await services.deliveries.recover(principal.orgId, since!, until, { lockWait });
       ctx.status = 202;
       ctx.body = {
         message: `${result.requeued} event(s) queued again, ${result.hurried} failed delivery(ies) made due now`,
