@@ -35,7 +35,6 @@ import { createFileTailer } from '../src/feed/file-tailer.ts';
 import { createWorkerLineParser, inlineLineParser } from '../src/feed/line-parser.ts';
 import { createLogger } from '../src/log.ts';
 import { createIngestService } from '../src/services/ingest.ts';
-import { startBackgroundCheckpoints } from '../src/store/checkpointer.ts';
 import { openStore } from '../src/store/store.ts';
 
 const { values } = parseArgs({
@@ -103,12 +102,14 @@ async function measure(variant: Variant, run: number, feedPath: string, size: nu
   const dbPath = join(dir, `${variant}-${run}.db`);
   const store = openStore(dbPath, systemClock);
   // Half of the organizations have a webhook, so half of the events also get an outbox row.
-  for (let o = 0; o < 50; o += 2) {
-    store.orgs.insert({ id: `org-${o}`, name: `org-${o}`, createdAt: 0 });
-    store.webhooks.upsert(`org-${o}`, 'https://example.com/hook', true, 'whsec_x', 0);
-  }
+  await store.transaction(async (tx) => {
+    for (let o = 0; o < 50; o += 2) {
+      await tx.orgs.insert({ id: `org-${o}`, name: `org-${o}`, createdAt: 0 });
+      await tx.webhooks.upsert(`org-${o}`, 'https://example.com/hook', true, 'whsec_x', 0);
+    }
+  });
   const pipelined = variant === 'pipelined';
-  const checkpoints = pipelined ? await startBackgroundCheckpoints(store.db, log) : null;
+  const checkpoints = pipelined ? await store.startCheckpoints(log, { whileBusy: false }) : null;
   const parser = pipelined ? createWorkerLineParser(log) : inlineLineParser;
   // The daemon starts its parser thread once, at start-up: not part of the figure.
   await parser.parse([], 0);
@@ -120,7 +121,7 @@ async function measure(variant: Variant, run: number, feedPath: string, size: nu
     global.gc?.();
     const started = performance.now();
     tailer.start();
-    while ((ingest.position(path)?.position ?? 0) < size) {
+    while (((await ingest.position(path))?.position ?? 0) < size) {
       await sleep(20);
       peakRss = Math.max(peakRss, process.memoryUsage().rss);
     }
@@ -131,16 +132,16 @@ async function measure(variant: Variant, run: number, feedPath: string, size: nu
   const written = writtenBytes();
   const seconds = await tail(feedPath);
   const writtenMiB = Math.round((writtenBytes() - written) / 1024 / 1024);
-  const accepted = ingest.stats().reduce((n, s) => n + s.accepted, 0);
+  const accepted = (await ingest.stats()).reduce((n, s) => n + s.accepted, 0);
   if (accepted !== lines) throw new Error(`expected ${lines} accepted lines, found ${accepted}`);
   const again = values.again ? await tail(`${feedPath}.again`) : null;
   if (again !== null) {
-    const duplicates = ingest.stats().reduce((n, s) => n + s.duplicates, 0);
+    const duplicates = (await ingest.stats()).reduce((n, s) => n + s.duplicates, 0);
     if (duplicates !== lines) throw new Error(`expected ${lines} duplicate lines the second time, found ${duplicates}`);
   }
   await parser.close();
   await checkpoints?.stop();
-  store.close();
+  await store.close();
   for (const suffix of ['', '-wal', '-shm']) rmSync(dbPath + suffix, { force: true });
   const result: Result = { variant, run, lines, seconds: Number(seconds.toFixed(3)), linesPerSecond: Math.round(lines / seconds), peakRssMiB: Math.round(peakRss / 1024 / 1024), writtenMiB };
   if (again !== null) Object.assign(result, { againSeconds: Number(again.toFixed(3)), againLinesPerSecond: Math.round(lines / again) });

@@ -29,25 +29,25 @@ const db = store.db;
 if ((db.prepare('SELECT count(*) FROM deliveries').pluck().get() as number) < total) {
   const started = performance.now();
   const orgs = Array.from({ length: orgCount }, (_, i) => `org-${i}`);
-  store.transaction(() => {
+  await store.transaction(async (tx) => {
     for (const org of orgs) {
-      store.orgs.insert({ id: org, name: org, createdAt: 0 });
-      store.webhooks.upsert(org, `https://hooks.example/${org}`, false, null, 0);
+      await tx.orgs.insert({ id: org, name: org, createdAt: 0 });
+      await tx.webhooks.upsert(org, `https://hooks.example/${org}`, false, null, 0);
     }
   });
-  const source = store.transaction(() => store.feed.sourceId('bench'));
+  const source = await store.transaction((tx) => tx.feed.sourceId('bench'));
   const event = db.prepare('INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, source_position, received_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)');
   const delivery = db.prepare("INSERT INTO deliveries (event_seq, org_id, ordering_key, status, attempts, next_attempt_at, created_at, updated_at) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)");
   const now = Date.now();
   for (let from = 0; from < total; from += 50_000) {
-    store.transaction(() => {
+    db.transaction(() => {
       for (let i = from; i < Math.min(total, from + 50_000); i++) {
         const org = orgs[i % orgCount]!;
         const seq = Number(event.run(`evt_bench_${i}`, org, `ar_${i}`, now, '{"status":"approved"}', source, now - total + i).lastInsertRowid);
         const tried = i % 10 === 0;
         delivery.run(seq, org, i, tried ? 1 : 0, tried ? now + 3_600_000 : now - total + i, now - total + i, now - total + i);
       }
-    });
+    })();
   }
   console.log(`built ${total} queued deliveries over ${orgCount} organizations in ${((performance.now() - started) / 1000).toFixed(1)} s (${dir})`);
 }

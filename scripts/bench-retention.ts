@@ -28,10 +28,11 @@ import { createWorkerLineParser } from '../src/feed/line-parser.ts';
 import { createLogger } from '../src/log.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import { createRetentionService } from '../src/services/retention.ts';
-import { startBackgroundCheckpoints } from '../src/store/checkpointer.ts';
-import { DeliveryStatus } from '../src/store/deliveries-repo.ts';
+import { DeliveryStatus } from '../src/store/repos.ts';
 import { backupDatabase } from '../src/store/maintenance.ts';
-import { openStore, type Store } from '../src/store/store.ts';
+import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
+import type { Tx, TransactionOptions } from '../src/store/repos.ts';
+import { createDeliveriesRepo } from '../src/store/deliveries-repo.ts';
 
 const { values } = parseArgs({
   options: {
@@ -88,13 +89,13 @@ function sizes(store: Store, events: number): Sizes {
 }
 
 async function ingest(store: Store, feedPath: string, feedBytes: number): Promise<number> {
-  const checkpoints = await startBackgroundCheckpoints(store.db, log);
+  const checkpoints = await store.startCheckpoints(log, { whileBusy: false });
   const parser = createWorkerLineParser(log);
   const service = createIngestService(store, log);
   const tailer = createFileTailer({ path: feedPath, ingest: service, log, maxLineBytes: 1 << 20, batchLines: CONFIG_SCHEMA.feed.batchLines.default, batchBytes: CONFIG_SCHEMA.feed.batchBytes.default, pollIntervalMs: 50, startPosition: 'start', parser });
   const started = performance.now();
   tailer.start();
-  while ((service.position(feedPath)?.position ?? 0) < feedBytes) await sleep(20);
+  while (((await service.position(feedPath))?.position ?? 0) < feedBytes) await sleep(20);
   await tailer.stop();
   await parser.close();
   await checkpoints.stop();
@@ -108,17 +109,18 @@ function deliverAll(store: Store): number {
   const page = store.db.prepare<[number], { id: number; received_at: number }>(
     "SELECT d.id, e.received_at FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.id > ? AND d.status = 'pending' ORDER BY d.id LIMIT 5000",
   );
+  const deliveries = createDeliveriesRepo(store.db);
   for (let after = 0; ; ) {
     const rows = page.all(after);
     if (rows.length === 0) break;
-    store.transaction(() => {
+    store.db.transaction(() => {
       for (const { id, received_at } of rows) {
         const at = received_at + 1000;
-        store.deliveries.lease(id, at + 30_000, at);
-        store.deliveries.insertAttempt({ deliveryId: id, attempt: 1, startedAt: at, durationMs: 12, url: 'https://hooks.example.com/hookrelay', statusCode: 200, errorClass: null, errorDetail: null, responseBody: body, outcome: 'delivered' });
-        store.deliveries.settle(id, { status: DeliveryStatus.delivered, attempts: 1, nextAttemptAt: at, at, statusCode: 200, error: null });
+        deliveries.lease([id], at + 30_000, at);
+        deliveries.insertAttempts([{ deliveryId: id, attempt: 1, startedAt: at, durationMs: 12, url: 'https://hooks.example.com/hookrelay', statusCode: 200, errorClass: null, errorDetail: null, responseBody: body, outcome: 'delivered' }]);
+        deliveries.settle(id, { status: DeliveryStatus.delivered, attempts: 1, nextAttemptAt: at, at, statusCode: 200, error: null });
       }
-    });
+    })();
     after = rows[rows.length - 1]!.id;
   }
   return (performance.now() - started) / 1000;
@@ -135,17 +137,17 @@ async function prune(store: Store, now: number, batchSize: number) {
   const timed: Store = {
     ...store,
     clock: { now: () => now } satisfies Clock,
-    transaction<T>(fn: () => T, options?: { durable?: boolean }): T {
+    async transaction<T>(fn: (tx: Tx) => Promise<T>, options?: TransactionOptions): Promise<T> {
       const t0 = performance.now();
       try {
-        return store.transaction(fn, options);
+        return await store.transaction(fn, options);
       } finally {
         durations.push(performance.now() - t0);
       }
     },
   };
   // As in the daemon: WAL checkpoints on their own thread while the batches come (see relay.ts).
-  const checkpoints = await startBackgroundCheckpoints(store.db, log, { whileBusy: true });
+  const checkpoints = await store.startCheckpoints(log, { whileBusy: true });
   const delay = monitorEventLoopDelay({ resolution: 1 });
   delay.enable();
   const result = await createRetentionService(timed, { deliveredEventsMs: RETENTION_MS, quarantinedLinesMs: RETENTION_MS, batchSize }).prune({ pauseMs: 5, onBatch: () => checkpoints.busy() });
@@ -171,10 +173,12 @@ const report: Record<string, unknown> = { lines, responseBytes };
 try {
   const dbPath = join(dir, 'hookrelay.db');
   const store = openStore(dbPath, { now: () => Date.now() });
-  for (let o = 0; o < 50; o++) {
-    store.orgs.insert({ id: `org-${o}`, name: `org-${o}`, createdAt: 0 });
-    store.webhooks.upsert(`org-${o}`, 'https://hooks.example.com/hookrelay', true, 'whsec_x', 0);
-  }
+  await store.transaction(async (tx) => {
+    for (let o = 0; o < 50; o++) {
+      await tx.orgs.insert({ id: `org-${o}`, name: `org-${o}`, createdAt: 0 });
+      await tx.webhooks.upsert(`org-${o}`, 'https://hooks.example.com/hookrelay', true, 'whsec_x', 0);
+    }
+  });
   const feedPath = join(dir, 'feed.jsonl');
   const feedBytes = await writeFeed(feedPath, 0, lines);
   console.log(`feed: ${lines} lines, ${mib(feedBytes)} MiB`);

@@ -87,8 +87,8 @@ function countedIngest(path: IngestPath, metrics: Metrics): IngestPath {
     ...path,
     ingest: {
       ...ingest,
-      ingest(source, lines, position, parsed) {
-        const counts = ingest.ingest(source, lines, position, parsed);
+      async ingest(source, lines, position, parsed) {
+        const counts = await ingest.ingest(source, lines, position, parsed);
         metrics.ingested(counts);
         return counts;
       },
@@ -226,10 +226,10 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       log,
       services,
       lockWaitMs: config.database.busyTimeoutMs,
-      isReady: () => {
+      isReady: async () => {
         if (stopping) return { reason: 'stopping', detail: 'the daemon is shutting down' };
         try {
-          openStoreRef.ping();
+          await openStoreRef.ping();
           health.succeeded('readiness');
         } catch (err) {
           if (health.failed('readiness', err) === null) throw err;
@@ -271,9 +271,9 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     dispatcher = createDispatcher({
       deliveries: {
         ...deliveries,
-        flush(work, options) {
+        async flush(work, options) {
           // Outcomes are counted once their group commit has succeeded.
-          const result = deliveries.flush(work, options);
+          const result = await deliveries.flush(work, options);
           recordedSinceRelease += work.finished.length;
           return metrics === null ? result : counted(result, work, metrics);
         },
@@ -342,7 +342,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       metricsServer = null;
       await ingestPath?.close();
       ingestPath = null;
-      store?.close();
+      await store?.close();
       store = null;
       log.info('stopped');
     },

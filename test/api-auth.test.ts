@@ -33,7 +33,7 @@ const unsigned = () => null;
 
 async function setup(t: TestContext, overrides: Record<string, string> = {}) {
   const relay = await startRelay(t, overrides);
-  const users = seedOrg(relay.services, 'org-a');
+  const users = await seedOrg(relay.services, 'org-a');
   return { relay, ...users };
 }
 
@@ -64,7 +64,7 @@ async function assertInvalidToken(relay: RunningRelay, viewer: string, authoriza
 async function assertAccepted(relay: RunningRelay, viewer: string, token: string): Promise<void> {
   const res = await promoteViewer(relay, viewer, `Bearer ${token}`);
   assert.equal(res.status, 200, res.text);
-  assert.equal(roleOf(relay, 'org-a', viewer), 'saas_admin');
+  assert.equal(await roleOf(relay, 'org-a', viewer), 'saas_admin');
 }
 
 test('no token is 401 missing_token with a bare Bearer challenge', async (t) => {
@@ -152,8 +152,8 @@ test('auth.maxTokenLifetime: a token whose exp is more than 24 h after its iat, 
 
   const keys = loadAuthKeys(relay.config, silentLog);
   const issue = (ttlMs: number) => issueToken({ keys, auth: relay.config.auth, users: relay.services.users, clock: systemClock }, { orgId: 'org-a', email: admin, ttlMs });
-  assert.throws(() => issue(day * 1000 + 1000), { code: 'validation_failed', invalidParams: [{ name: 'ttl', reason: 'must be at most auth.maxTokenLifetime (1d); got 86401s' }] });
-  await assertAccepted(relay, viewer, issue(day * 1000).token);
+  await assert.rejects(() => issue(day * 1000 + 1000), { code: 'validation_failed', invalidParams: [{ name: 'ttl', reason: 'must be at most auth.maxTokenLifetime (1d); got 86401s' }] });
+  await assertAccepted(relay, viewer, (await issue(day * 1000)).token);
   // A default lifetime above the cap would make every issued token unusable: refused at start.
   assert.throws(() => loadConfig({ env: {}, overrides: { 'auth.tokenTtl': '2d' } }), { code: 'invalid_config', message: /auth\.tokenTtl" must not exceed "auth\.maxTokenLifetime"/ });
   assert.equal(loadConfig({ env: {}, overrides: { 'auth.tokenTtl': '2d', 'auth.maxTokenLifetime': '7d' } }).auth.maxTokenLifetime, 7 * day * 1000);
@@ -174,11 +174,11 @@ test('tokens without identity claims, of an unknown organization or of a deleted
   await assertInvalidToken(relay, viewer, `Bearer ${relay.sign(claimsFor('org-a', 'ghost@org-a.test'))}`, /not a user of its organization/);
 
   const leaver = 'leaver@org-a.test';
-  relay.services.users.add({ orgId: 'org-a', email: leaver, roleName: 'saas_admin' });
+  await relay.services.users.add({ orgId: 'org-a', email: leaver, roleName: 'saas_admin' });
   const leaverToken = relay.token('org-a', leaver);
   const before = await call(relay.baseUrl, 'GET', '/users/get_roles', { token: leaverToken });
   assert.equal(before.status, 200);
-  relay.services.users.remove('org-a', leaver);
+  await relay.services.users.remove('org-a', leaver);
   await assertInvalidToken(relay, viewer, `Bearer ${leaverToken}`, /not a user of its organization/);
   await assertAccepted(relay, viewer, relay.token('org-a', admin));
 });
@@ -291,8 +291,8 @@ test('EdDSA with a key that is not Ed25519 stops start-up and token issue with a
 
   const keys = loadAuthKeys(config, silentLog);
   const probe = await startRelay(t);
-  seedOrg(probe.services, 'org-a');
-  assert.throws(
+  await seedOrg(probe.services, 'org-a');
+  await assert.rejects(
     () => issueToken({ keys, auth: config.auth, users: probe.services.users, clock: systemClock }, { orgId: 'org-a', email: 'admin@org-a.test', ttlMs: 60_000 }),
     { code: 'signing_key_unavailable', message: /EdDSA needs an Ed25519 private key/ },
   );

@@ -9,8 +9,8 @@ import { assertProblem, assertUnchanged, call, roleOf, seedOrg, snapshot, startR
 
 async function twoOrgs(t: TestContext) {
   const relay = await startRelay(t);
-  const a = seedOrg(relay.services, 'org-a');
-  const b = seedOrg(relay.services, 'org-b');
+  const a = await seedOrg(relay.services, 'org-a');
+  const b = await seedOrg(relay.services, 'org-b');
   const bAdminToken = relay.token('org-b', b.admin);
   const bWebhook = await call(relay.baseUrl, 'POST', '/webhook/register_webhook', { token: bAdminToken, body: { webhook_url: 'https://b.example.com/hook' } });
   assert.equal(bWebhook.status, 201);
@@ -80,7 +80,7 @@ test('update_role on a user of org B is a 404 indistinguishable from an unknown 
     assertProblem(foreign, 404, 'user_not_found');
     assert.deepEqual(masked(foreign, email), masked(unknown, 'nobody@org-b.test'));
   }
-  assert.equal(roleOf(relay, 'org-b', b.viewer), 'saas_viewer');
+  assert.equal(await roleOf(relay, 'org-b', b.viewer), 'saas_viewer');
   // And the same request for A's own viewer does go through (the 404 above is about scope, not the request).
   const own = await call(relay.baseUrl, 'PUT', '/users/update_role', { token: aAdminToken, body: { email: a.viewer, role_name: 'saas_admin' } });
   assert.equal(own.status, 200, own.text);
@@ -89,19 +89,19 @@ test('update_role on a user of org B is a 404 indistinguishable from an unknown 
 test('an e-mail registered in both organizations is changed only in the caller\'s', async (t) => {
   const { relay, aAdminToken } = await twoOrgs(t);
   const shared = 'shared@example.com';
-  relay.services.users.add({ orgId: 'org-a', email: shared, roleName: 'saas_viewer' });
-  relay.services.users.add({ orgId: 'org-b', email: shared, roleName: 'saas_viewer' });
+  await relay.services.users.add({ orgId: 'org-a', email: shared, roleName: 'saas_viewer' });
+  await relay.services.users.add({ orgId: 'org-b', email: shared, roleName: 'saas_viewer' });
   const before = rowsOf(relay, 'org-b');
   const res = await call(relay.baseUrl, 'PUT', '/users/update_role', { token: aAdminToken, body: { email: 'Shared@Example.com', role_name: 'saas_admin' } });
   assert.equal(res.status, 200, res.text);
-  assert.equal(roleOf(relay, 'org-a', shared), 'saas_admin');
-  assert.equal(roleOf(relay, 'org-b', shared), 'saas_viewer');
+  assert.equal(await roleOf(relay, 'org-a', shared), 'saas_admin');
+  assert.equal(await roleOf(relay, 'org-b', shared), 'saas_viewer');
   assert.deepEqual(rowsOf(relay, 'org-b'), before);
 });
 
 test('the last user manager is counted per organization: admins of org B do not let A lose its only one', async (t) => {
   const { relay, a, aAdminToken } = await twoOrgs(t);
-  relay.services.users.add({ orgId: 'org-b', email: 'second@org-b.test', roleName: 'saas_admin' });
+  await relay.services.users.add({ orgId: 'org-b', email: 'second@org-b.test', roleName: 'saas_admin' });
   const res = await assertUnchanged(relay.store, () =>
     call(relay.baseUrl, 'PUT', '/users/update_role', { token: aAdminToken, body: { email: a.admin, role_name: 'saas_viewer' } }),
   );
@@ -147,8 +147,8 @@ test('a viewer cannot change roles nor the webhook nor read the secret (403), bu
 
 test('a role without permissions may do nothing at all (deny by default)', async (t) => {
   const { relay } = await twoOrgs(t);
-  relay.services.roles.add({ name: 'saas_nobody', description: 'no access', permissions: [] });
-  relay.services.users.add({ orgId: 'org-b', email: 'nobody@org-b.test', roleName: 'saas_nobody' });
+  await relay.services.roles.add({ name: 'saas_nobody', description: 'no access', permissions: [] });
+  await relay.services.users.add({ orgId: 'org-b', email: 'nobody@org-b.test', roleName: 'saas_nobody' });
   const token = relay.token('org-b', 'nobody@org-b.test');
   for (const [method, path, permission] of [
     ['GET', '/users/get_roles', 'roles:read'],

@@ -9,7 +9,7 @@ import { assertProblem, assertUnchanged, call, seedOrg, startRelay, tempDir, wri
 
 async function setup(t: TestContext, overrides: Record<string, string> = {}) {
   const relay = await startRelay(t, overrides);
-  const users = seedOrg(relay.services, 'org-a');
+  const users = await seedOrg(relay.services, 'org-a');
   return { relay, ...users, adminToken: relay.token('org-a', users.admin), viewerToken: relay.token('org-a', users.viewer) };
 }
 

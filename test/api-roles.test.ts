@@ -13,7 +13,7 @@ const BUILTIN_ROLES = [
 
 async function setup(t: TestContext) {
   const relay = await startRelay(t);
-  const users = seedOrg(relay.services, 'org-a');
+  const users = await seedOrg(relay.services, 'org-a');
   return { relay, ...users, adminToken: relay.token('org-a', users.admin), viewerToken: relay.token('org-a', users.viewer) };
 }
 
@@ -28,7 +28,7 @@ test('GET /users/get_roles returns exactly the seeded roles as [{ name, descript
 
 test('GET /users/get_roles includes a role added by the operator, and a viewer may list roles', async (t) => {
   const { relay, viewerToken } = await setup(t);
-  relay.services.roles.add({ name: 'saas_auditor', description: 'reads the webhook configuration', permissions: ['roles:read', 'webhook:read'] });
+  await relay.services.roles.add({ name: 'saas_auditor', description: 'reads the webhook configuration', permissions: ['roles:read', 'webhook:read'] });
   const res = await call(relay.baseUrl, 'GET', '/users/get_roles', { token: viewerToken });
   assert.equal(res.status, 200);
   assert.deepEqual(
@@ -54,20 +54,20 @@ test('update_role changes the role with PUT, POST and PATCH and confirms it in a
     assert.equal(res.headers.get('version'), 'v1.2');
     assert.deepEqual(Object.keys(res.body), ['message']);
     assert.equal(res.body.message, `Role of ${viewer} updated from ${step.from} to ${step.role}`);
-    assert.equal(roleOf(relay, 'org-a', viewer), step.role);
+    assert.equal(await roleOf(relay, 'org-a', viewer), step.role);
   }
 });
 
 test('update_role compares the e-mail case-insensitively and changes the one existing user', async (t) => {
   const { relay, adminToken, viewer } = await setup(t);
-  const usersBefore = relay.services.users.list('org-a').length;
+  const usersBefore = (await relay.services.users.list('org-a')).length;
   const res = await call(relay.baseUrl, 'PUT', '/users/update_role', {
     token: adminToken,
     body: { email: `  ${viewer.toUpperCase()} `, role_name: 'saas_admin' },
   });
   assert.equal(res.status, 200, res.text);
-  assert.equal(roleOf(relay, 'org-a', viewer), 'saas_admin');
-  assert.equal(relay.services.users.list('org-a').length, usersBefore);
+  assert.equal(await roleOf(relay, 'org-a', viewer), 'saas_admin');
+  assert.equal((await relay.services.users.list('org-a')).length, usersBefore);
 });
 
 test('update_role to the role the user already has says so and writes nothing', async (t) => {
@@ -91,7 +91,7 @@ test('update_role with an unregistered e-mail is 404 user_not_found and changes 
 
 test('update_role with an unknown role_name is 422 role_not_found listing every valid name, operator roles included', async (t) => {
   const { relay, adminToken, viewer } = await setup(t);
-  relay.services.roles.add({ name: 'saas_auditor', description: 'auditor', permissions: ['roles:read'] });
+  await relay.services.roles.add({ name: 'saas_auditor', description: 'auditor', permissions: ['roles:read'] });
   for (const roleName of ['saas_owner', '', 'SAAS_ADMIN']) {
     const res = await assertUnchanged(relay.store, () =>
       call(relay.baseUrl, 'PUT', '/users/update_role', { token: adminToken, body: { email: viewer, role_name: roleName } }),
@@ -101,7 +101,7 @@ test('update_role with an unknown role_name is 422 role_not_found listing every 
     assert.deepEqual(body.invalid_params, [{ name: 'role_name', reason: 'must be one of: saas_admin, saas_auditor, saas_viewer' }]);
     assert.match(body.detail, /valid roles: saas_admin, saas_auditor, saas_viewer/);
   }
-  assert.equal(roleOf(relay, 'org-a', viewer), 'saas_viewer');
+  assert.equal(await roleOf(relay, 'org-a', viewer), 'saas_viewer');
 });
 
 test('update_role with missing or mistyped fields is 422 validation_failed naming each field', async (t) => {
@@ -155,21 +155,21 @@ test('update_role that would leave the organization without a user manager is 40
   assert.match(body.detail, /last user of organization "org-a" who can manage users/);
 
   // A role without users:manage is just as refused; with a second admin, the demotion goes through.
-  relay.services.roles.add({ name: 'saas_auditor', description: 'auditor', permissions: ['roles:read', 'webhook:read'] });
+  await relay.services.roles.add({ name: 'saas_auditor', description: 'auditor', permissions: ['roles:read', 'webhook:read'] });
   const toAuditor = await assertUnchanged(relay.store, () =>
     call(relay.baseUrl, 'PUT', '/users/update_role', { token: adminToken, body: { email: admin, role_name: 'saas_auditor' } }),
   );
   assertProblem(toAuditor, 409, 'last_user_manager');
-  relay.services.users.add({ orgId: 'org-a', email: 'second-admin@org-a.test', roleName: 'saas_admin' });
+  await relay.services.users.add({ orgId: 'org-a', email: 'second-admin@org-a.test', roleName: 'saas_admin' });
   const demoted = await call(relay.baseUrl, 'PUT', '/users/update_role', { token: adminToken, body: { email: admin, role_name: 'saas_viewer' } });
   assert.equal(demoted.status, 200, demoted.text);
-  assert.equal(roleOf(relay, 'org-a', admin), 'saas_viewer');
+  assert.equal(await roleOf(relay, 'org-a', admin), 'saas_viewer');
 });
 
 test('a role change takes effect on the very next request made with the same token', async (t) => {
   const { relay, admin, adminToken, viewer, viewerToken } = await setup(t);
   const second = 'second-admin@org-a.test';
-  relay.services.users.add({ orgId: 'org-a', email: second, roleName: 'saas_admin' });
+  await relay.services.users.add({ orgId: 'org-a', email: second, roleName: 'saas_admin' });
   const secondToken = relay.token('org-a', second);
 
   // Promotion: the viewer's unchanged token may now register a webhook.

@@ -6,13 +6,14 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { assertProblem, assertUnchanged, call, seedOrg, startRelay, type RunningRelay } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 
 const WEBHOOK_VIEW_KEYS = ['active_hmac', 'created_at', 'status', 'updated_at', 'webhook_url'];
 const ISO_DATE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 async function setup(t: TestContext, overrides: Record<string, string> = {}) {
   const relay = await startRelay(t, overrides);
-  const users = seedOrg(relay.services, 'org-a');
+  const users = await seedOrg(relay.services, 'org-a');
   return { relay, adminToken: relay.token('org-a', users.admin), viewerToken: relay.token('org-a', users.viewer) };
 }
 
@@ -48,7 +49,7 @@ test('registering a first webhook is 201 with the configuration and a secret sho
   assert.equal(res.body.updated_at, res.body.created_at);
   assertStandardWebhooksSecret(res.body.secret);
 
-  const stored = relay.store.webhooks.getWithSecret('org-a');
+  const stored = repos(relay.store).webhooks.getWithSecret('org-a');
   assert.equal(stored?.url, 'https://hooks.example.com/hookrelay');
   assert.equal(stored?.secret, res.body.secret);
 
@@ -88,7 +89,7 @@ test('active_hmac false registers without a secret; turning it on later generate
   assert.equal(off.body.active_hmac, false);
   assert.equal('secret' in off.body, false);
   assert.match(off.body.message, /\. HMAC signing is off$/);
-  assert.equal(relay.store.webhooks.getWithSecret('org-a')?.secret, null);
+  assert.equal(repos(relay.store).webhooks.getWithSecret('org-a')?.secret, null);
 
   const noSecret = await call(relay.baseUrl, 'GET', '/webhook/get_secret', { token: adminToken });
   assertProblem(noSecret, 404, 'secret_not_configured');

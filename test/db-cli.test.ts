@@ -18,6 +18,7 @@ import { openStore } from '../src/store/store.ts';
 import { damageHeader, damagePageOf, readyz, seededState } from './db-helpers.ts';
 import { assertBuilt, databaseIn, defer, runCli, scratchDir, spawnServe } from './feed-helpers.ts';
 import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor, type TestTls } from './receivers.ts';
+import { repos } from './sqlite-repos.ts';
 
 before(assertBuilt);
 
@@ -287,21 +288,22 @@ test('db prune --dry-run counts what db prune then removes, and removes nothing'
   const db = databaseIn(stateDir);
   {
     const store = openStore(db, { now: () => Date.now() - 40 * 86_400_000 });
-    store.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 0 });
-    store.webhooks.upsert('acme', 'https://hooks.example.com/hook', false, null, 0);
+    const r = repos(store);
+    r.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 0 });
+    r.webhooks.upsert('acme', 'https://hooks.example.com/hook', false, null, 0);
     const old = Date.now() - 40 * 86_400_000;
-    store.transaction(() => {
-      const source = store.feed.sourceId('feed');
+    store.db.transaction(() => {
+      const source = r.feed.sourceId('feed');
       for (let i = 0; i < 30; i++) {
-        const seq = store.feed.insertEvent({ id: `evt_${i}`, orgId: 'acme', anticipationRequestId: `ar_${i}`, occurredAt: old, details: '{"status":"approved"}', legacyId: null }, source, null, old + i)!;
-        const id = store.deliveries.insert(seq, 'acme', i, old + i);
-        store.deliveries.insertAttempt({ deliveryId: id, attempt: 1, startedAt: old + i, durationMs: 3, url: 'https://hooks.example.com/hook', statusCode: 200, errorClass: null, errorDetail: null, responseBody: 'ok', outcome: 'delivered' });
+        const [seq] = r.feed.insertEvents([{ event: { id: `evt_${i}`, orgId: 'acme', anticipationRequestId: `ar_${i}`, occurredAt: old, details: '{"status":"approved"}', legacyId: null }, position: null }], source, old + i);
+        const id = r.deliveries.insert(seq!, 'acme', i, old + i);
+        r.deliveries.insertAttempts([{ deliveryId: id, attempt: 1, startedAt: old + i, durationMs: 3, url: 'https://hooks.example.com/hook', statusCode: 200, errorClass: null, errorDetail: null, responseBody: 'ok', outcome: 'delivered' }]);
         // Every third one is still failing: kept.
-        store.deliveries.settle(id, { status: i % 3 === 0 ? 'pending' : 'delivered', attempts: 1, nextAttemptAt: old + 5000, at: old + i, statusCode: 200, error: null });
-        store.feed.insertReject({ source: 'feed', position: i, lineBytes: 1, raw: Buffer.from('x'), reason: 'invalid_json', detail: 'x', eventId: null, receivedAt: old + i });
+        r.deliveries.settle(id, { status: i % 3 === 0 ? 'pending' : 'delivered', attempts: 1, nextAttemptAt: old + 5000, at: old + i, statusCode: 200, error: null });
+        r.feed.insertRejects([{ source: 'feed', position: i, lineBytes: 1, raw: Buffer.from('x'), reason: 'invalid_json', detail: 'x', eventId: null, receivedAt: old + i }]);
       }
-    });
-    store.close();
+    })();
+    await store.close();
   }
   const dry = await runCli(t, ['db', 'prune', '--dry-run', '--json', '--state-dir', stateDir]);
   assert.equal(dry.code, 0, dry.stderr);

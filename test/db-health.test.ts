@@ -24,10 +24,11 @@ import { createLogger } from '../src/log.ts';
 import { createRelay } from '../src/relay.ts';
 import { createServices } from '../src/services/services.ts';
 import type { Db } from '../src/store/db.ts';
-import { openStore, type Store } from '../src/store/store.ts';
+import { openStore, type SqliteStore } from '../src/store/store.ts';
 import { assertBuilt, CLI, cleanEnv, defer, scratchDir, spawnServe, WAIT_LIMIT_MS } from './feed-helpers.ts';
 import { damageHeader, damagePageOf, readyz, seededState, waitUntil } from './db-helpers.ts';
 import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor } from './receivers.ts';
+import { repos } from './sqlite-repos.ts';
 
 before(assertBuilt);
 
@@ -113,7 +114,7 @@ test('started on a full disk, the daemon waits for space (logged once) instead o
   const stateDir = join(mounted, 'state');
   const config = loadConfig({ env: {}, overrides: { stateDir, 'api.listen': '127.0.0.1:0', 'feed.path': join(scratchDir(t), 'feed.jsonl') } });
   // A database that exists, closed cleanly (no -wal or -shm file left: opening creates the -shm).
-  openStore(config.database.path, systemClock).close();
+  await openStore(config.database.path, systemClock).close();
   let refusals = 0;
   let full = true;
   const ballast = join(mounted, 'ballast');
@@ -166,7 +167,7 @@ test('stopped while it waits for space to open the database, the daemon stops cl
   assert.throws(() => relay.address(), /not listening/);
 });
 
-const count = (store: Store, sql: string) => store.db.prepare(sql).pluck().get() as number;
+const count = (store: SqliteStore, sql: string) => store.db.prepare(sql).pluck().get() as number;
 
 test('a full disk: /readyz answers 503 disk_full, logged once; nothing is lost; ingest and delivery resume by themselves once space returns', { timeout: 120_000 }, async (t) => {
   const disk = smallDisk(t);
@@ -199,7 +200,7 @@ test('a full disk: /readyz answers 503 disk_full, logged once; nothing is lost; 
   const store = openStore(config.database.path, systemClock);
   defer(t, () => store.close());
   const services = createServices(store, config);
-  services.orgs.add({ id: 'acme' });
+  await services.orgs.add({ id: 'acme' });
   await services.webhooks.register('acme', { webhook_url: receiver.url });
 
   let next = 0;
@@ -239,7 +240,7 @@ test('a full disk: /readyz answers 503 disk_full, logged once; nothing is lost; 
     'the full disk is logged once, however often the writes are retried',
   );
   // What is committed is whole: the position counts exactly the lines stored with it.
-  const committed = store.feed.getPosition(feedPath)!.position;
+  const committed = repos(store).feed.getPosition(feedPath)!.position;
   const bytesOfLines = readFileSync(feedPath).subarray(0, committed).toString('utf8').split('\n').length - 1;
   assert.equal(count(store, 'SELECT count(*) FROM events'), bytesOfLines, 'every line before the committed position is an event, and no other');
 

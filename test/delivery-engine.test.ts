@@ -20,9 +20,10 @@ import { orderingKey } from '../src/domain/ordering.ts';
 import { createRelay } from '../src/relay.ts';
 import { createServices } from '../src/services/services.ts';
 import { createIngestService } from '../src/services/ingest.ts';
-import { DeliveryStatus } from '../src/store/deliveries-repo.ts';
-import { openStore, type Store } from '../src/store/store.ts';
+import { DeliveryStatus } from '../src/store/repos.ts';
+import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
 import { call, seedOrg, silentLog, tempDir } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 import {
   appendFeed,
   createTestTls,
@@ -62,7 +63,7 @@ async function appendOneByOne(rig: DeliveryRig, receiver: Receiver, prefix: stri
 test('wake-ups: an appended feed line and an API call are delivered at once, without waiting for a poll', async (t) => {
   const rig = await startDeliveryRig(t, NO_POLLS);
   const receiver = await startReceiver(t, rig.tls);
-  const { admin } = seedOrg(rig.relay.services, 'org-a');
+  const { admin } = await seedOrg(rig.relay.services, 'org-a');
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   // The tailer waits for the feed file to appear; give it a first line and let it settle.
   rig.feed(feedLine('org-a', 'evt_wake_0'));
@@ -135,8 +136,8 @@ test('a 429 with Retry-After pauses the webhook: its next delivery waits, other 
     return { status: 429, headers: { 'retry-after': '2' } };
   });
   const other = await startReceiver(t, rig.tls);
-  seedOrg(rig.relay.services, 'org-a');
-  seedOrg(rig.relay.services, 'org-b');
+  await seedOrg(rig.relay.services, 'org-a');
+  await seedOrg(rig.relay.services, 'org-b');
   await rig.relay.services.webhooks.register('org-a', { webhook_url: throttled.url });
   await rig.relay.services.webhooks.register('org-b', { webhook_url: other.url });
 
@@ -184,10 +185,10 @@ test('fair slots: six hanging receivers hold one attempt each and at most half t
   const rig = await startDeliveryRig(t, { 'delivery.concurrency': '8', 'delivery.perWebhookConcurrency': '4', 'delivery.timeout': '2s', 'delivery.retrySchedule': '1s,1s,1s,1s,1s,1s,1s,1s' });
   const healthy = await startReceiver(t, rig.tls);
   const hanging = await Promise.all(Array.from({ length: 6 }, () => startHangingCounter(t, rig.tls)));
-  seedOrg(rig.relay.services, 'org-ok');
+  await seedOrg(rig.relay.services, 'org-ok');
   await rig.relay.services.webhooks.register('org-ok', { webhook_url: healthy.url });
   for (const [i, h] of hanging.entries()) {
-    seedOrg(rig.relay.services, `org-hang-${i}`);
+    await seedOrg(rig.relay.services, `org-hang-${i}`);
     await rig.relay.services.webhooks.register(`org-hang-${i}`, { webhook_url: h.url });
   }
   const samples: Array<{ at: number; open: number }> = [];
@@ -225,20 +226,20 @@ test('a row whose body cannot be built is marked dead with the reason; its organ
   const rig = await startDeliveryRig(t);
   const a = await startReceiver(t, rig.tls);
   const b = await startReceiver(t, rig.tls);
-  seedOrg(rig.relay.services, 'org-a');
-  seedOrg(rig.relay.services, 'org-b');
+  await seedOrg(rig.relay.services, 'org-a');
+  await seedOrg(rig.relay.services, 'org-b');
   await rig.relay.services.webhooks.register('org-a', { webhook_url: a.url });
   await rig.relay.services.webhooks.register('org-b', { webhook_url: b.url });
   const store = rig.relay.store;
   // A damaged event: an occurred_at no Date can hold (as a damaged page or a hand edit could leave).
-  const poisonId = store.transaction(() => {
+  const poisonId = store.db.transaction(() => {
     const seq = Number(
       store.db
         .prepare("INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at) VALUES ('evt_poison', 'org-a', 'ar_poison', ?, ?, 1, ?)")
         .run(9e15, '"status":"approved","previous_status":null', Date.now()).lastInsertRowid,
     );
-    return store.deliveries.insert(seq, 'org-a', orderingKey('org-a', 'ar_poison'), Date.now());
-  });
+    return repos(store).deliveries.insert(seq, 'org-a', orderingKey('org-a', 'ar_poison'), Date.now());
+  })();
   rig.feed(...Array.from({ length: 5 }, (_, i) => feedLine('org-a', `evt_a_${i}`)), ...Array.from({ length: 5 }, (_, i) => feedLine('org-b', `evt_b_${i}`)));
 
   await waitFor('every good event of both organizations delivered', () => [...deliveriesOf(store, 'org-a'), ...deliveriesOf(store, 'org-b')].filter((d) => d.status === 'delivered').length === 10);
@@ -255,44 +256,45 @@ function queueStore(t: TestContext): { store: Store; clock: { at: number } & Clo
   const clock = { at: 1_000_000, now: () => clock.at };
   const store = openStore(join(tempDir(t, 'hookrelay-claim-'), 'hookrelay.db'), clock);
   t.after(() => store.close());
-  store.orgs.insert({ id: 'org-a', name: 'org-a', createdAt: 0 });
-  store.webhooks.upsert('org-a', 'https://hooks.example/a', false, null, 0);
+  repos(store).orgs.insert({ id: 'org-a', name: 'org-a', createdAt: 0 });
+  repos(store).webhooks.upsert('org-a', 'https://hooks.example/a', false, null, 0);
   return { store, clock };
 }
 
-function ingestOne(store: Store, eventId: string, request: string): number {
+async function ingestOne(store: Store, eventId: string, request: string): Promise<number> {
   const line = { bytes: Buffer.from(JSON.stringify({ organization_id: 'org-a', anticipation_request_id: request, status: 'approved', event_id: eventId })), position: null };
-  createIngestService(store, silentLog).ingest('test', [line], null);
+  await createIngestService(store, silentLog).ingest('test', [line], null);
   return (store.db.prepare('SELECT d.id FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE e.id = ?').get(eventId) as { id: number }).id;
 }
 
-test('a claim always ends: rows that wait behind a tried delivery of their request queued after them are not taken, and the page is read once', (t) => {
+test('a claim always ends: rows that wait behind a tried delivery of their request queued after them are not taken, and the page is read once', async (t) => {
   const { store, clock } = queueStore(t);
   const services = createServices(store, loadConfig({ env: {}, overrides: { stateDir: tempDir(t) } }));
   // Ten fresh changes of one request, then a delivery of the same request queued after them
   // that was tried and is due again, sooner than they are (as a replay of an old event would be).
-  const fresh = Array.from({ length: 10 }, (_, i) => ingestOne(store, `evt_k${i}`, 'ar_k'));
-  const tried = ingestOne(store, 'evt_k_replayed', 'ar_k');
-  const other = ingestOne(store, 'evt_other', 'ar_other');
-  store.transaction(() => {
-    store.deliveries.lease(tried, clock.at + 30_000, clock.at);
-    store.deliveries.settle(tried, { status: DeliveryStatus.pending, attempts: 1, nextAttemptAt: clock.at - 60_000, at: clock.at, statusCode: 500, error: 'HTTP 500' });
-  });
+  const fresh: number[] = [];
+  for (let i = 0; i < 10; i++) fresh.push(await ingestOne(store, `evt_k${i}`, 'ar_k'));
+  const tried = await ingestOne(store, 'evt_k_replayed', 'ar_k');
+  const other = await ingestOne(store, 'evt_other', 'ar_other');
+  store.db.transaction(() => {
+    repos(store).deliveries.lease([tried], clock.at + 30_000, clock.at);
+    repos(store).deliveries.settle(tried, { status: DeliveryStatus.pending, attempts: 1, nextAttemptAt: clock.at - 60_000, at: clock.at, statusCode: 500, error: 'HTTP 500' });
+  })();
   clock.at += 1_000;
 
   const claim = (room: number) => services.deliveries.flush({ finished: [], released: [], claim: { wanted: [{ orgId: 'org-a', room }], leaseMs: 30_000 } });
   // The claim loop before issue 9 leased the tried one, skipped the fresh ones of its request
   // in memory, found a full page with room left, read the same page again, and never ended.
-  const first = claim(2);
+  const first = await claim(2);
   assert.deepEqual(first.claimed.map((d) => d.id), [tried]);
   assert.deepEqual(first.drained, [], 'a full page was read: the organization may have more');
   // The next claim makes progress: the leased one now holds its request back in the query itself.
-  assert.deepEqual(claim(2).claimed.map((d) => d.id), [other]);
-  assert.deepEqual(claim(4).claimed, [], 'a change of a request with a delivery in flight was claimed');
+  assert.deepEqual((await claim(2)).claimed.map((d) => d.id), [other]);
+  assert.deepEqual((await claim(4)).claimed, [], 'a change of a request with a delivery in flight was claimed');
   assert.ok(fresh.every((id) => deliveriesOf(store, 'org-a').find((d) => d.id === id)?.attempts === 0));
   // Once the tried one is delivered, its request goes on in queue order, one at a time.
-  store.transaction(() => store.deliveries.settle(tried, { status: DeliveryStatus.delivered, attempts: 2, nextAttemptAt: clock.at, at: clock.at, statusCode: 200, error: null }));
-  assert.deepEqual(claim(4).claimed.map((d) => d.id), [fresh[0]]);
+  repos(store).deliveries.settle(tried, { status: DeliveryStatus.delivered, attempts: 2, nextAttemptAt: clock.at, at: clock.at, statusCode: 200, error: null });
+  assert.deepEqual((await claim(4)).claimed.map((d) => d.id), [fresh[0]]);
 });
 
 test('the clock steps forward then back: fresh deliveries go out at once, before and after a restart; every queue uses one time base', async (t) => {
@@ -318,7 +320,7 @@ test('the clock steps forward then back: fresh deliveries go out at once, before
   const store = openStore(config.database.path, clock);
   t.after(() => store.close());
   const services = createServices(store, config);
-  seedOrg(services, 'org-a');
+  await seedOrg(services, 'org-a');
   await services.webhooks.register('org-a', { webhook_url: receiver.url });
   const feed = (id: string, request = `ar_${id}`) => appendFeed(config.feed.path, [feedLine('org-a', id, request)]);
   const delivered = (id: string, what: string) => waitForDelivery(store, 'org-a', id, (d) => d.status === DeliveryStatus.delivered, what, 5_000);
@@ -337,9 +339,9 @@ test('the clock steps forward then back: fresh deliveries go out at once, before
   const back = await delivered('evt_back_1', 'an event received after the clock stepped back (it must not wait a day)');
   assert.ok(back.createdAt >= ahead.createdAt, 'queue times went back with the clock');
   // ... a replay and a test event share that time base and go out at once too...
-  const replayed = services.deliveries.replay('org-a', ahead.id);
+  const replayed = await services.deliveries.replay('org-a', ahead.id);
   assert.ok(replayed.createdAt >= back.createdAt, 'a replay was queued on another time base than ingestion');
-  const testEvent = services.deliveries.sendTest('org-a');
+  const testEvent = await services.deliveries.sendTest('org-a');
   await waitFor('the replay and the test event', () => {
     const rows = deliveriesOf(store, 'org-a');
     return [replayed.id, testEvent.id].every((id) => rows.find((d) => d.id === id)?.status === DeliveryStatus.delivered);
@@ -372,7 +374,7 @@ test('new work is claimed at once while slots are free, not at the next group co
   // Slots enough for every attempt whose outcome waits for that window.
   const rig = await startDeliveryRig(t, { ...NO_POLLS, 'delivery.groupCommitInterval': '1s', 'delivery.perWebhookConcurrency': '8' });
   const receiver = await startReceiver(t, rig.tls);
-  seedOrg(rig.relay.services, 'org-a');
+  await seedOrg(rig.relay.services, 'org-a');
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_claim_0'));
   await receiver.waitForRequests(1, 10_000);
@@ -392,7 +394,7 @@ test('a change that waits behind its request\'s attempt goes out when that attem
     if (wait > 0) await sleep(wait);
     return { status: 200 };
   });
-  seedOrg(rig.relay.services, 'org-a');
+  await seedOrg(rig.relay.services, 'org-a');
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_warm'));
   await receiver.waitForRequests(1, 10_000);

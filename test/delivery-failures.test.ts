@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { call, seedOrg } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 import {
   attemptsOf,
   deliveriesOf,
@@ -46,7 +47,7 @@ test('Retry-After on 503 is honoured (seconds and HTTP date) and clamped to deli
       received.set(orgId, req);
       return answer;
     });
-    seedOrg(rig.relay.services, orgId);
+    await seedOrg(rig.relay.services, orgId);
     await rig.relay.services.webhooks.register(orgId, { webhook_url: receiver.url });
     rig.feed(feedLine(orgId, `evt_${orgId}`));
   }
@@ -88,7 +89,7 @@ test('429 waits at least 60 s, longer when Retry-After says so', async (t) => {
       received.set(orgId, req);
       return answer;
     });
-    seedOrg(rig.relay.services, orgId);
+    await seedOrg(rig.relay.services, orgId);
     await rig.relay.services.webhooks.register(orgId, { webhook_url: receiver.url });
     rig.feed(feedLine(orgId, `evt_${orgId}`));
   }
@@ -105,7 +106,7 @@ test('410 disables the webhook and holds later deliveries, which go out after re
   const rig = await startDeliveryRig(t);
   let gone = true;
   const receiver = await startReceiver(t, rig.tls, () => (gone ? { status: 410, body: 'gone' } : { status: 200 }));
-  const { admin } = seedOrg(rig.relay.services, 'org-a');
+  const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   const store = rig.relay.store;
@@ -122,7 +123,7 @@ test('410 disables the webhook and holds later deliveries, which go out after re
   assert.equal(attempt.outcome, 'disabled');
   assert.equal(delivery.status, 'pending', 'the 410 delivery is held, not dropped');
   assert.equal(await status(), 'disabled');
-  assert.equal(store.webhooks.health('org-a')?.disabledReason, 'gone');
+  assert.equal(repos(store).webhooks.health('org-a')?.disabledReason, 'gone');
 
   rig.feed(feedLine('org-a', 'evt_held_1'));
   const held = await waitForDelivery(store, 'org-a', 'evt_held_1', () => true, 'the held event to be queued');
@@ -151,7 +152,7 @@ test('410 disables the webhook and holds later deliveries, which go out after re
   await sleep(400);
   assert.equal(deliveriesOfEvent(store, 'org-a', 'evt_held_2')[0]!.attempts, 0);
   gone = false;
-  rig.relay.services.deliveries.setEnabled('org-a', true);
+  await rig.relay.services.deliveries.setEnabled('org-a', true);
   for (const eventId of ['evt_gone_2', 'evt_held_2']) await waitForDelivery(store, 'org-a', eventId, (d) => d.status === 'delivered', 'delivery after enabling');
   assert.equal(await status(), 'active');
   assert.equal(deliveriesOf(store, 'org-a').filter((d) => d.status !== 'delivered').length, 0);
@@ -161,7 +162,7 @@ test('a redirect is not followed and counts as a failure', async (t) => {
   const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1s' });
   const target = await startReceiver(t, rig.tls);
   const redirecting = await startReceiver(t, rig.tls, (req) => ({ status: req.index === 0 ? 302 : 307, headers: { location: target.url } }));
-  seedOrg(rig.relay.services, 'org-a');
+  await seedOrg(rig.relay.services, 'org-a');
   await rig.relay.services.webhooks.register('org-a', { webhook_url: redirecting.url });
 
   rig.feed(feedLine('org-a', 'evt_redirected'));
@@ -187,7 +188,7 @@ test('a hanging receiver and two trickling receivers hit the overall deadline (d
   const tricklingAll = await startTricklingReceiver(t, rig.tls, { headersFirst: false, intervalMs: 50 });
   const cases = { 'org-hang': hanging.url, 'org-trickle-body': tricklingBody.url, 'org-trickle-all': tricklingAll.url };
   for (const [orgId, url] of Object.entries(cases)) {
-    seedOrg(rig.relay.services, orgId);
+    await seedOrg(rig.relay.services, orgId);
     await rig.relay.services.webhooks.register(orgId, { webhook_url: url });
     rig.feed(feedLine(orgId, `evt_${orgId}`));
   }
@@ -216,7 +217,7 @@ test('ordering: a later change of the same request waits for the earlier one (de
     if (id === 'evt_a1' && (firstTries++ === 0 || !otherArrived)) return { status: 500 };
     return { status: 200 };
   });
-  seedOrg(rig.relay.services, 'org-a');
+  await seedOrg(rig.relay.services, 'org-a');
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   rig.feed(
     feedLine('org-a', 'evt_a1', 'ar_a', 'approved', { previous_status: 'pending' }),
@@ -239,7 +240,7 @@ test('ordering: a later change of the same request waits for the earlier one (de
 test('ordering: a later change goes out once the earlier one has gone dead', async (t) => {
   const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1s' });
   const receiver = await startReceiver(t, rig.tls, (req) => (eventIdOf(req) === 'evt_c1' ? { status: 500 } : { status: 200 }));
-  seedOrg(rig.relay.services, 'org-a');
+  await seedOrg(rig.relay.services, 'org-a');
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_c1', 'ar_c', 'approved'), feedLine('org-a', 'evt_c2', 'ar_c', 'paid', { previous_status: 'approved' }));
   const store = rig.relay.store;
@@ -256,14 +257,14 @@ test('webhook status: failing after delivery.failingAfterFailures consecutive fa
   const rig = await startDeliveryRig(t, { 'delivery.failingAfterFailures': '2', 'delivery.retrySchedule': '1s,1s,1s,1s,1s,1s,1s,1s' });
   let healthy = false;
   const receiver = await startReceiver(t, rig.tls, () => (healthy ? { status: 200 } : { status: 500 }));
-  const { viewer } = seedOrg(rig.relay.services, 'org-a');
+  const { viewer } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', viewer);
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   const store = rig.relay.store;
   const apiStatus = async () => (await call(rig.relay.baseUrl, 'GET', '/webhook/get_webhook', { token })).body.status as string;
   // One consistent read of the webhook's status and the number of attempts made so far.
   const snapshot = store.db.transaction(() => ({
-    status: store.webhooks.get('org-a')!.status,
+    status: repos(store).webhooks.get('org-a')!.status,
     attempts: (store.db.prepare("SELECT count(*) AS n FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.org_id = 'org-a'").get() as { n: number }).n,
   }));
 
@@ -277,12 +278,12 @@ test('webhook status: failing after delivery.failingAfterFailures consecutive fa
   rig.feed(feedLine('org-a', 'evt_f2'));
   await waitFor('the webhook to be failing', () => snapshot().status === 'failing');
   assert.equal(await apiStatus(), 'failing');
-  assert.ok((store.webhooks.health('org-a')?.consecutiveFailures ?? 0) >= 2);
+  assert.ok((repos(store).webhooks.health('org-a')?.consecutiveFailures ?? 0) >= 2);
 
   healthy = true;
   await waitFor('the webhook to be active again', () => snapshot().status === 'active', 10_000);
   assert.equal(await apiStatus(), 'active');
-  assert.equal(store.webhooks.health('org-a')?.consecutiveFailures, 0);
+  assert.equal(repos(store).webhooks.health('org-a')?.consecutiveFailures, 0);
   for (const eventId of ['evt_f1', 'evt_f2']) await waitForDelivery(store, 'org-a', eventId, (d) => d.status === 'delivered', 'delivery after recovery');
 });
 
@@ -301,8 +302,8 @@ test('a slow receiver cannot starve another webhook, even with a backlog larger 
     release();
     return { status: 200 };
   });
-  seedOrg(rig.relay.services, 'org-slow');
-  seedOrg(rig.relay.services, 'org-fast');
+  await seedOrg(rig.relay.services, 'org-slow');
+  await seedOrg(rig.relay.services, 'org-fast');
   await rig.relay.services.webhooks.register('org-slow', { webhook_url: slow.url });
   await rig.relay.services.webhooks.register('org-fast', { webhook_url: fast.url });
   rig.feed(...Array.from({ length: 12 }, (_, i) => feedLine('org-slow', `evt_slow_${i}`)));
@@ -332,8 +333,8 @@ test('concurrency: at most delivery.perWebhookConcurrency attempts per webhook a
   };
   const a = await startReceiver(t, rig.tls, hold);
   const b = await startReceiver(t, rig.tls, hold);
-  seedOrg(rig.relay.services, 'org-a');
-  seedOrg(rig.relay.services, 'org-b');
+  await seedOrg(rig.relay.services, 'org-a');
+  await seedOrg(rig.relay.services, 'org-b');
   await rig.relay.services.webhooks.register('org-a', { webhook_url: a.url });
   await rig.relay.services.webhooks.register('org-b', { webhook_url: b.url });
   const store = rig.relay.store;
@@ -373,7 +374,7 @@ test('ordering: many requests with several changes each, slow answers and concur
     inFlight--;
     return { status: 200 };
   });
-  seedOrg(rig.relay.services, 'org-a');
+  await seedOrg(rig.relay.services, 'org-a');
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   const requests = 12;
   const changes = 4;

@@ -17,7 +17,7 @@ test('a delivery is dead after the schedule, kept, and a replay sends the event 
   const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1s' });
   let up = false;
   const receiver = await startReceiver(t, rig.tls, () => (up ? { status: 204 } : { status: 500, body: 'down' }));
-  const { admin, viewer } = seedOrg(rig.relay.services, 'org-a');
+  const { admin, viewer } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
   const secret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
   const store = rig.relay.store;
@@ -87,7 +87,7 @@ test('POST /webhook/recover re-queues the dead and undeliverable events of the w
   const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1s' });
   let up = true;
   const receiver = await startReceiver(t, rig.tls, () => (up ? { status: 200 } : { status: 503 }));
-  const { admin } = seedOrg(rig.relay.services, 'org-a');
+  const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
   const store = rig.relay.store;
   const since = new Date(Date.now() - 1000).toISOString();
@@ -129,7 +129,7 @@ test('POST /webhook/recover makes failed deliveries of the window due now', asyn
   const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1h' });
   let up = false;
   const receiver = await startReceiver(t, rig.tls, () => (up ? { status: 200 } : { status: 500 }));
-  const { admin } = seedOrg(rig.relay.services, 'org-a');
+  const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   const since = new Date(Date.now() - 1000).toISOString();
@@ -149,7 +149,7 @@ test('POST /webhook/recover makes failed deliveries of the window due now', asyn
 test('GET /webhook/deliveries filters by status and pages with a cursor, newest first', async (t) => {
   const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1h' });
   const receiver = await startReceiver(t, rig.tls, (req) => (eventIdOf(req) === 'evt_list_bad' ? { status: 500 } : { status: 200 }));
-  const { admin } = seedOrg(rig.relay.services, 'org-a');
+  const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   const store = rig.relay.store;
@@ -160,7 +160,7 @@ test('GET /webhook/deliveries filters by status and pages with a cursor, newest 
     return rows.length === 6 && rows.filter((d) => d.status === 'delivered').length === 5 && rows.some((d) => d.attempts === 1 && d.status === 'pending');
   });
   // A pending delivery never attempted: held while the webhook is disabled.
-  rig.relay.services.deliveries.setEnabled('org-a', false);
+  await rig.relay.services.deliveries.setEnabled('org-a', false);
   rig.feed(feedLine('org-a', 'evt_list_held'));
   await waitForDelivery(store, 'org-a', 'evt_list_held', () => true, 'the held event');
 
@@ -205,7 +205,7 @@ test('GET /webhook/deliveries/{id} shows each attempt: status, duration, error a
   const big = Buffer.alloc(100 * 1024, 'x');
   big.write('BEGIN', 0);
   const receiver = await startReceiver(t, rig.tls, (req) => (req.index === 0 ? { status: 500, body: big } : { status: 200, body: big }));
-  const { admin } = seedOrg(rig.relay.services, 'org-a');
+  const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_big_answer'));
@@ -243,8 +243,8 @@ test('GET /webhook/deliveries/{id} shows each attempt: status, duration, error a
 test("deliveries are per organization: another organization's admin gets 404; a viewer lists but may not replay, recover or test", async (t) => {
   const rig = await startDeliveryRig(t);
   const receiver = await startReceiver(t, rig.tls);
-  const a = seedOrg(rig.relay.services, 'org-a');
-  const b = seedOrg(rig.relay.services, 'org-b');
+  const a = await seedOrg(rig.relay.services, 'org-a');
+  const b = await seedOrg(rig.relay.services, 'org-b');
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   await rig.relay.services.webhooks.register('org-b', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_of_a'), feedLine('org-b', 'evt_of_b'));

@@ -32,7 +32,7 @@ function storedPayload(rig: Awaited<ReturnType<typeof startDeliveryRig>>, eventI
 test('a delivery is a signed POST of the stored bytes that standardwebhooks verifies, and refuses once tampered with', async (t) => {
   const rig = await startDeliveryRig(t);
   const receiver = await startReceiver(t, rig.tls);
-  const { admin } = seedOrg(rig.relay.services, 'org-a');
+  const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
   const registered = await call(rig.relay.baseUrl, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: receiver.url } });
   assert.equal(registered.status, 201, registered.text);
@@ -94,14 +94,14 @@ test('a delivery is a signed POST of the stored bytes that standardwebhooks veri
   assert.throws(() => new Webhook(secret).verify(raw + ' ', headers), /No matching signature/);
   assert.throws(() => new Webhook(secret).verify(raw, { ...headers, 'webhook-id': 'evt_other' }), /No matching signature/);
   assert.throws(() => new Webhook(secret).verify(raw, { ...headers, 'webhook-timestamp': String(Number(timestamp) - 1) }), /No matching signature/);
-  const otherSecret = rig.relay.services.deliveries.rotateSecret('org-a').secret;
+  const otherSecret = (await rig.relay.services.deliveries.rotateSecret('org-a')).secret;
   assert.throws(() => new Webhook(otherSecret).verify(raw, headers), /No matching signature/);
 });
 
 test('with active_hmac false the request carries webhook-id and webhook-timestamp but no webhook-signature', async (t) => {
   const rig = await startDeliveryRig(t);
   const receiver = await startReceiver(t, rig.tls);
-  const { admin } = seedOrg(rig.relay.services, 'org-a');
+  const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const registered = await call(rig.relay.baseUrl, 'POST', '/webhook/register_webhook', { token: rig.relay.token('org-a', admin), body: { webhook_url: receiver.url, active_hmac: false } });
   assert.equal(registered.status, 201, registered.text);
   assert.equal(registered.body.secret, undefined);
@@ -119,7 +119,7 @@ test('with active_hmac false the request carries webhook-id and webhook-timestam
 test('during a secret rotation (POST /webhook/rotate_secret) both secrets sign, newest first, and both verify', async (t) => {
   const rig = await startDeliveryRig(t);
   const receiver = await startReceiver(t, rig.tls);
-  const { admin } = seedOrg(rig.relay.services, 'org-a');
+  const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
   const registered = await call(rig.relay.baseUrl, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: receiver.url } });
   const oldSecret = registered.body.secret as string;
@@ -157,9 +157,9 @@ test('during a secret rotation (POST /webhook/rotate_secret) both secrets sign, 
 test('after the grace period (delivery.secretRotationGrace) only the new secret signs', async (t) => {
   const rig = await startDeliveryRig(t, { 'delivery.secretRotationGrace': '1s' });
   const receiver = await startReceiver(t, rig.tls);
-  seedOrg(rig.relay.services, 'org-a');
+  await seedOrg(rig.relay.services, 'org-a');
   const oldSecret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
-  const { secret: newSecret, previousSecretExpiresAt } = rig.relay.services.deliveries.rotateSecret('org-a');
+  const { secret: newSecret, previousSecretExpiresAt } = await rig.relay.services.deliveries.rotateSecret('org-a');
   await waitFor('the grace period to end', () => Date.now() > previousSecretExpiresAt + 5, 5_000);
 
   rig.feed(feedLine('org-a', 'evt_after_grace'));
@@ -176,7 +176,7 @@ test('500 then 200: one event, two attempts, the same webhook-id and identical b
   // The receiver is on 127.0.0.1, an internal address: its answers are kept only when the operator says so.
   const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1s', 'delivery.storeInternalResponses': 'org-a' });
   const receiver = await startReceiver(t, rig.tls, (req) => (req.index === 0 ? { status: 500, body: 'try later' } : { status: 200 }));
-  seedOrg(rig.relay.services, 'org-a');
+  await seedOrg(rig.relay.services, 'org-a');
   const secret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
 
   rig.feed(feedLine('org-a', 'evt_retry', 'ar_retry', 'approved', { data: { amount_cents: 5 } }));
@@ -213,7 +213,7 @@ test('500 then 200: one event, two attempts, the same webhook-id and identical b
 test('POST /webhook/test delivers a signed webhook.test event', async (t) => {
   const rig = await startDeliveryRig(t);
   const receiver = await startReceiver(t, rig.tls);
-  const { admin } = seedOrg(rig.relay.services, 'org-a');
+  const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
   const secret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
 
@@ -245,7 +245,7 @@ test('POST /webhook/test delivers a signed webhook.test event', async (t) => {
 test('without delivery.caFile the test CA is not trusted: the attempt fails with tls_error and nothing is sent', async (t) => {
   const rig = await startDeliveryRig(t, { 'delivery.caFile': '', 'delivery.retrySchedule': '1h' });
   const receiver = await startReceiver(t, rig.tls);
-  seedOrg(rig.relay.services, 'org-a');
+  await seedOrg(rig.relay.services, 'org-a');
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_untrusted'));
   const failed = await waitForDelivery(rig.relay.store, 'org-a', 'evt_untrusted', (d) => d.attempts === 1, 'the first attempt');

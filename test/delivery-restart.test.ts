@@ -15,7 +15,7 @@ test('a restart in the middle of the retry schedule resumes it: next_attempt_at 
   const receiver = await startReceiver(t, tls, (req) => (req.index === 0 ? { status: 500 } : { status: 200 }));
 
   const first = await startRelay(t, overrides);
-  seedOrg(first.services, 'org-a');
+  await seedOrg(first.services, 'org-a');
   await first.services.webhooks.register('org-a', { webhook_url: receiver.url });
   appendFeed(first.config.feed.path, [feedLine('org-a', 'evt_resumed')]);
   const failed = await waitForDelivery(first.store, 'org-a', 'evt_resumed', (d) => d.attempts === 1, 'the first, failed attempt');
@@ -60,7 +60,7 @@ test('a graceful stop cuts in-flight attempts short without counting them; the n
   const receiver = await startReceiver(t, tls, () => (holding ? 'hang' : { status: 200 }));
 
   const first = await startRelay(t, overrides);
-  seedOrg(first.services, 'org-a');
+  await seedOrg(first.services, 'org-a');
   await first.services.webhooks.register('org-a', { webhook_url: receiver.url });
   appendFeed(first.config.feed.path, [feedLine('org-a', 'evt_interrupted')]);
   await receiver.waitForRequests(1);

@@ -8,9 +8,10 @@ import assert from 'node:assert/strict';
 import { lookup } from 'node:dns/promises';
 import { hostname } from 'node:os';
 import { test } from 'node:test';
-import type { Store } from '../src/store/store.ts';
+import type { SqliteStore as Store } from '../src/store/store.ts';
 import { call, seedOrg, startRelay } from './helpers.ts';
 import { appendFeed, attemptsOf, createTestTls, FAST_DELIVERY, feedLine, startReceiver, waitForDelivery } from './receivers.ts';
+import { repos } from './sqlite-repos.ts';
 
 /** The machine's own host name when it resolves only to loopback addresses (as in /etc/hosts on many hosts), else null. */
 async function loopbackHostname(): Promise<string | null> {
@@ -25,7 +26,7 @@ async function loopbackHostname(): Promise<string | null> {
 
 /** A webhook as a version of hookrelay that did not check URLs at registration stored it. */
 function registeredBeforeTheCheck(store: Store, orgId: string, url: string): void {
-  store.webhooks.upsert(orgId, url, false, null, Date.now());
+  repos(store).webhooks.upsert(orgId, url, false, null, Date.now());
 }
 
 test('without allowNetworks, loopback and metadata URLs in every spelling are refused before connecting, and the refusal is recorded', async (t) => {
@@ -56,10 +57,10 @@ test('without allowNetworks, loopback and metadata URLs in every spelling are re
   if (own !== null) cases.push({ url: `https://${own}:${port}/hook`, names: new RegExp(`^${own.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} resolves to an address in a refused range \\(loopback\\)`) });
   else t.diagnostic(`${hostname()} does not resolve to loopback here; the own-hostname case is covered by localhost`);
 
-  const { admin } = seedOrg(relay.services, 'ssrf-0');
+  const { admin } = await seedOrg(relay.services, 'ssrf-0');
   for (const [i, { url }] of cases.entries()) {
     const orgId = `ssrf-${i}`;
-    if (i > 0) seedOrg(relay.services, orgId);
+    if (i > 0) await seedOrg(relay.services, orgId);
     // Registration refuses every one of them now (see the tests below); these stand for
     // webhooks registered before it did, or names whose DNS changed since: each attempt checks.
     await assert.rejects(relay.services.webhooks.register(orgId, { webhook_url: url }), { code: 'webhook_url_not_allowed' }, url);
@@ -108,7 +109,7 @@ test('allowNetworks opens only what it lists: 127.0.0.1/32 reaches the receiver 
     'org-other': `https://127.0.0.2:${receiver.port}/hook`,
   };
   for (const [orgId, url] of Object.entries(cases)) {
-    seedOrg(relay.services, orgId);
+    await seedOrg(relay.services, orgId);
     if (orgId === 'org-ip') await relay.services.webhooks.register(orgId, { webhook_url: url });
     else {
       // Refused at registration as well: registered before the check, they are refused at delivery.

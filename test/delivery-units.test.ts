@@ -18,6 +18,7 @@ import { signatureHeader } from '../src/domain/signature.ts';
 import { createServices } from '../src/services/services.ts';
 import { openStore } from '../src/store/store.ts';
 import { tempDir } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 
 const guard = createNetworkGuard([]);
 
@@ -270,19 +271,19 @@ test('webhook health in the store: failing after N failures in a row, disabled a
   const store = openStore(join(dir, 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const services = createServices(store, loadConfig({ env: {}, overrides: { stateDir: dir } }));
-  services.orgs.add({ id: 'org-a' });
+  await services.orgs.add({ id: 'org-a' });
   await services.webhooks.register('org-a', { webhook_url: 'https://hooks.example.com/in' });
   const day = 86_400_000;
   const t0 = 1_800_000_000_000;
-  const fail = (at: number) => store.webhooks.recordFailure('org-a', at, 3, 5 * day);
-  const state = () => ({ status: store.webhooks.get('org-a')!.status, ...store.webhooks.health('org-a')! });
+  const fail = (at: number) => repos(store).webhooks.recordFailure('org-a', at, 3, 5 * day);
+  const state = () => ({ status: repos(store).webhooks.get('org-a')!.status, ...repos(store).webhooks.health('org-a')! });
 
   fail(t0);
   fail(t0 + 1);
   assert.deepEqual(state(), { status: 'active', consecutiveFailures: 2, failingSince: t0, lastSuccessAt: null, disabledReason: null });
   fail(t0 + 2);
   assert.equal(state().status, 'failing');
-  store.webhooks.recordSuccess('org-a', t0 + 3);
+  repos(store).webhooks.recordSuccess('org-a', t0 + 3);
   assert.deepEqual(state(), { status: 'active', consecutiveFailures: 0, failingSince: null, lastSuccessAt: t0 + 3, disabledReason: null });
 
   // Failing since t1, without a success: disabled once five days have passed, not before.
@@ -293,11 +294,11 @@ test('webhook health in the store: failing after N failures in a row, disabled a
   fail(t1 + 5 * day);
   assert.deepEqual(state(), { status: 'disabled', consecutiveFailures: 3, failingSince: t1, lastSuccessAt: t0 + 3, disabledReason: 'failing_too_long' });
   // A late success (an attempt that was in flight) does not re-enable it; only the operator or a re-registration does.
-  store.webhooks.recordSuccess('org-a', t1 + 5 * day + 1);
+  repos(store).webhooks.recordSuccess('org-a', t1 + 5 * day + 1);
   assert.equal(state().status, 'disabled');
-  services.deliveries.setEnabled('org-a', true);
+  await services.deliveries.setEnabled('org-a', true);
   assert.deepEqual(state(), { status: 'active', consecutiveFailures: 0, failingSince: null, lastSuccessAt: t1 + 5 * day + 1, disabledReason: null });
-  services.deliveries.setEnabled('org-a', false);
+  await services.deliveries.setEnabled('org-a', false);
   assert.equal(state().disabledReason, 'operator');
 });
 

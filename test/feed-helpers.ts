@@ -18,7 +18,8 @@ import { systemClock } from '../src/domain/clock.ts';
 import { storedBody } from '../src/domain/feed-event.ts';
 import { createLogger } from '../src/log.ts';
 import { createRelay, type Relay } from '../src/relay.ts';
-import { openStore, type Store } from '../src/store/store.ts';
+import { openStore, type SqliteStore } from '../src/store/store.ts';
+import { repos } from './sqlite-repos.ts';
 
 export const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 /** Upper bound of any wait; only reached when something is broken (then the test fails). */
@@ -91,7 +92,7 @@ export async function waitFor<T>(what: string, probe: () => T | undefined | fals
 
 /** Read-side queries on a second connection, as the CLI would make them. */
 export class Probe {
-  readonly store: Store;
+  readonly store: SqliteStore;
   constructor(t: TestContext, databasePath: string) {
     this.store = openStore(databasePath, systemClock);
     defer(t, () => this.store.close());
@@ -130,7 +131,7 @@ export class Probe {
 
   /** The committed position of `source`, or null before the first commit. */
   position(source: string): number | null {
-    return this.store.feed.getPosition(source)?.position ?? null;
+    return repos(this.store).feed.getPosition(source)?.position ?? null;
   }
 
   deliveries(): Array<{ event_id: string; org_id: string; status: string; ordering_key: number }> {

@@ -12,6 +12,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { describe, test, type TestContext } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../src/domain/clock.ts';
 import { parseFeedLine, RejectReason, toStorable } from '../src/domain/feed-event.ts';
 import { createFileTailer } from '../src/feed/file-tailer.ts';
@@ -21,7 +22,7 @@ import { LineSplitter } from '../src/feed/line-splitter.ts';
 import { ingestStream } from '../src/feed/stream-reader.ts';
 import { createIngestService, type IngestService, type Lines, type RawLine } from '../src/services/ingest.ts';
 import { openStore } from '../src/store/store.ts';
-import { feedLines, waitFor } from './feed-helpers.ts';
+import { feedLines, WAIT_LIMIT_MS } from './feed-helpers.ts';
 import { silentLog, tempDir } from './helpers.ts';
 
 const raw = (text: string, position: number | null, rejected?: RawLine['rejected']): RawLine =>
@@ -177,6 +178,15 @@ function recordingIngest(t: TestContext): { ingest: IngestService; batches: Arra
   return { ingest, batches, store };
 }
 
+/** Waits until the committed position of `source`, read through the service, is `position`. */
+async function waitForCommitted(what: string, ingest: IngestService, source: string, position: number): Promise<void> {
+  const deadline = Date.now() + WAIT_LIMIT_MS;
+  while ((await ingest.position(source))?.position !== position) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
 /** Each batch reached `batchBytes` with its last line and not before, but the last batch of the input. */
 function assertCutAt(batches: ReadonlyArray<{ lines: number; bytes: number; lastLineBytes: number }>, batchBytes: number, total: number): void {
   assert.ok(batches.length > 2, `${batches.length} batches`);
@@ -201,7 +211,7 @@ describe('feed.batchBytes', () => {
     const tailer = createFileTailer({ path, ingest, log: silentLog, maxLineBytes: 1 << 20, batchLines: 10_000, batchBytes: 4096, pollIntervalMs: 50, startPosition: 'start' });
     tailer.start();
     t.after(() => tailer.stop());
-    await waitFor('the whole file committed', () => ingest.position(path)?.position === bytes);
+    await waitForCommitted('the whole file committed', ingest, path, bytes);
     await tailer.stop();
     assertCutAt(batches, 4096, 400);
     const stored = store.db.prepare('SELECT source_position AS position FROM events ORDER BY seq').all() as Array<{ position: number }>;
@@ -262,7 +272,7 @@ describe('a commit that fails', () => {
     t.after(() => process.off('unhandledRejection', onUnhandled));
     const ingest: IngestService = {
       ...service,
-      ingest(source, lines, position, parsed) {
+      async ingest(source, lines, position, parsed) {
         // A batch fails once, early, with reads of the rest of the file still to come.
         if (position !== null && position.position > 80_000 && failures === 0) {
           failures++;
@@ -274,7 +284,7 @@ describe('a commit that fails', () => {
     const tailer = createFileTailer({ path, ingest, log: silentLog, maxLineBytes: 1 << 20, batchLines: 1000, batchBytes: 1 << 20, pollIntervalMs: 50, startPosition: 'start' });
     tailer.start();
     t.after(() => tailer.stop());
-    await waitFor('the whole file committed after the restart', () => ingest.position(path)?.position === bytes);
+    await waitForCommitted('the whole file committed after the restart', ingest, path, bytes);
     await tailer.stop();
     assert.equal(failures, 1);
     assert.deepEqual(unhandled, []);

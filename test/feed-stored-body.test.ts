@@ -14,10 +14,11 @@ import type { Clock } from '../src/domain/clock.ts';
 import { EVENT_TYPE, statusChangeBody, storedBody, type StoredEvent } from '../src/domain/feed-event.ts';
 import { orderingKey } from '../src/domain/ordering.ts';
 import { createIngestService, type RawLine } from '../src/services/ingest.ts';
-import { DeliveryStatus } from '../src/store/deliveries-repo.ts';
+import { DeliveryStatus, sendable, type DueDelivery } from '../src/store/repos.ts';
 import { MIGRATIONS } from '../src/store/migrations.ts';
-import { openStore, type Store } from '../src/store/store.ts';
+import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
 import { databaseAtVersion, silentLog, tempDir } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 
 const OCCURRED_AT = Date.UTC(2026, 10, 22, 8, 30, 0, 5);
 const OCCURRED_ISO = '2026-11-22T08:30:00.005Z';
@@ -81,6 +82,11 @@ function line(value: unknown): RawLine {
   return { bytes: Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)), position: null };
 }
 
+/** The deliveries the dispatcher would take now, with their request bodies (dueRows, then sendable). */
+function due(store: Store, orgId: string, now: number, limit: number): DueDelivery[] {
+  return repos(store).deliveries.dueRows(orgId, now, limit).map(sendable);
+}
+
 function openTestStore(t: TestContext, path: string, clock: Clock): Store {
   const store = openStore(path, clock);
   t.after(() => store.close());
@@ -88,12 +94,12 @@ function openTestStore(t: TestContext, path: string, clock: Clock): Store {
 }
 
 describe('stored events read back', () => {
-  test('a line ingested and read back through due() gives the body the line describes, with the same bytes on every read', (t) => {
+  test('a line ingested and read back through due() gives the body the line describes, with the same bytes on every read', async (t) => {
     const path = join(tempDir(t, 'hookrelay-body-'), 'hookrelay.db');
     const clock: ManualClock = { at: 1_000_000, now: () => clock.at };
     const store = openTestStore(t, path, clock);
-    store.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 0 });
-    store.webhooks.upsert('acme', 'https://hooks.example/acme', false, null, 0);
+    repos(store).orgs.insert({ id: 'acme', name: 'Acme', createdAt: 0 });
+    repos(store).webhooks.upsert('acme', 'https://hooks.example/acme', false, null, 0);
 
     const data = { amount_cents: 125000, note: 'açaí "quoted" \\ ✓', nested: { list: [1, 'two', null], ok: true } };
     type Line = { event_id: string; organization_id: string; anticipation_request_id: string; status: string; previous_status?: string; occurred_at: string; data: typeof data };
@@ -107,7 +113,7 @@ describe('stored events read back', () => {
       data,
     }));
     const ingest = createIngestService(store, silentLog);
-    assert.deepEqual(ingest.ingest('feed', lines.map(line), null), { accepted: lines.length, duplicates: 0, quarantined: 0, undeliverable: 0 });
+    assert.deepEqual(await ingest.ingest('feed', lines.map(line), null), { accepted: lines.length, duplicates: 0, quarantined: 0, undeliverable: 0 });
 
     const expected = lines.map((l) =>
       documentedBody(
@@ -115,29 +121,31 @@ describe('stored events read back', () => {
         { status: l.status, previous_status: l.previous_status ?? null, ...l.data },
       ),
     );
-    const due = store.deliveries.due('acme', clock.at, 100);
+    const dueNow = due(store, 'acme', clock.at, 100);
     assert.deepEqual(
-      due.map((d) => d.eventId),
+      dueNow.map((d) => d.eventId),
       lines.map((l) => l.event_id),
     );
     assert.deepEqual(
-      due.map((d) => d.payload),
+      dueNow.map((d) => d.payload),
       expected,
     );
-    for (const [i, d] of due.entries()) assert.deepEqual(JSON.parse(d.payload), JSON.parse(expected[i]!));
+    for (const [i, d] of dueNow.entries()) assert.deepEqual(JSON.parse(d.payload), JSON.parse(expected[i]!));
 
     // A failed attempt and its retry, another connection, the duplicate check: always the same bytes.
-    const first = due[0]!;
-    store.deliveries.lease(first.id, clock.at + 30_000, clock.at);
-    store.deliveries.settle(first.id, { status: DeliveryStatus.pending, attempts: 1, nextAttemptAt: clock.at + 60_000, at: clock.at, statusCode: 500, error: 'HTTP 500' });
-    const retried = store.deliveries.due('acme', clock.at + 60_000, 100).find((d) => d.id === first.id);
+    const first = dueNow[0]!;
+    repos(store).deliveries.lease([first.id], clock.at + 30_000, clock.at);
+    repos(store).deliveries.settle(first.id, { status: DeliveryStatus.pending, attempts: 1, nextAttemptAt: clock.at + 60_000, at: clock.at, statusCode: 500, error: 'HTTP 500' });
+    const retried = due(store, 'acme', clock.at + 60_000, 100).find((d) => d.id === first.id);
     assert.equal(retried?.payload, first.payload);
     const other = openTestStore(t, path, clock);
     assert.deepEqual(
-      other.deliveries.due('acme', clock.at + 60_000, 100).map((d) => d.payload),
+      due(other, 'acme', clock.at + 60_000, 100).map((d) => d.payload),
       [...expected.slice(1), expected[0]],
     );
-    assert.equal(store.feed.eventForComparison(first.eventId)?.body, first.payload);
+    const storedFirst = repos(store).feed.storedEvents([first.eventId]).get(first.eventId);
+    assert.ok(storedFirst !== undefined, 'the event is stored under its id');
+    assert.equal(storedBody(storedFirst), first.payload);
   });
 
   /** A database at schema version 4 holding two status changes as version 4 stored them (whole bodies), each with a fresh delivery. */
@@ -154,7 +162,7 @@ describe('stored events read back', () => {
     db.close();
   }
 
-  test('events stored whole before version 5 are sent unchanged; the same line again is a duplicate, the same event_id with other content an event_id_conflict', (t) => {
+  test('events stored whole before version 5 are sent unchanged; the same line again is a duplicate, the same event_id with other content an event_id_conflict', async (t) => {
     const path = join(tempDir(t, 'hookrelay-body-'), 'hookrelay.db');
     const withTime = {
       event_id: 'chg_"legacy"_1',
@@ -199,12 +207,12 @@ describe('stored events read back', () => {
 
     // Sent as stored, byte for byte (what was signed before the upgrade is signed again).
     assert.deepEqual(
-      store.deliveries.due('acme', clock.at, 10).map((d) => d.payload),
+      due(store, 'acme', clock.at, 10).map((d) => d.payload),
       legacy.map((l) => l.body),
     );
 
     const ingest = createIngestService(store, silentLog);
-    const counts = ingest.ingest(
+    const counts = await ingest.ingest(
       'feed',
       [
         line(withTime),
@@ -218,7 +226,7 @@ describe('stored events read back', () => {
     );
     assert.deepEqual(counts, { accepted: 0, duplicates: 3, quarantined: 2, undeliverable: 0 });
     assert.deepEqual(
-      ingest.rejects(0, 10).map((r) => [r.reason, r.eventId]),
+      (await ingest.rejects(0, 10)).map((r) => [r.reason, r.eventId]),
       [
         ['event_id_conflict', withTime.event_id],
         ['event_id_conflict', withoutTime.event_id],
@@ -228,7 +236,7 @@ describe('stored events read back', () => {
     assert.equal(store.db.prepare('SELECT count(*) FROM deliveries').pluck().get(), 2);
   });
 
-  test('a line without event_id stored before version 5 under the id derived then is still a duplicate when read again; a new line gets the time-first id', (t) => {
+  test('a line without event_id stored before version 5 under the id derived then is still a duplicate when read again; a new line gets the time-first id', async (t) => {
     const path = join(tempDir(t, 'hookrelay-body-'), 'hookrelay.db');
     const old = { organization_id: 'acme', anticipation_request_id: 'ar_7', status: 'approved', occurred_at: '2026-11-22T08:30:00.000Z' };
     const oldBytes = Buffer.from(JSON.stringify(old));
@@ -249,21 +257,21 @@ describe('stored events read back', () => {
     assert.deepEqual(store.db.prepare('SELECT before_seq FROM legacy_event_ids').pluck().all(), [2]);
 
     // Read again (hookrelay ingest of the same file, say): one event still.
-    assert.deepEqual(ingest.ingest('feed', [line(JSON.stringify(old))], null), { accepted: 0, duplicates: 1, quarantined: 0, undeliverable: 0 });
+    assert.deepEqual(await ingest.ingest('feed', [line(JSON.stringify(old))], null), { accepted: 0, duplicates: 1, quarantined: 0, undeliverable: 0 });
     // A new line: stored under the time-first id; and it too is a duplicate the second time.
     const fresh = { ...old, anticipation_request_id: 'ar_8' };
-    assert.deepEqual(ingest.ingest('feed', [line(fresh), line(fresh)], null), { accepted: 1, duplicates: 1, quarantined: 0, undeliverable: 0 });
+    assert.deepEqual(await ingest.ingest('feed', [line(fresh), line(fresh)], null), { accepted: 1, duplicates: 1, quarantined: 0, undeliverable: 0 });
     const freshHash = createHash('sha256').update(Buffer.from(JSON.stringify(fresh))).digest('hex').slice(0, 32);
     assert.deepEqual(store.db.prepare('SELECT id FROM events ORDER BY seq').pluck().all(), [`evt_${hash}`, `evt_20261122T083000000Z_${freshHash}`]);
   });
 
-  test('in a database created at version 5 or later nothing is looked up under an old id: an event_id equal to one is an ordinary event', (t) => {
+  test('in a database created at version 5 or later nothing is looked up under an old id: an event_id equal to one is an ordinary event', async (t) => {
     const store = openTestStore(t, join(tempDir(t, 'hookrelay-body-'), 'hookrelay.db'), { now: () => 1_000_000 });
     const ingest = createIngestService(store, silentLog);
     const timed = { organization_id: 'acme', anticipation_request_id: 'ar_7', status: 'approved', occurred_at: '2026-11-22T08:30:00.000Z' };
     const hash = createHash('sha256').update(Buffer.from(JSON.stringify(timed))).digest('hex').slice(0, 32);
     // A producer's own event_id that happens to look like an old derived id, then the line whose old id it is.
-    const counts = ingest.ingest('feed', [line({ ...timed, anticipation_request_id: 'ar_other', event_id: `evt_${hash}` }), line(timed)], null);
+    const counts = await ingest.ingest('feed', [line({ ...timed, anticipation_request_id: 'ar_other', event_id: `evt_${hash}` }), line(timed)], null);
     assert.deepEqual(counts, { accepted: 2, duplicates: 0, quarantined: 0, undeliverable: 2 });
   });
 });

@@ -17,6 +17,7 @@ import { openStore } from '../src/store/store.ts';
 import { loadConfig } from '../src/config/load.ts';
 import { defer, feedLines, feedRelay, fields, jsonLine, scratchDir, waitFor, type FeedRelay } from './feed-helpers.ts';
 import { silentLog } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 
 function feedPath(t: TestContext): string {
   return join(scratchDir(t, 'hookrelay-feed-'), 'feed.jsonl');
@@ -173,7 +174,7 @@ describe('rotation and truncation', () => {
       },
     );
     assert.deepEqual(probe.stats(path), { accepted: 22, duplicates: 0, quarantined: 1 });
-    const saved = probe.store.feed.getPosition(path)!;
+    const saved = repos(probe.store).feed.getPosition(path)!;
     assert.equal(saved.ino, inodeOf(path));
     assert.equal(saved.position, fresh.bytes);
 
@@ -198,7 +199,7 @@ describe('rotation and truncation', () => {
     assert.deepEqual(probe.requestIds(), [...requestIds(0, 15), ...requestIds(100, 3)]);
     assert.deepEqual(probe.stats(path), { accepted: 18, duplicates: 0, quarantined: 0 });
     assert.deepEqual(probe.rejects(), []);
-    assert.equal(probe.store.feed.getPosition(path)!.ino, inodeOf(path));
+    assert.equal(repos(probe.store).feed.getPosition(path)!.ino, inodeOf(path));
   });
 
   test('copytruncate while running: truncation is detected and the file read again from 0', async (t) => {
@@ -440,13 +441,13 @@ describe('duplicates, conflicts and bad lines', () => {
     const store = openStore(config.database.path, systemClock);
     defer(t, () => store.close());
     const services = createServices(store, config);
-    services.orgs.add({ id: 'org-hooked' });
+    await services.orgs.add({ id: 'org-hooked' });
     await services.webhooks.register('org-hooked', { webhook_url: 'https://hooks.example.com/hookrelay' });
-    services.orgs.add({ id: 'org-quiet' });
+    await services.orgs.add({ id: 'org-quiet' });
 
     const raw = (value: unknown, position: number): RawLine => ({ bytes: Buffer.from(JSON.stringify(value)), position });
     const ingest = createIngestService(store, silentLog);
-    const counts = ingest.ingest(
+    const counts = await ingest.ingest(
       'test-source',
       [
         raw({ ...fields(1), organization_id: 'org-hooked', event_id: 'chg_h1' }, 0),
@@ -467,12 +468,12 @@ describe('duplicates, conflicts and bad lines', () => {
       { event_id: 'chg_h2', org_id: 'org-hooked', status: 'pending', attempts: 0, ordering_key: orderingKey('org-hooked', 'ar_3') },
     ]);
     assert.deepEqual(store.db.prepare('SELECT id FROM events ORDER BY seq').pluck().all(), ['chg_h1', 'chg_q1', 'chg_h2', 'chg_u1']);
-    assert.deepEqual(ingest.undeliverable(), [
+    assert.deepEqual(await ingest.undeliverable(), [
       { orgId: 'org-quiet', events: 1 },
       { orgId: 'org-unknown', events: 1 },
     ]);
     assert.deepEqual(
-      ingest.stats().map((s) => ({ ...s, updatedAt: 0 })),
+      (await ingest.stats()).map((s) => ({ ...s, updatedAt: 0 })),
       [{ source: 'test-source', accepted: 4, duplicates: 1, quarantined: 0, updatedAt: 0 }],
     );
   });

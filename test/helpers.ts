@@ -16,9 +16,9 @@ import { createLogger, type Logger } from '../src/log.ts';
 import { createRelay, type Relay } from '../src/relay.ts';
 import { loadAuthKeys } from '../src/services/auth-keys.ts';
 import { createServices, type Services } from '../src/services/services.ts';
-import { issueToken } from '../src/services/tokens.ts';
+import { signToken } from '../src/services/tokens.ts';
 import { MIGRATIONS } from '../src/store/migrations.ts';
-import { openStore, type Store } from '../src/store/store.ts';
+import { openStore, type SqliteStore } from '../src/store/store.ts';
 
 export const silentLog = createLogger('silent');
 
@@ -34,7 +34,7 @@ export interface RunningRelay {
   readonly relay: Relay;
   readonly baseUrl: string;
   /** A second connection to the same database file, for seeding and assertions. */
-  readonly store: Store;
+  readonly store: SqliteStore;
   readonly services: Services;
   /** A valid token for an existing user (defaults: 1 h). */
   token(orgId: string, email: string, ttlMs?: number): string;
@@ -57,7 +57,7 @@ export async function startRelay(t: TestContext, overrides: Record<string, strin
   await relay.start();
   const store = openStore(config.database.path, systemClock);
   t.after(async () => {
-    store.close();
+    await store.close();
     await relay.stop();
   });
   const services = createServices(store, config);
@@ -70,18 +70,18 @@ export async function startRelay(t: TestContext, overrides: Record<string, strin
     store,
     services,
     token: (orgId, email, ttlMs = 3_600_000) =>
-      issueToken({ keys, auth: config.auth, users: services.users, clock: systemClock }, { orgId, email, ttlMs }).token,
+      signToken({ keys, auth: config.auth, clock: systemClock }, { orgId, email }, ttlMs).token,
     sign: (claims, options = {}) => jwt.sign(claims, keys.verifyKey, { algorithm: 'HS256', ...options }),
   };
 }
 
 /** Creates an organization with one admin and one viewer; returns their e-mails. */
-export function seedOrg(services: Services, orgId: string): { admin: string; viewer: string } {
-  services.orgs.add({ id: orgId });
+export async function seedOrg(services: Services, orgId: string): Promise<{ admin: string; viewer: string }> {
+  await services.orgs.add({ id: orgId });
   const admin = `admin@${orgId}.test`;
   const viewer = `viewer@${orgId}.test`;
-  services.users.add({ orgId, email: admin, roleName: 'saas_admin' });
-  services.users.add({ orgId, email: viewer, roleName: 'saas_viewer' });
+  await services.users.add({ orgId, email: admin, roleName: 'saas_admin' });
+  await services.users.add({ orgId, email: viewer, roleName: 'saas_viewer' });
   return { admin, viewer };
 }
 
@@ -114,7 +114,7 @@ export async function call(
 }
 
 /** Every row of every table, for "this request changed nothing" assertions. */
-export function snapshot(store: Store): Record<string, unknown[]> {
+export function snapshot(store: SqliteStore): Record<string, unknown[]> {
   const tables = store.db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as { name: string }[];
   return Object.fromEntries(tables.map(({ name }) => [name, store.db.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all()]));
 }
@@ -123,7 +123,7 @@ export function snapshot(store: Store): Record<string, unknown[]> {
  * Runs `action` (a request the API must refuse) and asserts that no row of any table changed:
  * "a rejected request changes nothing in the database". Returns what `action` returned.
  */
-export async function assertUnchanged<T>(store: Store, action: () => Promise<T>): Promise<T> {
+export async function assertUnchanged<T>(store: SqliteStore, action: () => Promise<T>): Promise<T> {
   const before = snapshot(store);
   const result = await action();
   assert.deepEqual(snapshot(store), before, 'a rejected request changed the database');
@@ -131,8 +131,8 @@ export async function assertUnchanged<T>(store: Store, action: () => Promise<T>)
 }
 
 /** The current role of a user, read through the services (as the CLI would); undefined if there is no such user. */
-export function roleOf(relay: RunningRelay, orgId: string, email: string): string | undefined {
-  return relay.services.users.list(orgId).find((u) => u.email === email)?.roleName;
+export async function roleOf(relay: RunningRelay, orgId: string, email: string): Promise<string | undefined> {
+  return (await relay.services.users.list(orgId)).find((u) => u.email === email)?.roleName;
 }
 
 /** Members an error body may have: the RFC 9457 ones plus the documented extensions. */

@@ -25,17 +25,17 @@ const original = {
   data: { amount_cents: 1200, tags: ['a', 'b'] },
 };
 
-test('the same event_id: equal content (same bytes, other key order or spacing, other time zone) is a duplicate; any other column is a conflict', (t) => {
+test('the same event_id: equal content (same bytes, other key order or spacing, other time zone) is a duplicate; any other column is a conflict', async (t) => {
   const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const ingest = createIngestService(store, silentLog);
-  assert.deepEqual(ingest.ingest('feed', [line(original)], null), { accepted: 1, duplicates: 0, quarantined: 0, undeliverable: 1 });
+  assert.deepEqual(await ingest.ingest('feed', [line(original)], null), { accepted: 1, duplicates: 0, quarantined: 0, undeliverable: 1 });
 
   const duplicates = [
     line(original),
     line('{ "data": {"tags": ["a", "b"], "amount_cents": 1200}, "occurred_at": "2026-11-22T10:30:00+02:00", "previous_status": "submitted", "status": "approved", "anticipation_request_id": "ar_1", "organization_id": "org-a", "event_id": "chg_1" }'),
   ];
-  assert.deepEqual(ingest.ingest('feed', duplicates, null), { accepted: 0, duplicates: 2, quarantined: 0, undeliverable: 0 });
+  assert.deepEqual(await ingest.ingest('feed', duplicates, null), { accepted: 0, duplicates: 2, quarantined: 0, undeliverable: 0 });
 
   const conflicts = [
     { ...original, organization_id: 'org-b' },
@@ -46,22 +46,22 @@ test('the same event_id: equal content (same bytes, other key order or spacing, 
     { ...original, data: { amount_cents: 1201, tags: ['a', 'b'] } },
     { ...original, data: undefined },
   ];
-  assert.deepEqual(ingest.ingest('feed', conflicts.map(line), null), { accepted: 0, duplicates: 0, quarantined: conflicts.length, undeliverable: 0 });
+  assert.deepEqual(await ingest.ingest('feed', conflicts.map(line), null), { accepted: 0, duplicates: 0, quarantined: conflicts.length, undeliverable: 0 });
   assert.deepEqual(
-    ingest.rejects(0, 100).map((r) => r.reason),
+    (await ingest.rejects(0, 100)).map((r) => r.reason),
     conflicts.map(() => 'event_id_conflict'),
   );
 });
 
-test('a line without occurred_at read again later is a duplicate (the stored time stands in for the missing one); with another time it is not', (t) => {
+test('a line without occurred_at read again later is a duplicate (the stored time stands in for the missing one); with another time it is not', async (t) => {
   let now = Date.UTC(2026, 10, 22, 9, 0, 0);
   const store = openStore(join(tempDir(t), 'hookrelay.db'), { now: () => now });
   t.after(() => store.close());
   const ingest = createIngestService(store, silentLog);
   const { occurred_at: _, ...timeless } = original;
-  assert.equal(ingest.ingest('feed', [line(timeless)], null).accepted, 1);
+  assert.equal((await ingest.ingest('feed', [line(timeless)], null)).accepted, 1);
   now += 60_000;
-  assert.deepEqual(ingest.ingest('feed', [line(timeless)], null), { accepted: 0, duplicates: 1, quarantined: 0, undeliverable: 0 });
+  assert.deepEqual(await ingest.ingest('feed', [line(timeless)], null), { accepted: 0, duplicates: 1, quarantined: 0, undeliverable: 0 });
   // The stored event's time is the first reading's; a line that names another one conflicts.
-  assert.equal(ingest.ingest('feed', [line({ ...timeless, occurred_at: new Date(now).toISOString() })], null).quarantined, 1);
+  assert.equal((await ingest.ingest('feed', [line({ ...timeless, occurred_at: new Date(now).toISOString() })], null)).quarantined, 1);
 });

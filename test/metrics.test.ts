@@ -18,6 +18,7 @@ import type { QueueSnapshot, StatusService } from '../src/services/status.ts';
 import { call, silentLog, startRelay, tempDir } from './helpers.ts';
 import { parsePrometheusText, sampleValue, type Family } from './prometheus-text.ts';
 import { feedLine, startDeliveryRig, startReceiver, waitFor, waitForDelivery } from './receivers.ts';
+import { repos } from './sqlite-repos.ts';
 
 async function scrape(baseUrl: string, headers: Record<string, string> = {}): Promise<Map<string, Family>> {
   const res = await fetch(`${baseUrl}/metrics`, { headers });
@@ -49,7 +50,7 @@ test('after a known sequence of ingests and deliveries, every hookrelay metric h
   const gone = await startReceiver(t, tls, () => ({ status: 410 }));
   const { services, store } = relay;
   for (const [org, receiver] of [['org-ok', ok], ['org-503', unavailable], ['org-gone', gone]] as const) {
-    services.orgs.add({ id: org });
+    await services.orgs.add({ id: org });
     await services.webhooks.register(org, { webhook_url: receiver.url });
   }
 
@@ -75,9 +76,9 @@ test('after a known sequence of ingests and deliveries, every hookrelay metric h
 
   for (let i = 1; i <= 5; i++) await waitForDelivery(store, 'org-ok', `evt_ok_${i}`, (d) => d.status === 'delivered', 'delivered');
   await waitForDelivery(store, 'org-503', 'evt_503_1', (d) => d.attempts === 1, 'attempted once');
-  await waitFor('the 410 webhook disabled', () => store.webhooks.get('org-gone')?.status === 'disabled');
+  await waitFor('the 410 webhook disabled', () => repos(store).webhooks.get('org-gone')?.status === 'disabled');
   await waitFor('every line committed', () => {
-    const s = store.feed.stats()[0];
+    const s = repos(store).feed.stats()[0];
     return s !== undefined && s.accepted + s.duplicates + s.quarantined === 12;
   });
   // The gauges of the first scrape are reused for metrics.refreshInterval (1 s): let it pass.
@@ -136,7 +137,7 @@ test('the oldest due delivery and the feed lag, while a webhook does not answer 
   // The attempt deadline ends the hanging attempt soon after the scrape, so that stopping is quick.
   const { tls, relay, feed } = await startDeliveryRig(t, { 'metrics.refreshInterval': '1s', 'delivery.timeout': '3s' });
   const hanging = await startReceiver(t, tls, () => 'hang');
-  relay.services.orgs.add({ id: 'org-slow' });
+  await relay.services.orgs.add({ id: 'org-slow' });
   await relay.services.webhooks.register('org-slow', { webhook_url: hanging.url });
   const queuedAt = Date.now();
   // Two changes of one request: the second waits for the first, which hangs.

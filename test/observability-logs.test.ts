@@ -16,6 +16,7 @@ import { createServices } from '../src/services/services.ts';
 import { assertBuilt, CLI, cleanEnv, defer, WAIT_LIMIT_MS } from './feed-helpers.ts';
 import { tempDir } from './helpers.ts';
 import { feedLine, startDeliveryRig, startReceiver, waitFor, waitForDelivery } from './receivers.ts';
+import { repos } from './sqlite-repos.ts';
 
 /** A pino destination that keeps every line, parsed. */
 function capture() {
@@ -39,7 +40,7 @@ test('attempt outcomes at their level, with the URL origin and the next attempt 
   // Secrets in the path and the query, as Slack- or Discord-style URLs carry them.
   const urls = { 'org-ok': `${ok.url}/s3cr3t-path?token=t0k3n-ok`, 'org-flaky': `${flaky.url}/s3cr3t-path?token=t0k3n-flaky`, 'org-gone': `${gone.url}?sig=t0k3n-gone` };
   for (const [org, url] of Object.entries(urls)) {
-    services.orgs.add({ id: org });
+    await services.orgs.add({ id: org });
     await services.webhooks.register(org, { webhook_url: url });
   }
   const origin = (url: string) => new URL(url).origin;
@@ -47,7 +48,7 @@ test('attempt outcomes at their level, with the URL origin and the next attempt 
   feed(feedLine('org-ok', 'evt_ok_1'), feedLine('org-ok', 'evt_ok_2'), feedLine('org-flaky', 'evt_flaky_1'), feedLine('org-gone', 'evt_gone_1'));
   await waitForDelivery(store, 'org-ok', 'evt_ok_2', (d) => d.status === 'delivered', 'delivered');
   await waitForDelivery(store, 'org-flaky', 'evt_flaky_1', (d) => d.status === 'dead', 'dead after its one retry');
-  await waitFor('the 410 webhook disabled', () => store.webhooks.get('org-gone')?.status === 'disabled');
+  await waitFor('the 410 webhook disabled', () => repos(store).webhooks.get('org-gone')?.status === 'disabled');
   // The flaky receiver recovers: its webhook is active again.
   flaky.respond(() => ({ status: 200 }));
   feed(feedLine('org-flaky', 'evt_flaky_2'));
@@ -125,12 +126,12 @@ test('operator changes of a webhook are logged at warn: disabled, enabled, regis
   const log = capture();
   const { relay } = await startDeliveryRig(t);
   const services = createServices(relay.store, relay.config, createLogger('info', log.stream));
-  services.orgs.add({ id: 'acme' });
+  await services.orgs.add({ id: 'acme' });
   await services.webhooks.register('acme', { webhook_url: 'https://hooks.acme.example/in?token=t0k3n' });
-  services.deliveries.setEnabled('acme', false);
-  services.deliveries.setEnabled('acme', false); // no change: no line
-  services.deliveries.setEnabled('acme', true);
-  services.deliveries.setEnabled('acme', false);
+  await services.deliveries.setEnabled('acme', false);
+  await services.deliveries.setEnabled('acme', false); // no change: no line
+  await services.deliveries.setEnabled('acme', true);
+  await services.deliveries.setEnabled('acme', false);
   await services.webhooks.register('acme', { webhook_url: 'https://hooks2.acme.example/in' });
   assert.deepEqual(
     log.records().map((r) => [r.level, r.subsystem, r.org, r.url, r.from, r.to, r.by, r.msg]),

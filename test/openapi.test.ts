@@ -27,6 +27,7 @@ import { loadAuthKeys } from '../src/services/auth-keys.ts';
 import { createServices } from '../src/services/services.ts';
 import { openStore } from '../src/store/store.ts';
 import { call, seedOrg, silentLog, startRelay, tempDir, type ApiResponse, type RunningRelay } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 
 type Json = any;
 
@@ -428,9 +429,10 @@ const v = (version: string) => ({ Version: version });
 async function seededRelay(t: TestContext, overrides: Record<string, string> = {}) {
   const relay = await startRelay(t, overrides);
   const { services } = relay;
-  const people = Object.fromEntries(['acme', 'put-org', 'nohmac'].map((org) => [org, seedOrg(services, org)]));
-  services.roles.add({ name: 'nobody', description: 'no permission at all', permissions: [] });
-  services.users.add({ orgId: 'acme', email: 'nobody@acme.test', roleName: 'nobody' });
+  const people: Record<string, { admin: string; viewer: string }> = {};
+  for (const org of ['acme', 'put-org', 'nohmac']) people[org] = await seedOrg(services, org);
+  await services.roles.add({ name: 'nobody', description: 'no permission at all', permissions: [] });
+  await services.users.add({ orgId: 'acme', email: 'nobody@acme.test', roleName: 'nobody' });
   const { admin, viewer } = people.acme!;
   return {
     relay,
@@ -600,7 +602,7 @@ test('GET /metrics: only documented answers, with and without the metrics token,
   assert.equal((await contract.call(guarded, 'GET', '/metrics')).body.code, 'missing_token');
   assert.equal((await contract.call(guarded, 'GET', '/metrics', { headers: { authorization: 'Bearer not-the-metrics-token-at-all' } })).body.code, 'invalid_token');
   // A JWT of the admin API is not the metrics token either.
-  seedOrg(guarded.services, 'acme');
+  await seedOrg(guarded.services, 'acme');
   assert.equal((await contract.call(guarded, 'GET', '/metrics', { token: guarded.token('acme', 'admin@acme.test') })).status, 401);
   assert.equal((await contract.call(guarded, 'GET', '/metrics', { headers: { authorization: `Bearer ${token}` } })).status, 200);
 
@@ -650,7 +652,7 @@ test('every write answers 503 database_busy with Retry-After while another proce
   } finally {
     other.exec('ROLLBACK');
   }
-  assert.equal(relay.store.users.findByEmail('acme', people.acme!.viewer)?.roleName, 'saas_viewer', 'nothing changed');
+  assert.equal(repos(relay.store).users.findByEmail('acme', people.acme!.viewer)?.roleName, 'saas_viewer', 'nothing changed');
 });
 
 test('every documented answer of every operation was produced by a request above', () => {

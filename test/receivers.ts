@@ -15,9 +15,10 @@ import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createTlsServer, type Server as TlsServer, type TLSSocket } from 'node:tls';
 import { createTls } from '../scripts/receiver-control.ts';
-import type { AttemptRow, DeliveryRow } from '../src/store/deliveries-repo.ts';
+import type { AttemptRow, DeliveryRow } from '../src/store/repos.ts';
 import type { Logger } from '../src/log.ts';
-import type { Store } from '../src/store/store.ts';
+import type { SqliteStore as Store } from '../src/store/store.ts';
+import { repos } from './sqlite-repos.ts';
 import { startRelay, type RunningRelay } from './helpers.ts';
 
 /** PEM material of a test CA and of a server certificate it signed for 127.0.0.1 and localhost. */
@@ -296,7 +297,7 @@ export async function waitFor<T>(what: string, probe: () => T | undefined | null
 
 /** The organization's deliveries, oldest first, read through a store connection. */
 export function deliveriesOf(store: Store, orgId: string): DeliveryRow[] {
-  return store.deliveries.list(orgId, { limit: 10_000 }).reverse();
+  return repos(store).deliveries.list(orgId, { limit: 10_000 }).reverse();
 }
 
 /** The deliveries of one event, oldest first. */
@@ -310,7 +311,7 @@ export function waitForDelivery(store: Store, orgId: string, eventId: string, pr
 }
 
 export function attemptsOf(store: Store, deliveryId: number): AttemptRow[] {
-  return store.deliveries.attempts(deliveryId);
+  return repos(store).deliveries.attempts(deliveryId);
 }
 
 /**

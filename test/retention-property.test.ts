@@ -18,9 +18,10 @@ import { orderingKey } from '../src/domain/ordering.ts';
 import { WebhookStatus } from '../src/domain/types.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import { createRetentionService } from '../src/services/retention.ts';
-import { DeliveryStatus } from '../src/store/deliveries-repo.ts';
-import { openStore, type Store } from '../src/store/store.ts';
+import { DeliveryStatus } from '../src/store/repos.ts';
+import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
 import { silentLog, snapshot, tempDir } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 
 const DAY = 86_400_000;
 const NOW = Date.UTC(2026, 10, 23);
@@ -59,6 +60,7 @@ interface ModelEvent {
 
 /** Builds a random history in `store` through its repositories (one transaction); returns the model of it. */
 function randomHistory(store: Store, random: () => number): { events: ModelEvent[]; rejects: Array<{ id: number; receivedAt: number }> } {
+  const repo = repos(store);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
   const between = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo));
   const events: ModelEvent[] = [];
@@ -67,20 +69,20 @@ function randomHistory(store: Store, random: () => number): { events: ModelEvent
   const triesByDelivery = new Map<number, number>();
   const triesOf = (d: ModelDelivery) => triesByDelivery.get(d.id)!;
   const queueDelivery = (event: ModelEvent, org: string, request: number) => {
-    const id = store.deliveries.insert(event.seq, org, orderingKey(org, `ar_${request % 7}`), event.receivedAt);
+    const id = repo.deliveries.insert(event.seq, org, orderingKey(org, `ar_${request % 7}`), event.receivedAt);
     const state = pick(STATES);
     // Fresh: never tried; leased: being tried, maybe not for the first time; the others: tried.
     triesByDelivery.set(id, state === 'fresh' ? 0 : state === 'leased' ? between(0, 2) : between(1, 4));
     const at = random() < 0.5 ? between(event.receivedAt, Math.max(event.receivedAt + 1, CUTOFF)) : between(event.receivedAt, NOW + 1);
     event.deliveries.push({ id, state, org, at, attempts: [] });
   };
-  store.transaction(() => {
+  store.db.transaction(() => {
     for (const org of orgs) {
-      store.orgs.insert({ id: org, name: org, createdAt: 0 });
-      if (org !== 'nohook') store.webhooks.upsert(org, `https://hooks.example/${org}`, false, null, 0);
+      repo.orgs.insert({ id: org, name: org, createdAt: 0 });
+      if (org !== 'nohook') repo.webhooks.upsert(org, `https://hooks.example/${org}`, false, null, 0);
     }
-    store.webhooks.setStatus('disabled', WebhookStatus.disabled, 'test', 0);
-    const source = store.feed.sourceId('feed');
+    repo.webhooks.setStatus('disabled', WebhookStatus.disabled, 'test', 0);
+    const source = repo.feed.sourceId('feed');
     const count = between(1, 60);
     // Received times grow along seq, as ingestion guarantees; spread over 60 days around the
     // cutoff, or (a quiet feed) all before it.
@@ -91,12 +93,12 @@ function randomHistory(store: Store, random: () => number): { events: ModelEvent
       const org = pick(orgs);
       const parsed = parseFeedLine(Buffer.from(JSON.stringify({ organization_id: org, anticipation_request_id: `ar_${i % 7}`, status: 'approved', event_id: `e_${i}` })), receivedAt);
       assert.ok(parsed.ok);
-      const seq = store.feed.insertEvent(parsed.event, source, null, receivedAt)!;
+      const seq = repo.feed.insertEvents([{ event: parsed.event, position: null }], source, receivedAt)[0]!;
       const event: ModelEvent = { seq, receivedAt, deliveries: [] };
       events.push(event);
       // Interleaved quarantined lines.
       if (random() < 0.2) {
-        store.feed.insertReject({ source: 'feed', position: null, lineBytes: 3, raw: Buffer.from('bad'), reason: 'invalid_json', detail: 'x', eventId: null, receivedAt });
+        repo.feed.insertRejects([{ source: 'feed', position: null, lineBytes: 3, raw: Buffer.from('bad'), reason: 'invalid_json', detail: 'x', eventId: null, receivedAt }]);
         rejects.push({ id: store.db.prepare('SELECT max(id) FROM feed_rejects').pluck().get() as number, receivedAt });
       }
       if (org === 'nohook') continue;
@@ -119,17 +121,17 @@ function randomHistory(store: Store, random: () => number): { events: ModelEvent
       [tries[k], tries[j]] = [tries[j]!, tries[k]!];
     }
     for (const d of tries) {
-      store.deliveries.insertAttempt({ deliveryId: d.id, attempt: d.attempts.length + 1, startedAt: d.at, durationMs: 5, url: 'https://hooks.example/', statusCode: 500, errorClass: null, errorDetail: null, responseBody: 'x'.repeat(between(0, 100)), outcome: 'retry' });
+      repo.deliveries.insertAttempts([{ deliveryId: d.id, attempt: d.attempts.length + 1, startedAt: d.at, durationMs: 5, url: 'https://hooks.example/', statusCode: 500, errorClass: null, errorDetail: null, responseBody: 'x'.repeat(between(0, 100)), outcome: 'retry' }]);
       d.attempts.push(store.db.prepare('SELECT max(id) FROM delivery_attempts').pluck().get() as number);
     }
     for (const d of all) {
-      if (d.state === 'leased') store.deliveries.lease(d.id, d.at + 30_000, d.at);
+      if (d.state === 'leased') repo.deliveries.lease([d.id], d.at + 30_000, d.at);
       else if (d.state !== 'fresh') {
         const status = d.state === 'failing' ? DeliveryStatus.pending : d.state === 'dead' ? DeliveryStatus.dead : DeliveryStatus.delivered;
-        store.deliveries.settle(d.id, { status, attempts: d.attempts.length, nextAttemptAt: d.at + 5000, at: d.at, statusCode: status === DeliveryStatus.delivered ? 200 : 500, error: null });
+        repo.deliveries.settle(d.id, { status, attempts: d.attempts.length, nextAttemptAt: d.at + 5000, at: d.at, statusCode: status === DeliveryStatus.delivered ? 200 : 500, error: null });
       }
     }
-  });
+  })();
   return { events, rejects };
 }
 
@@ -214,7 +216,7 @@ test(`retention over ${ITERATIONS} random histories removes exactly what was del
       const again = await retention.prune();
       assert.deepEqual(again.removed, { events: 0, deliveries: 0, attempts: 0, quarantinedLines: 0 }, `seed ${seed}: a second prune finds nothing`);
     } finally {
-      store.close();
+      await store.close();
     }
   }
   // The histories did exercise both sides of the rule.
@@ -226,21 +228,21 @@ test('a feed line read again after its event was pruned is a new event: retentio
   const clock = { at: NOW - 40 * DAY, now: () => clock.at };
   const store = openStore(join(tempDir(t, 'hookrelay-retention-'), 'hookrelay.db'), clock);
   t.after(() => store.close());
-  store.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 0 });
-  store.webhooks.upsert('acme', 'https://hooks.example/acme', false, null, 0);
+  repos(store).orgs.insert({ id: 'acme', name: 'Acme', createdAt: 0 });
+  repos(store).webhooks.upsert('acme', 'https://hooks.example/acme', false, null, 0);
   const ingest = createIngestService(store, silentLog);
   const line = (id: string) => ({ bytes: Buffer.from(JSON.stringify({ organization_id: 'acme', anticipation_request_id: 'ar_1', status: 'approved', event_id: id })), position: null });
-  assert.equal(ingest.ingest('feed', [line('evt_old'), line('evt_newest')], null).accepted, 2);
+  assert.equal((await ingest.ingest('feed', [line('evt_old'), line('evt_newest')], null)).accepted, 2);
   for (const id of store.db.prepare('SELECT id FROM deliveries').pluck().all() as number[]) {
-    store.deliveries.settle(id, { status: DeliveryStatus.delivered, attempts: 1, nextAttemptAt: clock.at, at: clock.at, statusCode: 200, error: null });
+    repos(store).deliveries.settle(id, { status: DeliveryStatus.delivered, attempts: 1, nextAttemptAt: clock.at, at: clock.at, statusCode: 200, error: null });
   }
   // Before retention removes it, the same line is a duplicate.
-  assert.deepEqual(ingest.ingest('feed', [line('evt_old')], null), { accepted: 0, duplicates: 1, quarantined: 0, undeliverable: 0 });
+  assert.deepEqual(await ingest.ingest('feed', [line('evt_old')], null), { accepted: 0, duplicates: 1, quarantined: 0, undeliverable: 0 });
 
   clock.at = NOW;
   const retention = createRetentionService(store, { deliveredEventsMs: RETENTION, quarantinedLinesMs: RETENTION, batchSize: 100 });
   assert.equal((await retention.prune()).removed.events, 1, 'evt_old goes; evt_newest holds the newest rows');
   // Read again, it is stored and queued anew: the receiver gets the same webhook-id a second time.
-  assert.deepEqual(ingest.ingest('feed', [line('evt_old')], null), { accepted: 1, duplicates: 0, quarantined: 0, undeliverable: 0 });
+  assert.deepEqual(await ingest.ingest('feed', [line('evt_old')], null), { accepted: 1, duplicates: 0, quarantined: 0, undeliverable: 0 });
   assert.equal(store.db.prepare("SELECT count(*) FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE e.id = 'evt_old' AND d.status = 'pending'").pluck().get(), 1);
 });

@@ -18,9 +18,11 @@ import { createStatusService } from '../src/services/status.ts';
 import { createTargetCheck } from '../src/services/webhook-target.ts';
 import { createWebhookService } from '../src/services/webhooks.ts';
 import { createOrgService } from '../src/services/orgs.ts';
-import { DeliveryStatus, QUEUE_GAUGE_SQL } from '../src/store/deliveries-repo.ts';
-import { openStore, type Store } from '../src/store/store.ts';
+import { QUEUE_GAUGE_SQL } from '../src/store/deliveries-repo.ts';
+import { DeliveryStatus } from '../src/store/repos.ts';
+import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 
 const LEASE_MS = 30_000;
 const DAY = 86_400_000;
@@ -34,27 +36,27 @@ function openTestStore(t: TestContext, orgs: readonly string[]): Store {
   const store = openStore(join(tempDir(t, 'hookrelay-status-'), 'hookrelay.db'), clock);
   t.after(() => store.close());
   for (const org of orgs) {
-    store.orgs.insert({ id: org, name: org, createdAt: 0 });
-    store.webhooks.upsert(org, `https://hooks.example/${org}?token=abc`, false, null, 0);
+    repos(store).orgs.insert({ id: org, name: org, createdAt: 0 });
+    repos(store).webhooks.upsert(org, `https://hooks.example/${org}?token=abc`, false, null, 0);
   }
   return store;
 }
 
 /** Ingests one status change per request at the clock's time; returns the delivery ids, in order. */
-function queue(store: Store, orgId: string, requests: readonly string[]): number[] {
+async function queue(store: Store, orgId: string, requests: readonly string[]): Promise<number[]> {
   const lines = requests.map((request) => ({ bytes: Buffer.from(JSON.stringify({ organization_id: orgId, anticipation_request_id: request, status: 'approved' })), position: null }));
-  createIngestService(store, silentLog).ingest('test', lines, null);
+  await createIngestService(store, silentLog).ingest('test', lines, null);
   return (store.db.prepare('SELECT id FROM deliveries WHERE org_id = ? ORDER BY id DESC LIMIT ?').pluck().all(orgId, requests.length) as number[]).reverse();
 }
 
 function fail(store: Store, id: number, at: number, retryAt: number, error = 'HTTP 503', code: number | null = 503): void {
-  store.deliveries.lease(id, at + LEASE_MS, at);
-  store.deliveries.settle(id, { status: DeliveryStatus.pending, attempts: 1, nextAttemptAt: retryAt, at, statusCode: code, error });
+  repos(store).deliveries.lease([id], at + LEASE_MS, at);
+  repos(store).deliveries.settle(id, { status: DeliveryStatus.pending, attempts: 1, nextAttemptAt: retryAt, at, statusCode: code, error });
 }
 
 function settle(store: Store, id: number, at: number, status: 'delivered' | 'dead'): void {
-  store.deliveries.lease(id, at + LEASE_MS, at);
-  store.deliveries.settle(id, { status, attempts: 1, nextAttemptAt: at, at, statusCode: status === 'delivered' ? 200 : 500, error: status === 'dead' ? 'HTTP 500' : null });
+  repos(store).deliveries.lease([id], at + LEASE_MS, at);
+  repos(store).deliveries.settle(id, { status, attempts: 1, nextAttemptAt: at, at, statusCode: status === 'delivered' ? 200 : 500, error: status === 'dead' ? 'HTTP 500' : null });
 }
 
 const count = (store: Store, where: string, ...args: unknown[]) => store.db.prepare(`SELECT count(*) FROM deliveries WHERE ${where}`).pluck().get(...args) as number;
@@ -62,17 +64,17 @@ const count = (store: Store, where: string, ...args: unknown[]) => store.db.prep
 test('queue counts are those of a plain count, whatever the chunk size, with held deliveries of disabled webhooks apart', async (t) => {
   const store = openTestStore(t, ['org-a', 'org-b', 'org-off']);
   const clock = store.clock as ManualClock;
-  const a = queue(store, 'org-a', Array.from({ length: 23 }, (_, i) => `ar_${i}`));
-  const b = queue(store, 'org-b', Array.from({ length: 9 }, (_, i) => `ar_${i}`));
-  const off = queue(store, 'org-off', ['ar_1', 'ar_2', 'ar_3']);
+  const a = await queue(store, 'org-a', Array.from({ length: 23 }, (_, i) => `ar_${i}`));
+  const b = await queue(store, 'org-b', Array.from({ length: 9 }, (_, i) => `ar_${i}`));
+  const off = await queue(store, 'org-off', ['ar_1', 'ar_2', 'ar_3']);
   const now = clock.at;
   for (const id of a.slice(0, 5)) fail(store, id, now, now + 60_000);
   for (const id of a.slice(5, 8)) settle(store, id, now, 'delivered');
   settle(store, a[8]!, now, 'dead');
-  store.deliveries.lease(a[9]!, now + LEASE_MS, now); // in flight
+  repos(store).deliveries.lease([a[9]!], now + LEASE_MS, now); // in flight
   for (const id of b.slice(0, 2)) fail(store, id, now, now + 60_000);
   fail(store, off[0]!, now, now + 60_000);
-  store.webhooks.setStatus('org-off', WebhookStatus.disabled, 'operator', now);
+  repos(store).webhooks.setStatus('org-off', WebhookStatus.disabled, 'operator', now);
 
   const expected = {
     new: count(store, "org_id <> 'org-off' AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL"),
@@ -97,17 +99,17 @@ test('the oldest due delivery: fresh ones are due since queued, retries from the
   assert.equal((await status.queue()).oldestDueAt, null, 'nothing queued');
 
   const t0 = clock.at;
-  const [first] = queue(store, 'org-a', ['ar_1']);
+  const [first] = await queue(store, 'org-a', ['ar_1']);
   clock.at = t0 + 1000;
-  queue(store, 'org-a', ['ar_2']);
+  await queue(store, 'org-a', ['ar_2']);
   clock.at = t0 + 5000;
   assert.equal((await status.queue()).oldestDueAt, t0);
 
   // The oldest is attempted (leased): the next one is the oldest due.
-  store.deliveries.lease(first!, clock.at + LEASE_MS, clock.at);
+  repos(store).deliveries.lease([first!], clock.at + LEASE_MS, clock.at);
   assert.equal((await status.queue()).oldestDueAt, t0 + 1000);
   // It failed and waits for a retry in a minute: not due until then.
-  store.deliveries.settle(first!, { status: DeliveryStatus.pending, attempts: 1, nextAttemptAt: t0 + 65_000, at: clock.at, statusCode: 503, error: 'HTTP 503' });
+  repos(store).deliveries.settle(first!, { status: DeliveryStatus.pending, attempts: 1, nextAttemptAt: t0 + 65_000, at: clock.at, statusCode: 503, error: 'HTTP 503' });
   assert.equal((await status.queue()).oldestDueAt, t0 + 1000);
   clock.at = t0 + 70_000;
   const snapshot = await status.queue();
@@ -116,40 +118,40 @@ test('the oldest due delivery: fresh ones are due since queued, retries from the
 
   // Another organization's older retry, due now, is the oldest of all.
   clock.at = t0 - 50_000;
-  const [other] = queue(store, 'org-b', ['ar_9']);
+  const [other] = await queue(store, 'org-b', ['ar_9']);
   clock.at = t0 + 70_000;
   fail(store, other!, t0 + 10, t0 + 500);
   assert.equal((await status.queue()).oldestDueAt, t0 + 500);
   // ...until its webhook is disabled: its deliveries are held, not due.
-  store.webhooks.setStatus('org-b', WebhookStatus.disabled, 'gone', clock.at);
+  repos(store).webhooks.setStatus('org-b', WebhookStatus.disabled, 'gone', clock.at);
   const held = await status.queue();
   assert.equal(held.oldestDueAt, t0 + 1000);
   assert.equal(held.organizations.find((o) => o.orgId === 'org-b')!.oldestDueAt, null);
   assert.equal(held.totals.held, 1);
 });
 
-test('each webhook says why it has its status: the latest failure of its recent deliveries, the disabled reason, when it will be disabled', (t) => {
+test('each webhook says why it has its status: the latest failure of its recent deliveries, the disabled reason, when it will be disabled', async (t) => {
   const store = openTestStore(t, ['org-ok', 'org-failing', 'org-gone']);
   const clock = store.clock as ManualClock;
   const t0 = clock.at;
   const status = createStatusService(store, { disableAfterMs: 5 * DAY });
   const webhooks = createWebhookService(store, createOrgService(store), { checkTarget: createTargetCheck(createNetworkPolicies({ allowNetworks: [], organizationNetworks: [], storeInternalResponses: [] }), false), disableAfterMs: 5 * DAY });
 
-  const [ok] = queue(store, 'org-ok', ['ar_1']);
+  const [ok] = await queue(store, 'org-ok', ['ar_1']);
   settle(store, ok!, t0, 'delivered');
-  store.webhooks.recordSuccess('org-ok', t0);
+  repos(store).webhooks.recordSuccess('org-ok', t0);
 
-  const failing = queue(store, 'org-failing', ['ar_1', 'ar_2', 'ar_3']);
+  const failing = await queue(store, 'org-failing', ['ar_1', 'ar_2', 'ar_3']);
   fail(store, failing[0]!, t0 + 10, t0 + 60_000, 'DNS lookup failed (ENOTFOUND)', null);
   fail(store, failing[2]!, t0 + 30, t0 + 60_000, 'HTTP 503', 503); // the latest failure
   fail(store, failing[1]!, t0 + 20, t0 + 60_000, 'HTTP 500', 500);
-  for (const at of [t0 + 10, t0 + 20, t0 + 30]) store.webhooks.recordFailure('org-failing', at, 3, 5 * DAY);
+  for (const at of [t0 + 10, t0 + 20, t0 + 30]) repos(store).webhooks.recordFailure('org-failing', at, 3, 5 * DAY);
 
-  const [gone] = queue(store, 'org-gone', ['ar_1']);
+  const [gone] = await queue(store, 'org-gone', ['ar_1']);
   fail(store, gone!, t0 + 40, t0 + 40, 'HTTP 410', 410);
-  store.webhooks.setStatus('org-gone', WebhookStatus.disabled, 'gone', t0 + 40);
+  repos(store).webhooks.setStatus('org-gone', WebhookStatus.disabled, 'gone', t0 + 40);
 
-  const reports = new Map(status.webhooks().map((w) => [w.orgId, w]));
+  const reports = new Map((await status.webhooks()).map((w) => [w.orgId, w]));
   assert.deepEqual(reports.get('org-ok'), {
     orgId: 'org-ok', url: 'https://hooks.example/org-ok?token=abc', status: 'active',
     consecutiveFailures: 0, failingSince: null, lastSuccessAt: t0, disabledReason: null, lastFailure: null,
@@ -167,11 +169,11 @@ test('each webhook says why it has its status: the latest failure of its recent 
   assert.deepEqual(g.lastFailure, { at: t0 + 40, statusCode: 410, error: 'HTTP 410' });
   assert.match(g.detail, /^disabled because the receiver answered 410 Gone; last error at .*: HTTP 410\. Deliveries are held, not dropped; registering the webhook again or `hookrelay webhook enable` sends them$/);
   // The API reads the same report for one organization.
-  assert.deepEqual(webhooks.getWithHealth('org-gone').health, { consecutiveFailures: g.consecutiveFailures, failingSince: g.failingSince, lastSuccessAt: g.lastSuccessAt, disabledReason: 'gone', lastFailure: g.lastFailure, detail: g.detail });
+  assert.deepEqual((await webhooks.getWithHealth('org-gone')).health, { consecutiveFailures: g.consecutiveFailures, failingSince: g.failingSince, lastSuccessAt: g.lastSuccessAt, disabledReason: 'gone', lastFailure: g.lastFailure, detail: g.detail });
   // A dead delivery's failure counts too, when it is the latest.
-  const [dead] = queue(store, 'org-failing', ['ar_4']);
+  const [dead] = await queue(store, 'org-failing', ['ar_4']);
   settle(store, dead!, t0 + 50, 'dead');
-  assert.deepEqual(status.webhooks().find((w) => w.orgId === 'org-failing')!.lastFailure, { at: t0 + 50, statusCode: 500, error: 'HTTP 500' });
+  assert.deepEqual((await status.webhooks()).find((w) => w.orgId === 'org-failing')!.lastFailure, { at: t0 + 50, statusCode: 500, error: 'HTTP 500' });
 
   const sentence = (reason: string) => healthSentence({ status: 'disabled', consecutiveFailures: 9, failingSince: t0, lastSuccessAt: null, disabledReason: reason, lastFailure: null, disableAfterMs: 5 * DAY });
   assert.match(sentence('failing_too_long'), /^disabled because it failed without a success for 5d \(delivery\.disableAfter\)\./);
@@ -190,7 +192,7 @@ test('feed lag: size minus the committed position of the same file; the whole ne
   assert.equal((await status.feed(path)).lagBytes, 101, 'nothing committed: all of it');
   const st = statSync(path, { bigint: true });
   const saved = { source: path, dev: String(st.dev), ino: String(st.ino), fingerprint: 'f', fingerprintBytes: 0, position: 101, tailFingerprint: null };
-  store.transaction(() => store.feed.savePosition(saved, 1));
+  repos(store).feed.savePosition(saved, 1);
   appendFileSync(path, 'y'.repeat(49) + '\n');
   const report = await status.feed(path);
   assert.deepEqual([report.position, report.size, report.lagBytes, report.rotated], [101, 151, 50, false]);

@@ -34,7 +34,7 @@ test('committed pages reach the database file through the checkpoint thread, and
   // About 3 MiB of events: far below the safety net, so only the thread can move them.
   const ingest = createIngestService(store, silentLog);
   for (let batch = 0; batch < 5; batch++) {
-    ingest.ingest('/feed.jsonl', Array.from({ length: 1000 }, (_, i) => ({ bytes: feedLine(batch * 1000 + i), position: null })), null);
+    await ingest.ingest('/feed.jsonl', Array.from({ length: 1000 }, (_, i) => ({ bytes: feedLine(batch * 1000 + i), position: null })), null);
   }
   const walSize = statSync(`${path}-wal`).size;
   assert.ok(walSize > 2 * 1024 * 1024, `the WAL holds the batches (${walSize} bytes)`);

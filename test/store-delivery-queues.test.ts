@@ -1,7 +1,8 @@
 /**
  * The two queues of deliveries (migration 5): fresh ones (never tried, not leased) and the
- * others are indexed apart, and due() and list() each read both and merge them. These tests
- * pin what the dispatcher and the delivery log rely on, whichever queue a row sits in: which
+ * others are indexed apart, and due() (dueRows(), each row made sendable) and list() each read
+ * both and merge them. These tests pin what the dispatcher and the delivery log rely on,
+ * whichever queue a row sits in: which
  * deliveries are offered, in what order, per-request ordering, leases, statuses, paging and
  * time filters, organizations kept apart, and the partial indexes themselves. Real SQLite
  * files; each row is put in its state through the repository, as the dispatcher would.
@@ -15,10 +16,12 @@ import { WebhookStatus } from '../src/domain/types.ts';
 import { publicStatus } from '../src/services/deliveries.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import type { Db } from '../src/store/db.ts';
-import { createDeliveriesRepo, DeliveryStatus, type ListFilter } from '../src/store/deliveries-repo.ts';
+import { createDeliveriesRepo } from '../src/store/deliveries-repo.ts';
+import { DeliveryStatus, sendable, type ListFilter } from '../src/store/repos.ts';
 import { MIGRATIONS } from '../src/store/migrations.ts';
-import { openStore, type Store } from '../src/store/store.ts';
+import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
 import { databaseAtVersion, silentLog, tempDir } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 
 const ORG = 'org-a';
 const OTHER = 'org-b';
@@ -35,18 +38,18 @@ function openTestStore(t: TestContext): Store {
   const store = openStore(join(tempDir(t, 'hookrelay-queues-'), 'hookrelay.db'), clock);
   t.after(() => store.close());
   for (const org of [ORG, OTHER]) {
-    store.orgs.insert({ id: org, name: org, createdAt: 0 });
-    store.webhooks.upsert(org, `https://hooks.example/${org}`, false, null, 0);
+    repos(store).orgs.insert({ id: org, name: org, createdAt: 0 });
+    repos(store).webhooks.upsert(org, `https://hooks.example/${org}`, false, null, 0);
   }
   return store;
 }
 
 /** Ingests a status change of `request` at `now` (not before the last one), which queues it: a fresh delivery, due at `now`. Returns the delivery id. */
-function queue(store: Store, request: string, now: number, orgId = ORG): number {
+async function queue(store: Store, request: string, now: number, orgId = ORG): Promise<number> {
   (store.clock as ManualClock).at = now;
   const eventId = `chg_${store.db.prepare('SELECT count(*) FROM events').pluck().get() as number}`;
   const line = { bytes: Buffer.from(JSON.stringify({ organization_id: orgId, anticipation_request_id: request, status: 'approved', event_id: eventId })), position: null };
-  assert.deepEqual(createIngestService(store, silentLog).ingest('test', [line], null), { accepted: 1, duplicates: 0, quarantined: 0, undeliverable: 0 });
+  assert.deepEqual(await createIngestService(store, silentLog).ingest('test', [line], null), { accepted: 1, duplicates: 0, quarantined: 0, undeliverable: 0 });
   const delivery = store.db.prepare('SELECT d.id, d.next_attempt_at, d.ordering_key FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE e.id = ?').get(eventId);
   const { id, ...rest } = delivery as { id: number; next_attempt_at: number; ordering_key: number };
   assert.deepEqual(rest, { next_attempt_at: now, ordering_key: orderingKey(orgId, request) });
@@ -55,30 +58,30 @@ function queue(store: Store, request: string, now: number, orgId = ORG): number 
 
 /** An attempt at `at` that failed: leased, then settled pending with a retry at `retryAt`. */
 function fail(store: Store, id: number, at: number, retryAt: number, attempts = 1): void {
-  store.deliveries.lease(id, at + LEASE_MS, at);
-  store.deliveries.settle(id, { status: DeliveryStatus.pending, attempts, nextAttemptAt: retryAt, at, statusCode: 500, error: 'HTTP 500' });
+  repos(store).deliveries.lease([id], at + LEASE_MS, at);
+  repos(store).deliveries.settle(id, { status: DeliveryStatus.pending, attempts, nextAttemptAt: retryAt, at, statusCode: 500, error: 'HTTP 500' });
 }
 
 /** A last attempt at `at`: leased, then settled delivered or dead. */
 function finish(store: Store, id: number, at: number, status: 'delivered' | 'dead'): void {
-  store.deliveries.lease(id, at + LEASE_MS, at);
-  store.deliveries.settle(id, { status, attempts: 1, nextAttemptAt: at, at, statusCode: status === 'delivered' ? 200 : 500, error: status === 'dead' ? 'HTTP 500' : null });
+  repos(store).deliveries.lease([id], at + LEASE_MS, at);
+  repos(store).deliveries.settle(id, { status, attempts: 1, nextAttemptAt: at, at, statusCode: status === 'delivered' ? 200 : 500, error: status === 'dead' ? 'HTTP 500' : null });
 }
 
-/** The ids due() offers, in its order. */
+/** The ids due() (dueRows, each made sendable as the dispatcher does) offers, in its order. */
 function dueIds(store: Store, now: number, limit = 100, orgId = ORG): number[] {
-  return store.deliveries.due(orgId, now, limit).map((d) => d.id);
+  return repos(store).deliveries.dueRows(orgId, now, limit).map(sendable).map((d) => d.id);
 }
 
 describe('due(): what the dispatcher is offered', () => {
-  test('fresh deliveries in queue order and due retries merged by (next_attempt_at, id); a retry not yet due is left out', (t) => {
+  test('fresh deliveries in queue order and due retries merged by (next_attempt_at, id); a retry not yet due is left out', async (t) => {
     const store = openTestStore(t);
-    const d1 = queue(store, 'ar_1', 1000);
-    const d2 = queue(store, 'ar_2', 1100);
-    const d3 = queue(store, 'ar_3', 1200);
-    const d4 = queue(store, 'ar_4', 1300);
-    const d5 = queue(store, 'ar_5', 1400);
-    const d6 = queue(store, 'ar_6', 1500);
+    const d1 = await queue(store, 'ar_1', 1000);
+    const d2 = await queue(store, 'ar_2', 1100);
+    const d3 = await queue(store, 'ar_3', 1200);
+    const d4 = await queue(store, 'ar_4', 1300);
+    const d5 = await queue(store, 'ar_5', 1400);
+    const d6 = await queue(store, 'ar_6', 1500);
     fail(store, d1, 1001, 1250);
     fail(store, d2, 1101, 5000);
     fail(store, d4, 1301, 1400); // due at the same time as fresh d5: the lower id first
@@ -94,45 +97,45 @@ describe('due(): what the dispatcher is offered', () => {
     assert.deepEqual(dueIds(store, 5000), [d3, d1, d4, d5, d6, d2]);
   });
 
-  test('retries come by due time, not queue order: a later delivery whose retry is due sooner goes first', (t) => {
+  test('retries come by due time, not queue order: a later delivery whose retry is due sooner goes first', async (t) => {
     const store = openTestStore(t);
-    const early = queue(store, 'ar_1', 1000);
-    const late = queue(store, 'ar_2', 1100);
+    const early = await queue(store, 'ar_1', 1000);
+    const late = await queue(store, 'ar_2', 1100);
     fail(store, early, 1001, 9000);
     fail(store, late, 1101, 3000);
     assert.deepEqual(dueIds(store, 10_000, 1), [late]);
     assert.deepEqual(dueIds(store, 10_000), [late, early]);
   });
 
-  test('a leased delivery is not offered until its lease expires, then it is again; released, it is back in the queue', (t) => {
+  test('a leased delivery is not offered until its lease expires, then it is again; released, it is back in the queue', async (t) => {
     const store = openTestStore(t);
-    const fresh = queue(store, 'ar_1', 1000);
-    const retry = queue(store, 'ar_2', 1000);
-    const other = queue(store, 'ar_3', 1000);
+    const fresh = await queue(store, 'ar_1', 1000);
+    const retry = await queue(store, 'ar_2', 1000);
+    const other = await queue(store, 'ar_3', 1000);
     fail(store, retry, 1000, 2000);
 
-    store.deliveries.lease(fresh, 2000 + LEASE_MS, 2000);
-    store.deliveries.lease(retry, 2000 + LEASE_MS, 2000);
+    repos(store).deliveries.lease([fresh], 2000 + LEASE_MS, 2000);
+    repos(store).deliveries.lease([retry], 2000 + LEASE_MS, 2000);
     assert.deepEqual(dueIds(store, 2000), [other]);
     assert.deepEqual(dueIds(store, 2000 + LEASE_MS - 1), [other]);
     // The attempts never ended (a crash): both are offered again once their leases run out.
     assert.deepEqual(dueIds(store, 2000 + LEASE_MS), [fresh, other, retry]);
 
-    store.deliveries.lease(fresh, 40_000 + LEASE_MS, 40_000);
-    store.deliveries.lease(retry, 40_000 + LEASE_MS, 40_000);
+    repos(store).deliveries.lease([fresh], 40_000 + LEASE_MS, 40_000);
+    repos(store).deliveries.lease([retry], 40_000 + LEASE_MS, 40_000);
     assert.deepEqual(dueIds(store, 40_000), [other]);
     // Given back without an attempt (the daemon stopping): offered at once, in their old places.
-    store.deliveries.release(fresh, 40_001);
-    store.deliveries.release(retry, 40_001);
+    repos(store).deliveries.release([fresh], 40_001);
+    repos(store).deliveries.release([retry], 40_001);
     assert.deepEqual(dueIds(store, 40_001), [fresh, other, retry]);
   });
 
-  test('delivered and dead deliveries are never offered', (t) => {
+  test('delivered and dead deliveries are never offered', async (t) => {
     const store = openTestStore(t);
-    const delivered = queue(store, 'ar_1', 1000);
-    const dead = queue(store, 'ar_2', 1000);
-    const deadAfterRetries = queue(store, 'ar_3', 1000);
-    const pending = queue(store, 'ar_4', 1000);
+    const delivered = await queue(store, 'ar_1', 1000);
+    const dead = await queue(store, 'ar_2', 1000);
+    const deadAfterRetries = await queue(store, 'ar_3', 1000);
+    const pending = await queue(store, 'ar_4', 1000);
     finish(store, delivered, 1001, 'delivered');
     finish(store, dead, 1001, 'dead');
     fail(store, deadAfterRetries, 1001, 1500);
@@ -140,13 +143,13 @@ describe('due(): what the dispatcher is offered', () => {
     for (const now of [1001, 2000, 10_000_000]) assert.deepEqual(dueIds(store, now), [pending], `at ${now}`);
   });
 
-  test("another organization's deliveries are never offered, and a disabled webhook's are held until it is enabled again", (t) => {
+  test("another organization's deliveries are never offered, and a disabled webhook's are held until it is enabled again", async (t) => {
     const store = openTestStore(t);
-    const a1 = queue(store, 'ar_1', 1000);
-    const b1 = queue(store, 'ar_1', 1000, OTHER);
-    const a2 = queue(store, 'ar_2', 1100);
-    const b2 = queue(store, 'ar_2', 1100, OTHER);
-    const a3 = queue(store, 'ar_3', 1200);
+    const a1 = await queue(store, 'ar_1', 1000);
+    const b1 = await queue(store, 'ar_1', 1000, OTHER);
+    const a2 = await queue(store, 'ar_2', 1100);
+    const b2 = await queue(store, 'ar_2', 1100, OTHER);
+    const a3 = await queue(store, 'ar_3', 1200);
     fail(store, a2, 1101, 1500);
     fail(store, b2, 1101, 1500);
 
@@ -154,25 +157,25 @@ describe('due(): what the dispatcher is offered', () => {
     assert.deepEqual(dueIds(store, 2000, 100, OTHER), [b1, b2]);
     assert.deepEqual(dueIds(store, 2000, 100, 'org-without-webhook'), []);
 
-    store.webhooks.setStatus(ORG, WebhookStatus.disabled, 'operator', 2000);
+    repos(store).webhooks.setStatus(ORG, WebhookStatus.disabled, 'operator', 2000);
     assert.deepEqual(dueIds(store, 2000), [], 'fresh and failed deliveries of a disabled webhook are held');
     assert.deepEqual(dueIds(store, 2000, 100, OTHER), [b1, b2]);
-    store.webhooks.setStatus(ORG, WebhookStatus.failing, null, 2000);
+    repos(store).webhooks.setStatus(ORG, WebhookStatus.failing, null, 2000);
     assert.deepEqual(dueIds(store, 2000), [a1, a3, a2], 'a failing webhook still gets its deliveries');
-    store.webhooks.setStatus(ORG, WebhookStatus.active, null, 2000);
+    repos(store).webhooks.setStatus(ORG, WebhookStatus.active, null, 2000);
     assert.deepEqual(dueIds(store, 2000), [a1, a3, a2]);
   });
 });
 
 describe('due(): per-request ordering', () => {
-  test('a change waits while an earlier change of its request awaits a retry, and later changes of other requests still fill the limit', (t) => {
+  test('a change waits while an earlier change of its request awaits a retry, and later changes of other requests still fill the limit', async (t) => {
     const store = openTestStore(t);
-    const a1 = queue(store, 'ar_A', 1000);
-    const a2 = queue(store, 'ar_A', 1100);
-    const b1 = queue(store, 'ar_B', 1200);
-    const c1 = queue(store, 'ar_C', 1300);
-    const e1 = queue(store, 'ar_E', 1400);
-    const e2 = queue(store, 'ar_E', 1500);
+    const a1 = await queue(store, 'ar_A', 1000);
+    const a2 = await queue(store, 'ar_A', 1100);
+    const b1 = await queue(store, 'ar_B', 1200);
+    const c1 = await queue(store, 'ar_C', 1300);
+    const e1 = await queue(store, 'ar_E', 1400);
+    const e2 = await queue(store, 'ar_E', 1500);
     fail(store, a1, 1001, 60_000);
     fail(store, e1, 1401, 60_000);
 
@@ -187,28 +190,28 @@ describe('due(): per-request ordering', () => {
     assert.deepEqual(dueIds(store, 60_000), [a2, b1, c1, e2], 'after the earlier change is delivered or dead, the later one goes');
   });
 
-  test('a change waits while an earlier change of its request is leased, whether it is fresh or a due retry; two fresh changes are both offered, oldest first', (t) => {
+  test('a change waits while an earlier change of its request is leased, whether it is fresh or a due retry; two fresh changes are both offered, oldest first', async (t) => {
     const store = openTestStore(t);
-    const a1 = queue(store, 'ar_A', 1000);
-    const a2 = queue(store, 'ar_A', 1100);
-    const b1 = queue(store, 'ar_B', 1200);
-    const b2 = queue(store, 'ar_B', 1300);
+    const a1 = await queue(store, 'ar_A', 1000);
+    const a2 = await queue(store, 'ar_A', 1100);
+    const b1 = await queue(store, 'ar_B', 1200);
+    const b2 = await queue(store, 'ar_B', 1300);
     // Both changes of ar_A are fresh: both are offered (the claimer takes one per request).
     assert.deepEqual(dueIds(store, 2000), [a1, a2, b1, b2]);
 
-    store.deliveries.lease(a1, 2000 + LEASE_MS, 2000);
+    repos(store).deliveries.lease([a1], 2000 + LEASE_MS, 2000);
     assert.deepEqual(dueIds(store, 2000, 1), [b1], 'the fresh a2 waits behind the leased a1');
     // A retry of b2 that is due while the earlier b1 is being attempted waits too (a state the
     // dispatcher does not make itself, which the rule still covers).
     fail(store, b2, 1301, 1500);
-    store.deliveries.lease(b1, 2000 + LEASE_MS, 2000);
+    repos(store).deliveries.lease([b1], 2000 + LEASE_MS, 2000);
     assert.deepEqual(dueIds(store, 2000), []);
 
-    store.deliveries.release(b1, 2001);
+    repos(store).deliveries.release([b1], 2001);
     assert.deepEqual(dueIds(store, 2001), [b1, b2]);
     // Whichever of them is leased holds the other back, the earlier one too: a request never
     // has two deliveries in flight.
-    store.deliveries.lease(b2, 2002 + LEASE_MS, 2002);
+    repos(store).deliveries.lease([b2], 2002 + LEASE_MS, 2002);
     assert.deepEqual(dueIds(store, 2002), [], 'the earlier change was offered while a later one of its request is being attempted');
   });
 });
@@ -217,24 +220,24 @@ describe('due(): per-request ordering', () => {
  * Deliveries of ORG in every state, created at 1000 * n for the n-th, with OTHER's rows in
  * between; and the ids each status filter must list, newest first.
  */
-function deliveryLog(t: TestContext) {
+async function deliveryLog(t: TestContext) {
   const store = openTestStore(t);
-  const d1 = queue(store, 'ar_1', 1000);
-  const b1 = queue(store, 'ar_1', 1500, OTHER);
-  const d2 = queue(store, 'ar_2', 2000);
-  const d3 = queue(store, 'ar_3', 3000);
-  const b2 = queue(store, 'ar_2', 3500, OTHER);
-  const d4 = queue(store, 'ar_4', 4000);
-  const d5 = queue(store, 'ar_5', 5000);
-  const d6 = queue(store, 'ar_6', 6000);
-  const d7 = queue(store, 'ar_7', 7000);
-  const d8 = queue(store, 'ar_8', 8000);
-  const b3 = queue(store, 'ar_3', 8500, OTHER);
+  const d1 = await queue(store, 'ar_1', 1000);
+  const b1 = await queue(store, 'ar_1', 1500, OTHER);
+  const d2 = await queue(store, 'ar_2', 2000);
+  const d3 = await queue(store, 'ar_3', 3000);
+  const b2 = await queue(store, 'ar_2', 3500, OTHER);
+  const d4 = await queue(store, 'ar_4', 4000);
+  const d5 = await queue(store, 'ar_5', 5000);
+  const d6 = await queue(store, 'ar_6', 6000);
+  const d7 = await queue(store, 'ar_7', 7000);
+  const d8 = await queue(store, 'ar_8', 8000);
+  const b3 = await queue(store, 'ar_3', 8500, OTHER);
   finish(store, d1, 8600, 'delivered');
   fail(store, d3, 8600, 99_000);
   fail(store, b2, 8600, 99_000);
   finish(store, d4, 8600, 'dead');
-  store.deliveries.lease(d5, 8600 + LEASE_MS, 8600); // being attempted for the first time: still pending
+  repos(store).deliveries.lease([d5], 8600 + LEASE_MS, 8600); // being attempted for the first time: still pending
   fail(store, d7, 8600, 99_000, 3);
   finish(store, b3, 8600, 'delivered');
   // d2, d6, d8 and b1 are fresh.
@@ -257,7 +260,7 @@ function allPages(store: Store, orgId: string, filter: Omit<ListFilter, 'limit' 
   const pages: number[][] = [];
   let beforeId: number | undefined;
   for (;;) {
-    const page = store.deliveries.list(orgId, { ...filter, limit, beforeId }).map((d) => d.id);
+    const page = repos(store).deliveries.list(orgId, { ...filter, limit, beforeId }).map((d) => d.id);
     assert.ok(page.length <= limit);
     pages.push(page);
     if (page.length < limit) return pages;
@@ -267,10 +270,10 @@ function allPages(store: Store, orgId: string, filter: Omit<ListFilter, 'limit' 
 }
 
 describe('list(): the delivery log', () => {
-  test('each status filter lists its rows, fresh or not, newest first: pending (never attempted, leased or not), failed, delivered, dead, and all', (t) => {
-    const { store, expected } = deliveryLog(t);
+  test('each status filter lists its rows, fresh or not, newest first: pending (never attempted, leased or not), failed, delivered, dead, and all', async (t) => {
+    const { store, expected } = await deliveryLog(t);
     for (const name of FILTERS) {
-      const rows = store.deliveries.list(ORG, { status: statusOf(name), limit: 100 });
+      const rows = repos(store).deliveries.list(ORG, { status: statusOf(name), limit: 100 });
       assert.deepEqual(
         rows.map((d) => d.id),
         expected[name],
@@ -283,17 +286,17 @@ describe('list(): the delivery log', () => {
     }
     // Ending in a fresh row and ending in a tried one: the limit cuts the merged list.
     assert.deepEqual(
-      store.deliveries.list(ORG, { limit: 3 }).map((d) => d.id),
+      repos(store).deliveries.list(ORG, { limit: 3 }).map((d) => d.id),
       expected.all.slice(0, 3),
     );
     assert.deepEqual(
-      store.deliveries.list(ORG, { limit: 4 }).map((d) => d.id),
+      repos(store).deliveries.list(ORG, { limit: 4 }).map((d) => d.id),
       expected.all.slice(0, 4),
     );
   });
 
-  test('paging with beforeId gives every row exactly once, newest first, for every filter and page size', (t) => {
-    const { store, expected } = deliveryLog(t);
+  test('paging with beforeId gives every row exactly once, newest first, for every filter and page size', async (t) => {
+    const { store, expected } = await deliveryLog(t);
     for (const name of FILTERS) {
       for (let limit = 1; limit <= 9; limit++) {
         const pages = allPages(store, ORG, { status: statusOf(name) }, limit);
@@ -303,15 +306,15 @@ describe('list(): the delivery log', () => {
     }
     // A cursor between rows: only older rows, of both queues.
     assert.deepEqual(
-      store.deliveries.list(ORG, { beforeId: expected.all[2]!, limit: 100 }).map((d) => d.id),
+      repos(store).deliveries.list(ORG, { beforeId: expected.all[2]!, limit: 100 }).map((d) => d.id),
       expected.all.slice(3),
     );
   });
 
-  test('since and until select by creation time, since included and until excluded, with filters and paging', (t) => {
-    const { store, expected } = deliveryLog(t);
+  test('since and until select by creation time, since included and until excluded, with filters and paging', async (t) => {
+    const { store, expected } = await deliveryLog(t);
     const [d8, d7, d6, d5, d4, d3, d2, d1] = expected.all;
-    const ids = (filter: Omit<ListFilter, 'limit'>) => store.deliveries.list(ORG, { ...filter, limit: 100 }).map((d) => d.id);
+    const ids = (filter: Omit<ListFilter, 'limit'>) => repos(store).deliveries.list(ORG, { ...filter, limit: 100 }).map((d) => d.id);
     assert.deepEqual(ids({ since: 3000, until: 7000 }), [d6, d5, d4, d3]);
     assert.deepEqual(ids({ since: 2001, until: 6000 }), [d5, d4, d3]);
     assert.deepEqual(ids({ since: 6000 }), [d8, d7, d6]);
@@ -324,37 +327,37 @@ describe('list(): the delivery log', () => {
     assert.deepEqual(allPages(store, ORG, { since: 2000, until: 8000 }, 2).flat(), [d7, d6, d5, d4, d3, d2]);
   });
 
-  test("another organization's rows never appear, under any filter", (t) => {
-    const { store, expected, other } = deliveryLog(t);
+  test("another organization's rows never appear, under any filter", async (t) => {
+    const { store, expected, other } = await deliveryLog(t);
     for (const name of FILTERS) {
       assert.deepEqual(
-        store.deliveries.list(OTHER, { status: statusOf(name), limit: 100 }).map((d) => d.id),
+        repos(store).deliveries.list(OTHER, { status: statusOf(name), limit: 100 }).map((d) => d.id),
         other[name],
         name,
       );
       assert.deepEqual(allPages(store, ORG, { status: statusOf(name) }, 2).flat(), expected[name], name);
     }
-    assert.deepEqual(store.deliveries.list('org-without-deliveries', { limit: 100 }), []);
-    assert.equal(store.deliveries.get(OTHER, expected.all[0]!), null);
+    assert.deepEqual(repos(store).deliveries.list('org-without-deliveries', { limit: 100 }), []);
+    assert.equal(repos(store).deliveries.get(OTHER, expected.all[0]!), null);
   });
 
-  test('the log names the event type of a status change (stored as details) and of a test notification (stored whole)', (t) => {
+  test('the log names the event type of a status change (stored as details) and of a test notification (stored whole)', async (t) => {
     const store = openTestStore(t);
-    const change = queue(store, 'ar_1', 1000);
+    const change = await queue(store, 'ar_1', 1000);
     const body = JSON.stringify({ type: 'webhook.test', timestamp: '1970-01-01T00:00:02.000Z', data: { event_id: 'evt_test_1', organization_id: ORG } });
-    const test = store.deliveries.insert(store.deliveries.insertTestEvent('evt_test_1', ORG, body, 2000), ORG, 7, 2000);
-    const failedTest = store.deliveries.insert(store.deliveries.insertTestEvent('evt_test_2', ORG, body.replace('evt_test_1', 'evt_test_2'), 2000), ORG, 8, 2000);
+    const test = repos(store).deliveries.insert(repos(store).deliveries.insertTestEvent('evt_test_1', ORG, body, 2000), ORG, 7, 2000);
+    const failedTest = repos(store).deliveries.insert(repos(store).deliveries.insertTestEvent('evt_test_2', ORG, body.replace('evt_test_1', 'evt_test_2'), 2000), ORG, 8, 2000);
     fail(store, failedTest, 2001, 99_000);
     assert.deepEqual(
-      store.deliveries.list(ORG, { limit: 10 }).map((d) => [d.id, d.eventType]),
+      repos(store).deliveries.list(ORG, { limit: 10 }).map((d) => [d.id, d.eventType]),
       [
         [failedTest, 'webhook.test'],
         [test, 'webhook.test'],
         [change, 'anticipation_request.status_changed'],
       ],
     );
-    assert.equal(store.deliveries.get(ORG, change)?.eventType, 'anticipation_request.status_changed');
-    assert.equal(store.deliveries.get(ORG, test)?.eventType, 'webhook.test');
+    assert.equal(repos(store).deliveries.get(ORG, change)?.eventType, 'anticipation_request.status_changed');
+    assert.equal(repos(store).deliveries.get(ORG, test)?.eventType, 'webhook.test');
   });
 });
 
@@ -412,24 +415,24 @@ describe('the partial indexes of migration 5', () => {
     assert.deepEqual(indexedIds(store, 'deliveries_org_status'), sorted([...states.leased, ...states.failed, ...states.settled]));
   }
 
-  test('a fresh delivery is only in deliveries_org_fresh; leased, failed and settled ones are in the indexes of the dispatcher and the log', (t) => {
+  test('a fresh delivery is only in deliveries_org_fresh; leased, failed and settled ones are in the indexes of the dispatcher and the log', async (t) => {
     const store = openTestStore(t);
-    const fresh = queue(store, 'ar_1', 1000);
-    const leased = queue(store, 'ar_2', 1000);
-    const failed = queue(store, 'ar_3', 1000);
-    const delivered = queue(store, 'ar_4', 1000);
-    const dead = queue(store, 'ar_5', 1000);
-    const released = queue(store, 'ar_6', 1000);
-    store.deliveries.lease(leased, 1000 + LEASE_MS, 1000);
+    const fresh = await queue(store, 'ar_1', 1000);
+    const leased = await queue(store, 'ar_2', 1000);
+    const failed = await queue(store, 'ar_3', 1000);
+    const delivered = await queue(store, 'ar_4', 1000);
+    const dead = await queue(store, 'ar_5', 1000);
+    const released = await queue(store, 'ar_6', 1000);
+    repos(store).deliveries.lease([leased], 1000 + LEASE_MS, 1000);
     fail(store, failed, 1000, 5000);
     finish(store, delivered, 1000, 'delivered');
     finish(store, dead, 1000, 'dead');
-    store.deliveries.lease(released, 1000 + LEASE_MS, 1000);
-    store.deliveries.release(released, 1001);
+    repos(store).deliveries.lease([released], 1000 + LEASE_MS, 1000);
+    repos(store).deliveries.release([released], 1001);
     assertIndexes(store, { fresh: [fresh, released], leased: [leased], failed: [failed], settled: [delivered, dead] });
   });
 
-  test('a database upgraded from version 4 has the same indexes, holding its existing deliveries, which due() and list() find', (t) => {
+  test('a database upgraded from version 4 has the same indexes, holding its existing deliveries, which due() and list() find', async (t) => {
     const path = join(tempDir(t, 'hookrelay-queues-'), 'hookrelay.db');
     version4Database(path);
     const store = openStore(path, { now: () => 0 });
@@ -439,7 +442,7 @@ describe('the partial indexes of migration 5', () => {
     assert.deepEqual(dueIds(store, 2000, 100, 'acme'), [1, 3]);
     assert.deepEqual(dueIds(store, 50_000, 100, 'acme'), [1, 2, 3]);
     assert.deepEqual(
-      store.deliveries.list('acme', { limit: 100 }).map((d) => [d.id, publicStatus(d), d.eventType]),
+      repos(store).deliveries.list('acme', { limit: 100 }).map((d) => [d.id, publicStatus(d), d.eventType]),
       [
         [5, 'dead', 'anticipation_request.status_changed'],
         [4, 'delivered', 'anticipation_request.status_changed'],
@@ -475,13 +478,13 @@ describe('the partial indexes of migration 5', () => {
     return new Set(plan.flatMap((row) => [...row.detail.matchAll(/\bINDEX (\w+)/g)].map((m) => m[1]!)));
   }
 
-  test('due() and list() read each queue through its own index', (t) => {
-    const { store } = deliveryLog(t);
-    const due = indexesUsed(store, statementRunBy(store, (repo) => repo.due(ORG, 10_000, 50)));
+  test('due() and list() read each queue through its own index', async (t) => {
+    const { store } = await deliveryLog(t);
+    const due = indexesUsed(store, statementRunBy(store, (repo) => repo.dueRows(ORG, 10_000, 50)));
     assert.ok(due.has('deliveries_org_fresh') && due.has('deliveries_org_due'), `due() uses ${[...due].join(', ')}`);
     // The held-back check finds a request's other deliveries by its ordering key, not by
     // reading every delivery of the organization in flight for each candidate.
-    const statement = statementRunBy(store, (repo) => repo.due(ORG, 10_000, 50));
+    const statement = statementRunBy(store, (repo) => repo.dueRows(ORG, 10_000, 50));
     const plan = (store.db.prepare(`EXPLAIN QUERY PLAN ${statement.sql}`).all(...statement.params) as Array<{ detail: string }>).map((r) => r.detail);
     const heldBack = plan.filter((d) => /^SEARCH p\b/.test(d));
     assert.equal(heldBack.length, 2, plan.join('\n'));

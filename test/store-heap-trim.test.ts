@@ -27,7 +27,7 @@ function lines(batch: number, count: number) {
   }));
 }
 
-test('the pages a burst’s page cache freed stay resident until the trimmer gives them back', (t) => {
+test('the pages a burst’s page cache freed stay resident until the trimmer gives them back', async (t) => {
   const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const trimmer = createHeapTrimmer(store.db);
@@ -36,7 +36,7 @@ test('the pages a burst’s page cache freed stay resident until the trimmer giv
   // A burst as the daemon has it: the large page cache filled by about 35 MiB of events...
   store.db.pragma(`cache_size = -${BURST_CACHE_KIB}`);
   const ingest = createIngestService(store, silentLog);
-  for (let batch = 0; batch < 20; batch++) ingest.ingest('/feed.jsonl', lines(batch, 1000), null);
+  for (let batch = 0; batch < 20; batch++) await ingest.ingest('/feed.jsonl', lines(batch, 1000), null);
   // ...then shrunk back: SQLite frees the pages, glibc keeps them.
   store.db.pragma(`cache_size = -${QUIET_CACHE_KIB}`);
   store.db.pragma('shrink_memory');
@@ -75,12 +75,12 @@ test('the daemon’s ingest path gives memory back once after a burst of large b
   const path = await openIngestPath(store, silentLog, { checkpointsWhileBusy: true, releaseAfterBurstMs: 100, onReleased: (b, a) => releases.push([b, a]) });
   t.after(() => path.close());
 
-  path.ingest.ingest('/feed.jsonl', lines(0, 10), null);
+  await path.ingest.ingest('/feed.jsonl', lines(0, 10), null);
   await sleep(400);
   assert.equal(releases.length, 0, 'a small batch is no burst');
 
   // Three large batches close together: one release, after the last.
-  for (let batch = 1; batch <= 3; batch++) path.ingest.ingest('/feed.jsonl', lines(batch, 1000), null);
+  for (let batch = 1; batch <= 3; batch++) await path.ingest.ingest('/feed.jsonl', lines(batch, 1000), null);
   const deadline = Date.now() + 10_000;
   while (releases.length === 0 && Date.now() < deadline) await sleep(20);
   await sleep(400);
@@ -102,10 +102,10 @@ test('a batch of few but long lines is a burst too: the large page cache is on w
   const cache = () => store.db.pragma('cache_size', { simple: true });
   assert.equal(cache(), -QUIET_CACHE_KIB);
   // 100 lines of about 1.6 KB: under 1,000 lines and under 256 KiB.
-  path.ingest.ingest('/feed.jsonl', lines(0, 100), null);
+  await path.ingest.ingest('/feed.jsonl', lines(0, 100), null);
   assert.equal(cache(), -QUIET_CACHE_KIB, 'a small batch is no burst');
   // 200 such lines: over 256 KiB, as a batch of the file tailer is with long lines and a low feed.batchBytes.
-  path.ingest.ingest('/feed.jsonl', lines(1, 200), null);
+  await path.ingest.ingest('/feed.jsonl', lines(1, 200), null);
   assert.equal(cache(), -BURST_CACHE_KIB, 'the burst page cache is on');
 });
 
@@ -114,7 +114,7 @@ test('a one-shot ingest (hookrelay ingest) does not trim: it ends soon and gives
   t.after(() => store.close());
   const oneShotReleases: number[] = [];
   const oneShot = await openIngestPath(store, silentLog, { releaseAfterBurstMs: 50, onReleased: () => oneShotReleases.push(1) });
-  oneShot.ingest.ingest('/other.jsonl', lines(9, 1000), null);
+  await oneShot.ingest.ingest('/other.jsonl', lines(9, 1000), null);
   await sleep(400);
   await oneShot.close();
   assert.equal(oneShotReleases.length, 0, 'a one-shot command ends soon and gives everything back at exit');
@@ -133,7 +133,7 @@ test('while the daemon delivers, memory is given back on request, but never in t
   assert.equal(releases.length, 1);
 
   // During a burst the request waits for the burst's own release, which comes once it is over.
-  path.ingest.ingest('/feed.jsonl', lines(1, 1000), null);
+  await path.ingest.ingest('/feed.jsonl', lines(1, 1000), null);
   assert.equal(path.releaseMemory(), null, 'not while large batches arrive');
   assert.equal(releases.length, 1);
   const deadline = Date.now() + 10_000;

@@ -15,6 +15,7 @@ import { createStorageHealth } from '../src/services/storage-health.ts';
 import { isLockWait, whenUnlocked } from '../src/store/lock-wait.ts';
 import { openStore } from '../src/store/store.ts';
 import { assertProblem, call, roleOf, seedOrg, startRelay, tempDir } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 import { feedLine, startDeliveryRig, startReceiver, waitForDelivery } from './receivers.ts';
 
 /** Another connection to `path` that holds the write lock until `release` (or the end of the test). */
@@ -48,35 +49,46 @@ function loopWatch(): { stop(): number } {
   };
 }
 
-test("the daemon's connection does not wait in SQLite for a lock (the CLI's does): a write fails at once, before changing anything", (t) => {
+test("the daemon's connection does not wait in SQLite for a lock (the CLI's does): a write fails at once, before changing anything", async (t) => {
   const dir = tempDir(t);
   const path = join(dir, 'hookrelay.db');
   const daemon = openStore(path, systemClock, { busyTimeoutMs: 5000, waitForLocks: false });
   const cli = openStore(path, systemClock, { busyTimeoutMs: 300 });
-  t.after(() => {
-    daemon.close();
-    cli.close();
+  t.after(async () => {
+    await daemon.close();
+    await cli.close();
   });
   const lock = holdLock(t, path);
   let started = performance.now();
-  const refused = (() => {
-    try {
-      daemon.transaction(() => daemon.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 }));
-    } catch (err) {
-      return err;
-    }
-    return null;
-  })();
+  // The transaction's function never runs: the lock is taken (BEGIN IMMEDIATE) before it.
+  let ran = 0;
+  const refused = await daemon
+    .transaction(async (tx) => {
+      ran++;
+      return tx.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 });
+    })
+    .then(
+      () => null,
+      (err: unknown) => err,
+    );
   assert.ok(isLockWait(refused), `a lock error, got ${String(refused)}`);
   assert.ok(performance.now() - started < 50, 'failed at once');
+  assert.equal(ran, 0, 'nothing ran in the refused transaction');
   started = performance.now();
-  assert.throws(() => cli.transaction(() => cli.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 })), (err) => isLockWait(err));
+  await assert.rejects(
+    cli.transaction(async (tx) => {
+      ran++;
+      return tx.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 });
+    }),
+    (err) => isLockWait(err),
+  );
   assert.ok(performance.now() - started >= 250, "the CLI's connection waited for its busy timeout");
+  assert.equal(ran, 0, 'nothing ran in the refused transaction');
   lock.release();
   // Reads never wait for the writer (WAL), and nothing was written by the refused attempts.
-  assert.equal(daemon.orgs.get('acme'), null);
-  daemon.transaction(() => daemon.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 }));
-  assert.equal(cli.orgs.get('acme')?.id, 'acme');
+  assert.equal(await daemon.read((tx) => tx.orgs.get('acme')), null);
+  await daemon.transaction((tx) => tx.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 }));
+  assert.equal((await cli.read((tx) => tx.orgs.get('acme')))?.id, 'acme');
 });
 
 test('whenUnlocked runs the write again on timers until the lock is released, the event loop free meanwhile; past maxWaitMs it is database_busy', async (t) => {
@@ -88,22 +100,22 @@ test('whenUnlocked runs the write again on timers until the lock is released, th
   const watch = loopWatch();
   const started = performance.now();
   let tries = 0;
-  await whenUnlocked(() => {
+  await whenUnlocked(async () => {
     tries++;
-    store.transaction(() => store.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 }));
+    await store.transaction((tx) => tx.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 }));
   });
   const longest = watch.stop();
   assert.ok(performance.now() - started >= 290, 'it waited for the release');
   assert.ok(tries > 10, `tried again and again (${tries} tries)`);
   assert.ok(longest < 50, `the event loop was held ${longest.toFixed(1)} ms at most`);
-  assert.equal(store.orgs.get('acme')?.id, 'acme');
+  assert.equal((await store.read((tx) => tx.orgs.get('acme')))?.id, 'acme');
 
   holdLock(t, path);
   await assert.rejects(
-    whenUnlocked(() => store.transaction(() => store.orgs.insert({ id: 'other', name: 'other', createdAt: 1 })), { maxWaitMs: 200 }),
+    whenUnlocked(() => store.transaction((tx) => tx.orgs.insert({ id: 'other', name: 'other', createdAt: 1 })), { maxWaitMs: 200 }),
     (err: { code?: string; message: string }) => err.code === 'database_busy' && /locked by another process .* nothing was changed/.test(err.message),
   );
-  assert.equal(store.orgs.get('other'), null);
+  assert.equal(await store.read((tx) => tx.orgs.get('other')), null);
   // Anything but a lock is thrown at once.
   await assert.rejects(whenUnlocked(() => {
     throw new Error('a bug');
@@ -121,8 +133,8 @@ test('a feed write waits for the lock without reporting a storage fault; a long 
     assert.equal(health.problem(), null, 'a lock is no storage fault: /readyz stays ready');
     lock.release();
   }, 400);
-  await health.retrying('feed', () => store.transaction(() => store.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 })));
-  assert.equal(store.orgs.get('acme')?.id, 'acme');
+  await health.retrying('feed', () => store.transaction((tx) => tx.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 })));
+  assert.equal((await store.read((tx) => tx.orgs.get('acme')))?.id, 'acme');
   const messages = records.map((r) => `${String(r.level)} ${String(r.msg)}`);
   assert.deepEqual(messages, [
     '40 the database has been locked by another process (a hookrelay CLI command, a backup?) for a while; this writer waits, nothing is lost',
@@ -132,7 +144,7 @@ test('a feed write waits for the lock without reporting a storage fault; a long 
 
 test('an API write while another process holds the lock waits for it on timers, serving other requests, then goes through', async (t) => {
   const relay = await startRelay(t);
-  const { admin, viewer } = seedOrg(relay.services, 'org-a');
+  const { admin, viewer } = await seedOrg(relay.services, 'org-a');
   const token = relay.token('org-a', admin);
   const lock = holdLock(t, relay.config.database.path);
   const started = performance.now();
@@ -145,24 +157,24 @@ test('an API write while another process holds the lock waits for it on timers, 
     assert.ok(performance.now() - t0 < 100, 'answered while the write waits');
     await sleep(40);
   }
-  assert.equal(roleOf(relay, 'org-a', viewer), 'saas_viewer', 'not written while the lock is held');
+  assert.equal(await roleOf(relay, 'org-a', viewer), 'saas_viewer', 'not written while the lock is held');
   lock.release();
   const res = await write;
   assert.equal(res.status, 200, res.text);
   assert.ok(performance.now() - started >= 200);
-  assert.equal(roleOf(relay, 'org-a', viewer), 'saas_admin');
+  assert.equal(await roleOf(relay, 'org-a', viewer), 'saas_admin');
 });
 
 test('past database.busyTimeoutMs an API write answers 503 database_busy with Retry-After, and changes nothing', async (t) => {
   const relay = await startRelay(t, { 'database.busyTimeoutMs': '300' });
-  const { admin, viewer } = seedOrg(relay.services, 'org-a');
+  const { admin, viewer } = await seedOrg(relay.services, 'org-a');
   const token = relay.token('org-a', admin);
   holdLock(t, relay.config.database.path);
   const res = await call(relay.baseUrl, 'PUT', '/users/update_role', { token, body: { email: viewer, role_name: 'saas_admin' } });
   const body = assertProblem(res, 503, 'database_busy');
   assert.equal(res.headers.get('retry-after'), '1');
   assert.match(body.detail, /locked by another process .*nothing was changed: try again shortly/);
-  assert.equal(roleOf(relay, 'org-a', viewer), 'saas_viewer');
+  assert.equal(await roleOf(relay, 'org-a', viewer), 'saas_viewer');
 });
 
 test('an attempt that ends while another process holds the lock is recorded once the lock is released, and sent once', async (t) => {
@@ -173,14 +185,14 @@ test('an attempt that ends while another process holds the lock is recorded once
     lock = holdLock(t, rig.relay.config.database.path);
     return { status: 200 };
   });
-  rig.relay.services.orgs.add({ id: 'org-a' });
+  await rig.relay.services.orgs.add({ id: 'org-a' });
   await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_1'));
   await receiver.waitForRequests(1);
   const watch = loopWatch();
   await sleep(400);
   assert.ok(watch.stop() < 50, 'the event loop stays free');
-  assert.equal(rig.relay.store.deliveries.list('org-a', { limit: 10 })[0]?.status, 'pending', 'its outcome waits for the lock');
+  assert.equal(repos(rig.relay.store).deliveries.list('org-a', { limit: 10 })[0]?.status, 'pending', 'its outcome waits for the lock');
   lock!.release();
   await waitForDelivery(rig.relay.store, 'org-a', 'evt_1', (d) => d.status === 'delivered', 'the outcome recorded');
   await sleep(200);

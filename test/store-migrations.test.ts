@@ -10,6 +10,7 @@ import { SCHEMA_VERSION } from '../src/store/db.ts';
 import { openStore } from '../src/store/store.ts';
 import { createDeliveryService } from '../src/services/deliveries.ts';
 import { databaseAtVersion, silentLog, tempDir } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 
 /** A database at schema version 3 (the delivery engine, before leaner ingestion), with one organization, its webhook, two events and their deliveries. */
 function version3Database(path: string): void {
@@ -49,7 +50,7 @@ test('a version 3 database upgrades to the current schema with its events and de
   assert.deepEqual(store.db.pragma('foreign_key_check'), []);
 
   // Deliveries were rebuilt (cheaper status check): rows, attempts and constraints are all still there.
-  assert.deepEqual(store.deliveries.attempts(1).map((a) => [a.attempt, a.statusCode, a.outcome]), [[1, 500, 'dead']]);
+  assert.deepEqual(repos(store).deliveries.attempts(1).map((a) => [a.attempt, a.statusCode, a.outcome]), [[1, 500, 'dead']]);
   assert.throws(() => store.db.prepare("UPDATE deliveries SET status = 'lost' WHERE id = 1").run(), /CHECK constraint failed/);
   assert.throws(
     () => store.db.prepare("INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, outcome) VALUES (99, 1, 0, 0, 'x', 'dead')").run(),
@@ -62,7 +63,7 @@ test('a version 3 database upgrades to the current schema with its events and de
   assert.equal(store.db.pragma('foreign_keys', { simple: true }), 1);
 
   // The event type now comes from the payload: the delivery log shows the same as before.
-  const deliveries = store.deliveries.list('acme', { limit: 10 });
+  const deliveries = repos(store).deliveries.list('acme', { limit: 10 });
   assert.deepEqual(
     deliveries.map((d) => [d.eventId, d.eventType, d.status]),
     [

@@ -13,8 +13,9 @@ import { createDeliveryService } from '../src/services/deliveries.ts';
 import { createIngestService, type RawLine } from '../src/services/ingest.ts';
 import { SCHEMA_VERSION } from '../src/store/db.ts';
 import { MIGRATIONS } from '../src/store/migrations.ts';
-import { openStore, type Store } from '../src/store/store.ts';
+import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
+import { repos } from './sqlite-repos.ts';
 
 /** A clock that says what the test last set. */
 interface ManualClock extends Clock {
@@ -58,8 +59,8 @@ function seqsInRange(store: Store, range: { from: number; to: number }): number[
 }
 
 /** seqRange(since, until) covers exactly the events received in the window: tight when there are any, empty otherwise. */
-function assertWindow(store: Store, since: number, until: number): { from: number; to: number } {
-  const range = store.feed.seqRange(since, until);
+async function assertWindow(store: Store, since: number, until: number): Promise<{ from: number; to: number }> {
+  const range = await store.read((tx) => tx.feed.seqRange(since, until));
   const expected = seqsReceivedIn(store, since, until);
   const what = `[${since}, ${until}) -> ${JSON.stringify(range)}`;
   assert.ok(range.from <= range.to, what);
@@ -72,7 +73,7 @@ function assertWindow(store: Store, since: number, until: number): { from: numbe
  * Batches at 1000 (3 events), 2000 (2), then the clock steps back to 1500 (2, stored at 2000),
  * 2500 (1), 2500 again (2), back to 100 (1, stored at 2500), then 4000 (1).
  */
-function ingestSteppingClock(t: TestContext): { store: Store; clock: ManualClock } {
+async function ingestSteppingClock(t: TestContext): Promise<{ store: Store; clock: ManualClock }> {
   const clock = manualClock(1000);
   const store = openTestStore(t, clock);
   const ingest = createIngestService(store, silentLog);
@@ -87,15 +88,15 @@ function ingestSteppingClock(t: TestContext): { store: Store; clock: ManualClock
   ];
   for (const [at, count] of batches) {
     clock.at = at;
-    const counts = ingest.ingest('test-source', lines(count), null);
+    const counts = await ingest.ingest('test-source', lines(count), null);
     assert.equal(counts.accepted, count);
   }
   return { store, clock };
 }
 
 describe('received_at along seq', () => {
-  test('a clock that steps back between batches does not make received_at decrease: the batch takes the newest stored time', (t) => {
-    const { store } = ingestSteppingClock(t);
+  test('a clock that steps back between batches does not make received_at decrease: the batch takes the newest stored time', async (t) => {
+    const { store } = await ingestSteppingClock(t);
     const times = eventTimes(store);
     assert.deepEqual(
       times.map((e) => e.received_at),
@@ -108,15 +109,15 @@ describe('received_at along seq', () => {
     );
   });
 
-  test('the rows written with an event (outbox, quarantine, stats) use the same adjusted time', (t) => {
+  test('the rows written with an event (outbox, quarantine, stats) use the same adjusted time', async (t) => {
     const clock = manualClock(5000);
     const store = openTestStore(t, clock);
-    store.orgs.insert({ id: 'org-hooked', name: 'Hooked', createdAt: 0 });
-    store.webhooks.upsert('org-hooked', 'https://hooks.example.com/hookrelay', false, null, 0);
+    repos(store).orgs.insert({ id: 'org-hooked', name: 'Hooked', createdAt: 0 });
+    repos(store).webhooks.upsert('org-hooked', 'https://hooks.example.com/hookrelay', false, null, 0);
     const ingest = createIngestService(store, silentLog);
-    ingest.ingest('test-source', lines(1, 'org-hooked'), null);
+    await ingest.ingest('test-source', lines(1, 'org-hooked'), null);
     clock.at = 3000;
-    ingest.ingest('test-source', [...lines(1, 'org-hooked'), { bytes: Buffer.from('not json'), position: null }], null);
+    await ingest.ingest('test-source', [...lines(1, 'org-hooked'), { bytes: Buffer.from('not json'), position: null }], null);
     assert.deepEqual(store.db.prepare('SELECT received_at FROM events ORDER BY seq').pluck().all(), [5000, 5000]);
     assert.deepEqual(store.db.prepare('SELECT received_at FROM feed_rejects').pluck().all(), [5000]);
     // Fresh deliveries go out in (next_attempt_at, id) order: the later one must not be due before the earlier one.
@@ -126,76 +127,76 @@ describe('received_at along seq', () => {
     ]);
     assert.equal(store.db.prepare("SELECT updated_at FROM feed_stats WHERE source = 'test-source'").pluck().get(), 5000);
     // The raw clock is still what it says for anything else: only stored event times are held back.
-    assert.equal(store.feed.receivedAt(clock.now()), 5000);
-    assert.equal(store.feed.receivedAt(6000), 6000);
+    assert.equal(await store.read((tx) => tx.feed.receivedAt(clock.now())), 5000);
+    assert.equal(await store.read((tx) => tx.feed.receivedAt(6000)), 6000);
   });
 
-  test('receivedAt on an empty table is the time the clock gives', (t) => {
+  test('receivedAt on an empty table is the time the clock gives', async (t) => {
     const store = openTestStore(t, manualClock(0));
-    assert.equal(store.feed.receivedAt(1234), 1234);
-    assert.equal(store.feed.receivedAt(0), 0);
+    assert.equal(await store.read((tx) => tx.feed.receivedAt(1234)), 1234);
+    assert.equal(await store.read((tx) => tx.feed.receivedAt(0)), 0);
   });
 });
 
 describe('seqRange', () => {
-  test('with no events the range is empty', (t) => {
+  test('with no events the range is empty', async (t) => {
     const store = openTestStore(t, manualClock(1000));
     for (const [since, until] of [
       [0, 1],
       [0, Number.MAX_SAFE_INTEGER],
       [1000, 2000],
     ] as const) {
-      const range = store.feed.seqRange(since, until);
+      const range = await store.read((tx) => tx.feed.seqRange(since, until));
       assert.deepEqual(range, { from: 0, to: 0 });
       assert.deepEqual(seqsInRange(store, range), []);
     }
   });
 
-  test('windows before, after, around and between the batches, and edges exactly on a batch time', (t) => {
-    const { store } = ingestSteppingClock(t);
+  test('windows before, after, around and between the batches, and edges exactly on a batch time', async (t) => {
+    const { store } = await ingestSteppingClock(t);
     // Before every event, and ending exactly where the first batch starts (until is exclusive).
-    assert.deepEqual(seqsInRange(store, assertWindow(store, 0, 999)), []);
-    assert.deepEqual(seqsInRange(store, assertWindow(store, 0, 1000)), []);
+    assert.deepEqual(seqsInRange(store, await assertWindow(store, 0, 999)), []);
+    assert.deepEqual(seqsInRange(store, await assertWindow(store, 0, 1000)), []);
     // After every event, and starting just past the last one.
-    assert.deepEqual(seqsInRange(store, assertWindow(store, 4001, 10_000)), []);
-    assert.deepEqual(seqsInRange(store, assertWindow(store, 5000, Number.MAX_SAFE_INTEGER)), []);
+    assert.deepEqual(seqsInRange(store, await assertWindow(store, 4001, 10_000)), []);
+    assert.deepEqual(seqsInRange(store, await assertWindow(store, 5000, Number.MAX_SAFE_INTEGER)), []);
     // Everything.
-    assert.deepEqual(assertWindow(store, 0, Number.MAX_SAFE_INTEGER), { from: 1, to: 13 });
-    assert.deepEqual(assertWindow(store, 1000, 4001), { from: 1, to: 13 });
+    assert.deepEqual(await assertWindow(store, 0, Number.MAX_SAFE_INTEGER), { from: 1, to: 13 });
+    assert.deepEqual(await assertWindow(store, 1000, 4001), { from: 1, to: 13 });
     // The last event alone: since exactly on its time.
-    assert.deepEqual(assertWindow(store, 4000, 4001), { from: 12, to: 13 });
+    assert.deepEqual(await assertWindow(store, 4000, 4001), { from: 12, to: 13 });
     // Up to the last event, excluded.
-    assert.deepEqual(assertWindow(store, 0, 4000), { from: 1, to: 12 });
+    assert.deepEqual(await assertWindow(store, 0, 4000), { from: 1, to: 12 });
     // Edges exactly on batch times: since includes the batch, until excludes it.
-    assert.deepEqual(assertWindow(store, 1000, 2000), { from: 1, to: 4 });
-    assert.deepEqual(assertWindow(store, 2000, 2500), { from: 4, to: 8 });
-    assert.deepEqual(assertWindow(store, 2000, 2501), { from: 4, to: 12 });
-    assert.deepEqual(assertWindow(store, 1001, 2001), { from: 4, to: 8 });
+    assert.deepEqual(await assertWindow(store, 1000, 2000), { from: 1, to: 4 });
+    assert.deepEqual(await assertWindow(store, 2000, 2500), { from: 4, to: 8 });
+    assert.deepEqual(await assertWindow(store, 2000, 2501), { from: 4, to: 12 });
+    assert.deepEqual(await assertWindow(store, 1001, 2001), { from: 4, to: 8 });
     // The batches stored under a stepped-back clock are found at the time they were stored with, not the clock's.
-    assert.deepEqual(seqsInRange(store, assertWindow(store, 1500, 1501)), []);
-    assert.deepEqual(seqsInRange(store, assertWindow(store, 100, 101)), []);
+    assert.deepEqual(seqsInRange(store, await assertWindow(store, 1500, 1501)), []);
+    assert.deepEqual(seqsInRange(store, await assertWindow(store, 100, 101)), []);
     // Empty windows between batches, and a zero-width window on a batch time.
-    assert.deepEqual(seqsInRange(store, assertWindow(store, 1001, 2000)), []);
-    assert.deepEqual(seqsInRange(store, assertWindow(store, 2501, 4000)), []);
-    assert.deepEqual(seqsInRange(store, assertWindow(store, 2000, 2000)), []);
+    assert.deepEqual(seqsInRange(store, await assertWindow(store, 1001, 2000)), []);
+    assert.deepEqual(seqsInRange(store, await assertWindow(store, 2501, 4000)), []);
+    assert.deepEqual(seqsInRange(store, await assertWindow(store, 2000, 2000)), []);
   });
 
-  test('every window whose edges are on, just before or just after a batch time', (t) => {
-    const { store } = ingestSteppingClock(t);
+  test('every window whose edges are on, just before or just after a batch time', async (t) => {
+    const { store } = await ingestSteppingClock(t);
     const times = [...new Set(eventTimes(store).map((e) => e.received_at))];
     const edges = [0, Number.MAX_SAFE_INTEGER, ...times.flatMap((at) => [at - 1, at, at + 1])].sort((a, b) => a - b);
     let nonEmpty = 0;
     for (const since of edges) {
       for (const until of edges) {
         if (since >= until) continue;
-        assertWindow(store, since, until);
+        await assertWindow(store, since, until);
         if (seqsReceivedIn(store, since, until).length > 0) nonEmpty++;
       }
     }
     assert.ok(nonEmpty > 50, `only ${nonEmpty} windows held events`);
   });
 
-  test('a long history under a clock that wanders back and forth: every window matches a full scan', (t) => {
+  test('a long history under a clock that wanders back and forth: every window matches a full scan', async (t) => {
     const clock = manualClock(1_000_000);
     const store = openTestStore(t, clock);
     const ingest = createIngestService(store, silentLog);
@@ -207,7 +208,7 @@ describe('seqRange', () => {
     };
     for (let batch = 0; batch < 60; batch++) {
       clock.at += Math.floor(random() * 5000) - 3000;
-      ingest.ingest('test-source', lines(1 + Math.floor(random() * 4), batch % 2 === 0 ? 'org-a' : 'org-b'), null);
+      await ingest.ingest('test-source', lines(1 + Math.floor(random() * 4), batch % 2 === 0 ? 'org-a' : 'org-b'), null);
     }
     const times = eventTimes(store);
     for (let i = 1; i < times.length; i++) assert.ok(times[i]!.received_at >= times[i - 1]!.received_at, `seq ${times[i]!.seq}`);
@@ -216,9 +217,9 @@ describe('seqRange', () => {
     for (let i = 0; i < 400; i++) {
       const a = first - 2000 + Math.floor(random() * (last - first + 4000));
       const b = first - 2000 + Math.floor(random() * (last - first + 4000));
-      if (a !== b) assertWindow(store, Math.min(a, b), Math.max(a, b));
+      if (a !== b) await assertWindow(store, Math.min(a, b), Math.max(a, b));
     }
-    for (const { received_at: at } of times) assertWindow(store, at, at + 1);
+    for (const { received_at: at } of times) await assertWindow(store, at, at + 1);
   });
 });
 
@@ -231,7 +232,7 @@ describe('migration 4', () => {
     assert.equal(store.db.prepare("SELECT 1 FROM sqlite_schema WHERE name = 'events_org_received'").get(), undefined);
   });
 
-  test('a version 3 database with events is migrated: the index is dropped, the events kept, and windows work on them', (t) => {
+  test('a version 3 database with events is migrated: the index is dropped, the events kept, and windows work on them', async (t) => {
     const path = join(tempDir(t, 'hookrelay-seq-range-'), 'hookrelay.db');
     const v3 = new Database(path);
     v3.pragma('journal_mode = WAL');
@@ -251,13 +252,13 @@ describe('migration 4', () => {
     assert.equal(store.db.prepare("SELECT 1 FROM sqlite_schema WHERE name = 'events_org_received'").get(), undefined);
     assert.equal(store.db.prepare('SELECT count(*) FROM events').pluck().get(), 4);
     // A new batch under a clock behind the newest old event takes that event's time.
-    createIngestService(store, silentLog).ingest('test-source', lines(2), null);
+    await createIngestService(store, silentLog).ingest('test-source', lines(2), null);
     assert.deepEqual(
       eventTimes(store).map((e) => e.received_at),
       [100, 200, 200, 300, 300, 300],
     );
-    assert.deepEqual(assertWindow(store, 200, 300), { from: 2, to: 4 });
-    assert.deepEqual(assertWindow(store, 300, 301), { from: 4, to: 7 });
+    assert.deepEqual(await assertWindow(store, 200, 300), { from: 2, to: 4 });
+    assert.deepEqual(await assertWindow(store, 300, 301), { from: 4, to: 7 });
   });
 });
 
@@ -265,12 +266,12 @@ test('recovery without an end covers the events received after the clock stepped
   const clock = manualClock(1_000_000);
   const store = openTestStore(t, clock);
   const ingest = createIngestService(store, silentLog);
-  store.orgs.insert({ id: 'org-a', name: 'A', createdAt: 0 });
-  ingest.ingest('/feed.jsonl', lines(1), null);
+  repos(store).orgs.insert({ id: 'org-a', name: 'A', createdAt: 0 });
+  await ingest.ingest('/feed.jsonl', lines(1), null);
   clock.at = 990_000;
-  ingest.ingest('/feed.jsonl', lines(1), null);
+  await ingest.ingest('/feed.jsonl', lines(1), null);
   // Both stored at 1,000,000 (the second batch does not go back in time), neither queued (no webhook yet).
-  store.webhooks.upsert('org-a', 'https://hooks.example/a', false, null, clock.at);
+  repos(store).webhooks.upsert('org-a', 'https://hooks.example/a', false, null, clock.at);
   const deliveries = createDeliveryService(store, silentLog, { failingAfterFailures: 5, disableAfterMs: 86_400_000, secretRotationGraceMs: 1000 });
   assert.deepEqual(await deliveries.recover('org-a', 0), { requeued: 2, hurried: 0 });
 });

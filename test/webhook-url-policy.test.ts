@@ -16,6 +16,7 @@ import { createAddressPolicy, embeddedIpv4, ipv6Groups } from '../src/domain/add
 import { CLI } from './feed-helpers.ts';
 import { call, seedOrg, startRelay, tempDir } from './helpers.ts';
 import { appendFeed, attemptsOf, createTestTls, FAST_DELIVERY, feedLine, startReceiver, waitForDelivery } from './receivers.ts';
+import { repos } from './sqlite-repos.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -59,7 +60,7 @@ const REFUSED: ReadonlyArray<readonly [string, string]> = [
 
 test('registration refuses every internal target in every notation with 422 webhook_url_not_allowed and its reason, and changes nothing', async (t) => {
   const relay = await startRelay(t);
-  const { admin } = seedOrg(relay.services, 'acme');
+  const { admin } = await seedOrg(relay.services, 'acme');
   const token = relay.token('acme', admin);
   // A name that does not resolve here reaches nothing: it is accepted, and every attempt checks it again.
   const first = await call(relay.baseUrl, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: 'https://hooks.example.com/in' } });
@@ -81,7 +82,7 @@ test('registration refuses every internal target in every notation with 422 webh
 
 test('delivery.allowNetworks opens exactly what it lists at registration too; public addresses are accepted', async (t) => {
   const relay = await startRelay(t, { 'delivery.allowNetworks': '10.0.0.0/8,fd00:1::/32' });
-  const { admin } = seedOrg(relay.services, 'acme');
+  const { admin } = await seedOrg(relay.services, 'acme');
   const token = relay.token('acme', admin);
   const register = (url: string) => call(relay.baseUrl, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: url } });
   for (const url of ['https://10.1.2.3/hook', 'https://[::ffff:10.1.2.3]/hook', 'https://[::ffff:0:a01:203]/hook', 'https://[fd00:1::5]/hook', 'https://93.184.216.34/hook', 'https://[2606:4700:4700::1111]/hook', 'https://[64:ff9b::808:808]/hook']) {
@@ -158,13 +159,13 @@ test('delivery.organizationNetworks grants an internal network to one organizati
   const tls = createTestTls(t);
   const relay = await startRelay(t, { 'delivery.caFile': tls.caFile, 'delivery.organizationNetworks': 'acme=127.0.0.1/32,keeper=127.0.0.1/32', 'delivery.storeInternalResponses': 'keeper', ...FAST_DELIVERY, 'delivery.retrySchedule': '1s' });
   const receiver = await startReceiver(t, tls, () => ({ status: 200, body: 'internal service says: db password is hunter2' }));
-  for (const orgId of ['acme', 'keeper', 'globex']) seedOrg(relay.services, orgId);
+  for (const orgId of ['acme', 'keeper', 'globex']) await seedOrg(relay.services, orgId);
 
   await relay.services.webhooks.register('acme', { webhook_url: receiver.url });
   await relay.services.webhooks.register('keeper', { webhook_url: receiver.url });
   await assert.rejects(relay.services.webhooks.register('globex', { webhook_url: receiver.url }), { code: 'webhook_url_not_allowed', details: { reason: 'loopback_address' } });
   // Registered before the check (or pointed there by DNS later): refused at delivery too.
-  relay.store.webhooks.upsert('globex', receiver.url, false, null, Date.now());
+  repos(relay.store).webhooks.upsert('globex', receiver.url, false, null, Date.now());
 
   appendFeed(relay.config.feed.path, [feedLine('acme', 'evt_acme'), feedLine('keeper', 'evt_keeper'), feedLine('globex', 'evt_globex')]);
   const acme = await waitForDelivery(relay.store, 'acme', 'evt_acme', (d) => d.status === 'delivered', 'acme delivered');

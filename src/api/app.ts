@@ -31,7 +31,7 @@ export interface ApiDeps {
   readonly log: Logger;
   readonly services: { readonly roles: RoleService; readonly users: UserService; readonly webhooks: WebhookService; readonly deliveries: DeliveryService };
   /** Readiness: throws, returns false or says why not while the relay cannot serve (database gone or unwritable, shutting down). */
-  readonly isReady: () => boolean | NotReady;
+  readonly isReady: () => boolean | NotReady | Promise<boolean | NotReady>;
   /** GET /metrics on this listener, when the metrics are served here. */
   readonly metrics?: MetricsEndpoint;
   /**
@@ -93,10 +93,10 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   publicRoute('/healthz', (ctx) => {
     ctx.body = { status: 'ok' };
   });
-  publicRoute('/readyz', (ctx) => {
+  publicRoute('/readyz', async (ctx) => {
     let ready: boolean | NotReady = false;
     try {
-      ready = deps.isReady();
+      ready = await deps.isReady();
     } catch (err) {
       log.warn({ err }, 'readiness check failed');
     }

@@ -171,7 +171,7 @@ export function authenticate(deps: { keys: AuthKeys; auth: Config['auth']; users
     if (typeof email !== 'string' || typeof orgId !== 'string') {
       throw invalidToken(`The token must carry the claims "${auth.emailClaim}" (e-mail) and "${auth.organizationClaim}" (organization id)`);
     }
-    const principal = deps.users.principal(orgId, email);
+    const principal = await deps.users.principal(orgId, email);
     if (principal === null) throw invalidToken('The token subject is not a user of its organization');
     ctx.state.principal = principal;
     await next();

@@ -16,8 +16,8 @@ export function registerDeliveriesCommands(program: Command): void {
       const limit = limitOption(options.limit);
       const status = options.status as (typeof STATUSES)[number] | undefined;
       if (status !== undefined && !STATUSES.includes(status)) throw new UsageError(`--status must be one of ${STATUSES.join(', ')}; got "${options.status}"`);
-      withServices(options, ({ services }) => {
-        const rows = services.deliveries.list(options.org, { status, limit }).map(deliveryView);
+      return withServices(options, async ({ services }) => {
+        const rows = (await services.deliveries.list(options.org, { status, limit })).map(deliveryView);
         print(options, rows, () =>
           rows.length === 0 ? 'no deliveries' : table([['ID', 'STATUS', 'ATTEMPTS', 'EVENT', 'LAST ERROR'], ...rows.map((r) => [String(r.id), r.status, String(r.attempts), r.event_id, r.last_error ?? ''])]),
         );
@@ -28,8 +28,8 @@ export function registerDeliveriesCommands(program: Command): void {
     .action((id: string, _options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string }>(cmd);
       const deliveryId = cliId(id);
-      withServices(options, ({ services }) => {
-        const { delivery, attempts } = services.deliveries.get(options.org, deliveryId);
+      return withServices(options, async ({ services }) => {
+        const { delivery, attempts } = await services.deliveries.get(options.org, deliveryId);
         const view = { ...deliveryView(delivery), attempt_log: attempts.map((a) => ({ attempt: a.attempt, started_at: iso(a.startedAt), duration_ms: a.durationMs, status_code: a.statusCode, error: a.errorClass, error_detail: a.errorDetail, outcome: a.outcome })) };
         print(options, view, () =>
           [`delivery ${view.id}: ${view.status}, ${view.attempts} attempt(s), event ${view.event_id}`, ...view.attempt_log.map((a) => `  #${a.attempt} ${a.started_at} ${a.status_code ?? a.error} ${a.outcome}${a.error_detail ? ` (${a.error_detail})` : ''}`)].join('\n'),
@@ -44,8 +44,8 @@ export function registerDeliveriesCommands(program: Command): void {
     .action((id: string, _options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string }>(cmd);
       const deliveryId = cliId(id);
-      withServices(options, ({ services }) => {
-        const d = services.deliveries.replay(options.org, deliveryId);
+      return withServices(options, async ({ services }) => {
+        const d = await services.deliveries.replay(options.org, deliveryId);
         process.stdout.write(`event ${d.eventId} queued again as delivery ${d.id}\n`);
       });
     });

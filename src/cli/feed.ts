@@ -53,8 +53,8 @@ export function registerFeedCommands(program: Command): void {
         let bytes = 0;
         const ingest: IngestService = {
           ...path.ingest,
-          ingest(...args) {
-            const counts = path.ingest.ingest(...args);
+          async ingest(...args) {
+            const counts = await path.ingest.ingest(...args);
             lines += args[1].length;
             bytes += sourceBytes(args[1]);
             progress.update(lines, size === null || size === 0 ? undefined : bytes / size);
@@ -88,8 +88,8 @@ export function registerFeedCommands(program: Command): void {
       const after = Number(options.after);
       if (!Number.isInteger(after) || after < 0) throw new UsageError(`--after must be a non-negative integer; got "${options.after}"`);
       const limit = limitOption(options.limit);
-      withServices(options, ({ store, log }) => {
-        const rejects = createIngestService(store, log).rejects(after, limit);
+      return withServices(options, async ({ store, log }) => {
+        const rejects = await createIngestService(store, log).rejects(after, limit);
         const view = rejects.map((r) => ({
           id: r.id,
           source: r.source,
@@ -111,12 +111,14 @@ export function registerFeedCommands(program: Command): void {
     });
   jsonOption(feed.command('status').description('lines accepted, duplicate and quarantined; undeliverable events')).action((_options: unknown, cmd: Command) => {
     const options = optionsOf(cmd);
-    withServices(options, ({ store, log }) => {
+    return withServices(options, async ({ store, log }) => {
       const ingest = createIngestService(store, log);
-      const stats = ingest.stats();
-      const undeliverable = ingest.undeliverable();
+      const stats = await ingest.stats();
+      const undeliverable = await ingest.undeliverable();
       const view = {
-        sources: stats.map((s) => ({ source: s.source, accepted: s.accepted, duplicates: s.duplicates, quarantined: s.quarantined, updated_at: iso(s.updatedAt), position: ingest.position(s.source)?.position ?? null })),
+        sources: await Promise.all(
+          stats.map(async (s) => ({ source: s.source, accepted: s.accepted, duplicates: s.duplicates, quarantined: s.quarantined, updated_at: iso(s.updatedAt), position: (await ingest.position(s.source))?.position ?? null })),
+        ),
         undeliverable: undeliverable.map((u) => ({ organization_id: u.orgId, events: u.events })),
       };
       print(options, view, () => {

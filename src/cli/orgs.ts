@@ -10,15 +10,15 @@ export function registerOrgsCommands(program: Command): void {
     .option('--name <name>', 'display name')
     .action((id: string, _options: unknown, cmd: Command) => {
       const options = optionsOf<{ name?: string }>(cmd);
-      withServices(options, ({ services }) => {
-        const org = services.orgs.add({ id, name: options.name });
+      return withServices(options, async ({ services }) => {
+        const org = await services.orgs.add({ id, name: options.name });
         process.stdout.write(`added organization ${org.id} (${org.name})\n`);
       });
     });
   jsonOption(orgs.command('list').description('list organizations')).action((_options: unknown, cmd: Command) => {
     const options = optionsOf(cmd);
-    withServices(options, ({ services }) => {
-      const list = services.orgs.list();
+    return withServices(options, async ({ services }) => {
+      const list = await services.orgs.list();
       print(options, list.map((o) => ({ id: o.id, name: o.name, created_at: iso(o.createdAt) })), () =>
         list.length === 0 ? 'no organizations; add one with: hookrelay orgs add ID' : table([['ID', 'NAME', 'CREATED'], ...list.map((o) => [o.id, o.name, iso(o.createdAt)])]),
       );

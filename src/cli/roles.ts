@@ -5,8 +5,8 @@ export function registerRolesCommands(program: Command): void {
   const roles = program.command('roles').description('manage roles');
   jsonOption(roles.command('list').description('list roles and their permissions')).action((_options: unknown, cmd: Command) => {
     const options = optionsOf(cmd);
-    withServices(options, ({ services }) => {
-      const list = services.roles.list();
+    return withServices(options, async ({ services }) => {
+      const list = await services.roles.list();
       print(options, list.map((r) => ({ name: r.name, description: r.description, permissions: r.permissions, builtin: r.builtin })), () =>
         table([['NAME', 'PERMISSIONS', 'DESCRIPTION'], ...list.map((r) => [r.name, r.permissions.join(','), r.description])]),
       );
@@ -20,9 +20,9 @@ export function registerRolesCommands(program: Command): void {
     .option('--permissions <list>', 'comma-separated: roles:read, users:manage, webhook:read, webhook:manage', '')
     .action((name: string, _options: unknown, cmd: Command) => {
       const options = optionsOf<{ description: string; permissions: string }>(cmd);
-      withServices(options, ({ services }) => {
+      return withServices(options, async ({ services }) => {
         const permissions = options.permissions.split(',').map((p) => p.trim()).filter((p) => p !== '');
-        const role = services.roles.add({ name, description: options.description, permissions });
+        const role = await services.roles.add({ name, description: options.description, permissions });
         process.stdout.write(`added role ${role.name} (${role.permissions.join(', ') || 'no permissions'})\n`);
       });
     });

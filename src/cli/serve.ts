@@ -43,7 +43,7 @@ export function registerServeCommands(program: Command): void {
     .command('migrate')
     .description('apply pending database migrations and exit')
     .action((_options: unknown, cmd: Command) => {
-      withServices(optionsOf(cmd), ({ store, config }) => {
+      return withServices(optionsOf(cmd), ({ store, config }) => {
         // Opening the store applies pending migrations; report what it did.
         const { from, to } = store.migrated;
         process.stdout.write(from === to ? `database ${config.database.path} is at schema version ${to}\n` : `migrated ${config.database.path} from ${from} to ${to}\n`);

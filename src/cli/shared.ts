@@ -105,25 +105,19 @@ export async function withStore<T>(options: CommonOptions, fn: (ctx: CommandCont
     const log = cliLogger(config);
     return await fn({ config, store, services: createServices(store, config, log), log });
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
-/** `withStore` for a synchronous command. */
-export function withServices<T>(options: CommonOptions, fn: (ctx: CommandContext) => T): T {
+/** `withStore` whose services log nothing of their own (the command prints what it did). */
+export async function withServices<T>(options: CommonOptions, fn: (ctx: CommandContext) => T | Promise<T>): Promise<T> {
   const config = configFrom(options);
   const store = openConfiguredStore(config);
-  let result: T;
   try {
-    result = fn({ config, store, services: createServices(store, config), log: cliLogger(config) });
-  } catch (err) {
-    store.close();
-    throw err;
+    return await fn({ config, store, services: createServices(store, config), log: cliLogger(config) });
+  } finally {
+    await store.close();
   }
-  // A command that waits (a registration resolves the webhook's host name) closes the store once it is done.
-  if (result instanceof Promise) return result.finally(() => store.close()) as T;
-  store.close();
-  return result;
 }
 
 /** Prints `json` with `--json`, otherwise the human text. */

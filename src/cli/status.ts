@@ -152,7 +152,7 @@ export function registerStatusCommands(program: Command): void {
         daemon: await daemon,
         feed: config.feed.path === '-' ? null : await status.feed(config.feed.path),
         queue: await status.queue(),
-        webhooks: status.webhooks(),
+        webhooks: await status.webhooks(),
         now: store.clock.now(),
       });
       print(options, view, () => statusText(view));

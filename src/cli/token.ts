@@ -14,10 +14,10 @@ export function registerTokenCommands(program: Command): void {
       const options = optionsOf<{ org: string; email: string; ttl?: string }>(cmd);
       const ttl = options.ttl === undefined ? null : parseDuration(options.ttl);
       if (options.ttl !== undefined && (ttl === null || ttl < 1000)) throw new UsageError(`--ttl must be a duration such as 15m, 1h or 7d; got "${options.ttl}"`);
-      withServices(options, ({ config, store, services, log }) => {
+      return withServices(options, async ({ config, store, services, log }) => {
         const ttlMs = ttl ?? config.auth.tokenTtl;
         const keys = loadAuthKeys(config, log);
-        const issued = issueToken({ keys, auth: config.auth, users: services.users, clock: store.clock }, { orgId: options.org, email: options.email, ttlMs });
+        const issued = await issueToken({ keys, auth: config.auth, users: services.users, clock: store.clock }, { orgId: options.org, email: options.email, ttlMs });
         print(options, { token: issued.token, expires_at: iso(issued.expiresAt) }, () => issued.token);
       });
     });

@@ -11,8 +11,8 @@ export function registerUsersCommands(program: Command): void {
     .requiredOption('--role <role>', 'role name, see: hookrelay roles list')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string; email: string; role: string }>(cmd);
-      withServices(options, ({ services }) => {
-        const user = services.users.add({ orgId: options.org, email: options.email, roleName: options.role });
+      return withServices(options, async ({ services }) => {
+        const user = await services.users.add({ orgId: options.org, email: options.email, roleName: options.role });
         process.stdout.write(`added ${user.email} to ${user.orgId} as ${user.roleName}\n`);
       });
     });
@@ -20,8 +20,8 @@ export function registerUsersCommands(program: Command): void {
     .requiredOption('--org <id>', 'organization id')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string }>(cmd);
-      withServices(options, ({ services }) => {
-        const list = services.users.list(options.org);
+      return withServices(options, async ({ services }) => {
+        const list = await services.users.list(options.org);
         print(options, list.map((u) => ({ email: u.email, role_name: u.roleName, created_at: iso(u.createdAt), updated_at: iso(u.updatedAt) })), () =>
           list.length === 0 ? `no users in ${options.org}` : table([['EMAIL', 'ROLE', 'UPDATED'], ...list.map((u) => [u.email, u.roleName, iso(u.updatedAt)])]),
         );
@@ -35,8 +35,8 @@ export function registerUsersCommands(program: Command): void {
     .requiredOption('--role <role>', 'new role name')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string; email: string; role: string }>(cmd);
-      withServices(options, ({ services }) => {
-        const change = services.users.setRole(options.org, { email: options.email, role_name: options.role });
+      return withServices(options, async ({ services }) => {
+        const change = await services.users.setRole(options.org, { email: options.email, role_name: options.role });
         process.stdout.write(change.changed ? `${change.user.email}: ${change.previousRoleName} -> ${change.user.roleName}\n` : `${change.user.email} already has the role ${change.user.roleName}\n`);
       });
     });
@@ -48,8 +48,8 @@ export function registerUsersCommands(program: Command): void {
     .option('--force', 'remove even the last user who can manage users')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string; email: string; force?: boolean }>(cmd);
-      withServices(options, ({ services }) => {
-        const user = services.users.remove(options.org, options.email, { force: options.force === true });
+      return withServices(options, async ({ services }) => {
+        const user = await services.users.remove(options.org, options.email, { force: options.force === true });
         process.stdout.write(`removed ${user.email} from ${user.orgId}\n`);
       });
     });

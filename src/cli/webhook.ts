@@ -8,8 +8,8 @@ export function registerWebhookCommands(program: Command): void {
     .requiredOption('--org <id>', 'organization id')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string }>(cmd);
-      withServices(options, ({ services }) => {
-        const view = webhookView(services.webhooks.get(options.org));
+      return withServices(options, async ({ services }) => {
+        const view = webhookView(await services.webhooks.get(options.org));
         print(options, view, () => Object.entries(view).map(([k, v]) => `${k}: ${String(v)}`).join('\n'));
       });
     });
@@ -33,16 +33,16 @@ export function registerWebhookCommands(program: Command): void {
     .requiredOption('--org <id>', 'organization id')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string }>(cmd);
-      withServices(options, ({ services }) => {
-        process.stdout.write(services.webhooks.getSecret(options.org) + '\n');
+      return withServices(options, async ({ services }) => {
+        process.stdout.write(await services.webhooks.getSecret(options.org) + '\n');
       });
     });
   jsonOption(webhook.command('test').description('queue a webhook.test event for the webhook (the daemon sends it)'))
     .requiredOption('--org <id>', 'organization id')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string }>(cmd);
-      withServices(options, ({ services }) => {
-        const d = services.deliveries.sendTest(options.org);
+      return withServices(options, async ({ services }) => {
+        const d = await services.deliveries.sendTest(options.org);
         print(options, deliveryView(d), () => `queued test event ${d.eventId} as delivery ${d.id}; see: hookrelay deliveries show ${d.id} --org ${options.org}`);
       });
     });
@@ -53,8 +53,8 @@ export function registerWebhookCommands(program: Command): void {
       .requiredOption('--org <id>', 'organization id')
       .action((_options: unknown, cmd: Command) => {
         const options = optionsOf<{ org: string }>(cmd);
-        withServices(options, ({ services }) => {
-          services.deliveries.setEnabled(options.org, enabled);
+        return withServices(options, async ({ services }) => {
+          await services.deliveries.setEnabled(options.org, enabled);
           process.stdout.write(`webhook of ${options.org} ${enabled ? 'enabled' : 'disabled'}\n`);
         });
       });
@@ -65,8 +65,8 @@ export function registerWebhookCommands(program: Command): void {
     .requiredOption('--org <id>', 'organization id')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string }>(cmd);
-      withServices(options, ({ services }) => {
-        const r = services.deliveries.rotateSecret(options.org);
+      return withServices(options, async ({ services }) => {
+        const r = await services.deliveries.rotateSecret(options.org);
         process.stdout.write(`${r.secret}\nprevious secret keeps signing until ${iso(r.previousSecretExpiresAt)}\n`);
       });
     });

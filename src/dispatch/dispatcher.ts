@@ -156,6 +156,13 @@ export function createDispatcher(options: DispatcherOptions) {
   let claimImmediate: NodeJS.Immediate | null = null;
   let lastFlushAt = -Infinity;
   let flushFailures = 0;
+  /**
+   * The commit under way, if any: one at a time, as each hands over what the one before left
+   * (what waits to be recorded, the slots it freed). A commit asked for meanwhile runs once it
+   * has ended (`flushWanted`: 'all' wins over 'claim').
+   */
+  let inFlush: Promise<void> | null = null;
+  let flushWanted: 'all' | 'claim' | null = null;
   /** Commits in a row that found the database locked by another process, and since when (performance.now()). */
   let lockTries = 0;
   let lockedSince = 0;
@@ -187,10 +194,11 @@ export function createDispatcher(options: DispatcherOptions) {
   }
 
   /** Reads which webhooks may receive deliveries (a small read, no write). */
-  function refreshHooks(): void {
+  async function refreshHooks(): Promise<void> {
     refreshWanted = false;
+    const deliverable = await deliveries.deliverableWebhooks();
     for (const hook of hooks.values()) hook.deliverable = false;
-    for (const { orgId, status, lastSuccessAt } of deliveries.deliverableWebhooks()) {
+    for (const { orgId, status, lastSuccessAt } of deliverable) {
       const known = hooks.has(orgId);
       const hook = hookFor(orgId);
       hook.deliverable = true;
@@ -431,27 +439,47 @@ export function createDispatcher(options: DispatcherOptions) {
   function claim(): void {
     claimImmediate = null;
     if (options.health?.damaged()) return;
-    try {
-      flushNow('claim');
-    } catch (err) {
-      if (options.health?.failed('dispatch', err) == null) log.error({ err }, 'claiming deliveries failed unexpectedly; trying again shortly');
-      flushFailures++;
-      retryFlushLater();
-    }
+    runFlush('claim');
   }
 
   function flush(): void {
     flushTimer = null;
     flushImmediate = null;
     if (options.health?.damaged()) return;
-    try {
-      flushNow('all');
-    } catch (err) {
-      // A read that fails on a storage fault (a damaged page, say): logged once by `health`, backed off.
-      if (options.health?.failed('dispatch', err) != null) flushFailures++;
-      else log.error({ err }, 'dispatcher flush failed unexpectedly; trying again shortly');
-      retryFlushLater();
+    runFlush('all');
+  }
+
+  /** Runs flushNow(mode) as the one commit under way (see inFlush). */
+  function exclusiveFlush(mode: 'all' | 'claim'): Promise<void> {
+    const flushing = flushNow(mode).finally(() => {
+      inFlush = null;
+    });
+    inFlush = flushing;
+    return flushing;
+  }
+
+  /** A commit for a timer or a wake-up: now, or once the one under way has ended. Never throws. */
+  function runFlush(mode: 'all' | 'claim'): void {
+    if (inFlush !== null) {
+      if (mode === 'all' || flushWanted === null) flushWanted = mode;
+      return;
     }
+    exclusiveFlush(mode)
+      .catch((err: unknown) => {
+        // A read that fails on a storage fault (a damaged page, say): logged once by `health`, backed off.
+        if (options.health?.failed('dispatch', err) != null) flushFailures++;
+        else {
+          log.error({ err }, mode === 'claim' ? 'claiming deliveries failed unexpectedly; trying again shortly' : 'dispatcher flush failed unexpectedly; trying again shortly');
+          if (mode === 'claim') flushFailures++;
+        }
+        retryFlushLater();
+      })
+      .finally(() => {
+        const again = flushWanted;
+        flushWanted = null;
+        if (again === 'all') requestFlush();
+        else if (again === 'claim') requestClaim();
+      });
   }
 
   /**
@@ -494,11 +522,11 @@ export function createDispatcher(options: DispatcherOptions) {
    * only, for new work (see requestClaim), in a commit that does not wait for the disk; what
    * waits to be recorded is left to the next group commit.
    */
-  function flushNow(mode: 'all' | 'claim'): void {
+  async function flushNow(mode: 'all' | 'claim'): Promise<void> {
     if (!started || (mode === 'claim' && stopping)) return;
+    if (refreshWanted && !stopping) await refreshHooks();
     const now = clock.now();
     const mono = performance.now();
-    if (refreshWanted && !stopping) refreshHooks();
     // Buffered deliveries that may not start now go back: their webhook is paused, or they waited too long.
     for (const hook of hooks.values()) {
       if (hook.ready.length > 0 && (hook.pausedUntil > mono || mono - hook.ready[0]!.leasedMono > readyMaxAgeMs)) unbuffer(hook);
@@ -523,7 +551,7 @@ export function createDispatcher(options: DispatcherOptions) {
     // nothing writes nothing.
     if (wanted.length > 0 && writes === 0 && !claimOnly) {
       // Nothing to record: find out without a write transaction whether anything is due.
-      const peeked = deliveries.peek(wanted.map((w) => w.orgId));
+      const peeked = await deliveries.peek(wanted.map((w) => w.orgId));
       applyDrained(peeked.drained);
       const due = new Set(peeked.due);
       wanted = wanted.filter((w) => due.has(w.orgId));
@@ -536,7 +564,7 @@ export function createDispatcher(options: DispatcherOptions) {
     }
     let result: FlushResult;
     try {
-      result = deliveries.flush({ finished: done.map((a) => a.finished!), released: [...back.map((a) => a.delivery), ...unsent], claim }, { durable: !claimOnly });
+      result = await deliveries.flush({ finished: done.map((a) => a.finished!), released: [...back.map((a) => a.delivery), ...unsent], claim }, { durable: !claimOnly });
     } catch (err) {
       finished = done.concat(finished);
       aborted = back.concat(aborted);
@@ -554,7 +582,7 @@ export function createDispatcher(options: DispatcherOptions) {
           log.error({ err, outcomes: finished.length, failures: flushFailures }, 'recording delivery outcomes failed; they are kept and the commit is tried again');
         }
       } else if (flushFailures >= 3) {
-        isolate();
+        await isolate();
       } else {
         log.error({ err, outcomes: finished.length }, 'recording delivery outcomes failed; trying again shortly');
       }
@@ -590,12 +618,12 @@ export function createDispatcher(options: DispatcherOptions) {
    * item at a time, so one that cannot be recorded does not hold up the rest: it is logged and
    * let go (its lease lapses and it is attempted again).
    */
-  function isolate(): void {
+  async function isolate(): Promise<void> {
     const { done, back, unsent } = takeWaiting();
     /** Records one item; false (it is kept for the next commit) when the database is locked by another process. */
-    const one = (work: Parameters<DeliveryService['flush']>[0], id: number): boolean => {
+    const one = async (work: Parameters<DeliveryService['flush']>[0], id: number): Promise<boolean> => {
       try {
-        deliveries.flush(work);
+        await deliveries.flush(work);
       } catch (err) {
         if (isLockWait(err)) return false;
         log.error({ err, delivery: id }, 'this delivery cannot be recorded; it is let go, and will be attempted again when its lease lapses');
@@ -604,7 +632,7 @@ export function createDispatcher(options: DispatcherOptions) {
     };
     let locked = false;
     for (const a of done) {
-      if (locked || !one({ finished: [a.finished!], released: [], claim: null }, a.delivery.id)) {
+      if (locked || !(await one({ finished: [a.finished!], released: [], claim: null }, a.delivery.id))) {
         locked = true;
         finished.push(a);
         continue;
@@ -613,7 +641,7 @@ export function createDispatcher(options: DispatcherOptions) {
       if (endCallsForLook(a)) a.hook.hasWork = true;
     }
     for (const a of back) {
-      if (locked || !one({ finished: [], released: [a.delivery], claim: null }, a.delivery.id)) {
+      if (locked || !(await one({ finished: [], released: [a.delivery], claim: null }, a.delivery.id))) {
         locked = true;
         aborted.push(a);
         continue;
@@ -622,7 +650,7 @@ export function createDispatcher(options: DispatcherOptions) {
       a.hook.hasWork = true;
     }
     for (const d of unsent) {
-      if (locked || !one({ finished: [], released: [d], claim: null }, d.id)) {
+      if (locked || !(await one({ finished: [], released: [d], claim: null }, d.id))) {
         locked = true;
         unstarted.push(d);
       }
@@ -713,6 +741,8 @@ export function createDispatcher(options: DispatcherOptions) {
       pollTimer = null;
       wakeTimer = null;
       wakeAt = Infinity;
+      // A commit under way may still claim: what it leases lands in the buffers given back here.
+      await inFlush?.catch(() => {});
       for (const hook of hooks.values()) unbuffer(hook);
       const all = () => Promise.allSettled([...running].map((a) => a.running));
       if (running.size > 0) {
@@ -735,8 +765,9 @@ export function createDispatcher(options: DispatcherOptions) {
       // Three tries, and while the database is locked by another process, up to lockWaitMs more.
       const lockDeadline = performance.now() + lockWaitMs;
       for (let i = 0; left() > 0 && !options.health?.damaged() && (i < 3 || (lockTries > 0 && performance.now() < lockDeadline)); i++) {
+        await inFlush?.catch(() => {});
         try {
-          flushNow('all');
+          await exclusiveFlush('all');
         } catch (err) {
           log.error({ err }, 'recording the last outcomes failed');
         }

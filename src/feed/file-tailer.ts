@@ -6,7 +6,7 @@ import { RejectReason } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import type { IngestService, Lines } from '../services/ingest.ts';
 import { storageRetryDelayMs, type StorageHealth } from '../services/storage-health.ts';
-import type { FeedPosition } from '../store/feed-repo.ts';
+import type { FeedPosition } from '../store/repos.ts';
 import type { ParsedLines } from '../domain/feed-event.ts';
 import { BatchPipeline } from './batch-pipeline.ts';
 import { watchForChanges, type ChangeWatch } from './change-watch.ts';
@@ -214,9 +214,12 @@ export function createFileTailer(options: FileTailerOptions) {
     if (fp.current.bytes < wanted) fp.current = await fingerprintOf(feed.fh, wanted);
     const tail = { position: end, hash: await tailFingerprintOf(feed.fh, end) };
     const position: FeedPosition = { source, dev: feed.dev, ino: feed.ino, fingerprint: fp.current.hash, fingerprintBytes: fp.current.bytes, position: end, tailFingerprint: tail.hash };
-    const write = () => (lines.length === 0 ? options.ingest.savePosition(position) : options.ingest.ingest(source, lines, position, parsed));
+    const write = async (): Promise<void> => {
+      if (lines.length === 0) await options.ingest.savePosition(position);
+      else await options.ingest.ingest(source, lines, position, parsed);
+    };
     if (options.health) await options.health.retrying('feed', write, controller?.signal);
-    else write();
+    else await write();
     fp.tail = tail;
   }
 
@@ -287,7 +290,7 @@ export function createFileTailer(options: FileTailerOptions) {
   }
 
   async function startingPoint(feed: OpenFeed, appeared: boolean, signal: AbortSignal): Promise<number> {
-    const saved = options.ingest.position(source);
+    const saved = await options.ingest.position(source);
     if (saved === null) {
       // `end` skips what the file held before the daemon started; a file that appeared while we
       // waited for it holds only lines written since, so all of it is new.

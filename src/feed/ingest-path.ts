@@ -1,9 +1,8 @@
 import type { Logger } from '../log.ts';
 import { createIngestService, type IngestService, type Lines } from '../services/ingest.ts';
 import { nobodyListens, type WorkSignal } from '../services/work-signal.ts';
-import { BUSY_LINGER_MS, startBackgroundCheckpoints } from '../store/checkpointer.ts';
-import { createHeapTrimmer } from '../store/heap-trim.ts';
-import type { Store } from '../store/store.ts';
+import { BUSY_LINGER_MS } from '../store/checkpointer.ts';
+import type { Store } from '../store/repos.ts';
 import { sourceBytes } from './line-batch.ts';
 import { createWorkerLineParser, IDLE_THREAD_MS, type LineParser } from './line-parser.ts';
 
@@ -64,19 +63,18 @@ export interface IngestPathOptions {
 
 export async function openIngestPath(store: Store, log: Logger, options: IngestPathOptions = {}): Promise<IngestPath> {
   const whileBusy = options.checkpointsWhileBusy ?? false;
-  const checkpoints = await startBackgroundCheckpoints(store.db, log, { whileBusy });
+  const checkpoints = await store.startCheckpoints(log, { whileBusy });
   const parser = createWorkerLineParser(log);
   const service = createIngestService(store, log, options.work ?? nobodyListens);
   // The daemon gives back what a burst took once it is over: the parser thread's heap goes with
   // the thread and the page cache shrinks, but glibc keeps the freed pages in its arenas (they
   // were most of the daemon's memory after a large ingest) until asked to release them.
-  const trimmer = createHeapTrimmer(store.db);
   const releaseAfterMs = options.releaseAfterBurstMs ?? RELEASE_AFTER_BURST_MS;
   let releaseTimer: NodeJS.Timeout | null = null;
   const release = (why: string): number | null => {
     const before = process.memoryUsage.rss();
     const started = performance.now();
-    if (!trimmer.trim()) return null;
+    if (!store.trimHeap()) return null;
     const ms = performance.now() - started;
     const after = process.memoryUsage.rss();
     log.debug({ rssBeforeMiB: Math.round(before / 2 ** 20), rssAfterMiB: Math.round(after / 2 ** 20), ms: Math.round(ms * 10) / 10 }, `memory freed ${why} given back to the system`);
@@ -85,7 +83,7 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
   };
   const burst = () => {
     checkpoints.busy();
-    if (!whileBusy || !trimmer.available) return;
+    if (!whileBusy || !store.canTrimHeap) return;
     if (releaseTimer !== null) clearTimeout(releaseTimer);
     releaseTimer = setTimeout(() => {
       releaseTimer = null;

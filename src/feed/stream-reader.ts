@@ -35,7 +35,7 @@ export async function ingestStream(input: Readable, options: StreamReadOptions):
   const commit = (lines: Lines, parsed: Parameters<IngestService['ingest']>[3]) => options.ingest.ingest(options.source, lines, null, parsed);
   const pipeline = new BatchPipeline<null>(options.parser ?? inlineLineParser, options.ingest.now, async (lines, parsed) => {
     const { health } = options;
-    addCounts(total, health ? await health.retrying('feed', () => commit(lines, parsed), options.signal) : commit(lines, parsed));
+    addCounts(total, health ? await health.retrying('feed', () => commit(lines, parsed), options.signal) : await commit(lines, parsed));
   });
   const batches = new BatchFiller(options.batchLines, options.batchBytes ?? Infinity, (lines) => pipeline.submit(lines, null));
   const onAbort = () => input.destroy();

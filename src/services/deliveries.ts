@@ -8,10 +8,9 @@ import { WebhookStatus } from '../domain/types.ts';
 import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason, disabledReasonText } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
-import { DeliveryStatus, sendable, type DeliveryRow, type DueDelivery, type ListFilter } from '../store/deliveries-repo.ts';
+import { DeliveryStatus, sendable, type AttemptToStore, type DeliveryRow, type DueDelivery, type ListFilter, type Store, type Tx } from '../store/repos.ts';
 import { whenUnlocked } from '../store/lock-wait.ts';
-import type { Store } from '../store/store.ts';
-import type { WebhookStatusChange } from '../store/webhooks-repo.ts';
+import type { WebhookHealth, WebhookStatusChange } from '../store/repos.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
 export const TEST_EVENT_TYPE = 'webhook.test';
@@ -89,6 +88,8 @@ interface StatusChangeOf {
   readonly orgId: string;
   readonly url: string;
   readonly change: WebhookStatusChange;
+  /** The webhook's health once the change was made, read in the same transaction (for the log line). */
+  health?: WebhookHealth | null;
 }
 
 /** The public state of a delivery: `failed` is a pending delivery whose last attempt failed. */
@@ -105,7 +106,6 @@ function notFound(id: number | string): HookrelayError {
  * and the delivery log, replay, recovery, test events and webhook health (for API and CLI).
  */
 export function createDeliveryService(store: Store, log: Logger, options: DeliveryServiceOptions, work: WorkSignal = nobodyListens) {
-  const { deliveries, webhooks } = store;
   /** Successful deliveries per organization since the last summary (see logDeliveredSummary). */
   let delivered = new Map<string, number>();
   let summaryFromMono = performance.now();
@@ -116,12 +116,12 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
    * FeedRepo.receivedAt), so queue order and time order agree even when the clock steps back.
    * Call inside the write transaction.
    */
-  function queueTime(): number {
-    return store.feed.receivedAt(store.clock.now());
+  function queueTime(tx: Tx): Promise<number> {
+    return tx.feed.receivedAt(store.clock.now());
   }
 
-  function requireWebhook(orgId: string) {
-    const webhook = webhooks.get(orgId);
+  async function requireWebhook(tx: Tx, orgId: string) {
+    const webhook = await tx.webhooks.get(orgId);
     if (!webhook) throw new HookrelayError(ErrorCode.webhookNotConfigured, `organization "${orgId}" has no webhook; register one first`);
     return webhook;
   }
@@ -133,10 +133,11 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
    * ordering key (a later change of a request waits for the earlier one). A row that can never
    * be sent is marked dead with the reason and skipped. Runs inside the caller's transaction.
    */
-  function claimIn(wanted: readonly ClaimWanted[], leaseMs: number, now: number, into: FlushResult): void {
+  async function claimIn(tx: Tx, wanted: readonly ClaimWanted[], leaseMs: number, now: number, into: FlushResult): Promise<void> {
     for (const { orgId, room } of wanted) {
       const pageSize = room * 2 + 2;
-      const page = deliveries.dueRows(orgId, now, pageSize);
+      const page = await tx.deliveries.dueRows(orgId, now, pageSize);
+      const leased: number[] = [];
       const byKey = new Map<number, ClaimedDelivery>();
       let full = false;
       for (const row of page) {
@@ -151,27 +152,32 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         }
         const d = sendable(row);
         if (d.unsendable !== null) {
-          deliveries.markUnsendable(d.id, d.unsendable, now);
+          await tx.deliveries.markUnsendable(d.id, d.unsendable, now);
           into.unsendable.push({ id: d.id, orgId, eventId: d.eventId, reason: d.unsendable });
           continue;
         }
-        deliveries.lease(d.id, now + leaseMs, now);
+        leased.push(d.id);
         // A retry may hold back later changes of its request that the query left out.
         const claimed: ClaimedDelivery = { ...d, secrets: signingSecrets(d, now), holdsBack: d.attempts > 0 };
         byKey.set(d.orderingKey, claimed);
         into.claimed.push(claimed);
       }
+      if (leased.length > 0) await tx.deliveries.lease(leased, now + leaseMs, now);
       // A short page read to its end is the whole of what is due now: the organization needs no
       // look before its next retry, a wake-up, or the end of an attempt holding a request back.
-      if (page.length < pageSize && !full) into.drained.push({ orgId, nextRetryAt: deliveries.nextRetryAt(orgId, now) });
+      if (page.length < pageSize && !full) into.drained.push({ orgId, nextRetryAt: await tx.deliveries.nextRetryAt(orgId, now) });
     }
   }
 
-  /** Records one finished attempt and applies its outcome. Runs inside the caller's transaction. */
-  function recordIn(f: FinishedAttempt, now: number, lastSucceeded: Set<string>, changes: StatusChangeOf[]): void {
+  /**
+   * Records one finished attempt (its log row goes into `attempts`, stored by the caller) and
+   * applies its outcome. Runs inside the caller's transaction.
+   */
+  async function recordIn(tx: Tx, f: FinishedAttempt, now: number, lastSucceeded: Set<string>, changes: StatusChangeOf[], attemptRows: AttemptToStore[]): Promise<void> {
     const { delivery: d, result, outcome } = f;
+    const { deliveries, webhooks } = tx;
     const attempts = d.attempts + 1;
-    deliveries.insertAttempt({
+    attemptRows.push({
       deliveryId: d.id,
       attempt: attempts,
       startedAt: f.startedAt,
@@ -186,27 +192,27 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
     const error = result.errorDetail;
     switch (outcome.kind) {
       case 'delivered':
-        deliveries.settle(d.id, { status: DeliveryStatus.delivered, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error: null });
+        await deliveries.settle(d.id, { status: DeliveryStatus.delivered, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error: null });
         break;
       case 'retry':
-        deliveries.settle(d.id, { status: DeliveryStatus.pending, attempts, nextAttemptAt: outcome.at, at: now, statusCode: result.statusCode, error });
+        await deliveries.settle(d.id, { status: DeliveryStatus.pending, attempts, nextAttemptAt: outcome.at, at: now, statusCode: result.statusCode, error });
         break;
       case 'dead':
-        deliveries.settle(d.id, { status: DeliveryStatus.dead, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error });
+        await deliveries.settle(d.id, { status: DeliveryStatus.dead, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error });
         break;
       case 'disable':
         // Held, not dropped: it goes out as soon as the webhook is enabled again.
-        deliveries.settle(d.id, { status: DeliveryStatus.pending, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error });
-        noteChange(changes, d, webhooks.setStatus(d.orgId, WebhookStatus.disabled, DisabledReason.gone, now));
+        await deliveries.settle(d.id, { status: DeliveryStatus.pending, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error });
+        noteChange(changes, d, await webhooks.setStatus(d.orgId, WebhookStatus.disabled, DisabledReason.gone, now));
         break;
     }
     // Webhook health, per organization in attempt order: a run of successes is one update
     // (they all set the same columns), failures each count.
     if (isSuccess(result)) {
-      if (!lastSucceeded.has(d.orgId)) noteChange(changes, d, webhooks.recordSuccess(d.orgId, now));
+      if (!lastSucceeded.has(d.orgId)) noteChange(changes, d, await webhooks.recordSuccess(d.orgId, now));
       lastSucceeded.add(d.orgId);
     } else if (outcome.kind !== 'disable') {
-      noteChange(changes, d, webhooks.recordFailure(d.orgId, now, options.failingAfterFailures, options.disableAfterMs));
+      noteChange(changes, d, await webhooks.recordFailure(d.orgId, now, options.failingAfterFailures, options.disableAfterMs));
       lastSucceeded.delete(d.orgId);
     }
   }
@@ -216,8 +222,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
   }
 
   /** Logs a webhook status change at warn: an operator filtering on warnings sees it. */
-  function logChange({ orgId, url, change }: StatusChangeOf, by: 'delivery' | 'operator'): void {
-    const health = webhooks.health(orgId);
+  function logChange({ orgId, url, change, health }: StatusChangeOf, by: 'delivery' | 'operator'): void {
     const reason = change.to === WebhookStatus.disabled ? disabledReasonText(change.disabledReason, options.disableAfterMs) : undefined;
     const message =
       change.to === WebhookStatus.disabled
@@ -282,16 +287,20 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
      * is what the lease's lapse would have led to anyway (its attempt's outcome was never
      * recorded); the next durable commit makes it durable too.
      */
-    flush(work: FlushWork, options: { durable?: boolean } = {}): FlushResult {
+    async flush(work: FlushWork, options: { durable?: boolean } = {}): Promise<FlushResult> {
       const result: FlushResult = { claimed: [], drained: [], unsendable: [] };
       const changes: StatusChangeOf[] = [];
-      store.transaction(() => {
+      await store.transaction(async (tx) => {
         changes.length = 0;
+        result.claimed.length = result.drained.length = result.unsendable.length = 0;
         const now = store.clock.now();
         const lastSucceeded = new Set<string>();
-        for (const f of work.finished) recordIn(f, now, lastSucceeded, changes);
-        for (const d of work.released) deliveries.release(d.id, now);
-        if (work.claim) claimIn(work.claim.wanted, work.claim.leaseMs, now, result);
+        const attemptRows: AttemptToStore[] = [];
+        for (const f of work.finished) await recordIn(tx, f, now, lastSucceeded, changes, attemptRows);
+        if (attemptRows.length > 0) await tx.deliveries.insertAttempts(attemptRows);
+        if (work.released.length > 0) await tx.deliveries.release(work.released.map((d) => d.id), now);
+        if (work.claim) await claimIn(tx, work.claim.wanted, work.claim.leaseMs, now, result);
+        for (const c of changes) c.health = await tx.webhooks.health(c.orgId);
       }, options);
       for (const f of work.finished) logAttempt(f);
       for (const c of changes) logChange(c, 'delivery');
@@ -325,43 +334,47 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
      * Which of `orgIds` have a delivery due now, read without a write transaction (an idle
      * daemon writes nothing); the others come back with their next retry time.
      */
-    peek(orgIds: readonly string[]): { due: string[]; drained: Array<{ orgId: string; nextRetryAt: number | null }> } {
+    peek(orgIds: readonly string[]): Promise<{ due: string[]; drained: Array<{ orgId: string; nextRetryAt: number | null }> }> {
       const now = store.clock.now();
-      const out = { due: [] as string[], drained: [] as Array<{ orgId: string; nextRetryAt: number | null }> };
-      for (const orgId of orgIds) {
-        if (deliveries.dueRows(orgId, now, 1).length > 0) out.due.push(orgId);
-        else out.drained.push({ orgId, nextRetryAt: deliveries.nextRetryAt(orgId, now) });
-      }
-      return out;
+      return store.read(async (tx) => {
+        const out = { due: [] as string[], drained: [] as Array<{ orgId: string; nextRetryAt: number | null }> };
+        for (const orgId of orgIds) {
+          if ((await tx.deliveries.dueRows(orgId, now, 1)).length > 0) out.due.push(orgId);
+          else out.drained.push({ orgId, nextRetryAt: await tx.deliveries.nextRetryAt(orgId, now) });
+        }
+        return out;
+      });
     },
 
     /** The organizations whose webhook may receive deliveries (not disabled), with its status. */
-    deliverableWebhooks(): Array<{ orgId: string; status: WebhookStatus; lastSuccessAt: number | null }> {
-      return webhooks.deliverable();
+    deliverableWebhooks(): Promise<Array<{ orgId: string; status: WebhookStatus; lastSuccessAt: number | null }>> {
+      return store.read((tx) => tx.webhooks.deliverable());
     },
 
-    list(orgId: string, filter: ListFilter): DeliveryRow[] {
-      return deliveries.list(orgId, filter);
+    list(orgId: string, filter: ListFilter): Promise<DeliveryRow[]> {
+      return store.read((tx) => tx.deliveries.list(orgId, filter));
     },
 
     get(orgId: string, id: number) {
-      const row = deliveries.get(orgId, id);
-      if (!row) throw notFound(id);
-      return { delivery: row, attempts: deliveries.attempts(id) };
+      return store.read(async (tx) => {
+        const row = await tx.deliveries.get(orgId, id);
+        if (!row) throw notFound(id);
+        return { delivery: row, attempts: await tx.deliveries.attempts(id) };
+      });
     },
 
     /** Queues the delivery's event again (same webhook-id) with a fresh retry schedule. */
-    replay(orgId: string, id: number): DeliveryRow {
-      const queued = store.transaction(() => {
-        requireWebhook(orgId);
-        const row = deliveries.get(orgId, id);
+    async replay(orgId: string, id: number): Promise<DeliveryRow> {
+      const queued = await store.transaction(async (tx) => {
+        await requireWebhook(tx, orgId);
+        const row = await tx.deliveries.get(orgId, id);
         if (!row) throw notFound(id);
-        const ref = deliveries.eventOf(id)!;
-        if (deliveries.hasPendingDelivery(ref.eventSeq)) {
+        const ref = (await tx.deliveries.eventOf(id))!;
+        if (await tx.deliveries.hasPendingDelivery(ref.eventSeq)) {
           throw validationError(`delivery ${id}'s event is already queued; wait for it or see GET /webhook/deliveries`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
         }
-        const newId = store.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, queueTime());
-        return deliveries.get(orgId, newId)!;
+        const newId = await tx.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, await queueTime(tx));
+        return (await tx.deliveries.get(orgId, newId))!;
       });
       work.notify(orgId, 'queued');
       return queued;
@@ -373,29 +386,29 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
      */
     async recover(orgId: string, since: number, until?: number, options: RecoverOptions = {}): Promise<{ requeued: number; hurried: number }> {
       // Without `until`: everything received so far, which may be later than the clock if it stepped back.
-      const end = until ?? store.feed.receivedAt(store.clock.now()) + 1;
+      const end = until ?? (await store.read((tx) => tx.feed.receivedAt(store.clock.now()))) + 1;
       if (!(since < end)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
       /** Requeues the events with seq in [from, to) (in the caller's transaction). */
-      const recoverRange = (from: number, to: number) => {
-        requireWebhook(orgId);
-        const queuedAt = queueTime();
-        let requeued = 0;
-        for (const e of deliveries.recoverable(orgId, from, to)) {
-          const key = e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId);
-          store.deliveries.insert(e.eventSeq, orgId, key, queuedAt);
-          requeued++;
-        }
-        // Retries are due by the raw clock (see DeliveriesRepo.due): made due now by it.
-        return { requeued, hurried: deliveries.hurryFailed(orgId, from, to, store.clock.now()) };
+      const recoverRange = async (tx: Tx, from: number, to: number) => {
+        await requireWebhook(tx, orgId);
+        const queuedAt = await queueTime(tx);
+        const queue = (await tx.deliveries.recoverable(orgId, from, to)).map((e) => ({
+          eventSeq: e.eventSeq,
+          orgId,
+          orderingKey: e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId),
+        }));
+        if (queue.length > 0) await tx.deliveries.insertMany(queue, queuedAt);
+        // Retries are due by the raw clock (see DeliveriesRepo.dueRows): made due now by it.
+        return { requeued: queue.length, hurried: await tx.deliveries.hurryFailed(orgId, from, to, store.clock.now()) };
       };
-      const inChunk = (lo: number, hi: number) => store.transaction(() => recoverRange(lo, hi));
-      const { from, to } = store.read(() => store.feed.seqRange(since, end));
+      const inChunk = (lo: number, hi: number) => store.transaction((tx) => recoverRange(tx, lo, hi));
+      const { from, to } = await store.read((tx) => tx.feed.seqRange(since, end));
       const counts = { requeued: 0, hurried: 0 };
       options.onChunk?.(0, to - from);
       try {
         for (let lo = from; lo < to; lo += RECOVER_CHUNK_SEQS) {
           const hi = Math.min(lo + RECOVER_CHUNK_SEQS, to);
-          const chunk = options.lockWait === undefined ? inChunk(lo, hi) : await whenUnlocked(() => inChunk(lo, hi), options.lockWait);
+          const chunk = options.lockWait === undefined ? await inChunk(lo, hi) : await whenUnlocked(() => inChunk(lo, hi), options.lockWait);
           counts.requeued += chunk.requeued;
           counts.hurried += chunk.hurried;
           options.onChunk?.(hi - from, to - from);
@@ -411,47 +424,47 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
           { cause: err },
         );
       }
-      if (from >= to) requireWebhook(orgId);
+      if (from >= to) await store.read((tx) => requireWebhook(tx, orgId));
       if (counts.requeued + counts.hurried > 0) work.notify(orgId, 'queued');
       return counts;
     },
 
     /** Stores and queues a `webhook.test` event for the organization's webhook. */
-    sendTest(orgId: string): DeliveryRow {
-      const queued = store.transaction(() => {
-        requireWebhook(orgId);
-        const now = queueTime();
+    async sendTest(orgId: string): Promise<DeliveryRow> {
+      const queued = await store.transaction(async (tx) => {
+        await requireWebhook(tx, orgId);
+        const now = await queueTime(tx);
         const id = `evt_test_${randomUUID().replaceAll('-', '')}`;
         const timestamp = new Date(now).toISOString();
         const payload = JSON.stringify({ type: TEST_EVENT_TYPE, timestamp, data: { event_id: id, organization_id: orgId, message: 'Test notification from hookrelay' } });
-        const seq = deliveries.insertTestEvent(id, orgId, payload, now);
-        const deliveryId = store.deliveries.insert(seq, orgId, testOrderingKey(orgId, id), now);
-        return deliveries.get(orgId, deliveryId)!;
+        const seq = await tx.deliveries.insertTestEvent(id, orgId, payload, now);
+        const deliveryId = await tx.deliveries.insert(seq, orgId, testOrderingKey(orgId, id), now);
+        return (await tx.deliveries.get(orgId, deliveryId))!;
       });
       work.notify(orgId, 'queued');
       return queued;
     },
 
     /** New signing secret; the previous one keeps signing for the grace period. Returns the new secret once. */
-    rotateSecret(orgId: string): { secret: string; previousSecretExpiresAt: number } {
-      return store.transaction(() => {
-        const webhook = webhooks.getWithSecret(orgId);
+    rotateSecret(orgId: string): Promise<{ secret: string; previousSecretExpiresAt: number }> {
+      return store.transaction(async (tx) => {
+        const webhook = await tx.webhooks.getWithSecret(orgId);
         if (!webhook) throw new HookrelayError(ErrorCode.webhookNotConfigured, `organization "${orgId}" has no webhook; register one first`);
         if (!webhook.activeHmac) throw new HookrelayError(ErrorCode.secretNotConfigured, 'HMAC signing is off for this webhook; register it with active_hmac true first');
         const now = store.clock.now();
         const secret = generateWebhookSecret();
         const previousSecretExpiresAt = now + options.secretRotationGraceMs;
-        webhooks.rotateSecret(orgId, secret, previousSecretExpiresAt, now);
+        await tx.webhooks.rotateSecret(orgId, secret, previousSecretExpiresAt, now);
         return { secret, previousSecretExpiresAt };
       });
     },
 
     /** Operator switch: `disabled` holds deliveries; `active` releases them. */
-    setEnabled(orgId: string, enabled: boolean): void {
-      const changed = store.transaction(() => {
-        const { url } = requireWebhook(orgId);
-        const change = webhooks.setStatus(orgId, enabled ? WebhookStatus.active : WebhookStatus.disabled, enabled ? null : DisabledReason.operator, store.clock.now());
-        return change === null ? null : { orgId, url, change };
+    async setEnabled(orgId: string, enabled: boolean): Promise<void> {
+      const changed = await store.transaction(async (tx) => {
+        const { url } = await requireWebhook(tx, orgId);
+        const change = await tx.webhooks.setStatus(orgId, enabled ? WebhookStatus.active : WebhookStatus.disabled, enabled ? null : DisabledReason.operator, store.clock.now());
+        return change === null ? null : { orgId, url, change, health: await tx.webhooks.health(orgId) };
       });
       if (changed !== null) logChange(changed, 'operator');
       work.notify(orgId, 'webhook');

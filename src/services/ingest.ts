@@ -1,8 +1,7 @@
-import { parseFeedLine, RejectReason, sameNotification, statusChangeBody, storedBody, type ParsedLines, type StorableEvent } from '../domain/feed-event.ts';
+import { parseFeedLine, RejectReason, sameNotification, statusChangeBody, storedBody, type ParsedLines, type StorableEvent, type StoredEvent } from '../domain/feed-event.ts';
 import { orderingKey } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
-import type { FeedPosition } from '../store/feed-repo.ts';
-import type { Store } from '../store/store.ts';
+import type { DeliveryToQueue, EventToStore, FeedPosition, FeedReject, Store } from '../store/repos.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
 /** At most this many bytes of a rejected line are kept in the quarantine table. */
@@ -62,9 +61,8 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
    * missing one (a missing occurred_at defaults to the time the line was first read) and the two
    * bodies compared as JSON values (key order and spacing do not matter).
    */
-  function isDuplicate(line: RawLine, event: StorableEvent): boolean {
-    const stored = store.feed.storedEvent(event.id);
-    if (stored === null) return false;
+  function isDuplicate(line: RawLine, event: StorableEvent, stored: StoredEvent | undefined): boolean {
+    if (stored === undefined) return false;
     if (stored.payload === event.details && stored.occurredAt === event.occurredAt && stored.orgId === event.orgId && stored.anticipationRequestId === event.anticipationRequestId) return true;
     const again = parseFeedLine(line.bytes, stored.occurredAt);
     return again.ok && sameNotification(storedBody(stored), statusChangeBody(again.event));
@@ -76,102 +74,131 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
       return store.clock.now();
     },
 
-    ingest(source: string, lines: Lines, position: FeedPosition | null, parsedLines?: ParsedLines): IngestCounts {
+    /**
+     * In four steps, each one repository call for the whole batch (one round trip each on a
+     * database server): parse and sort out the lines, insert the events, look up the stored
+     * events whose ids were taken (duplicate or conflict), queue the deliveries and quarantine
+     * the rejects, with the position and the counts.
+     */
+    async ingest(source: string, lines: Lines, position: FeedPosition | null, parsedLines?: ParsedLines): Promise<IngestCounts> {
       if (parsedLines !== undefined && parsedLines.length !== lines.length) throw new Error(`${parsedLines.length} parse results for ${lines.length} lines`);
       const counts = emptyCounts();
       const rejected: Array<{ position: number | null; reason: string; detail: string }> = [];
-      const hasWebhook = new Map<string, boolean>();
       /** Ordering keys queued per organization (see WorkSignal.notify). */
       const queuedKeys = new Map<string, Set<number>>();
-      store.transaction(() => {
+      await store.transaction(async (tx) => {
+        counts.accepted = counts.duplicates = counts.quarantined = counts.undeliverable = 0;
+        rejected.length = 0;
+        queuedKeys.clear();
         // Never before the newest stored event: fresh deliveries are dispatched in
         // (next_attempt_at, id) order, which must be the order in which they were queued even
         // if the clock stepped back (NTP), and time windows map to seq ranges (recovery).
-        const now = store.feed.receivedAt(store.clock.now());
-        hasWebhook.clear();
-        queuedKeys.clear();
-        const sourceId = store.feed.sourceId(source);
-        const quarantine = (line: RawLine, reason: RejectReason, detail: string, eventId: string | null, lineBytes = line.bytes.length) => {
-          store.feed.insertReject({
-            source,
-            position: line.position,
-            lineBytes,
-            raw: line.bytes.subarray(0, MAX_QUARANTINED_BYTES),
-            reason,
-            detail,
-            eventId,
-            receivedAt: now,
-          });
+        const now = await tx.feed.receivedAt(store.clock.now());
+        // Quarantined in line order (ids are what `feed rejects` pages by), whichever step found them.
+        const rejects: Array<{ index: number; reject: Omit<FeedReject, 'id'> }> = [];
+        const quarantine = (index: number, line: RawLine, reason: RejectReason, detail: string, eventId: string | null, lineBytes = line.bytes.length) => {
+          rejects.push({ index, reject: { source, position: line.position, lineBytes, raw: line.bytes.subarray(0, MAX_QUARANTINED_BYTES), reason, detail, eventId, receivedAt: now } });
           counts.quarantined++;
-          rejected.push({ position: line.position, reason, detail });
         };
 
+        const toStore: EventToStore[] = [];
+        const storedLines: RawLine[] = [];
+        const storedIndexes: number[] = [];
+        let legacyIds: string[] | null = null;
         for (let i = 0; i < lines.length; i++) {
           const line = lines.at(i)!;
           if (line.rejected) {
-            quarantine(line, line.rejected.reason, line.rejected.detail, null, line.rejected.lineBytes);
+            quarantine(i, line, line.rejected.reason, line.rejected.detail, null, line.rejected.lineBytes);
             continue;
           }
           const parsed = parsedLines?.at(i) ?? parseFeedLine(line.bytes, now);
           if (!parsed.ok) {
-            quarantine(line, parsed.reason, parsed.detail, parsed.eventId);
+            quarantine(i, line, parsed.reason, parsed.detail, parsed.eventId);
             continue;
           }
-          const { event } = parsed;
-          // The same bytes, stored before schema version 5 under the id derived then: the same line.
-          if (event.legacyId !== null && store.feed.hasLegacyEvent(event.legacyId)) {
+          if (parsed.event.legacyId !== null) (legacyIds ??= []).push(parsed.event.legacyId);
+          toStore.push({ event: parsed.event, position: line.position });
+          storedLines.push(line);
+          storedIndexes.push(i);
+        }
+        // The same bytes, stored before schema version 5 under the id derived then: the same line.
+        const legacy = legacyIds === null ? null : await tx.feed.legacyEvents(legacyIds);
+        if (legacy !== null && legacy.size > 0) {
+          for (let i = toStore.length - 1; i >= 0; i--) {
+            const { legacyId } = toStore[i]!.event;
+            if (legacyId === null || !legacy.has(legacyId)) continue;
             counts.duplicates++;
-            continue;
+            toStore.splice(i, 1);
+            storedLines.splice(i, 1);
+            storedIndexes.splice(i, 1);
           }
-          const seq = store.feed.insertEvent(event, sourceId, line.position, now);
-          if (seq === null) {
-            if (isDuplicate(line, event)) counts.duplicates++;
-            else quarantine(line, RejectReason.eventIdConflict, `event_id "${event.id}" was already ingested with different content`, event.id);
+        }
+        const sourceId = await tx.feed.sourceId(source);
+        const seqs = await tx.feed.insertEvents(toStore, sourceId, now);
+        let taken: string[] | null = null;
+        for (let i = 0; i < seqs.length; i++) if (seqs[i] === null) (taken ??= []).push(toStore[i]!.event.id);
+        const stored = taken === null ? null : await tx.feed.storedEvents(taken);
+        const hasWebhook = new Map<string, boolean>();
+        const queue: DeliveryToQueue[] = [];
+        for (let i = 0; i < seqs.length; i++) {
+          const { event } = toStore[i]!;
+          const seq = seqs[i];
+          if (seq === null || seq === undefined) {
+            if (isDuplicate(storedLines[i]!, event, stored?.get(event.id))) counts.duplicates++;
+            else quarantine(storedIndexes[i]!, storedLines[i]!, RejectReason.eventIdConflict, `event_id "${event.id}" was already ingested with different content`, event.id);
             continue;
           }
           counts.accepted++;
           let queued = hasWebhook.get(event.orgId);
           if (queued === undefined) {
-            queued = store.webhooks.get(event.orgId) !== null;
+            queued = (await tx.webhooks.get(event.orgId)) !== null;
             hasWebhook.set(event.orgId, queued);
           }
-          if (queued) {
-            const key = orderingKey(event.orgId, event.anticipationRequestId);
-            store.deliveries.insert(seq, event.orgId, key, now);
-            let keys = queuedKeys.get(event.orgId);
-            if (keys === undefined) queuedKeys.set(event.orgId, (keys = new Set()));
-            keys.add(key);
-          } else counts.undeliverable++;
+          if (!queued) {
+            counts.undeliverable++;
+            continue;
+          }
+          const key = orderingKey(event.orgId, event.anticipationRequestId);
+          queue.push({ eventSeq: seq, orgId: event.orgId, orderingKey: key });
+          let keys = queuedKeys.get(event.orgId);
+          if (keys === undefined) queuedKeys.set(event.orgId, (keys = new Set()));
+          keys.add(key);
         }
-        if (position !== null) store.feed.savePosition(position, now);
-        store.feed.addStats(source, counts.accepted, counts.duplicates, counts.quarantined, now);
+        if (queue.length > 0) await tx.deliveries.insertMany(queue, now);
+        if (rejects.length > 0) {
+          rejects.sort((a, b) => a.index - b.index);
+          await tx.feed.insertRejects(rejects.map((r) => r.reject));
+          for (const { reject: r } of rejects) rejected.push({ position: r.position, reason: r.reason, detail: r.detail });
+        }
+        if (position !== null) await tx.feed.savePosition(position, now);
+        await tx.feed.addStats(source, counts.accepted, counts.duplicates, counts.quarantined, now);
       });
       for (const [orgId, keys] of queuedKeys) work.notify(orgId, 'queued', keys);
       for (const r of rejected) feedLog.warn({ source, position: r.position, reason: r.reason, detail: r.detail }, 'feed line quarantined');
       return counts;
     },
 
-    position(source: string): FeedPosition | null {
-      return store.feed.getPosition(source);
+    position(source: string): Promise<FeedPosition | null> {
+      return store.read((tx) => tx.feed.getPosition(source));
     },
 
     /** Quarantined lines, oldest first, after `afterId`. */
     rejects(afterId: number, limit: number) {
-      return store.feed.listRejects(afterId, limit);
+      return store.read((tx) => tx.feed.listRejects(afterId, limit));
     },
 
     /** Lines accepted, duplicate and quarantined per source since the database was created. */
     stats() {
-      return store.feed.stats();
+      return store.read((tx) => tx.feed.stats());
     },
 
     undeliverable() {
-      return store.feed.undeliverableByOrg();
+      return store.read((tx) => tx.feed.undeliverableByOrg());
     },
 
     /** Commits a new position without lines (rotation to a new file, truncation). */
-    savePosition(position: FeedPosition): void {
-      store.transaction(() => store.feed.savePosition(position, store.clock.now()));
+    savePosition(position: FeedPosition): Promise<void> {
+      return store.transaction((tx) => tx.feed.savePosition(position, store.clock.now()));
     },
   };
 }

@@ -1,11 +1,10 @@
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../log.ts';
-import { noPrunedRows, type PrunedRows } from '../store/retention-repo.ts';
-import type { Store } from '../store/store.ts';
+import { noPrunedRows, type PrunedRows, type Store, type Tx } from '../store/repos.ts';
 import { whenUnlocked } from '../store/lock-wait.ts';
 import type { StorageHealth } from './storage-health.ts';
 
-export type { PrunedRows } from '../store/retention-repo.ts';
+export type { PrunedRows } from '../store/repos.ts';
 
 /** What retention keeps, and for how long (see the `retention.*` configuration keys). */
 export interface RetentionPolicy {
@@ -73,13 +72,13 @@ export function createRetentionService(store: Store, policy: RetentionPolicy) {
       let batches = 0;
       let longestBatchMs = 0;
       let lastBatchMs = 0;
-      const inBatch = async <T>(fn: () => T): Promise<T> => (options.waitForLock ? whenUnlocked(() => batchOf(fn), { signal: options.signal }) : batchOf(fn));
-      const batchOf = <T>(fn: () => T): T => {
+      const inBatch = async <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => (options.waitForLock ? whenUnlocked(() => batchOf(fn), { signal: options.signal }) : batchOf(fn));
+      const batchOf = async <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => {
         if (!dryRun) options.onBatch?.();
         const t0 = performance.now();
         // A batch lost to a power cut is redone by the next pass: its commit need not wait for the
         // disk's fsync, which is most of what a batch costs (see Store.transaction).
-        const result = dryRun ? store.read(fn) : store.transaction(fn, { durable: false });
+        const result = await (dryRun ? store.read(fn) : store.transaction(fn, { durable: false }));
         batches++;
         lastBatchMs = performance.now() - t0;
         longestBatchMs = Math.max(longestBatchMs, lastBatchMs);
@@ -97,14 +96,14 @@ export function createRetentionService(store: Store, policy: RetentionPolicy) {
         removed.quarantinedLines += more.quarantinedLines;
       };
 
-      const newest = store.read(() => store.retention.newest());
+      const newest = await store.read((tx) => tx.retention.newest());
       // Events received at or after the cutoff cannot have been delivered before it.
-      const { to } = store.feed.seqRange(0, deliveredBefore);
+      const { to } = await store.read((tx) => tx.feed.seqRange(0, deliveredBefore));
       const before = Math.min(to, newest.seq);
       const first = newest.oldestSeq;
       let after = 0;
       while (!options.signal?.aborted) {
-        const batch = await inBatch(() => store.retention.pruneEvents({ after, before, cutoff: deliveredBefore, newest, limit: policy.batchSize, dryRun }));
+        const batch = await inBatch((tx) => tx.retention.pruneEvents({ after, before, cutoff: deliveredBefore, newest, limit: policy.batchSize, dryRun }));
         add(batch.removed);
         if (batch.last === null) break;
         after = batch.last;
@@ -113,10 +112,10 @@ export function createRetentionService(store: Store, policy: RetentionPolicy) {
       }
 
       if (dryRun) {
-        removed.quarantinedLines = store.read(() => store.retention.countRejects(quarantinedBefore, newest.rejectId));
+        removed.quarantinedLines = await store.read((tx) => tx.retention.countRejects(quarantinedBefore, newest.rejectId));
       } else {
         while (!options.signal?.aborted) {
-          const n = await inBatch(() => store.retention.pruneRejects(quarantinedBefore, newest.rejectId, policy.batchSize));
+          const n = await inBatch((tx) => tx.retention.pruneRejects(quarantinedBefore, newest.rejectId, policy.batchSize));
           removed.quarantinedLines += n;
           if (n < policy.batchSize) break;
           await pause();

@@ -2,14 +2,25 @@ import { ErrorCode, excerpt, HookrelayError, validationError, type InvalidParam 
 import { ALL_PERMISSIONS, isPermission, type Permission } from '../domain/permissions.ts';
 import type { Role } from '../domain/types.ts';
 import { checkRoleName } from '../domain/validation.ts';
-import type { Store } from '../store/store.ts';
+import type { Store, Tx } from '../store/repos.ts';
+
+/** The role, or a `role_not_found` error that lists the valid names. */
+async function requireRole(tx: Tx, name: string): Promise<Role> {
+  const role = await tx.roles.get(name);
+  if (role) return role;
+  const valid = (await tx.roles.list()).map((r) => r.name);
+  throw new HookrelayError(ErrorCode.roleNotFound, `role ${excerpt(name)} does not exist; valid roles: ${valid.join(', ')}`, {
+    invalidParams: [{ name: 'role_name', reason: `must be one of: ${valid.join(', ')}` }],
+    details: { valid_role_names: valid },
+  });
+}
 
 export function createRoleService(store: Store) {
   return {
-    list(): Role[] {
-      return store.roles.list();
+    list(): Promise<Role[]> {
+      return store.read((tx) => tx.roles.list());
     },
-    add(input: { name: string; description: string; permissions: readonly string[] }): Role {
+    async add(input: { name: string; description: string; permissions: readonly string[] }): Promise<Role> {
       const invalid: InvalidParam[] = [];
       const nameProblem = checkRoleName(input.name);
       if (nameProblem) invalid.push({ name: 'name', reason: nameProblem });
@@ -21,20 +32,14 @@ export function createRoleService(store: Store) {
       }
       if (invalid.length > 0) throw validationError('the role is invalid', invalid);
       const permissions = [...new Set(input.permissions)] as Permission[];
-      if (!store.roles.insert({ name: input.name, description, permissions }, store.clock.now())) {
+      if (!(await store.transaction((tx) => tx.roles.insert({ name: input.name, description, permissions }, store.clock.now())))) {
         throw new HookrelayError(ErrorCode.roleExists, `role ${excerpt(input.name)} already exists`);
       }
       return { name: input.name, description, permissions, builtin: false };
     },
-    /** The role, or a `role_not_found` error that lists the valid names. */
-    require(name: string): Role {
-      const role = store.roles.get(name);
-      if (role) return role;
-      const valid = store.roles.list().map((r) => r.name);
-      throw new HookrelayError(ErrorCode.roleNotFound, `role ${excerpt(name)} does not exist; valid roles: ${valid.join(', ')}`, {
-        invalidParams: [{ name: 'role_name', reason: `must be one of: ${valid.join(', ')}` }],
-        details: { valid_role_names: valid },
-      });
+    /** The role, or a `role_not_found` error that lists the valid names; in `tx` when given. */
+    require(name: string, tx?: Tx): Promise<Role> {
+      return tx ? requireRole(tx, name) : store.read((t) => requireRole(t, name));
     },
   };
 }

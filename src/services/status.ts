@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { WebhookStatus } from '../domain/types.ts';
-import type { Store } from '../store/store.ts';
+import type { Store } from '../store/repos.ts';
 import { healthReport, type WebhookHealthReport } from './webhooks.ts';
 
 /**
@@ -80,7 +80,7 @@ export function createStatusService(store: Store, options: StatusServiceOptions)
     let total = 0;
     let after = 0;
     for (;;) {
-      const { n, last } = store.deliveries.countPendingChunk(orgId, kind, after, chunk);
+      const { n, last } = await store.read((tx) => tx.deliveries.countPendingChunk(orgId, kind, after, chunk));
       total += n;
       if (n < chunk) return total;
       after = last;
@@ -99,11 +99,11 @@ export function createStatusService(store: Store, options: StatusServiceOptions)
       const organizations: OrgQueue[] = [];
       const totals = { new: 0, retrying: 0, held: 0 };
       let oldestDueAt: number | null = null;
-      for (const w of store.webhooks.listWithHealth()) {
+      for (const w of await store.read((tx) => tx.webhooks.listWithHealth())) {
         const fresh = await countPending(w.orgId, 'fresh');
         const tried = await countPending(w.orgId, 'tried');
         const disabled = w.status === 'disabled';
-        const dueAt = disabled ? null : store.deliveries.oldestDueAt(w.orgId, now);
+        const dueAt = disabled ? null : await store.read((tx) => tx.deliveries.oldestDueAt(w.orgId, now));
         organizations.push({ orgId: w.orgId, webhookStatus: w.status, fresh, tried, oldestDueAt: dueAt });
         if (disabled) totals.held += fresh + tried;
         else {
@@ -116,21 +116,24 @@ export function createStatusService(store: Store, options: StatusServiceOptions)
     },
 
     /** Every webhook with its health (why it is failing or disabled), by organization id. */
-    webhooks(): WebhookReport[] {
-      return store.webhooks.listWithHealth().map((w) => ({ orgId: w.orgId, url: w.url, status: w.status, ...healthReport(store, w, options.disableAfterMs) }));
+    webhooks(): Promise<WebhookReport[]> {
+      return store.read(async (tx) => {
+        const reports: WebhookReport[] = [];
+        for (const w of await tx.webhooks.listWithHealth()) reports.push({ orgId: w.orgId, url: w.url, status: w.status, ...(await healthReport(tx, w, options.disableAfterMs)) });
+        return reports;
+      });
     },
 
     /** How many webhooks have each status. */
-    webhookCounts(): Record<WebhookStatus, number> {
+    async webhookCounts(): Promise<Record<WebhookStatus, number>> {
       const counts: Record<WebhookStatus, number> = { active: 0, failing: 0, disabled: 0 };
-      for (const w of store.webhooks.listWithHealth()) counts[w.status]++;
+      for (const w of await store.read((tx) => tx.webhooks.listWithHealth())) counts[w.status]++;
       return counts;
     },
 
     /** The feed file at `path` (absolute, as config.feed.path) against its committed position. */
     async feed(path: string): Promise<FeedReport> {
-      const saved = store.feed.getPosition(path);
-      const stats = store.feed.stats().find((s) => s.source === path);
+      const { saved, stats } = await store.read(async (tx) => ({ saved: await tx.feed.getPosition(path), stats: (await tx.feed.stats()).find((s) => s.source === path) }));
       let file: { size: number; dev: string; ino: string } | null = null;
       try {
         const st = await stat(path, { bigint: true });

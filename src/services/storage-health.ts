@@ -121,7 +121,7 @@ export function createStorageHealth(log: Logger, now: () => number = Date.now, o
      * damaged database nothing is tried (again): this waits until `signal` aborts, then throws.
      * Any other error is thrown at once, as is the last error once `signal` aborts.
      */
-    async retrying<T>(part: string, fn: () => T, signal?: AbortSignal): Promise<T> {
+    async retrying<T>(part: string, fn: () => T | Promise<T>, signal?: AbortSignal): Promise<T> {
       let lastError: unknown = new Error('stopped: the database is damaged, nothing is written to it');
       let noticed = false;
       const lockWait = {

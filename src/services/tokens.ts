@@ -11,10 +11,20 @@ import type { UserService } from './users.ts';
  * Issues an access token the daemon accepts, for an existing user: the configured e-mail and
  * organization claims, `exp` = now + `ttlMs`, and `iss`/`aud` when configured.
  */
-export function issueToken(
+export async function issueToken(
   deps: { keys: AuthKeys; auth: Config['auth']; users: UserService; clock: Clock },
   input: { orgId: string; email: string; ttlMs: number },
-): { token: string; expiresAt: number } {
+): Promise<{ token: string; expiresAt: number }> {
+  checkIssuable(deps, input.ttlMs);
+  const principal = await deps.users.principal(input.orgId, input.email);
+  if (!principal) {
+    throw new HookrelayError(ErrorCode.userNotFound, `no user with e-mail "${input.email}" in organization "${input.orgId}"; add one with: hookrelay users add`);
+  }
+  return signToken(deps, { orgId: principal.orgId, email: principal.email }, input.ttlMs);
+}
+
+/** Throws unless a token with this lifetime can be signed here (a private key, a lifetime within the limit). */
+function checkIssuable(deps: { keys: AuthKeys; auth: Config['auth'] }, ttlMs: number): asserts deps is { keys: AuthKeys & { signKey: string }; auth: Config['auth'] } {
   const { keys, auth } = deps;
   if (keys.signKey === null) {
     throw new HookrelayError(
@@ -22,17 +32,22 @@ export function issueToken(
       `cannot issue ${keys.algorithm} tokens without a private key; set auth.privateKeyFile, or issue tokens with your identity provider`,
     );
   }
-  if (input.ttlMs > auth.maxTokenLifetime) {
+  if (ttlMs > auth.maxTokenLifetime) {
     throw validationError('the token lifetime is too long', [
-      { name: 'ttl', reason: `must be at most auth.maxTokenLifetime (${formatDuration(auth.maxTokenLifetime)}); got ${formatDuration(input.ttlMs)}` },
+      { name: 'ttl', reason: `must be at most auth.maxTokenLifetime (${formatDuration(auth.maxTokenLifetime)}); got ${formatDuration(ttlMs)}` },
     ]);
   }
-  const principal = deps.users.principal(input.orgId, input.email);
-  if (!principal) {
-    throw new HookrelayError(ErrorCode.userNotFound, `no user with e-mail "${input.email}" in organization "${input.orgId}"; add one with: hookrelay users add`);
-  }
+}
+
+/**
+ * Signs a token for `principal` as issueToken does, without looking the user up (issueToken
+ * does; tests that seeded the user call this directly).
+ */
+export function signToken(deps: { keys: AuthKeys; auth: Config['auth']; clock: Clock }, principal: { orgId: string; email: string }, ttlMs: number): { token: string; expiresAt: number } {
+  checkIssuable(deps, ttlMs);
+  const { keys, auth } = deps;
   const nowSeconds = Math.floor(deps.clock.now() / 1000);
-  const exp = nowSeconds + Math.max(1, Math.round(input.ttlMs / 1000));
+  const exp = nowSeconds + Math.max(1, Math.round(ttlMs / 1000));
   const payload: Record<string, unknown> = {
     [auth.emailClaim]: principal.email,
     [auth.organizationClaim]: principal.orgId,

@@ -2,7 +2,7 @@ import { ErrorCode, excerpt, HookrelayError, validationError, type InvalidParam 
 import { Permission } from '../domain/permissions.ts';
 import type { Principal, User } from '../domain/types.ts';
 import { checkEmail, emailKey } from '../domain/validation.ts';
-import type { Store } from '../store/store.ts';
+import type { Store, Tx } from '../store/repos.ts';
 import type { OrgService } from './orgs.ts';
 import type { RoleService } from './roles.ts';
 
@@ -33,10 +33,10 @@ export function createUserService(store: Store, orgs: OrgService, roles: RoleSer
   }
 
   /** Refuses to leave an organization without anyone who can manage users. */
-  function assertAnotherManager(user: User): void {
-    const current = roles.require(user.roleName);
+  async function assertAnotherManager(tx: Tx, user: User): Promise<void> {
+    const current = await roles.require(user.roleName, tx);
     if (!current.permissions.includes(Permission.usersManage)) return;
-    if (store.users.countOthersWithPermission(user.orgId, user.id, Permission.usersManage) === 0) {
+    if ((await tx.users.countOthersWithPermission(user.orgId, user.id, Permission.usersManage)) === 0) {
       throw new HookrelayError(
         ErrorCode.lastUserManager,
         `${user.email} is the last user of organization "${user.orgId}" who can manage users; give another user such a role first`,
@@ -45,29 +45,31 @@ export function createUserService(store: Store, orgs: OrgService, roles: RoleSer
   }
 
   return {
-    add(input: { orgId: string; email: string; roleName: string }): User {
+    add(input: { orgId: string; email: string; roleName: string }): Promise<User> {
       const problem = checkEmail(input.email);
       if (problem) throw validationError(`email ${problem}`, [{ name: 'email', reason: problem }]);
-      return store.transaction(() => {
-        orgs.require(input.orgId);
-        roles.require(input.roleName);
+      return store.transaction(async (tx) => {
+        await orgs.require(input.orgId, tx);
+        await roles.require(input.roleName, tx);
         const email = input.email.trim();
-        const user = store.users.insert({ orgId: input.orgId, email, emailKey: emailKey(email), roleName: input.roleName }, store.clock.now());
+        const user = await tx.users.insert({ orgId: input.orgId, email, emailKey: emailKey(email), roleName: input.roleName }, store.clock.now());
         if (!user) throw new HookrelayError(ErrorCode.userExists, `a user with e-mail ${excerpt(email)} already exists in organization "${input.orgId}"`);
         return user;
       });
     },
 
-    list(orgId: string): User[] {
-      orgs.require(orgId);
-      return store.users.listByOrg(orgId);
+    list(orgId: string): Promise<User[]> {
+      return store.read(async (tx) => {
+        await orgs.require(orgId, tx);
+        return tx.users.listByOrg(orgId);
+      });
     },
 
     /**
      * Changes a user's role within `orgId`. Input comes straight from a request body, so
      * it is checked here: both fields required strings, a well-formed e-mail.
      */
-    setRole(orgId: string, input: { email: unknown; role_name: unknown }): RoleChange {
+    async setRole(orgId: string, input: { email: unknown; role_name: unknown }): Promise<RoleChange> {
       const invalid: InvalidParam[] = [];
       if (checkStringField('email', input.email, invalid)) {
         const problem = checkEmail(input.email);
@@ -78,34 +80,36 @@ export function createUserService(store: Store, orgs: OrgService, roles: RoleSer
       const email = input.email as string;
       const roleName = input.role_name as string;
 
-      return store.transaction(() => {
-        const user = store.users.findByEmail(orgId, emailKey(email));
+      return store.transaction(async (tx) => {
+        const user = await tx.users.findByEmail(orgId, emailKey(email));
         if (!user) throw notFound(orgId, email.trim());
-        const role = roles.require(roleName);
+        const role = await roles.require(roleName, tx);
         if (user.roleName === role.name) return { user, previousRoleName: user.roleName, changed: false };
-        if (!role.permissions.includes(Permission.usersManage)) assertAnotherManager(user);
+        if (!role.permissions.includes(Permission.usersManage)) await assertAnotherManager(tx, user);
         const now = store.clock.now();
-        store.users.setRole(user.id, role.name, now);
+        await tx.users.setRole(user.id, role.name, now);
         return { user: { ...user, roleName: role.name, updatedAt: now }, previousRoleName: user.roleName, changed: true };
       });
     },
 
-    remove(orgId: string, email: string, options: { force?: boolean } = {}): User {
-      return store.transaction(() => {
-        const user = store.users.findByEmail(orgId, emailKey(email));
+    remove(orgId: string, email: string, options: { force?: boolean } = {}): Promise<User> {
+      return store.transaction(async (tx) => {
+        const user = await tx.users.findByEmail(orgId, emailKey(email));
         if (!user) throw notFound(orgId, email.trim());
-        if (!options.force) assertAnotherManager(user);
-        store.users.remove(user.id);
+        if (!options.force) await assertAnotherManager(tx, user);
+        await tx.users.remove(user.id);
         return user;
       });
     },
 
     /** The caller behind a verified token, with the permissions of their current role; null if unknown. */
-    principal(orgId: string, email: string): Principal | null {
-      const user = store.users.findByEmail(orgId, emailKey(email));
-      if (!user) return null;
-      const role = store.roles.get(user.roleName);
-      return { orgId, email: user.email, roleName: user.roleName, permissions: role?.permissions ?? [] };
+    principal(orgId: string, email: string): Promise<Principal | null> {
+      return store.read(async (tx) => {
+        const user = await tx.users.findByEmail(orgId, emailKey(email));
+        if (!user) return null;
+        const role = await tx.roles.get(user.roleName);
+        return { orgId, email: user.email, roleName: user.roleName, permissions: role?.permissions ?? [] };
+      });
     },
   };
 }

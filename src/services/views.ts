@@ -1,5 +1,5 @@
 import type { Webhook } from '../domain/types.ts';
-import type { DeliveryRow } from '../store/deliveries-repo.ts';
+import type { DeliveryRow } from '../store/repos.ts';
 import { publicStatus, TEST_EVENT_TYPE } from './deliveries.ts';
 import type { WebhookHealthReport } from './webhooks.ts';
 

@@ -4,8 +4,7 @@ import type { TargetRefusal } from '../domain/address-policy.ts';
 import type { Webhook } from '../domain/types.ts';
 import { checkWebhookUrl, loggableUrl } from '../domain/validation.ts';
 import type { Logger } from '../log.ts';
-import type { Store } from '../store/store.ts';
-import type { WebhookHealth } from '../store/webhooks-repo.ts';
+import type { Store, Tx, WebhookHealth } from '../store/repos.ts';
 import { healthSentence, type RecentFailure } from '../domain/webhook-health.ts';
 import type { OrgService } from './orgs.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
@@ -38,9 +37,9 @@ export interface WebhookHealthReport extends WebhookHealth {
 }
 
 /** The health report of a webhook read with its health (see WebhooksRepo.listWithHealth). */
-export function healthReport(store: Store, w: Webhook & WebhookHealth, disableAfterMs: number): WebhookHealthReport {
+export async function healthReport(tx: Tx, w: Webhook & WebhookHealth, disableAfterMs: number): Promise<WebhookHealthReport> {
   const troubled = w.status !== 'active' || w.consecutiveFailures > 0;
-  const lastFailure = troubled ? store.deliveries.recentFailure(w.orgId) : null;
+  const lastFailure = troubled ? await tx.deliveries.recentFailure(w.orgId) : null;
   const health = { consecutiveFailures: w.consecutiveFailures, failingSince: w.failingSince, lastSuccessAt: w.lastSuccessAt, disabledReason: w.disabledReason };
   return { ...health, lastFailure, detail: healthSentence({ ...health, status: w.status, lastFailure, disableAfterMs }) };
 }
@@ -79,12 +78,12 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
         });
       }
 
-      const registration = store.transaction(() => {
-        orgs.require(orgId);
-        const existing = store.webhooks.getWithSecret(orgId);
+      const registration = await store.transaction(async (tx) => {
+        await orgs.require(orgId, tx);
+        const existing = await tx.webhooks.getWithSecret(orgId);
         const newSecret = activeHmac && !existing?.secret ? generateWebhookSecret() : null;
-        store.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now());
-        const webhook = store.webhooks.get(orgId)!;
+        await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now());
+        const webhook = (await tx.webhooks.get(orgId))!;
         return { webhook, created: existing === null, replacedUrl: existing ? existing.url : null, newSecret, previousStatus: existing?.status ?? null };
       });
       const { previousStatus, ...result } = registration;
@@ -98,23 +97,25 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
     },
 
     /** The organization's webhook (never its secret), or `webhook_not_configured`. */
-    get(orgId: string): Webhook {
-      const webhook = store.webhooks.get(orgId);
+    async get(orgId: string): Promise<Webhook> {
+      const webhook = await store.read((tx) => tx.webhooks.get(orgId));
       if (!webhook) throw notConfigured(orgId);
       return webhook;
     },
 
     /** The organization's webhook with why it has its status (GET /webhook/get_webhook, `hookrelay status`). */
-    getWithHealth(orgId: string): { webhook: Webhook; health: WebhookHealthReport } {
-      const webhook = store.webhooks.get(orgId);
-      const health = store.webhooks.health(orgId);
-      if (!webhook || !health) throw notConfigured(orgId);
-      return { webhook, health: healthReport(store, { ...webhook, ...health }, options.disableAfterMs) };
+    getWithHealth(orgId: string): Promise<{ webhook: Webhook; health: WebhookHealthReport }> {
+      return store.read(async (tx) => {
+        const webhook = await tx.webhooks.get(orgId);
+        const health = await tx.webhooks.health(orgId);
+        if (!webhook || !health) throw notConfigured(orgId);
+        return { webhook, health: await healthReport(tx, { ...webhook, ...health }, options.disableAfterMs) };
+      });
     },
 
     /** The signing secret, for admins and the operator; `secret_not_configured` when HMAC was never enabled. */
-    getSecret(orgId: string): string {
-      const webhook = store.webhooks.getWithSecret(orgId);
+    async getSecret(orgId: string): Promise<string> {
+      const webhook = await store.read((tx) => tx.webhooks.getWithSecret(orgId));
       if (!webhook) throw notConfigured(orgId);
       if (!webhook.secret) {
         throw new HookrelayError(ErrorCode.secretNotConfigured, `the webhook of organization "${orgId}" has no signing secret; register it with active_hmac true`);

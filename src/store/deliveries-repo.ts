@@ -1,108 +1,10 @@
-import { EVENT_TYPE, storedBody } from '../domain/feed-event.ts';
+import { EVENT_TYPE } from '../domain/feed-event.ts';
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './db.ts';
-
-export const DeliveryStatus = { pending: 'pending', delivered: 'delivered', dead: 'dead' } as const;
-export type DeliveryStatus = (typeof DeliveryStatus)[keyof typeof DeliveryStatus];
-
-/** A delivery the dispatcher may attempt now, with everything the attempt needs. */
-export interface DueDelivery {
-  readonly id: number;
-  readonly orgId: string;
-  readonly orderingKey: number;
-  readonly attempts: number;
-  readonly eventId: string;
-  readonly payload: string;
-  readonly url: string;
-  readonly activeHmac: boolean;
-  readonly secret: string | null;
-  readonly previousSecret: string | null;
-  readonly previousSecretExpiresAt: number | null;
-  /**
-   * Why no request body can be built from the stored event (a damaged row), or null. Such a
-   * delivery can never be sent: the dispatcher marks it dead with this reason and goes on.
-   */
-  readonly unsendable: string | null;
-}
-
-export interface DeliveryRow {
-  readonly id: number;
-  readonly orgId: string;
-  readonly eventId: string;
-  readonly eventType: string;
-  readonly anticipationRequestId: string;
-  readonly status: DeliveryStatus;
-  readonly attempts: number;
-  readonly nextAttemptAt: number;
-  readonly lastAttemptAt: number | null;
-  readonly lastStatusCode: number | null;
-  readonly lastError: string | null;
-  readonly createdAt: number;
-  readonly updatedAt: number;
-}
-
-export interface AttemptRow {
-  readonly id: number;
-  readonly attempt: number;
-  readonly startedAt: number;
-  readonly durationMs: number;
-  readonly url: string;
-  readonly statusCode: number | null;
-  readonly errorClass: string | null;
-  readonly errorDetail: string | null;
-  readonly responseBody: string | null;
-  readonly outcome: string;
-}
-
-export interface ListFilter {
-  readonly status?: DeliveryStatus | 'failed' | undefined;
-  readonly since?: number | undefined;
-  readonly until?: number | undefined;
-  /** Cursor: only deliveries with a smaller id (newest first). */
-  readonly beforeId?: number | undefined;
-  readonly limit: number;
-}
+import { DeliveryStatus, RECENT_FAILURE_WINDOW, sendable, type AttemptRow, type AttemptToStore, type DeliveriesRepo, type DeliveryRow, type DeliveryToQueue, type DueRow, type ListFilter, type Settlement } from './repos.ts';
+import type { Sync } from './sync-repo.ts';
 
 const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
-/** A due delivery as read, before its request body is built (see sendable). */
-export interface DueRow {
-  id: number;
-  org_id: string;
-  ordering_key: number;
-  attempts: number;
-  event_id: string;
-  anticipation_request_id: string;
-  occurred_at: number;
-  payload: string;
-  url: string;
-  active_hmac: number;
-  secret: string | null;
-  previous_secret: string | null;
-  previous_secret_expires_at: number | null;
-}
-/** The request body of a due row, or why there can be none. */
-function bodyOf(r: DueRow): { payload: string; unsendable: string | null } {
-  try {
-    return { payload: storedBody({ id: r.event_id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, occurredAt: r.occurred_at, payload: r.payload }), unsendable: null };
-  } catch (err) {
-    return { payload: '', unsendable: `the stored event cannot be turned into a request body (${err instanceof Error ? err.message : String(err)})` };
-  }
-}
-/** The due delivery of a row read by dueRows(), with its request body (or why it cannot have one). */
-export const sendable = (r: DueRow): DueDelivery => ({
-  id: r.id,
-  orgId: r.org_id,
-  orderingKey: r.ordering_key,
-  attempts: r.attempts,
-  eventId: r.event_id,
-  ...bodyOf(r),
-  url: r.url,
-  activeHmac: r.active_hmac === 1,
-  secret: r.secret,
-  previousSecret: r.previous_secret,
-  previousSecretExpiresAt: r.previous_secret_expires_at,
-});
-
 /** An event's type: a whole stored body names it; stored details are a status change's (see storedBody). */
 const EVENT_TYPE_SQL = `CASE WHEN substr(e.payload, 1, 1) = '{' THEN e.payload ->> '$.type' ELSE '${EVENT_TYPE}' END`;
 const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL} AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
@@ -137,8 +39,6 @@ const HELD_BACK = `SELECT 1 FROM deliveries p
     AND p.id <> d.id AND (p.lease_expires_at IS NOT NULL OR p.id < d.id)`;
 /** deliveries_org_status's condition, written as the index has it (see QUEUE_GAUGE_SQL). */
 const IN_STATUS_INDEX = `(status <> 'pending' OR attempts > 0 OR lease_expires_at IS NOT NULL)`;
-/** How many of an organization's newest tried deliveries recentFailure() looks at, per status. */
-export const RECENT_FAILURE_WINDOW = 2000;
 
 /**
  * The reads behind the queue gauges (metrics, `hookrelay status`), exported so that a test can
@@ -191,7 +91,8 @@ const toRow = (r: Row): DeliveryRow => ({
   updatedAt: r.updated_at,
 });
 
-export function createDeliveriesRepo(db: Db) {
+/** The SQLite deliveries repository (synchronous: see sync-repo.ts). */
+export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   // Due, unleased, its webhook not disabled (held deliveries stay pending), and not held back
   // by another delivery of its request (see HELD_BACK: per-request ordering, a later change
   // waits until the earlier one is delivered or dead, and never two in flight at once, even
@@ -308,13 +209,12 @@ export function createDeliveriesRepo(db: Db) {
     insert(eventSeq: number, orgId: string, orderingKey: number, now: number): number {
       return Number(insertDelivery.run(eventSeq, orgId, orderingKey, now, now, now).lastInsertRowid);
     },
-    /** Up to `limit` deliveries of the organization that may be attempted now (not leased), oldest due first. */
-    due(orgId: string, now: number, limit: number): DueDelivery[] {
-      return dueStatement(limit).all({ org: orgId, now }).map(sendable);
+    insertMany(rows: readonly DeliveryToQueue[], now: number): void {
+      for (const r of rows) insertDelivery.run(r.eventSeq, r.orgId, r.orderingKey, now, now, now);
     },
     /**
-     * The same rows as due(), without their request body, which costs more to build than the
-     * row to read: the dispatcher builds it (sendable()) only for the rows it takes.
+     * Due rows without their request body, which costs more to build than the row to read:
+     * the dispatcher builds it (sendable()) only for the rows it takes.
      */
     dueRows(orgId: string, now: number, limit: number): DueRow[] {
       return dueStatement(limit).all({ org: orgId, now });
@@ -328,17 +228,17 @@ export function createDeliveriesRepo(db: Db) {
       markUnsendable.run({ id, error, now });
     },
     /** Leases a delivery until `until` (epoch ms): nobody else attempts it before then. */
-    lease(id: number, until: number, now: number): void {
-      lease.run(until, now, id);
+    lease(ids: readonly number[], until: number, now: number): void {
+      for (const id of ids) lease.run(until, now, id);
     },
-    insertAttempt(a: Omit<AttemptRow, 'id'> & { deliveryId: number }): void {
-      insertAttempt.run(a.deliveryId, a.attempt, a.startedAt, a.durationMs, a.url, a.statusCode, a.errorClass, a.errorDetail, a.responseBody, a.outcome);
+    insertAttempts(attempts: readonly AttemptToStore[]): void {
+      for (const a of attempts) insertAttempt.run(a.deliveryId, a.attempt, a.startedAt, a.durationMs, a.url, a.statusCode, a.errorClass, a.errorDetail, a.responseBody, a.outcome);
     },
-    settle(id: number, s: { status: DeliveryStatus; attempts: number; nextAttemptAt: number; at: number; statusCode: number | null; error: string | null }): void {
+    settle(id: number, s: Settlement): void {
       settle.run({ id, status: s.status, attempts: s.attempts, next: s.nextAttemptAt, at: s.at, code: s.statusCode, error: s.error });
     },
-    release(id: number, now: number): void {
-      release.run(now, id);
+    release(ids: readonly number[], now: number): void {
+      for (const id of ids) release.run(now, id);
     },
     get(orgId: string, id: number): DeliveryRow | null {
       const row = byId.get(orgId, id);
@@ -430,4 +330,3 @@ export function createDeliveriesRepo(db: Db) {
     },
   };
 }
-export type DeliveriesRepo = ReturnType<typeof createDeliveriesRepo>;

@@ -1,43 +1,7 @@
-import { storedBody, type RejectReason, type StorableEvent, type StoredEvent } from '../domain/feed-event.ts';
+import type { RejectReason, StoredEvent } from '../domain/feed-event.ts';
 import type { Db } from './db.ts';
-
-/** Where a tailed feed file was last committed, and how to recognise that file again. */
-export interface FeedPosition {
-  readonly source: string;
-  readonly dev: string;
-  readonly ino: string;
-  /** sha256 (hex) of the file's first `fingerprintBytes` bytes. */
-  readonly fingerprint: string;
-  readonly fingerprintBytes: number;
-  /** Byte offset just past the last committed line. */
-  readonly position: number;
-  /**
-   * sha256 (hex) of the up to 256 bytes just before `position`: a file rewritten with the same
-   * first bytes is told apart by what precedes the committed position. Null for positions
-   * committed before schema version 8.
-   */
-  readonly tailFingerprint: string | null;
-}
-
-export interface FeedReject {
-  readonly id: number;
-  readonly source: string;
-  readonly position: number | null;
-  readonly lineBytes: number;
-  readonly raw: Buffer;
-  readonly reason: RejectReason;
-  readonly detail: string;
-  readonly eventId: string | null;
-  readonly receivedAt: number;
-}
-
-export interface FeedStats {
-  readonly source: string;
-  readonly accepted: number;
-  readonly duplicates: number;
-  readonly quarantined: number;
-  readonly updatedAt: number;
-}
+import type { EventToStore, FeedPosition, FeedReject, FeedRepo, FeedStats } from './repos.ts';
+import type { Sync } from './sync-repo.ts';
 
 interface PositionRow {
   source: string;
@@ -61,7 +25,8 @@ interface RejectRow {
   received_at: number;
 }
 
-export function createFeedRepo(db: Db) {
+/** The SQLite feed repository (synchronous: see sync-repo.ts). */
+export function createFeedRepo(db: Db): Sync<FeedRepo> {
   const insertEvent = db.prepare<[string, string, string, number, string, number, number | null, number]>(`
     INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, source_position, received_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`);
@@ -115,28 +80,28 @@ export function createFeedRepo(db: Db) {
     sourceId(source: string): number {
       return sourceByName.get(source)?.id ?? Number(insertSource.run(source).lastInsertRowid);
     },
-    /** Inserts the event read at byte `position` of the source `sourceId` names; returns its sequence number, or null when an event with that id exists. */
-    insertEvent(event: StorableEvent, sourceId: number, position: number | null, now: number): number | null {
-      const info = insertEvent.run(event.id, event.orgId, event.anticipationRequestId, event.occurredAt, event.details, sourceId, position, now);
-      return info.changes === 1 ? Number(info.lastInsertRowid) : null;
+    insertEvents(events: readonly EventToStore[], sourceId: number, now: number): Array<number | null> {
+      const seqs = new Array<number | null>(events.length);
+      for (let i = 0; i < events.length; i++) {
+        const { event, position } = events[i]!;
+        const info = insertEvent.run(event.id, event.orgId, event.anticipationRequestId, event.occurredAt, event.details, sourceId, position, now);
+        seqs[i] = info.changes === 1 ? Number(info.lastInsertRowid) : null;
+      }
+      return seqs;
     },
-    /**
-     * Whether an event stored before schema version 5 has `legacyId`: the id a line without
-     * event_id was given then (see feed-event's derivedEventId). Always false in a database
-     * created since.
-     */
-    hasLegacyEvent(legacyId: string): boolean {
-      return legacyBefore > 0 && legacyEvent.get(legacyId, legacyBefore) !== undefined;
+    legacyEvents(legacyIds: readonly string[]): Set<string> {
+      const found = new Set<string>();
+      if (legacyBefore === 0) return found;
+      for (const id of legacyIds) if (legacyEvent.get(id, legacyBefore) !== undefined) found.add(id);
+      return found;
     },
-    /** The stored columns of the event with this id (what its webhook body is built from), or null. */
-    storedEvent(id: string): StoredEvent | null {
-      const row = eventById.get(id);
-      return row ? { id: row.id, orgId: row.org_id, anticipationRequestId: row.anticipation_request_id, occurredAt: row.occurred_at, payload: row.payload } : null;
-    },
-    /** What a duplicate check needs of a stored event: its webhook body and occurred_at. */
-    eventForComparison(id: string): { body: string; occurredAt: number } | null {
-      const stored = this.storedEvent(id);
-      return stored && { body: storedBody(stored), occurredAt: stored.occurredAt };
+    storedEvents(ids: readonly string[]): Map<string, StoredEvent> {
+      const found = new Map<string, StoredEvent>();
+      for (const id of ids) {
+        const row = eventById.get(id);
+        if (row) found.set(id, { id: row.id, orgId: row.org_id, anticipationRequestId: row.anticipation_request_id, occurredAt: row.occurred_at, payload: row.payload });
+      }
+      return found;
     },
     /**
      * The time (epoch ms) the next stored event is received at: `now`, or the newest event's
@@ -170,8 +135,8 @@ export function createFeedRepo(db: Db) {
       };
       return { from: firstSeqAtOrAfter(since), to: firstSeqAtOrAfter(until) };
     },
-    insertReject(reject: Omit<FeedReject, 'id'>): void {
-      insertReject.run(reject.source, reject.position, reject.lineBytes, reject.raw, reject.reason, reject.detail, reject.eventId, reject.receivedAt);
+    insertRejects(rejects: ReadonlyArray<Omit<FeedReject, 'id'>>): void {
+      for (const r of rejects) insertReject.run(r.source, r.position, r.lineBytes, r.raw, r.reason, r.detail, r.eventId, r.receivedAt);
     },
     getPosition(source: string): FeedPosition | null {
       const row = getPosition.get(source);
@@ -211,4 +176,3 @@ export function createFeedRepo(db: Db) {
     },
   };
 }
-export type FeedRepo = ReturnType<typeof createFeedRepo>;

@@ -1,5 +1,7 @@
 import type { Organization } from '../domain/types.ts';
 import type { Db } from './db.ts';
+import type { OrgsRepo } from './repos.ts';
+import type { Sync } from './sync-repo.ts';
 
 interface OrgRow {
   id: string;
@@ -9,7 +11,7 @@ interface OrgRow {
 
 const toOrg = (row: OrgRow): Organization => ({ id: row.id, name: row.name, createdAt: row.created_at });
 
-export function createOrgsRepo(db: Db) {
+export function createOrgsRepo(db: Db): Sync<OrgsRepo> {
   const insert = db.prepare<[string, string, number]>('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING');
   const byId = db.prepare<[string], OrgRow>('SELECT id, name, created_at FROM organizations WHERE id = ?');
   const all = db.prepare<[], OrgRow>('SELECT id, name, created_at FROM organizations ORDER BY id');
@@ -27,4 +29,3 @@ export function createOrgsRepo(db: Db) {
     },
   };
 }
-export type OrgsRepo = ReturnType<typeof createOrgsRepo>;

@@ -1,29 +1,6 @@
 import type { Db } from './db.ts';
-
-/** Rows a prune removed (or, in a dry run, would remove). */
-export interface PrunedRows {
-  events: number;
-  deliveries: number;
-  attempts: number;
-  quarantinedLines: number;
-}
-
-export const noPrunedRows = (): PrunedRows => ({ events: 0, deliveries: 0, attempts: 0, quarantinedLines: 0 });
-
-/**
- * The newest row of each table a prune may touch. Rowids are never handed out twice: SQLite
- * gives a new row max(rowid) + 1, so removing the newest row would give its id (an event's seq,
- * a delivery id the API shows, a quarantine id the CLI pages by) to the next row. Retention keeps
- * these rows, whatever their age.
- */
-export interface Newest {
-  /** Not a newest row: the oldest event's seq, where a pass starts. */
-  readonly oldestSeq: number;
-  readonly seq: number;
-  readonly deliveryId: number;
-  readonly attemptId: number;
-  readonly rejectId: number;
-}
+import { noPrunedRows, type Newest, type PrunedRows, type RetentionRepo } from './repos.ts';
+import type { Sync } from './sync-repo.ts';
 
 /**
  * An event may go once every delivery of it was delivered before `cutoff`: none pending (fresh,
@@ -36,7 +13,7 @@ const PRUNABLE = `EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq)
     AND (d.status <> 'delivered' OR d.updated_at >= @cutoff OR d.id >= @newestDelivery
       OR EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.delivery_id = d.id AND a.id >= @newestAttempt)))`;
 
-export function createRetentionRepo(db: Db) {
+export function createRetentionRepo(db: Db): Sync<RetentionRepo> {
   const newest = db.prepare<[], { oldest_seq: number | null; seq: number | null; delivery_id: number | null; attempt_id: number | null; reject_id: number | null }>(`
     SELECT (SELECT min(seq) FROM events) AS oldest_seq, (SELECT max(seq) FROM events) AS seq, (SELECT max(id) FROM deliveries) AS delivery_id,
       (SELECT max(id) FROM delivery_attempts) AS attempt_id, (SELECT max(id) FROM feed_rejects) AS reject_id`);
@@ -98,4 +75,3 @@ export function createRetentionRepo(db: Db) {
     },
   };
 }
-export type RetentionRepo = ReturnType<typeof createRetentionRepo>;

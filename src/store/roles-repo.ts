@@ -1,6 +1,8 @@
 import { isPermission, type Permission } from '../domain/permissions.ts';
 import type { Role } from '../domain/types.ts';
 import type { Db } from './db.ts';
+import type { RolesRepo } from './repos.ts';
+import type { Sync } from './sync-repo.ts';
 
 interface RoleRow {
   name: string;
@@ -16,7 +18,7 @@ function toRole(row: RoleRow): Role {
   return { name: row.name, description: row.description, permissions, builtin: row.builtin === 1 };
 }
 
-export function createRolesRepo(db: Db) {
+export function createRolesRepo(db: Db): Sync<RolesRepo> {
   const all = db.prepare<[], RoleRow>('SELECT name, description, permissions, builtin FROM roles ORDER BY name');
   const byName = db.prepare<[string], RoleRow>('SELECT name, description, permissions, builtin FROM roles WHERE name = ?');
   const insert = db.prepare<[string, string, string, number]>(
@@ -36,4 +38,3 @@ export function createRolesRepo(db: Db) {
     },
   };
 }
-export type RolesRepo = ReturnType<typeof createRolesRepo>;

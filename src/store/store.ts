@@ -1,48 +1,37 @@
 import type { Clock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import type { Logger } from '../log.ts';
+import { startBackgroundCheckpoints } from './checkpointer.ts';
 import { openDatabase, type Db, type OpenDatabaseOptions } from './db.ts';
-import { createDeliveriesRepo, type DeliveriesRepo } from './deliveries-repo.ts';
-import { createFeedRepo, type FeedRepo } from './feed-repo.ts';
-import { createOrgsRepo, type OrgsRepo } from './orgs-repo.ts';
-import { createRetentionRepo, type RetentionRepo } from './retention-repo.ts';
+import { createDeliveriesRepo } from './deliveries-repo.ts';
+import { createFeedRepo } from './feed-repo.ts';
+import { createHeapTrimmer } from './heap-trim.ts';
+import { createOrgsRepo } from './orgs-repo.ts';
+import type { Store, TransactionOptions, Tx } from './repos.ts';
+import { createRetentionRepo } from './retention-repo.ts';
+import { createRolesRepo } from './roles-repo.ts';
 import { StorageFault, storageFaultOf } from './storage-faults.ts';
-import { createRolesRepo, type RolesRepo } from './roles-repo.ts';
-import { createUsersRepo, type UsersRepo } from './users-repo.ts';
-import { createWebhooksRepo, type WebhooksRepo } from './webhooks-repo.ts';
+import { asyncRepo } from './sync-repo.ts';
+import { createUsersRepo } from './users-repo.ts';
+import { createWebhooksRepo } from './webhooks-repo.ts';
 
-/** The database and its repositories: the only place that holds SQL. */
-export interface Store {
+export type { Store, Tx } from './repos.ts';
+
+/**
+ * The SQLite store: the Store boundary over one better-sqlite3 connection, plus the connection
+ * itself for the SQLite-only parts of store/ (maintenance, checkpoints) and SQLite-only tests.
+ * Services never see `db`: they take a Store.
+ */
+export interface SqliteStore extends Store {
+  readonly backend: 'sqlite';
   readonly db: Db;
-  readonly clock: Clock;
-  /** Schema versions before and after the migrations applied when this store was opened. */
-  readonly migrated: { readonly from: number; readonly to: number };
-  readonly orgs: OrgsRepo;
-  readonly roles: RolesRepo;
-  readonly users: UsersRepo;
-  readonly webhooks: WebhooksRepo;
-  readonly feed: FeedRepo;
-  readonly deliveries: DeliveriesRepo;
-  readonly retention: RetentionRepo;
-  /**
-   * Runs `fn` in one IMMEDIATE transaction (takes the write lock up front, so read-then-write is
-   * safe across processes). With `durable: false` the commit does not wait for the disk
-   * (synchronous=NORMAL for this one transaction): a power cut may undo it, never corrupt the
-   * file, and the next durable commit makes it durable too. Only for writes that are as good
-   * redone as lost (retention).
-   */
-  transaction<T>(fn: () => T, options?: { durable?: boolean }): T;
-  /** Runs `fn` in one read transaction: a consistent snapshot that never blocks the writer (WAL). */
-  read<T>(fn: () => T): T;
-  /** Throws if the database cannot answer a trivial query (readiness probe). */
-  ping(): void;
-  close(): void;
 }
 
 /**
  * Opens the database (see openDatabase) and prepares the repositories. A file that is not a
  * database or whose pages are damaged fails with `database_damaged`: restarting cannot help.
  */
-export function openStore(path: string, clock: Clock, options: OpenDatabaseOptions = {}): Store {
+export function openStore(path: string, clock: Clock, options: OpenDatabaseOptions = {}): SqliteStore {
   let opened: ReturnType<typeof openDatabase> | null = null;
   try {
     opened = openDatabase(path, options);
@@ -62,7 +51,7 @@ const LOCK_GAP_EVERY = 10;
 /** Sleeps this thread (Atomics.wait on a word nobody changes): the CLI's lock gap. */
 const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
 
-function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock, lockGapMs: number): Store {
+function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock, lockGapMs: number): SqliteStore {
   const select1 = db.prepare('SELECT 1');
   let lastWriteEnded = -Infinity;
   // The CLI's lock gap (see OpenDatabaseOptions.lockGapMs): after each write transaction while
@@ -73,9 +62,8 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
   let seenVersion = lockGapMs > 0 ? dataVersion.get() : null;
   let othersWroteAt = -Infinity;
   let withoutGap = 0;
-  /** Runs the write transaction `run`, first leaving the lock free for `lockGapMs` after the previous one when due. */
-  const write = <T>(run: () => T): T => {
-    if (lockGapMs <= 0) return run();
+  /** Before a write transaction: leaves the lock free for `lockGapMs` after the previous one when due. */
+  const gapBeforeWrite = (): void => {
     const now = performance.now();
     const version = dataVersion.get();
     if (version !== seenVersion) othersWroteAt = now;
@@ -85,41 +73,125 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
       Atomics.wait(SLEEPER, 0, 0, wait);
       withoutGap = 0;
     } else withoutGap++;
-    try {
-      return run();
-    } finally {
-      lastWriteEnded = performance.now();
-      seenVersion = dataVersion.get();
-    }
+  };
+  const afterWrite = (): void => {
+    lastWriteEnded = performance.now();
+    seenVersion = dataVersion.get();
   };
 
+  const tx: Tx = {
+    orgs: asyncRepo(createOrgsRepo(db)),
+    roles: asyncRepo(createRolesRepo(db)),
+    users: asyncRepo(createUsersRepo(db)),
+    webhooks: asyncRepo(createWebhooksRepo(db)),
+    feed: asyncRepo(createFeedRepo(db)),
+    deliveries: asyncRepo(createDeliveriesRepo(db)),
+    retention: asyncRepo(createRetentionRepo(db)),
+  };
+  const begin = { immediate: db.prepare('BEGIN IMMEDIATE'), deferred: db.prepare('BEGIN DEFERRED') };
+  const commit = db.prepare('COMMIT');
+  const rollback = db.prepare('ROLLBACK');
+  const turns = createTurns();
+  const trimmer = createHeapTrimmer(db);
+
+  /**
+   * Runs `fn` between BEGIN and COMMIT, one transaction at a time: the connection has one
+   * transaction, and a second one begun while the first awaits would run inside it. BEGIN runs
+   * synchronously when it is this call's turn, so a lock error (busy_timeout 0 in the daemon)
+   * surfaces before anything ran, and `fn` starts at once when no other transaction is open.
+   */
+  const run = <T>(write: boolean, durable: boolean, fn: (tx: Tx) => Promise<T>): Promise<T> =>
+    turns.take(() => {
+      if (write && lockGapMs > 0) gapBeforeWrite();
+      if (!durable) db.pragma('synchronous = NORMAL');
+      const done = (): void => {
+        if (!durable) db.pragma('synchronous = FULL');
+        if (write && lockGapMs > 0) afterWrite();
+      };
+      try {
+        (write ? begin.immediate : begin.deferred).run();
+      } catch (err) {
+        done();
+        return Promise.reject(err);
+      }
+      let running: Promise<T>;
+      try {
+        running = fn(tx);
+      } catch (err) {
+        running = Promise.reject(err);
+      }
+      return running.then(
+        (value) => {
+          try {
+            commit.run();
+          } catch (err) {
+            if (db.inTransaction) rollback.run();
+            done();
+            throw err;
+          }
+          done();
+          return value;
+        },
+        (err: unknown) => {
+          if (db.inTransaction) rollback.run();
+          done();
+          throw err;
+        },
+      );
+    });
+
   return {
+    backend: 'sqlite',
     db,
     clock,
     migrated,
-    orgs: createOrgsRepo(db),
-    roles: createRolesRepo(db),
-    users: createUsersRepo(db),
-    webhooks: createWebhooksRepo(db),
-    feed: createFeedRepo(db),
-    deliveries: createDeliveriesRepo(db),
-    retention: createRetentionRepo(db),
-    transaction: <T>(fn: () => T, options: { durable?: boolean } = {}): T =>
-      write(() => {
-        if (options.durable !== false) return db.transaction(fn).immediate();
-        db.pragma('synchronous = NORMAL');
-        try {
-          return db.transaction(fn).immediate();
-        } finally {
-          db.pragma('synchronous = FULL');
-        }
+    transaction: <T>(fn: (tx: Tx) => Promise<T>, options: TransactionOptions = {}): Promise<T> => run(true, options.durable !== false, fn),
+    read: <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => run(false, true, fn),
+    ping: () =>
+      turns.take(() => {
+        select1.get();
+        return Promise.resolve();
       }),
-    read: <T>(fn: () => T): T => db.transaction(fn).deferred(),
-    ping: () => {
-      select1.get();
+    startCheckpoints: (log: Logger, options: { whileBusy: boolean }) => startBackgroundCheckpoints(db, log, options),
+    trimHeap: () => trimmer.trim(),
+    get canTrimHeap() {
+      return trimmer.available;
     },
     close: () => {
       if (db.open) db.close();
+      return Promise.resolve();
+    },
+  };
+}
+
+/**
+ * Turns on the one connection, first come first served: `take(fn)` runs `fn` at once when no
+ * turn is under way (in the caller's tick), else once the turns before it have settled.
+ */
+function createTurns() {
+  let busy = false;
+  const waiting: Array<() => void> = [];
+  const next = (): void => {
+    const wake = waiting.shift();
+    if (wake === undefined) busy = false;
+    else wake();
+  };
+  const runTurn = <T>(fn: () => Promise<T>): Promise<T> => {
+    let p: Promise<T>;
+    try {
+      p = fn();
+    } catch (err) {
+      p = Promise.reject(err);
+    }
+    return p.finally(next);
+  };
+  return {
+    take<T>(fn: () => Promise<T>): Promise<T> {
+      if (!busy) {
+        busy = true;
+        return runTurn(fn);
+      }
+      return new Promise<void>((resolve) => waiting.push(resolve)).then(() => runTurn(fn));
     },
   };
 }

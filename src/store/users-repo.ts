@@ -1,6 +1,8 @@
 import type { Permission } from '../domain/permissions.ts';
 import type { User } from '../domain/types.ts';
 import type { Db } from './db.ts';
+import type { UsersRepo } from './repos.ts';
+import type { Sync } from './sync-repo.ts';
 
 interface UserRow {
   id: number;
@@ -21,7 +23,7 @@ const toUser = (row: UserRow): User => ({
   updatedAt: row.updated_at,
 });
 
-export function createUsersRepo(db: Db) {
+export function createUsersRepo(db: Db): Sync<UsersRepo> {
   const insert = db.prepare<[string, string, string, string, number, number]>(
     'INSERT INTO users (org_id, email, email_key, role_name, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (org_id, email_key) DO NOTHING',
   );
@@ -59,4 +61,3 @@ export function createUsersRepo(db: Db) {
     },
   };
 }
-export type UsersRepo = ReturnType<typeof createUsersRepo>;

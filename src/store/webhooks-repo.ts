@@ -1,5 +1,7 @@
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../domain/types.ts';
 import type { Db } from './db.ts';
+import type { WebhooksRepo, WebhookHealth, WebhookStatusChange, WebhookWithHealth } from './repos.ts';
+import type { Sync } from './sync-repo.ts';
 
 interface WebhookRow {
   org_id: string;
@@ -17,24 +19,6 @@ interface WebhookRow {
   disabled_reason: string | null;
 }
 
-/** Delivery health of a webhook, kept by the dispatcher. */
-export interface WebhookHealth {
-  readonly consecutiveFailures: number;
-  readonly failingSince: number | null;
-  readonly lastSuccessAt: number | null;
-  readonly disabledReason: string | null;
-}
-
-/** A webhook's status before and after a change, with why it was disabled when it was. */
-export interface WebhookStatusChange {
-  readonly from: WebhookStatus;
-  readonly to: WebhookStatus;
-  readonly disabledReason: string | null;
-}
-
-/** A webhook with its delivery health, for status reports (never the secret). */
-export interface WebhookWithHealth extends Webhook, WebhookHealth {}
-
 const toWebhook = (row: Pick<WebhookRow, 'org_id' | 'url' | 'active_hmac' | 'status' | 'created_at' | 'updated_at'>): Webhook => ({
   orgId: row.org_id,
   url: row.url,
@@ -44,7 +28,7 @@ const toWebhook = (row: Pick<WebhookRow, 'org_id' | 'url' | 'active_hmac' | 'sta
   updatedAt: row.updated_at,
 });
 
-export function createWebhooksRepo(db: Db) {
+export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
   const byOrg = db.prepare<[string], WebhookRow>(
     `SELECT org_id, url, active_hmac, secret, status, created_at, updated_at, previous_secret, previous_secret_expires_at,
        consecutive_failures, failing_since, last_success_at, disabled_reason FROM webhooks WHERE org_id = ?`,
@@ -151,4 +135,3 @@ export function createWebhooksRepo(db: Db) {
     },
   };
 }
-export type WebhooksRepo = ReturnType<typeof createWebhooksRepo>;

@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 import { validationError, type InvalidParam } from '../../domain/errors.ts';
 import { Permission } from '../../domain/permissions.ts';
-import type { AttemptRow } from '../../store/deliveries-repo.ts';
+import type { AttemptRow } from '../../store/repos.ts';
 import type { DeliveryService } from '../../services/deliveries.ts';
 import { deliveryView } from '../../services/views.ts';
 import type { SecuredRouter } from '../secured-router.ts';
@@ -45,7 +45,7 @@ function single(value: string | string[] | undefined): string | undefined {
 }
 
 export function registerDeliveryRoutes(router: SecuredRouter, services: { deliveries: DeliveryService }, lockWait: { readonly maxWaitMs?: number }): void {
-  router.route(['GET'], '/webhook/deliveries', Permission.webhookRead, (ctx, principal) => {
+  router.route(['GET'], '/webhook/deliveries', Permission.webhookRead, async (ctx, principal) => {
     const invalid: InvalidParam[] = [];
     const q = ctx.query;
     const status = single(q.status);
@@ -63,7 +63,7 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
       else beforeId = Number(decoded);
     }
     if (invalid.length > 0) throw validationError('the query is invalid', invalid);
-    const rows = services.deliveries.list(principal.orgId, {
+    const rows = await services.deliveries.list(principal.orgId, {
       status: status as (typeof STATUSES)[number] | undefined,
       since,
       until,
@@ -77,13 +77,13 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
     };
   });
 
-  router.route(['GET'], '/webhook/deliveries/:id', Permission.webhookRead, (ctx, principal) => {
-    const { delivery, attempts } = services.deliveries.get(principal.orgId, deliveryId(ctx));
+  router.route(['GET'], '/webhook/deliveries/:id', Permission.webhookRead, async (ctx, principal) => {
+    const { delivery, attempts } = await services.deliveries.get(principal.orgId, deliveryId(ctx));
     ctx.body = { ...deliveryView(delivery), attempt_log: attempts.map(attemptView) };
   });
 
-  router.route(['POST'], '/webhook/deliveries/:id/replay', Permission.webhookManage, (ctx, principal) => {
-    const delivery = services.deliveries.replay(principal.orgId, deliveryId(ctx));
+  router.route(['POST'], '/webhook/deliveries/:id/replay', Permission.webhookManage, async (ctx, principal) => {
+    const delivery = await services.deliveries.replay(principal.orgId, deliveryId(ctx));
     ctx.status = 202;
     ctx.body = { message: `Event ${delivery.eventId} queued again as delivery ${delivery.id}`, delivery: deliveryView(delivery) };
   });
@@ -112,14 +112,14 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
     { body: true },
   );
 
-  router.route(['POST'], '/webhook/test', Permission.webhookManage, (ctx, principal) => {
-    const delivery = services.deliveries.sendTest(principal.orgId);
+  router.route(['POST'], '/webhook/test', Permission.webhookManage, async (ctx, principal) => {
+    const delivery = await services.deliveries.sendTest(principal.orgId);
     ctx.status = 202;
     ctx.body = { message: `Test event ${delivery.eventId} queued as delivery ${delivery.id}`, delivery: deliveryView(delivery) };
   });
 
-  router.route(['POST'], '/webhook/rotate_secret', Permission.webhookManage, (ctx, principal) => {
-    const { secret, previousSecretExpiresAt } = services.deliveries.rotateSecret(principal.orgId);
+  router.route(['POST'], '/webhook/rotate_secret', Permission.webhookManage, async (ctx, principal) => {
+    const { secret, previousSecretExpiresAt } = await services.deliveries.rotateSecret(principal.orgId);
     ctx.body = {
       message: 'Signing secret rotated: give the new secret to your receiver (an admin can read it again with GET /webhook/get_secret); the previous one keeps signing until previous_secret_expires_at',
       secret,

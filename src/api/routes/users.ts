@@ -4,17 +4,17 @@ import type { UserService } from '../../services/users.ts';
 import type { SecuredRouter } from '../secured-router.ts';
 
 export function registerUserRoutes(router: SecuredRouter, services: { roles: RoleService; users: UserService }): void {
-  router.route(['GET'], '/users/get_roles', Permission.rolesRead, (ctx) => {
-    ctx.body = services.roles.list().map((role) => ({ name: role.name, description: role.description }));
+  router.route(['GET'], '/users/get_roles', Permission.rolesRead, async (ctx) => {
+    ctx.body = (await services.roles.list()).map((role) => ({ name: role.name, description: role.description }));
   });
 
   router.route(
     ['PUT', 'POST', 'PATCH'],
     '/users/update_role',
     Permission.usersManage,
-    (ctx, principal) => {
+    async (ctx, principal) => {
       const body = ctx.state.body as Record<string, unknown>;
-      const change = services.users.setRole(principal.orgId, { email: body.email, role_name: body.role_name });
+      const change = await services.users.setRole(principal.orgId, { email: body.email, role_name: body.role_name });
       ctx.body = {
         message: change.changed
           ? `Role of ${change.user.email} updated from ${change.previousRoleName} to ${change.user.roleName}`

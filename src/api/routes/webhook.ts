@@ -28,12 +28,12 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
     { body: true },
   );
 
-  router.route(['GET'], '/webhook/get_webhook', Permission.webhookRead, (ctx, principal) => {
-    const { webhook, health } = services.webhooks.getWithHealth(principal.orgId);
+  router.route(['GET'], '/webhook/get_webhook', Permission.webhookRead, async (ctx, principal) => {
+    const { webhook, health } = await services.webhooks.getWithHealth(principal.orgId);
     ctx.body = { ...webhookView(webhook), ...webhookHealthView(health) };
   });
 
-  router.route(['GET'], '/webhook/get_secret', Permission.webhookManage, (ctx, principal) => {
-    ctx.body = { secret: services.webhooks.getSecret(principal.orgId) };
+  router.route(['GET'], '/webhook/get_secret', Permission.webhookManage, async (ctx, principal) => {
+    ctx.body = { secret: await services.webhooks.getSecret(principal.orgId) };
   });
 }

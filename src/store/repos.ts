@@ -1,0 +1,439 @@
+/**
+ * The store boundary: what the services, the API, the CLI and the dispatcher need of the
+ * database, whichever it is (SQLite, the embedded default: store.ts; PostgreSQL: pg/). Every
+ * repository call is asynchronous and is made through the transaction it belongs to (`tx`,
+ * handed out by Store.transaction and Store.read), so no caller holds a driver or a connection.
+ *
+ * The data types the repositories take and give are here too: they are what both backends
+ * store, in the services' terms (camelCase, booleans, epoch ms), except DueRow, which is the
+ * claim's raw row (see sendable).
+ */
+import type { Clock } from '../domain/clock.ts';
+import { storedBody, type RejectReason, type StorableEvent, type StoredEvent } from '../domain/feed-event.ts';
+import type { Permission } from '../domain/permissions.ts';
+import type { Organization, Role, User, Webhook, WebhookStatus, WebhookWithSecret } from '../domain/types.ts';
+import type { Logger } from '../log.ts';
+
+export const DeliveryStatus = { pending: 'pending', delivered: 'delivered', dead: 'dead' } as const;
+export type DeliveryStatus = (typeof DeliveryStatus)[keyof typeof DeliveryStatus];
+
+/** A delivery the dispatcher may attempt now, with everything the attempt needs. */
+export interface DueDelivery {
+  readonly id: number;
+  readonly orgId: string;
+  readonly orderingKey: number;
+  readonly attempts: number;
+  readonly eventId: string;
+  readonly payload: string;
+  readonly url: string;
+  readonly activeHmac: boolean;
+  readonly secret: string | null;
+  readonly previousSecret: string | null;
+  readonly previousSecretExpiresAt: number | null;
+  /**
+   * Why no request body can be built from the stored event (a damaged row), or null. Such a
+   * delivery can never be sent: the dispatcher marks it dead with this reason and goes on.
+   */
+  readonly unsendable: string | null;
+}
+
+export interface DeliveryRow {
+  readonly id: number;
+  readonly orgId: string;
+  readonly eventId: string;
+  readonly eventType: string;
+  readonly anticipationRequestId: string;
+  readonly status: DeliveryStatus;
+  readonly attempts: number;
+  readonly nextAttemptAt: number;
+  readonly lastAttemptAt: number | null;
+  readonly lastStatusCode: number | null;
+  readonly lastError: string | null;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+}
+
+export interface AttemptRow {
+  readonly id: number;
+  readonly attempt: number;
+  readonly startedAt: number;
+  readonly durationMs: number;
+  readonly url: string;
+  readonly statusCode: number | null;
+  readonly errorClass: string | null;
+  readonly errorDetail: string | null;
+  readonly responseBody: string | null;
+  readonly outcome: string;
+}
+
+export interface ListFilter {
+  readonly status?: DeliveryStatus | 'failed' | undefined;
+  readonly since?: number | undefined;
+  readonly until?: number | undefined;
+  /** Cursor: only deliveries with a smaller id (newest first). */
+  readonly beforeId?: number | undefined;
+  readonly limit: number;
+}
+
+
+/** A due delivery as read, before its request body is built (see sendable). */
+export interface DueRow {
+  id: number;
+  org_id: string;
+  ordering_key: number;
+  attempts: number;
+  event_id: string;
+  anticipation_request_id: string;
+  occurred_at: number;
+  payload: string;
+  url: string;
+  active_hmac: number;
+  secret: string | null;
+  previous_secret: string | null;
+  previous_secret_expires_at: number | null;
+}
+/** The request body of a due row, or why there can be none. */
+function bodyOf(r: DueRow): { payload: string; unsendable: string | null } {
+  try {
+    return { payload: storedBody({ id: r.event_id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, occurredAt: r.occurred_at, payload: r.payload }), unsendable: null };
+  } catch (err) {
+    return { payload: '', unsendable: `the stored event cannot be turned into a request body (${err instanceof Error ? err.message : String(err)})` };
+  }
+}
+/** The due delivery of a row read by dueRows(), with its request body (or why it cannot have one). */
+export const sendable = (r: DueRow): DueDelivery => ({
+  id: r.id,
+  orgId: r.org_id,
+  orderingKey: r.ordering_key,
+  attempts: r.attempts,
+  eventId: r.event_id,
+  ...bodyOf(r),
+  url: r.url,
+  activeHmac: r.active_hmac === 1,
+  secret: r.secret,
+  previousSecret: r.previous_secret,
+  previousSecretExpiresAt: r.previous_secret_expires_at,
+});
+
+
+/** How many of an organization's newest tried deliveries recentFailure() looks at, per status. */
+export const RECENT_FAILURE_WINDOW = 2000;
+
+/** Where a tailed feed file was last committed, and how to recognise that file again. */
+export interface FeedPosition {
+  readonly source: string;
+  readonly dev: string;
+  readonly ino: string;
+  /** sha256 (hex) of the file's first `fingerprintBytes` bytes. */
+  readonly fingerprint: string;
+  readonly fingerprintBytes: number;
+  /** Byte offset just past the last committed line. */
+  readonly position: number;
+  /**
+   * sha256 (hex) of the up to 256 bytes just before `position`: a file rewritten with the same
+   * first bytes is told apart by what precedes the committed position. Null for positions
+   * committed before schema version 8.
+   */
+  readonly tailFingerprint: string | null;
+}
+
+export interface FeedReject {
+  readonly id: number;
+  readonly source: string;
+  readonly position: number | null;
+  readonly lineBytes: number;
+  readonly raw: Buffer;
+  readonly reason: RejectReason;
+  readonly detail: string;
+  readonly eventId: string | null;
+  readonly receivedAt: number;
+}
+
+export interface FeedStats {
+  readonly source: string;
+  readonly accepted: number;
+  readonly duplicates: number;
+  readonly quarantined: number;
+  readonly updatedAt: number;
+}
+
+
+/** Delivery health of a webhook, kept by the dispatcher. */
+export interface WebhookHealth {
+  readonly consecutiveFailures: number;
+  readonly failingSince: number | null;
+  readonly lastSuccessAt: number | null;
+  readonly disabledReason: string | null;
+}
+
+/** A webhook's status before and after a change, with why it was disabled when it was. */
+export interface WebhookStatusChange {
+  readonly from: WebhookStatus;
+  readonly to: WebhookStatus;
+  readonly disabledReason: string | null;
+}
+
+/** A webhook with its delivery health, for status reports (never the secret). */
+export interface WebhookWithHealth extends Webhook, WebhookHealth {}
+
+
+/** Rows a prune removed (or, in a dry run, would remove). */
+export interface PrunedRows {
+  events: number;
+  deliveries: number;
+  attempts: number;
+  quarantinedLines: number;
+}
+
+export const noPrunedRows = (): PrunedRows => ({ events: 0, deliveries: 0, attempts: 0, quarantinedLines: 0 });
+
+/**
+ * The newest row of each table a prune may touch. Rowids are never handed out twice: SQLite
+ * gives a new row max(rowid) + 1, so removing the newest row would give its id (an event's seq,
+ * a delivery id the API shows, a quarantine id the CLI pages by) to the next row. Retention keeps
+ * these rows, whatever their age.
+ */
+export interface Newest {
+  /** Not a newest row: the oldest event's seq, where a pass starts. */
+  readonly oldestSeq: number;
+  readonly seq: number;
+  readonly deliveryId: number;
+  readonly attemptId: number;
+  readonly rejectId: number;
+}
+
+
+/** An event to store, read at byte `position` of its source (null: a source without offsets). */
+export interface EventToStore {
+  readonly event: StorableEvent;
+  readonly position: number | null;
+}
+
+/** A delivery to queue: the outbox row of a stored event for its organization's webhook. */
+export interface DeliveryToQueue {
+  readonly eventSeq: number;
+  readonly orgId: string;
+  readonly orderingKey: number;
+}
+
+/** A finished attempt as stored in the attempts log. */
+export type AttemptToStore = Omit<AttemptRow, 'id'> & { readonly deliveryId: number };
+
+/** A delivery's new state once an attempt has ended (see DeliveriesRepo.settle). */
+export interface Settlement {
+  readonly status: DeliveryStatus;
+  readonly attempts: number;
+  readonly nextAttemptAt: number;
+  readonly at: number;
+  readonly statusCode: number | null;
+  readonly error: string | null;
+}
+
+export interface OrgsRepo {
+  /** Inserts; returns false when the id is taken. */
+  insert(org: Organization): Promise<boolean>;
+  get(id: string): Promise<Organization | null>;
+  list(): Promise<Organization[]>;
+}
+
+export interface RolesRepo {
+  list(): Promise<Role[]>;
+  get(name: string): Promise<Role | null>;
+  /** Inserts a custom role; returns false when the name is taken. */
+  insert(role: { name: string; description: string; permissions: readonly Permission[] }, now: number): Promise<boolean>;
+}
+
+export interface UsersRepo {
+  /** Inserts; returns the new user, or null when the e-mail is taken in that organization. */
+  insert(user: { orgId: string; email: string; emailKey: string; roleName: string }, now: number): Promise<User | null>;
+  findByEmail(orgId: string, emailKey: string): Promise<User | null>;
+  listByOrg(orgId: string): Promise<User[]>;
+  setRole(userId: number, roleName: string, now: number): Promise<void>;
+  remove(userId: number): Promise<void>;
+  countOthersWithPermission(orgId: string, exceptUserId: number, permission: Permission): Promise<number>;
+}
+
+export interface WebhooksRepo {
+  /** The webhook without its secret: what every read path gets. */
+  get(orgId: string): Promise<Webhook | null>;
+  getWithSecret(orgId: string): Promise<WebhookWithSecret | null>;
+  /** The webhooks that may receive deliveries now (not disabled), with their status and last success (epoch ms). */
+  deliverable(): Promise<Array<{ orgId: string; status: WebhookStatus; lastSuccessAt: number | null }>>;
+  health(orgId: string): Promise<WebhookHealth | null>;
+  /** Every webhook with its health, by organization id. */
+  listWithHealth(): Promise<WebhookWithHealth[]>;
+  /** Records a successful attempt; returns the status change it made (`failing` -> `active`), if any. */
+  recordSuccess(orgId: string, now: number): Promise<WebhookStatusChange | null>;
+  /**
+   * Records a failed attempt: `failing` after `failingAfter` in a row, `disabled` once failing
+   * for `disableAfterMs`; returns the status change it made, if any.
+   */
+  recordFailure(orgId: string, now: number, failingAfter: number, disableAfterMs: number): Promise<WebhookStatusChange | null>;
+  /** Sets the status (and why it is disabled); returns the change it made, null when the status stays. */
+  setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): Promise<WebhookStatusChange | null>;
+  /** The current secret becomes the previous one (signing until `previousExpiresAt`); `secret` becomes current. */
+  rotateSecret(orgId: string, secret: string, previousExpiresAt: number, now: number): Promise<void>;
+  /** Creates or replaces the organization's one webhook; status goes back to active. */
+  upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number): Promise<void>;
+}
+
+/**
+ * Events, feed positions, quarantined lines and feed counts. Positions and counts belong to
+ * the instance the store was opened for (`instance.name`): each instance reads its own feed.
+ * Events are shared: an event id is stored once, whichever instance read it first.
+ */
+export interface FeedRepo {
+  /** Events never queued for delivery (their organization had no webhook), per organization. */
+  undeliverableByOrg(): Promise<Array<{ orgId: string; events: number }>>;
+  /**
+   * The number that stands for a source (a feed's path, "-" for standard input) in the events
+   * it stored; given the first time the source is seen. Call inside the write transaction that
+   * stores the events (a batch that rolls back takes a new source's row with it).
+   */
+  sourceId(source: string): Promise<number>;
+  /**
+   * Inserts the events, in order; returns each one's sequence number, or null where an event
+   * with that id exists (stored before, or earlier in the same call).
+   */
+  insertEvents(events: readonly EventToStore[], sourceId: number, now: number): Promise<Array<number | null>>;
+  /**
+   * Which of `legacyIds` name events stored before SQLite schema version 5 (the ids lines without
+   * event_id were given then; see feed-event's derivedEventId). Empty in a database created since.
+   */
+  legacyEvents(legacyIds: readonly string[]): Promise<Set<string>>;
+  /** The stored columns of the events with these ids (what their webhook bodies are built from), by id. */
+  storedEvents(ids: readonly string[]): Promise<Map<string, StoredEvent>>;
+  /**
+   * The time (epoch ms) the next stored event is received at: `now`, or the newest event's
+   * time if the clock is behind it. Keeps received_at non-decreasing along seq, which seqRange
+   * relies on. Call inside the write transaction that inserts.
+   */
+  receivedAt(now: number): Promise<number>;
+  /** The seqs of events received in [since, until) (epoch ms), as a half-open range [from, to). */
+  seqRange(since: number, until: number): Promise<{ from: number; to: number }>;
+  insertRejects(rejects: ReadonlyArray<Omit<FeedReject, 'id'>>): Promise<void>;
+  getPosition(source: string): Promise<FeedPosition | null>;
+  savePosition(p: FeedPosition, now: number): Promise<void>;
+  addStats(source: string, accepted: number, duplicates: number, quarantined: number, now: number): Promise<void>;
+  stats(): Promise<FeedStats[]>;
+  listRejects(afterId: number, limit: number): Promise<FeedReject[]>;
+}
+
+export interface DeliveriesRepo {
+  /** Queues one delivery; returns its id. */
+  insert(eventSeq: number, orgId: string, orderingKey: number, now: number): Promise<number>;
+  /** Queues deliveries (ingestion: many at once); their ids are not returned. */
+  insertMany(rows: readonly DeliveryToQueue[], now: number): Promise<void>;
+  /**
+   * Up to `limit` deliveries of the organization that may be attempted now (not leased, not
+   * held back by an earlier change of their request, webhook not disabled), oldest due first,
+   * without their request body (see sendable). In a write transaction on a backend shared by
+   * several instances, the rows read are locked for this transaction and rows another one has
+   * locked are skipped.
+   */
+  dueRows(orgId: string, now: number, limit: number): Promise<DueRow[]>;
+  /** When the organization's next retry falls due (epoch ms), if it has one after `now`. */
+  nextRetryAt(orgId: string, now: number): Promise<number | null>;
+  /** A pending delivery that can never be sent becomes dead, with the reason. */
+  markUnsendable(id: number, error: string, now: number): Promise<void>;
+  /** Leases deliveries until `until` (epoch ms): nobody else attempts them before then. */
+  lease(ids: readonly number[], until: number, now: number): Promise<void>;
+  insertAttempts(attempts: readonly AttemptToStore[]): Promise<void>;
+  settle(id: number, s: Settlement): Promise<void>;
+  /** Gives leased deliveries back without counting an attempt. */
+  release(ids: readonly number[], now: number): Promise<void>;
+  get(orgId: string, id: number): Promise<DeliveryRow | null>;
+  attempts(deliveryId: number): Promise<AttemptRow[]>;
+  /** Newest first. `status` is the public status: `pending` is never attempted, `failed` attempted and waiting for a retry. */
+  list(orgId: string, f: ListFilter): Promise<DeliveryRow[]>;
+  eventOf(deliveryId: number): Promise<{ eventSeq: number; orderingKey: number } | null>;
+  hasPendingDelivery(eventSeq: number): Promise<boolean>;
+  /** Events of the organization with seq in [from, to) that were never delivered and are not queued. */
+  recoverable(orgId: string, from: number, to: number): Promise<Array<{ eventSeq: number; eventId: string; orgId: string; anticipationRequestId: string; type: string }>>;
+  /** Makes failed (pending, already attempted) deliveries of events with seq in [from, to) due now. */
+  hurryFailed(orgId: string, from: number, to: number, now: number): Promise<number>;
+  /**
+   * Counts up to `limit` pending deliveries of the organization with an id above `after`:
+   * `fresh` ones (never attempted, not leased) or `tried` ones (attempted, or leased now).
+   * Returns how many, and the last id counted (the next call's `after`).
+   */
+  countPendingChunk(orgId: string, kind: 'fresh' | 'tried', after: number, limit: number): Promise<{ n: number; last: number }>;
+  /** When the organization's oldest due delivery became due (epoch ms); null when none is due. */
+  oldestDueAt(orgId: string, now: number): Promise<number | null>;
+  /** The latest failed attempt among the organization's newest `window` tried pending deliveries and newest `window` dead ones. */
+  recentFailure(orgId: string, window?: number): Promise<{ at: number; statusCode: number | null; error: string } | null>;
+  /** Stores a `webhook.test` event; returns its sequence number. */
+  insertTestEvent(id: string, orgId: string, payload: string, now: number): Promise<number>;
+}
+
+export interface RetentionRepo {
+  /** The newest row of each table, and the oldest event (0 when a table is empty). */
+  newest(): Promise<Newest>;
+  /**
+   * Looks at up to `limit` events with seq in (after, before), oldest first, and removes those
+   * whose deliveries were all delivered before `cutoff` (epoch ms), with their deliveries and
+   * attempts; with `dryRun` only counts them. Returns the last seq looked at (null: none left)
+   * and the rows removed.
+   */
+  pruneEvents(o: { after: number; before: number; cutoff: number; newest: Newest; limit: number; dryRun: boolean }): Promise<{ last: number | null; removed: PrunedRows }>;
+  /** Removes up to `limit` quarantined lines received before `cutoff` (never the newest one); returns how many. */
+  pruneRejects(cutoff: number, newestId: number, limit: number): Promise<number>;
+  /** How many quarantined lines pruneRejects would remove in all. */
+  countRejects(cutoff: number, newestId: number): Promise<number>;
+}
+
+/** The repositories, as one transaction sees them. */
+export interface Tx {
+  readonly orgs: OrgsRepo;
+  readonly roles: RolesRepo;
+  readonly users: UsersRepo;
+  readonly webhooks: WebhooksRepo;
+  readonly feed: FeedRepo;
+  readonly deliveries: DeliveriesRepo;
+  readonly retention: RetentionRepo;
+}
+
+export interface TransactionOptions {
+  /**
+   * False: the commit need not wait for the disk (SQLite: synchronous=NORMAL for this one
+   * transaction). A power cut may undo it, never corrupt anything. Only for writes that are as
+   * good redone as lost (retention, a claim that records nothing).
+   */
+  readonly durable?: boolean;
+}
+
+/** Background upkeep beside a large ingest (SQLite: WAL checkpoints on a thread of their own). */
+export interface Checkpoints {
+  /** A burst of writes: checkpoint in the background for a while. */
+  busy(): void;
+  stop(): Promise<void>;
+}
+
+/** The database, whichever backend holds it. */
+export interface Store {
+  readonly backend: 'sqlite' | 'postgres';
+  readonly clock: Clock;
+  /** Schema versions before and after the migrations applied when this store was opened. */
+  readonly migrated: { readonly from: number; readonly to: number };
+  /**
+   * Runs `fn` in one write transaction and commits what it did, or nothing if it throws. On
+   * SQLite the write lock is taken up front (BEGIN IMMEDIATE): read-then-write is safe across
+   * processes. `fn` must not wait for anything but its repository calls: the transaction holds
+   * the database (SQLite) or a pooled connection (PostgreSQL) until it returns.
+   */
+  transaction<T>(fn: (tx: Tx) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  /** Runs `fn` in one read transaction: a consistent snapshot that never blocks a writer. */
+  read<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  /** Throws if the database cannot answer a trivial query (readiness probe). */
+  ping(): Promise<void>;
+  /**
+   * Starts the backend's upkeep beside ingestion (SQLite: background WAL checkpoints, see
+   * checkpointer.ts); `whileBusy`: only during bursts.
+   */
+  startCheckpoints(log: Logger, options: { whileBusy: boolean }): Promise<Checkpoints>;
+  /** Gives the C heap's free pages back to the system; false when this platform cannot. */
+  trimHeap(): boolean;
+  /** Whether trimHeap can do anything here. */
+  readonly canTrimHeap: boolean;
+  close(): Promise<void>;
+}
