@@ -74,7 +74,7 @@ export function registerFeedCommands(program: Command): void {
           (counts.quarantined > 0 ? '\nsee: hookrelay feed rejects' : ''),
         );
       } finally {
-        store.close();
+        await store.close();
       }
     },
   );

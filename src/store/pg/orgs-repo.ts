@@ -1,0 +1,29 @@
+import type { Organization } from '../../domain/types.ts';
+import type { OrgsRepo } from '../repos.ts';
+import type { PgConnection } from './connection.ts';
+
+interface OrgRow {
+  id: string;
+  name: string;
+  created_at: number;
+}
+
+const toOrg = (row: OrgRow): Organization => ({ id: row.id, name: row.name, createdAt: row.created_at });
+
+/** Organizations on PostgreSQL, as ../orgs-repo.ts on SQLite; `id` is COLLATE "C", so list() sorts by bytes as SQLite does. */
+export function createPgOrgsRepo(db: PgConnection): OrgsRepo {
+  return {
+    async insert(org: Organization): Promise<boolean> {
+      const r = await db.query('INSERT INTO organizations (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING', [org.id, org.name, org.createdAt]);
+      return r.rowCount === 1;
+    },
+    async get(id: string): Promise<Organization | null> {
+      const { rows } = await db.query<OrgRow>('SELECT id, name, created_at FROM organizations WHERE id = $1', [id]);
+      return rows[0] === undefined ? null : toOrg(rows[0]);
+    },
+    async list(): Promise<Organization[]> {
+      const { rows } = await db.query<OrgRow>('SELECT id, name, created_at FROM organizations ORDER BY id');
+      return rows.map(toOrg);
+    },
+  };
+}

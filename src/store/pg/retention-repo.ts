@@ -1,0 +1,100 @@
+import { noPrunedRows, type Newest, type PrunedRows, type RetentionRepo } from '../repos.ts';
+import type { PgConnection } from './connection.ts';
+
+/**
+ * Whether event `e` may go: the condition of ../retention-repo.ts, word for word, given the
+ * parameters that hold the cutoff, the newest delivery id and the newest attempt id. Every
+ * delivery of the event was delivered before the cutoff (none pending, none dead), none is the
+ * newest delivery or holds the newest attempt, and there is at least one (an event without a
+ * delivery is kept: `deliveries recover` can still queue it).
+ */
+const prunable = (cutoff: string, newestDelivery: string, newestAttempt: string): string => `EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq)
+  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq
+    AND (d.status <> 'delivered' OR d.updated_at >= ${cutoff}::bigint OR d.id >= ${newestDelivery}::bigint
+      OR EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.delivery_id = d.id AND a.id >= ${newestAttempt}::bigint)))`;
+
+/** A window of up to $6 events in seq order (a primary-key range), each with whether it may go. */
+const WINDOW = `SELECT e.seq, ${prunable('$3', '$4', '$5')} AS prunable FROM events e
+  WHERE e.seq > $1::bigint AND e.seq < $2::bigint
+  ORDER BY e.seq LIMIT $6::bigint`;
+
+/**
+ * Removes the events of the window that may go ($1: their seqs; $2 to $4: the cutoff, the
+ * newest delivery id and the newest attempt id), with their deliveries and attempts, in one
+ * statement, and counts what it removed. The condition is checked again here rather than
+ * trusted from the window: under READ COMMITTED, another instance may have queued a delivery
+ * of one of these events in between (a replay of an old delivery), and that one must stay. A
+ * delivery committed while this statement runs is not seen by it: the event's foreign key then
+ * fails the statement, and the batch's transaction with it, rather than leave a delivery
+ * without its event. The deletes share one snapshot, and the foreign keys between them are
+ * checked at the end of the statement, once all three are done.
+ */
+const DELETE_BATCH = `WITH gone AS (
+    SELECT e.seq FROM events e WHERE e.seq = ANY($1::bigint[]) AND ${prunable('$2', '$3', '$4')}
+  ),
+  gone_attempts AS (
+    DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE event_seq IN (SELECT seq FROM gone)) RETURNING 1
+  ),
+  gone_deliveries AS (DELETE FROM deliveries WHERE event_seq IN (SELECT seq FROM gone) RETURNING 1),
+  gone_events AS (DELETE FROM events WHERE seq IN (SELECT seq FROM gone) RETURNING 1)
+  SELECT (SELECT count(*) FROM gone_events) AS events, (SELECT count(*) FROM gone_deliveries) AS deliveries,
+    (SELECT count(*) FROM gone_attempts) AS attempts`;
+
+/** What DELETE_BATCH would remove ($1: the seqs of the events that may go), for a dry run: it writes nothing. */
+const COUNT_BATCH = `SELECT (SELECT count(*) FROM deliveries WHERE event_seq = ANY($1::bigint[])) AS deliveries,
+  (SELECT count(*) FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE event_seq = ANY($1::bigint[]))) AS attempts`;
+
+/**
+ * Retention on PostgreSQL, as ../retention-repo.ts on SQLite: the same rows kept and removed,
+ * the same counts. Where SQLite runs a statement per event (microseconds each, in process),
+ * a batch here is two round trips whatever its size: the window, then one statement that
+ * removes (or, in a dry run, counts) the rows of all its events that may go.
+ */
+export function createPgRetentionRepo(db: PgConnection): RetentionRepo {
+  return {
+    async newest(): Promise<Newest> {
+      const { rows } = await db.query<{ oldest_seq: number | null; seq: number | null; delivery_id: number | null; attempt_id: number | null; reject_id: number | null }>(
+        `SELECT (SELECT min(seq) FROM events) AS oldest_seq, (SELECT max(seq) FROM events) AS seq, (SELECT max(id) FROM deliveries) AS delivery_id,
+           (SELECT max(id) FROM delivery_attempts) AS attempt_id, (SELECT max(id) FROM feed_rejects) AS reject_id`,
+      );
+      const r = rows[0]!;
+      return { oldestSeq: r.oldest_seq ?? 0, seq: r.seq ?? 0, deliveryId: r.delivery_id ?? 0, attemptId: r.attempt_id ?? 0, rejectId: r.reject_id ?? 0 };
+    },
+
+    async pruneEvents(o: { after: number; before: number; cutoff: number; newest: Newest; limit: number; dryRun: boolean }): Promise<{ last: number | null; removed: PrunedRows }> {
+      const removed = noPrunedRows();
+      const { rows } = await db.query<{ seq: number; prunable: boolean }>(WINDOW, [o.after, o.before, o.cutoff, o.newest.deliveryId, o.newest.attemptId, o.limit]);
+      const last = rows.length === 0 ? null : rows[rows.length - 1]!.seq;
+      const seqs = rows.filter((r) => r.prunable).map((r) => r.seq);
+      if (seqs.length === 0) return { last, removed };
+      if (o.dryRun) {
+        const counts = (await db.query<{ deliveries: number; attempts: number }>(COUNT_BATCH, [seqs])).rows[0]!;
+        removed.events = seqs.length;
+        removed.deliveries = counts.deliveries;
+        removed.attempts = counts.attempts;
+      } else {
+        const counts = (await db.query<{ events: number; deliveries: number; attempts: number }>(DELETE_BATCH, [seqs, o.cutoff, o.newest.deliveryId, o.newest.attemptId]))
+          .rows[0]!;
+        removed.events = counts.events;
+        removed.deliveries = counts.deliveries;
+        removed.attempts = counts.attempts;
+      }
+      return { last, removed };
+    },
+
+    async pruneRejects(cutoff: number, newestId: number, limit: number): Promise<number> {
+      // Oldest first, ties by id: the order SQLite reads its index on received_at in (the rowid ends every index entry).
+      const r = await db.query(
+        `DELETE FROM feed_rejects WHERE id IN (
+           SELECT id FROM feed_rejects WHERE received_at < $1 AND id < $2 ORDER BY received_at, id LIMIT $3)`,
+        [cutoff, newestId, limit],
+      );
+      return r.rowCount ?? 0;
+    },
+
+    async countRejects(cutoff: number, newestId: number): Promise<number> {
+      const { rows } = await db.query<{ n: number }>('SELECT count(*) AS n FROM feed_rejects WHERE received_at < $1 AND id < $2', [cutoff, newestId]);
+      return rows[0]!.n;
+    },
+  };
+}

@@ -1,0 +1,147 @@
+/**
+ * The PostgreSQL store: the Store boundary (../repos.ts) over a pool of connections. Each
+ * transaction takes a connection of its own for its whole length and gets repositories that
+ * run their statements on it; the transactions of one process run side by side on as many
+ * connections as the pool holds, and the others wait for a free one.
+ *
+ * Built so far: organizations, roles, users, webhooks and retention. Feed and deliveries are
+ * not yet (unbuilt-repos.ts): their calls fail with `invalid_config`.
+ */
+import type { PoolClient } from 'pg';
+import type { Clock } from '../../domain/clock.ts';
+import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
+import type { Logger } from '../../log.ts';
+import type { Checkpoints, Store, TransactionOptions, Tx } from '../repos.ts';
+import { migratePostgres } from './migrations.ts';
+import { createPgOrgsRepo } from './orgs-repo.ts';
+import { createPgPool, type PgPoolOptions } from './pool.ts';
+import { createPgRetentionRepo } from './retention-repo.ts';
+import { createPgRolesRepo } from './roles-repo.ts';
+import { unbuiltDeliveriesRepo, unbuiltFeedRepo } from './unbuilt-repos.ts';
+import { createPgUsersRepo } from './users-repo.ts';
+import { createPgWebhooksRepo } from './webhooks-repo.ts';
+
+/** The PostgreSQL store, and the instance it was opened for. Services see only Store. */
+export interface PgStore extends Store {
+  readonly backend: 'postgres';
+  /** The name this instance keeps its feed positions and statistics under (`instance.name`). */
+  readonly instance: string;
+}
+
+export interface OpenPgStoreOptions {
+  /** The instance's name (`instance.name`); not empty (the feed tables refuse an empty one). */
+  readonly instance: string;
+  /** Most connections the pool holds; pool.ts's DEFAULT_POOL_SIZE by default. */
+  readonly poolSize?: number | undefined;
+  /** Receives the migrations applied and the failures of idle connections. */
+  readonly log?: Logger | undefined;
+}
+
+/**
+ * A write transaction. READ COMMITTED whatever the server's default: each statement sees what
+ * other instances committed before it, and the repositories lock what they read-then-write
+ * (webhooks-repo.ts) rather than rely on a stronger isolation level that would fail
+ * transactions with serialization errors to be retried.
+ */
+const BEGIN_WRITE = 'BEGIN ISOLATION LEVEL READ COMMITTED';
+/**
+ * `durable: false`: the commit returns without waiting for the WAL to reach the disk. A crash
+ * of the server may lose the transaction, never half of it, nor corrupt anything.
+ */
+const BEGIN_WRITE_NOT_DURABLE = `${BEGIN_WRITE}; SET LOCAL synchronous_commit = off`;
+/** A read: one snapshot for all of `fn`'s statements, as SQLite's read transaction gives. Writes are refused. */
+const BEGIN_READ = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
+
+/** The repositories of one transaction, over its connection: a handful of closures, made per transaction. */
+function txOver(client: PoolClient): Tx {
+  return {
+    orgs: createPgOrgsRepo(client),
+    roles: createPgRolesRepo(client),
+    users: createPgUsersRepo(client),
+    webhooks: createPgWebhooksRepo(client),
+    feed: unbuiltFeedRepo,
+    deliveries: unbuiltDeliveriesRepo,
+    retention: createPgRetentionRepo(client),
+  };
+}
+
+const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));
+
+/**
+ * Opens a pool on the database at `url` (pool.ts reads it: TLS, timeouts; no PG* variable),
+ * brings its schema up to date (migrations.ts: once, under an advisory lock, whichever
+ * instance comes first) and returns the store. Throws `invalid_config` for an empty instance
+ * name or a URL that cannot be used, `database_too_new` for a schema newer than this code, or
+ * the connection's error when the server cannot be reached; the pool is closed then.
+ */
+export async function openPgStore(url: string, clock: Clock, options: OpenPgStoreOptions): Promise<PgStore> {
+  if (options.instance === '') throw new HookrelayError(ErrorCode.config, 'instance.name is empty: each instance sharing a PostgreSQL database needs a name of its own');
+  const poolOptions: { -readonly [K in keyof PgPoolOptions]: PgPoolOptions[K] } = {};
+  if (options.poolSize !== undefined) poolOptions.max = options.poolSize;
+  if (options.log !== undefined) poolOptions.log = options.log;
+  const pool = createPgPool(url, poolOptions);
+  let migrated: { from: number; to: number };
+  try {
+    migrated = await migratePostgres(pool, options.log);
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    throw err;
+  }
+
+  /**
+   * Runs `fn` between `begin` and COMMIT on a connection of its own. Whatever fails (BEGIN,
+   * `fn`, a statement, COMMIT), the transaction is rolled back and the error passed on. A
+   * connection that failed while checked out (the server restarted, the network dropped, an
+   * administrator ended the session) or that cannot even roll back is closed rather than
+   * given back to the pool.
+   */
+  const run = async <T>(begin: string, fn: (tx: Tx) => Promise<T>): Promise<T> => {
+    const client = await pool.connect();
+    let broken: Error | undefined;
+    // pg emits a checked-out connection's failure as an 'error' event on its client, which
+    // the pool only listens to while the client is idle: unheard, it would end the process.
+    // The statement under way fails with it too, so noting it is enough.
+    const onError = (err: Error): void => {
+      broken ??= err;
+    };
+    client.on('error', onError);
+    try {
+      await client.query(begin);
+      const value = await fn(txOver(client));
+      await client.query('COMMIT');
+      return value;
+    } catch (err) {
+      // After a failed COMMIT the server has ended the transaction already: this ROLLBACK only
+      // draws a warning then. It fails when the connection is gone.
+      await client.query('ROLLBACK').catch((rollbackErr: unknown) => {
+        broken ??= asError(rollbackErr);
+      });
+      throw err;
+    } finally {
+      client.removeListener('error', onError);
+      client.release(broken);
+    }
+  };
+
+  let closing: Promise<void> | null = null;
+  const noCheckpoints: Checkpoints = { busy() {}, stop: () => Promise.resolve() };
+
+  return {
+    backend: 'postgres',
+    instance: options.instance,
+    clock,
+    migrated,
+    transaction: <T>(fn: (tx: Tx) => Promise<T>, txOptions: TransactionOptions = {}): Promise<T> =>
+      run(txOptions.durable === false ? BEGIN_WRITE_NOT_DURABLE : BEGIN_WRITE, fn),
+    read: <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => run(BEGIN_READ, fn),
+    ping: async () => {
+      await pool.query('SELECT 1');
+    },
+    // The server keeps its own WAL and memory: there is no upkeep for the store to run.
+    startCheckpoints: () => Promise.resolve(noCheckpoints),
+    trimHeap: () => false,
+    canTrimHeap: false,
+    /** Waits for the transactions under way to give their connections back, then closes them all; a second call waits for the first. */
+    close: () => (closing ??= pool.end()),
+  };
+}

@@ -1,0 +1,140 @@
+import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/types.ts';
+import type { WebhookHealth, WebhookStatusChange, WebhooksRepo, WebhookWithHealth } from '../repos.ts';
+import type { PgConnection } from './connection.ts';
+
+interface WebhookRow {
+  org_id: string;
+  url: string;
+  active_hmac: boolean;
+  status: WebhookStatus;
+  created_at: number;
+  updated_at: number;
+}
+
+interface HealthRow {
+  consecutive_failures: number;
+  failing_since: number | null;
+  last_success_at: number | null;
+  disabled_reason: string | null;
+}
+
+const WEBHOOK = 'org_id, url, active_hmac, status, created_at, updated_at';
+const HEALTH = 'consecutive_failures, failing_since, last_success_at, disabled_reason';
+
+const toWebhook = (row: WebhookRow): Webhook => ({
+  orgId: row.org_id,
+  url: row.url,
+  activeHmac: row.active_hmac,
+  status: row.status,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+const toHealth = (row: HealthRow): WebhookHealth => ({
+  consecutiveFailures: row.consecutive_failures,
+  failingSince: row.failing_since,
+  lastSuccessAt: row.last_success_at,
+  disabledReason: row.disabled_reason,
+});
+
+/**
+ * The status a change starts from, read in the statement that makes the change: the UPDATE
+ * joins the row as it was, locked first (FOR UPDATE), so that under READ COMMITTED the status
+ * returned is the one the change was computed from, even when another instance's transaction
+ * changed the row just before. One round trip; SQLite reads the status, then updates, under
+ * its write lock. (RETURNING old.* would say it directly, but needs PostgreSQL 18.)
+ */
+const FROM_PRIOR = 'FROM (SELECT org_id, status FROM webhooks WHERE org_id = $1 FOR UPDATE) prior WHERE w.org_id = prior.org_id';
+
+/**
+ * Webhooks on PostgreSQL, as ../webhooks-repo.ts on SQLite: the same columns changed and the
+ * same status changes returned. Reads without the secret never select it.
+ */
+export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
+  return {
+    async get(orgId: string): Promise<Webhook | null> {
+      const { rows } = await db.query<WebhookRow>(`SELECT ${WEBHOOK} FROM webhooks WHERE org_id = $1`, [orgId]);
+      return rows[0] === undefined ? null : toWebhook(rows[0]);
+    },
+    async getWithSecret(orgId: string): Promise<WebhookWithSecret | null> {
+      const { rows } = await db.query<WebhookRow & { secret: string | null }>(`SELECT ${WEBHOOK}, secret FROM webhooks WHERE org_id = $1`, [orgId]);
+      return rows[0] === undefined ? null : { ...toWebhook(rows[0]), secret: rows[0].secret };
+    },
+    async deliverable(): Promise<Array<{ orgId: string; status: WebhookStatus; lastSuccessAt: number | null }>> {
+      const { rows } = await db.query<{ org_id: string; status: WebhookStatus; last_success_at: number | null }>(
+        "SELECT org_id, status, last_success_at FROM webhooks WHERE status <> 'disabled' ORDER BY org_id",
+      );
+      return rows.map((r) => ({ orgId: r.org_id, status: r.status, lastSuccessAt: r.last_success_at }));
+    },
+    async health(orgId: string): Promise<WebhookHealth | null> {
+      const { rows } = await db.query<HealthRow>(`SELECT ${HEALTH} FROM webhooks WHERE org_id = $1`, [orgId]);
+      return rows[0] === undefined ? null : toHealth(rows[0]);
+    },
+    /** By organization id (COLLATE "C": byte order, as in SQLite). */
+    async listWithHealth(): Promise<WebhookWithHealth[]> {
+      const { rows } = await db.query<WebhookRow & HealthRow>(`SELECT ${WEBHOOK}, ${HEALTH} FROM webhooks ORDER BY org_id`);
+      return rows.map((row) => ({ ...toWebhook(row), ...toHealth(row) }));
+    },
+    async recordSuccess(orgId: string, now: number): Promise<WebhookStatusChange | null> {
+      const { rows } = await db.query<{ prior: WebhookStatus }>(
+        `UPDATE webhooks w SET consecutive_failures = 0, failing_since = NULL, last_success_at = $2::bigint,
+           status = CASE WHEN w.status = 'disabled' THEN w.status ELSE 'active' END
+         ${FROM_PRIOR}
+         RETURNING prior.status AS prior`,
+        [orgId, now],
+      );
+      return rows[0]?.prior === 'failing' ? { from: 'failing', to: 'active', disabledReason: null } : null;
+    },
+    async recordFailure(orgId: string, now: number, failingAfter: number, disableAfterMs: number): Promise<WebhookStatusChange | null> {
+      const { rows } = await db.query<{ prior: WebhookStatus; status: WebhookStatus; disabled_reason: string | null }>(
+        `UPDATE webhooks w SET consecutive_failures = w.consecutive_failures + 1, failing_since = coalesce(w.failing_since, $2::bigint),
+           status = CASE
+             WHEN w.status = 'disabled' THEN w.status
+             WHEN $2::bigint - coalesce(w.failing_since, $2::bigint) >= $4::bigint THEN 'disabled'
+             WHEN w.consecutive_failures + 1 >= $3::integer THEN 'failing'
+             ELSE w.status END,
+           disabled_reason = CASE
+             WHEN w.status <> 'disabled' AND $2::bigint - coalesce(w.failing_since, $2::bigint) >= $4::bigint THEN 'failing_too_long'
+             ELSE w.disabled_reason END
+         ${FROM_PRIOR}
+         RETURNING prior.status AS prior, w.status, w.disabled_reason`,
+        [orgId, now, failingAfter, disableAfterMs],
+      );
+      const row = rows[0];
+      if (row === undefined || row.status === row.prior) return null;
+      return { from: row.prior, to: row.status, disabledReason: row.disabled_reason };
+    },
+    async setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): Promise<WebhookStatusChange | null> {
+      const { rows } = await db.query<{ prior: WebhookStatus }>(
+        `UPDATE webhooks w SET status = $2::text, disabled_reason = $3::text, updated_at = $4::bigint,
+           consecutive_failures = CASE WHEN $2::text = 'active' THEN 0 ELSE w.consecutive_failures END,
+           failing_since = CASE WHEN $2::text = 'active' THEN NULL ELSE w.failing_since END
+         ${FROM_PRIOR}
+         RETURNING prior.status AS prior`,
+        [orgId, status, reason, now],
+      );
+      const prior = rows[0]?.prior;
+      if (prior === undefined || prior === status) return null;
+      return { from: prior, to: status, disabledReason: reason };
+    },
+    async rotateSecret(orgId: string, secret: string, previousExpiresAt: number, now: number): Promise<void> {
+      // SET reads the row as it was: previous_secret takes the secret being replaced.
+      await db.query('UPDATE webhooks SET previous_secret = secret, previous_secret_expires_at = $2, secret = $3, updated_at = $4 WHERE org_id = $1', [
+        orgId,
+        previousExpiresAt,
+        secret,
+        now,
+      ]);
+    },
+    async upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number): Promise<void> {
+      await db.query(
+        `INSERT INTO webhooks (org_id, url, active_hmac, secret, status, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, 'active', $5, $5)
+         ON CONFLICT (org_id) DO UPDATE SET
+           url = excluded.url, active_hmac = excluded.active_hmac, secret = excluded.secret,
+           status = 'active', disabled_reason = NULL, consecutive_failures = 0, failing_since = NULL,
+           updated_at = excluded.updated_at`,
+        [orgId, url, activeHmac, secret, now],
+      );
+    },
+  };
+}

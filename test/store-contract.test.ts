@@ -1,0 +1,672 @@
+/**
+ * The repository contract: the same cases, through the Store boundary only (store.transaction,
+ * store.read and the repositories of repos.ts), against each backend: a fresh SQLite file and
+ * a fresh PostgreSQL database (test/pg-harness.ts). A case that passes on one backend and fails
+ * on the other is a difference the services would see.
+ *
+ * Retention's tables (events, deliveries, attempts, quarantined lines) are seeded with SQL of
+ * each backend's own: the feed and deliveries repositories that would write them are not built
+ * on PostgreSQL yet. Ids a case compares are those it chose; ids the database hands out are
+ * only compared with themselves, as they differ between backends (SQLite gives max(rowid) + 1,
+ * PostgreSQL's identity columns never hand a number out twice, even after a rollback).
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test, type TestContext } from 'node:test';
+import pg from 'pg';
+import { systemClock } from '../src/domain/clock.ts';
+import { ErrorCode, HookrelayError } from '../src/domain/errors.ts';
+import { BUILTIN_ROLES, Permission } from '../src/domain/permissions.ts';
+import { emailKey } from '../src/domain/validation.ts';
+import { createLogger } from '../src/log.ts';
+import { createPgPool } from '../src/store/pg/pool.ts';
+import { openPgStore, type PgStore } from '../src/store/pg/store.ts';
+import type { Newest, Store, Tx } from '../src/store/repos.ts';
+import { openStore } from '../src/store/store.ts';
+import { pgServer, stopPgServer } from './pg-harness.ts';
+
+after(stopPgServer);
+
+/** A fresh store of one backend, and that backend's own SQL for what the boundary cannot seed or show. */
+interface Opened {
+  readonly store: Store;
+  /** Runs statements (several, separated by semicolons) outside any transaction of the store. */
+  exec(sql: string): Promise<void>;
+  /** The first column of each row of a query. */
+  column(sql: string): Promise<unknown[]>;
+  /** The SQL literal of a byte string given in hex. */
+  bytes(hex: string): string;
+  /** SQL that creates feed source 1, which events name. */
+  readonly feedSource: string;
+}
+
+interface Backend {
+  readonly name: 'sqlite' | 'postgres';
+  /** A store over a fresh, empty database, closed when the test ends. */
+  open(t: TestContext): Promise<Opened>;
+}
+
+const INSTANCE = 'contract-test';
+
+const backends: readonly Backend[] = [
+  {
+    name: 'sqlite',
+    async open(t) {
+      const dir = mkdtempSync(join(tmpdir(), 'hookrelay-contract-'));
+      const store = openStore(join(dir, 'hookrelay.db'), systemClock);
+      t.after(async () => {
+        await store.close();
+        rmSync(dir, { recursive: true, force: true });
+      });
+      return {
+        store,
+        exec: async (sql) => void store.db.exec(sql),
+        column: async (sql) => store.db.prepare(sql).pluck().all(),
+        bytes: (hex) => `X'${hex}'`,
+        // Schema 5 created the source 'api' as number 1.
+        feedSource: 'SELECT 1',
+      };
+    },
+  },
+  {
+    name: 'postgres',
+    async open(t) {
+      const url = await (await pgServer()).createDatabase();
+      const store = await openPgStore(url, systemClock, { instance: INSTANCE, poolSize: 4 });
+      const pool = createPgPool(url, { max: 1 });
+      t.after(async () => {
+        await pool.end();
+        await store.close();
+      });
+      return {
+        store,
+        exec: async (sql) => void (await pool.query(sql)),
+        column: async (sql) => (await pool.query<Record<string, unknown>>(sql)).rows.map((r) => Object.values(r)[0]),
+        bytes: (hex) => `'\\x${hex}'::bytea`,
+        feedSource: `INSERT INTO feed_sources (id, instance, name) VALUES (1, '${INSTANCE}', 'api')`,
+      };
+    },
+  },
+];
+
+/** An error that a transaction's function throws, to see it come back unchanged. */
+class Abandoned extends Error {}
+
+for (const backend of backends) {
+  describe(`store contract: ${backend.name}`, () => {
+    test('organizations: insert, a taken id, get, list in byte order', async (t) => {
+      const { store } = await backend.open(t);
+      const ids = ['b', 'B', 'a-1', 'a', 'Z', 'a.b', 'a_b', '0'];
+      for (const [i, id] of ids.entries()) {
+        assert.equal(await store.transaction((tx) => tx.orgs.insert({ id, name: `Org ${id}`, createdAt: 1000 + i })), true);
+      }
+      assert.equal(await store.transaction((tx) => tx.orgs.insert({ id: 'a', name: 'Another', createdAt: 5000 })), false);
+      assert.deepEqual(await store.read((tx) => tx.orgs.get('a')), { id: 'a', name: 'Org a', createdAt: 1003 });
+      assert.equal(await store.read((tx) => tx.orgs.get('A')), null);
+      const list = await store.read((tx) => tx.orgs.list());
+      // Byte order (JavaScript's default sort is the same for ASCII): '0' 'B' 'Z' 'a' 'a-1' 'a.b' 'a_b' 'b'.
+      assert.deepEqual(
+        list.map((o) => o.id),
+        [...ids].sort(),
+      );
+      assert.deepEqual(list[0], { id: '0', name: 'Org 0', createdAt: 1007 });
+    });
+
+    test('roles: the built-in ones, a custom one, a taken name, list in byte order', async (t) => {
+      const { store } = await backend.open(t);
+      const builtins = BUILTIN_ROLES.map((r) => ({ name: r.name, description: r.description, permissions: r.permissions, builtin: true }));
+      assert.deepEqual(await store.read((tx) => tx.roles.list()), builtins);
+
+      const auditor = { name: 'saasx', description: 'reads webhooks', permissions: [Permission.webhookRead, Permission.rolesRead] };
+      assert.equal(await store.transaction((tx) => tx.roles.insert(auditor, 2000)), true);
+      assert.equal(await store.transaction((tx) => tx.roles.insert({ name: 'a_role', description: 'nothing', permissions: [] }, 2001)), true);
+      assert.equal(await store.transaction((tx) => tx.roles.insert({ ...auditor, description: 'again' }, 2002)), false);
+      assert.equal(await store.transaction((tx) => tx.roles.insert({ name: 'saas_admin', description: 'mine now', permissions: [] }, 2003)), false);
+
+      // Permissions come back in the order given, and the taken names kept what they had.
+      assert.deepEqual(await store.read((tx) => tx.roles.get('saasx')), { ...auditor, builtin: false });
+      assert.deepEqual(await store.read((tx) => tx.roles.get('saas_admin')), builtins[0]);
+      assert.equal(await store.read((tx) => tx.roles.get('nobody')), null);
+      // '_' (0x5f) sorts before 'x': saas_admin, saas_viewer, saasx.
+      assert.deepEqual(
+        (await store.read((tx) => tx.roles.list())).map((r) => [r.name, r.builtin]),
+        [
+          ['a_role', false],
+          ['saas_admin', true],
+          ['saas_viewer', true],
+          ['saasx', false],
+        ],
+      );
+    });
+
+    test('users: insert, a taken e-mail key, find, list in e-mail key order, role change, removal', async (t) => {
+      const { store } = await backend.open(t);
+      await store.transaction(async (tx) => {
+        await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
+        await tx.orgs.insert({ id: 'globex', name: 'Globex', createdAt: 1 });
+      });
+      const add = (orgId: string, email: string, roleName = 'saas_viewer', now = 3000) =>
+        store.transaction((tx) => tx.users.insert({ orgId, email, emailKey: emailKey(email), roleName }, now));
+
+      const ann = await add('acme', 'Ann@Example.com', 'saas_admin', 3000);
+      assert.ok(ann !== null);
+      assert.deepEqual({ ...ann, id: 0 }, { id: 0, orgId: 'acme', email: 'Ann@Example.com', roleName: 'saas_admin', createdAt: 3000, updatedAt: 3000 });
+      assert.ok(Number.isSafeInteger(ann.id) && ann.id > 0);
+
+      // The key decides: another spelling of the same address is taken in acme, not in globex.
+      assert.equal(await add('acme', 'ann@example.COM'), null);
+      const annElsewhere = await add('globex', 'ann@example.com');
+      assert.ok(annElsewhere !== null && annElsewhere.id !== ann.id);
+
+      const others = ['zed@example.com', '\u00e9mile@example.com', 'a.b@example.com', 'a_b@example.com', 'Bob@example.com'];
+      const added = new Map([[ann.email, ann.id]]);
+      for (const email of others) added.set(email, (await add('acme', email))!.id);
+      assert.equal(new Set(added.values()).size, added.size, 'each user has an id of its own');
+
+      assert.deepEqual(await store.read((tx) => tx.users.findByEmail('acme', 'ann@example.com')), ann);
+      assert.equal(await store.read((tx) => tx.users.findByEmail('acme', 'Ann@Example.com')), null, 'found by key, not by address');
+      assert.equal(await store.read((tx) => tx.users.findByEmail('initech', 'ann@example.com')), null);
+
+      // By key, in byte order: 'a.b' 'a_b' 'ann' 'bob' 'zed' then 'émile' (0xc3 0xa9 after every ASCII byte).
+      const listed = await store.read((tx) => tx.users.listByOrg('acme'));
+      assert.deepEqual(
+        listed.map((u) => u.email),
+        ['a.b@example.com', 'a_b@example.com', 'Ann@Example.com', 'Bob@example.com', 'zed@example.com', '\u00e9mile@example.com'],
+      );
+      assert.deepEqual(
+        listed.map((u) => u.id),
+        listed.map((u) => added.get(u.email)),
+      );
+      assert.deepEqual(await store.read((tx) => tx.users.listByOrg('initech')), []);
+
+      await store.transaction((tx) => tx.users.setRole(ann.id, 'saas_viewer', 4000));
+      assert.deepEqual(await store.read((tx) => tx.users.findByEmail('acme', 'ann@example.com')), { ...ann, roleName: 'saas_viewer', updatedAt: 4000 });
+
+      await store.transaction((tx) => tx.users.remove(ann.id));
+      assert.equal(await store.read((tx) => tx.users.findByEmail('acme', 'ann@example.com')), null);
+      assert.equal((await store.read((tx) => tx.users.listByOrg('acme'))).length, others.length);
+      assert.ok((await store.read((tx) => tx.users.findByEmail('globex', 'ann@example.com'))) !== null, 'the namesake in another organization stays');
+      // Removing or changing a user that is not there does nothing.
+      await store.transaction(async (tx) => {
+        await tx.users.remove(ann.id);
+        await tx.users.setRole(ann.id, 'saas_admin', 5000);
+      });
+    });
+
+    test('users: countOthersWithPermission counts the other users of the organization whose role grants it', async (t) => {
+      const { store } = await backend.open(t);
+      const ids = await store.transaction(async (tx) => {
+        await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
+        await tx.orgs.insert({ id: 'globex', name: 'Globex', createdAt: 1 });
+        await tx.roles.insert({ name: 'user_admin', description: 'manages users only', permissions: [Permission.usersManage] }, 1);
+        const add = async (orgId: string, email: string, roleName: string) => (await tx.users.insert({ orgId, email, emailKey: email, roleName }, 1))!.id;
+        return {
+          admin1: await add('acme', 'a1@x', 'saas_admin'),
+          admin2: await add('acme', 'a2@x', 'saas_admin'),
+          viewer: await add('acme', 'v@x', 'saas_viewer'),
+          userAdmin: await add('acme', 'u@x', 'user_admin'),
+          elsewhere: await add('globex', 'a1@x', 'saas_admin'),
+        };
+      });
+      const count = (except: number, permission: Permission, orgId = 'acme') => store.read((tx) => tx.users.countOthersWithPermission(orgId, except, permission));
+      assert.equal(await count(ids.admin1, Permission.usersManage), 2); // admin2, userAdmin
+      assert.equal(await count(ids.viewer, Permission.usersManage), 3);
+      assert.equal(await count(ids.admin1, Permission.rolesRead), 2); // admin2, viewer
+      assert.equal(await count(ids.admin1, Permission.webhookManage), 1); // admin2
+      assert.equal(await count(ids.elsewhere, Permission.usersManage, 'globex'), 0);
+      assert.equal(await count(ids.admin1, Permission.usersManage, 'initech'), 0);
+      await store.transaction((tx) => tx.users.remove(ids.admin2));
+      assert.equal(await count(ids.admin1, Permission.usersManage), 1);
+      await store.transaction((tx) => tx.users.setRole(ids.userAdmin, 'saas_viewer', 2));
+      assert.equal(await count(ids.admin1, Permission.usersManage), 0);
+    });
+
+    test('webhooks: upsert, get without the secret, getWithSecret, health, replace', async (t) => {
+      const { store } = await backend.open(t);
+      await store.transaction(async (tx) => {
+        await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
+        await tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 1000);
+      });
+      const webhook = await store.read((tx) => tx.webhooks.get('acme'));
+      assert.deepEqual(webhook, { orgId: 'acme', url: 'https://hooks.example.com/a', activeHmac: true, status: 'active', createdAt: 1000, updatedAt: 1000 });
+      assert.ok(webhook !== null && !('secret' in webhook), 'get() never carries the secret');
+      assert.deepEqual(await store.read((tx) => tx.webhooks.getWithSecret('acme')), { ...webhook, secret: 'whsec_one' });
+      assert.deepEqual(await store.read((tx) => tx.webhooks.health('acme')), { consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: null });
+      for (const read of [(o: string) => store.read((tx) => tx.webhooks.get(o)), (o: string) => store.read((tx) => tx.webhooks.getWithSecret(o)), (o: string) => store.read((tx) => tx.webhooks.health(o))]) {
+        assert.equal(await read('globex'), null);
+      }
+
+      // A webhook that failed, succeeded once and was disabled, replaced: active again, the
+      // failure count and the reason gone, its creation time and last success kept.
+      await store.transaction(async (tx) => {
+        await tx.webhooks.recordSuccess('acme', 1500);
+        await tx.webhooks.recordFailure('acme', 1600, 1, 60_000);
+        await tx.webhooks.setStatus('acme', 'disabled', 'operator', 1700);
+      });
+      await store.transaction((tx) => tx.webhooks.upsert('acme', 'https://hooks.example.com/b', false, null, 2000));
+      assert.deepEqual(await store.read((tx) => tx.webhooks.getWithSecret('acme')), {
+        orgId: 'acme',
+        url: 'https://hooks.example.com/b',
+        activeHmac: false,
+        status: 'active',
+        createdAt: 1000,
+        updatedAt: 2000,
+        secret: null,
+      });
+      assert.deepEqual(await store.read((tx) => tx.webhooks.health('acme')), { consecutiveFailures: 0, failingSince: null, lastSuccessAt: 1500, disabledReason: null });
+    });
+
+    test('webhooks: failures make it failing after N, disabled after disableAfterMs; a success brings failing back to active', async (t) => {
+      const { store } = await backend.open(t);
+      await store.transaction(async (tx) => {
+        for (const id of ['acme', 'globex']) {
+          await tx.orgs.insert({ id, name: id, createdAt: 1 });
+          await tx.webhooks.upsert(id, `https://${id}.example.com/hook`, true, 'whsec_x', 1);
+        }
+      });
+      const fail = (now: number, orgId = 'acme', failingAfter = 3, disableAfterMs = 10_000) =>
+        store.transaction((tx) => tx.webhooks.recordFailure(orgId, now, failingAfter, disableAfterMs));
+      const succeed = (now: number, orgId = 'acme') => store.transaction((tx) => tx.webhooks.recordSuccess(orgId, now));
+      const health = (orgId = 'acme') => store.read((tx) => tx.webhooks.health(orgId));
+      const status = async (orgId = 'acme') => (await store.read((tx) => tx.webhooks.get(orgId)))?.status;
+
+      assert.equal(await fail(1000), null);
+      assert.deepEqual(await health(), { consecutiveFailures: 1, failingSince: 1000, lastSuccessAt: null, disabledReason: null });
+      assert.equal(await fail(1001), null);
+      assert.deepEqual(await fail(1002), { from: 'active', to: 'failing', disabledReason: null });
+      assert.equal(await fail(1003), null, 'failing stays failing');
+      assert.deepEqual(await health(), { consecutiveFailures: 4, failingSince: 1000, lastSuccessAt: null, disabledReason: null });
+      assert.equal(await status(), 'failing');
+
+      assert.deepEqual(await succeed(1004), { from: 'failing', to: 'active', disabledReason: null });
+      assert.deepEqual(await health(), { consecutiveFailures: 0, failingSince: null, lastSuccessAt: 1004, disabledReason: null });
+      assert.equal(await succeed(1005), null, 'active stays active');
+
+      // Failing since 20 000 for 10 000 ms: disabled, with the reason.
+      for (const now of [20_000, 21_000]) assert.equal(await fail(now), null);
+      assert.deepEqual(await fail(22_000), { from: 'active', to: 'failing', disabledReason: null });
+      assert.equal(await fail(29_999), null);
+      assert.deepEqual(await fail(30_000), { from: 'failing', to: 'disabled', disabledReason: 'failing_too_long' });
+      assert.deepEqual(await health(), { consecutiveFailures: 5, failingSince: 20_000, lastSuccessAt: 1005, disabledReason: 'failing_too_long' });
+      assert.equal(await fail(31_000), null, 'disabled stays disabled');
+      // A success (an attempt that was in flight) clears the count, not the status nor its reason.
+      assert.equal(await succeed(32_000), null);
+      assert.equal(await status(), 'disabled');
+      assert.deepEqual(await health(), { consecutiveFailures: 0, failingSince: null, lastSuccessAt: 32_000, disabledReason: 'failing_too_long' });
+
+      // From active straight to disabled, when failing for long enough before the count is reached.
+      assert.equal(await fail(1000, 'globex', 100), null);
+      assert.deepEqual(await fail(11_000, 'globex', 100), { from: 'active', to: 'disabled', disabledReason: 'failing_too_long' });
+      assert.deepEqual(await health('globex'), { consecutiveFailures: 2, failingSince: 1000, lastSuccessAt: null, disabledReason: 'failing_too_long' });
+
+      // No webhook: nothing to record, no change.
+      assert.equal(await fail(1000, 'initech'), null);
+      assert.equal(await succeed(1000, 'initech'), null);
+      // Neither counts touch updated_at.
+      assert.equal((await store.read((tx) => tx.webhooks.get('acme')))?.updatedAt, 1);
+    });
+
+    test('webhooks: failures recorded side by side make one status change, and every one is counted', async (t) => {
+      const { store } = await backend.open(t);
+      await store.transaction(async (tx) => {
+        await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
+        await tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 1);
+      });
+      // As several instances' group commits would: each change is reported by exactly one of them.
+      const changes = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => store.transaction((tx) => tx.webhooks.recordFailure('acme', 100 + i, 5, 60_000))),
+      );
+      assert.deepEqual(
+        changes.filter((c) => c !== null),
+        [{ from: 'active', to: 'failing', disabledReason: null }],
+      );
+      assert.equal((await store.read((tx) => tx.webhooks.health('acme')))?.consecutiveFailures, 10);
+    });
+
+    test('webhooks: setStatus returns the change it made, null when the status stays or there is no webhook', async (t) => {
+      const { store } = await backend.open(t);
+      await store.transaction(async (tx) => {
+        await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
+        await tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 1);
+        for (const now of [10, 11, 12]) await tx.webhooks.recordFailure('acme', now, 2, 60_000);
+      });
+      const set = (status: 'active' | 'failing' | 'disabled', reason: string | null, now: number, orgId = 'acme') =>
+        store.transaction((tx) => tx.webhooks.setStatus(orgId, status, reason, now));
+
+      assert.deepEqual(await set('disabled', 'operator', 100), { from: 'failing', to: 'disabled', disabledReason: 'operator' });
+      assert.deepEqual(await store.read((tx) => tx.webhooks.health('acme')), { consecutiveFailures: 3, failingSince: 10, lastSuccessAt: null, disabledReason: 'operator' });
+      // The same status again: no change reported, but the reason and the time are written.
+      assert.equal(await set('disabled', 'gone', 200), null);
+      assert.deepEqual(await store.read((tx) => tx.webhooks.get('acme')), { orgId: 'acme', url: 'https://hooks.example.com/a', activeHmac: true, status: 'disabled', createdAt: 1, updatedAt: 200 });
+      assert.equal((await store.read((tx) => tx.webhooks.health('acme')))?.disabledReason, 'gone');
+
+      // Back to active: the failure count starts again.
+      assert.deepEqual(await set('active', null, 300), { from: 'disabled', to: 'active', disabledReason: null });
+      assert.deepEqual(await store.read((tx) => tx.webhooks.health('acme')), { consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: null });
+      assert.deepEqual(await set('failing', null, 400), { from: 'active', to: 'failing', disabledReason: null });
+      assert.equal(await set('disabled', 'operator', 500, 'globex'), null);
+    });
+
+    test('webhooks: rotateSecret makes the current secret the previous one', async (t) => {
+      const { store, column } = await backend.open(t);
+      await store.transaction(async (tx) => {
+        await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
+        await tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 1);
+      });
+      await store.transaction((tx) => tx.webhooks.rotateSecret('acme', 'whsec_two', 90_000, 50));
+      const after = await store.read((tx) => tx.webhooks.getWithSecret('acme'));
+      assert.equal(after?.secret, 'whsec_two');
+      assert.equal(after?.updatedAt, 50);
+      // What only the delivery path reads (dueRows, not built on PostgreSQL yet): looked at directly.
+      assert.deepEqual(await column("SELECT previous_secret || ' ' || previous_secret_expires_at FROM webhooks WHERE org_id = 'acme'"), ['whsec_one 90000']);
+      await store.transaction((tx) => tx.webhooks.rotateSecret('acme', 'whsec_three', 95_000, 60));
+      assert.deepEqual(await column("SELECT previous_secret || ' ' || previous_secret_expires_at FROM webhooks WHERE org_id = 'acme'"), ['whsec_two 95000']);
+      await store.transaction((tx) => tx.webhooks.rotateSecret('globex', 'whsec_x', 1, 1)); // no webhook: nothing happens
+    });
+
+    test('webhooks: deliverable leaves disabled ones out; listWithHealth lists them all, by organization id, without secrets', async (t) => {
+      const { store } = await backend.open(t);
+      const orgs = ['b', 'a', 'C', 'a_2'];
+      await store.transaction(async (tx) => {
+        for (const id of [...orgs, 'nohook']) await tx.orgs.insert({ id, name: id, createdAt: 1 });
+        for (const id of orgs) await tx.webhooks.upsert(id, `https://${id.toLowerCase()}.example.com/`, id !== 'C', id === 'C' ? null : `whsec_${id}`, 10);
+        await tx.webhooks.recordSuccess('a', 20);
+        await tx.webhooks.recordFailure('a_2', 30, 1, 60_000);
+        await tx.webhooks.setStatus('b', 'disabled', 'operator', 40);
+      });
+      assert.deepEqual(await store.read((tx) => tx.webhooks.deliverable()), [
+        { orgId: 'C', status: 'active', lastSuccessAt: null },
+        { orgId: 'a', status: 'active', lastSuccessAt: 20 },
+        { orgId: 'a_2', status: 'failing', lastSuccessAt: null },
+      ]);
+      const all = await store.read((tx) => tx.webhooks.listWithHealth());
+      assert.deepEqual(all, [
+        { orgId: 'C', url: 'https://c.example.com/', activeHmac: false, status: 'active', createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: null },
+        { orgId: 'a', url: 'https://a.example.com/', activeHmac: true, status: 'active', createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: 20, disabledReason: null },
+        { orgId: 'a_2', url: 'https://a_2.example.com/', activeHmac: true, status: 'failing', createdAt: 10, updatedAt: 10, consecutiveFailures: 1, failingSince: 30, lastSuccessAt: null, disabledReason: null },
+        { orgId: 'b', url: 'https://b.example.com/', activeHmac: true, status: 'disabled', createdAt: 10, updatedAt: 40, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: 'operator' },
+      ]);
+      assert.ok(all.every((w) => !('secret' in w)));
+    });
+
+    test('a transaction that throws leaves nothing behind, and rejects with what it threw', async (t) => {
+      const { store } = await backend.open(t);
+      const thrown = new Abandoned('changed my mind');
+      await assert.rejects(
+        store.transaction(async (tx) => {
+          await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
+          await tx.roles.insert({ name: 'auditor', description: 'reads', permissions: [Permission.webhookRead] }, 1);
+          await tx.users.insert({ orgId: 'acme', email: 'ann@x', emailKey: 'ann@x', roleName: 'auditor' }, 1);
+          await tx.webhooks.upsert('acme', 'https://hooks.example.com/', true, 'whsec_x', 1);
+          assert.ok((await tx.users.findByEmail('acme', 'ann@x')) !== null, 'a transaction sees its own writes');
+          throw thrown;
+        }),
+        (err) => err === thrown,
+      );
+      // A statement that fails (a user of an organization that does not exist) fails the whole transaction.
+      await assert.rejects(
+        store.transaction(async (tx) => {
+          await tx.orgs.insert({ id: 'globex', name: 'Globex', createdAt: 1 });
+          await tx.users.insert({ orgId: 'initech', email: 'bob@x', emailKey: 'bob@x', roleName: 'saas_admin' }, 1);
+        }),
+      );
+      // Nor does a function that throws before its first call start anything.
+      await assert.rejects(
+        store.transaction(() => {
+          throw thrown;
+        }),
+        (err) => err === thrown,
+      );
+      await store.read(async (tx) => {
+        assert.deepEqual(await tx.orgs.list(), []);
+        assert.equal(await tx.roles.get('auditor'), null);
+        assert.deepEqual(await tx.users.listByOrg('acme'), []);
+        assert.deepEqual(await tx.webhooks.listWithHealth(), []);
+      });
+      // The store is still usable, on every connection.
+      const ids = ['x1', 'x2', 'x3', 'x4', 'x5', 'x6'];
+      await Promise.all(ids.map((id) => store.transaction((tx) => tx.orgs.insert({ id, name: id, createdAt: 1 }))));
+      assert.deepEqual((await store.read((tx) => tx.orgs.list())).map((o) => o.id), ids);
+    });
+
+    test('read sees what was committed, and returns what its function returns; transactions side by side all commit', async (t) => {
+      const { store } = await backend.open(t);
+      assert.equal(await store.read(async () => 42), 42);
+      assert.equal(await store.transaction(async (tx) => tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 })), true);
+      assert.deepEqual(await store.read((tx) => tx.orgs.get('acme')), { id: 'acme', name: 'Acme', createdAt: 1 });
+
+      // Many at once, more than the pool's connections, each reading then writing, durable or not.
+      const ids = Array.from({ length: 12 }, (_, i) => `org-${String(i).padStart(2, '0')}`);
+      const inserted = await Promise.all(
+        ids.map((id, i) =>
+          store.transaction(
+            async (tx) => {
+              assert.ok((await tx.orgs.get('acme')) !== null);
+              return tx.orgs.insert({ id, name: id, createdAt: i });
+            },
+            { durable: i % 2 === 0 },
+          ),
+        ),
+      );
+      assert.deepEqual(inserted, ids.map(() => true));
+      const [list, webhooks] = await store.read(async (tx) => [await tx.orgs.list(), await tx.webhooks.listWithHealth()] as const);
+      assert.deepEqual(list.map((o) => o.id), ['acme', ...ids]);
+      assert.deepEqual(webhooks, []);
+      await store.ping();
+    });
+
+    test('retention: newest on empty tables is all zeros, and a pass over them removes nothing', async (t) => {
+      const { store } = await backend.open(t);
+      const newest = await store.read((tx) => tx.retention.newest());
+      assert.deepEqual(newest, { oldestSeq: 0, seq: 0, deliveryId: 0, attemptId: 0, rejectId: 0 });
+      const options = { after: 0, before: 1_000, cutoff: 1_000, newest, limit: 10 };
+      assert.deepEqual(await store.read((tx) => tx.retention.pruneEvents({ ...options, dryRun: true })), { last: null, removed: { events: 0, deliveries: 0, attempts: 0, quarantinedLines: 0 } });
+      assert.deepEqual(await store.transaction((tx) => tx.retention.pruneEvents({ ...options, dryRun: false }), { durable: false }), {
+        last: null,
+        removed: { events: 0, deliveries: 0, attempts: 0, quarantinedLines: 0 },
+      });
+      assert.equal(await store.read((tx) => tx.retention.countRejects(1_000, 0)), 0);
+      assert.equal(await store.transaction((tx) => tx.retention.pruneRejects(1_000, 0, 10)), 0);
+    });
+
+    test('retention: events go once all their deliveries were delivered before the cutoff, never the newest rows', async (t) => {
+      const db = await backend.open(t);
+      const { store } = db;
+      const old = 500_000;
+      const recent = 2_000_000;
+      const cutoff = 1_000_000;
+      // seq: the deliveries (id status updated_at) and attempts (id) of the event, and what becomes of it.
+      // 1: d1 delivered old, a1 a2            -> goes, with 1 delivery and 2 attempts
+      // 2: d2 pending                         -> stays
+      // 3: no delivery                        -> stays (recover may still queue it)
+      // 4: d3 delivered after the cutoff      -> stays
+      // 5: d4 delivered old, d5 dead          -> stays
+      // 6: d6 d7 delivered old, a3 on d6      -> goes, with 2 deliveries and 1 attempt
+      // 7: d8 delivered old, a4 (the newest)  -> stays
+      // 8: d9 delivered old (the newest)      -> stays
+      const deliveries: Array<[id: number, seq: number, status: string, updatedAt: number]> = [
+        [1, 1, 'delivered', old],
+        [2, 2, 'pending', old],
+        [3, 4, 'delivered', recent],
+        [4, 5, 'delivered', old],
+        [5, 5, 'dead', old],
+        [6, 6, 'delivered', old],
+        [7, 6, 'delivered', old],
+        [8, 7, 'delivered', old],
+        [9, 8, 'delivered', old],
+      ];
+      const attempts: Array<[id: number, deliveryId: number, outcome: string]> = [
+        [1, 1, 'retry'],
+        [2, 1, 'delivered'],
+        [3, 6, 'delivered'],
+        [4, 8, 'delivered'],
+      ];
+      await db.exec(
+        [
+          db.feedSource,
+          `INSERT INTO events (seq, id, org_id, anticipation_request_id, occurred_at, payload, source_id, source_position, received_at) VALUES ${[1, 2, 3, 4, 5, 6, 7, 8]
+            .map((seq) => `(${seq}, 'evt_${seq}', 'acme', 'ar_${seq}', ${old}, '{}', 1, NULL, ${old})`)
+            .join(', ')}`,
+          `INSERT INTO deliveries (id, event_seq, org_id, ordering_key, status, attempts, next_attempt_at, created_at, updated_at) VALUES ${deliveries
+            .map(([id, seq, status, updatedAt]) => `(${id}, ${seq}, 'acme', ${seq}, '${status}', 1, ${old}, ${old}, ${updatedAt})`)
+            .join(', ')}`,
+          `INSERT INTO delivery_attempts (id, delivery_id, attempt, started_at, duration_ms, url, outcome) VALUES ${attempts
+            .map(([id, deliveryId, outcome]) => `(${id}, ${deliveryId}, ${id}, ${old}, 5, 'https://hooks.example.com/', '${outcome}')`)
+            .join(', ')}`,
+        ].join(';\n'),
+      );
+
+      const newest = await store.read((tx) => tx.retention.newest());
+      assert.deepEqual(newest, { oldestSeq: 1, seq: 8, deliveryId: 9, attemptId: 4, rejectId: 0 });
+      const none = { events: 0, deliveries: 0, attempts: 0, quarantinedLines: 0 };
+      const prune = (after: number, limit: number, dryRun: boolean, at: Newest = newest) => {
+        const fn = (tx: Tx) => tx.retention.pruneEvents({ after, before: 9, cutoff, newest: at, limit, dryRun });
+        return dryRun ? store.read(fn) : store.transaction(fn, { durable: false });
+      };
+
+      // A dry run in windows of 3: counts, removes nothing.
+      assert.deepEqual(await prune(0, 3, true), { last: 3, removed: { ...none, events: 1, deliveries: 1, attempts: 2 } });
+      assert.deepEqual(await prune(3, 3, true), { last: 6, removed: { ...none, events: 1, deliveries: 2, attempts: 1 } });
+      assert.deepEqual(await prune(6, 3, true), { last: 8, removed: none });
+      assert.deepEqual(await prune(8, 3, true), { last: null, removed: none });
+      assert.deepEqual(await store.read((tx) => tx.retention.newest()), newest);
+
+      // The real thing, in one window.
+      assert.deepEqual(await prune(0, 100, false), { last: 8, removed: { ...none, events: 2, deliveries: 3, attempts: 3 } });
+      assert.deepEqual(await db.column('SELECT seq FROM events ORDER BY seq'), [2, 3, 4, 5, 7, 8]);
+      assert.deepEqual(await db.column('SELECT id FROM deliveries ORDER BY id'), [2, 3, 4, 5, 8, 9]);
+      assert.deepEqual(await db.column('SELECT id FROM delivery_attempts ORDER BY id'), [4]);
+      assert.deepEqual(await store.read((tx) => tx.retention.newest()), { ...newest, oldestSeq: 2 });
+      // Again: nothing left to remove.
+      assert.deepEqual(await prune(0, 100, false), { last: 8, removed: none });
+
+      // A replay of event 8's delivery queues a new one (d10, pending): the old delivery is no
+      // longer the newest, but the event has a pending delivery and stays.
+      await db.exec(`INSERT INTO deliveries (id, event_seq, org_id, ordering_key, status, attempts, next_attempt_at, created_at, updated_at) VALUES (10, 8, 'acme', 8, 'pending', 0, ${recent}, ${recent}, ${recent})`);
+      const later = await store.read((tx) => tx.retention.newest());
+      assert.equal(later.deliveryId, 10);
+      assert.deepEqual(await prune(7, 100, false, later), { last: 8, removed: none });
+      assert.deepEqual(await db.column('SELECT count(*) FROM deliveries WHERE event_seq = 8'), [2]);
+    });
+
+    test('retention: quarantined lines go oldest first, never the newest, in batches', async (t) => {
+      const db = await backend.open(t);
+      const { store } = db;
+      // id: received_at. 6 is the newest row, old as it is.
+      const rejects: Array<[id: number, receivedAt: number]> = [
+        [1, 100],
+        [2, 200],
+        [3, 200],
+        [4, 5_000],
+        [5, 50],
+        [6, 200],
+      ];
+      await db.exec(
+        `INSERT INTO feed_rejects (id, source, position, line_bytes, raw, reason, detail, event_id, received_at) VALUES ${rejects
+          .map(([id, receivedAt]) => `(${id}, 'feed.jsonl', ${id * 10}, 2, ${db.bytes('7b7d')}, 'invalid_json', 'bad', NULL, ${receivedAt})`)
+          .join(', ')}`,
+      );
+      const newest = await store.read((tx) => tx.retention.newest());
+      assert.equal(newest.rejectId, 6);
+      assert.equal(await store.read((tx) => tx.retention.countRejects(1_000, newest.rejectId)), 4);
+      assert.equal(await store.read((tx) => tx.retention.countRejects(150, newest.rejectId)), 2);
+      // Oldest first, ties by id: 5 (50), 1 (100), then 2 (200) before 3 (200); 6 (200) is the newest and stays.
+      assert.equal(await store.transaction((tx) => tx.retention.pruneRejects(1_000, newest.rejectId, 3), { durable: false }), 3);
+      assert.deepEqual(await db.column('SELECT id FROM feed_rejects ORDER BY id'), [3, 4, 6]);
+      assert.equal(await store.transaction((tx) => tx.retention.pruneRejects(1_000, newest.rejectId, 3)), 1);
+      assert.equal(await store.transaction((tx) => tx.retention.pruneRejects(1_000, newest.rejectId, 3)), 0);
+      assert.deepEqual(await db.column('SELECT id FROM feed_rejects ORDER BY id'), [4, 6]);
+      assert.equal(await store.read((tx) => tx.retention.countRejects(1_000, newest.rejectId)), 0);
+    });
+  });
+}
+
+describe('PostgreSQL store: what only it has', () => {
+  const open = async (t: TestContext, url?: string): Promise<{ store: PgStore; url: string }> => {
+    const at = url ?? (await (await pgServer()).createDatabase());
+    const store = await openPgStore(at, systemClock, { instance: INSTANCE, poolSize: 2 });
+    t.after(() => store.close());
+    return { store, url: at };
+  };
+
+  test('opening migrates once; the backend has no upkeep of its own; close can be called twice', async (t) => {
+    const { store, url } = await open(t);
+    assert.equal(store.backend, 'postgres');
+    assert.equal(store.instance, INSTANCE);
+    assert.deepEqual(store.migrated, { from: 0, to: 1 });
+    const again = await open(t, url);
+    assert.deepEqual(again.store.migrated, { from: 1, to: 1 });
+    assert.equal(store.canTrimHeap, false);
+    assert.equal(store.trimHeap(), false);
+    const checkpoints = await store.startCheckpoints(createLogger('silent'), { whileBusy: true });
+    checkpoints.busy();
+    await checkpoints.stop();
+    await again.store.close();
+    await again.store.close();
+    await assert.rejects(again.store.ping());
+  });
+
+  test('an empty instance name is refused before anything is opened', async () => {
+    await assert.rejects(
+      openPgStore('postgres://nobody@127.0.0.1:1/none', systemClock, { instance: '' }),
+      (err: unknown) => err instanceof HookrelayError && err.code === ErrorCode.config && /instance\.name is empty/.test(err.message),
+    );
+  });
+
+  test('a server that cannot be reached fails the open, with the pool closed', async () => {
+    await assert.rejects(openPgStore('postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2', systemClock, { instance: INSTANCE }), /ECONNREFUSED/);
+  });
+
+  test('feed and deliveries are not built yet: their calls fail with invalid_config, and the transaction with them', async (t) => {
+    const { store } = await open(t);
+    const notYet = (method: string) => (err: unknown) =>
+      err instanceof HookrelayError && err.code === ErrorCode.config && err.message.startsWith(`${method} is not yet implemented on PostgreSQL`);
+    await assert.rejects(store.read((tx) => tx.feed.stats()), notYet('feed.stats'));
+    await assert.rejects(store.read((tx) => tx.deliveries.list('acme', { limit: 10 })), notYet('deliveries.list'));
+    await assert.rejects(
+      store.transaction(async (tx) => {
+        await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
+        await tx.deliveries.insertMany([], 1);
+      }),
+      notYet('deliveries.insertMany'),
+    );
+    assert.equal(await store.read((tx) => tx.orgs.get('acme')), null);
+  });
+
+  test('a read transaction cannot write', async (t) => {
+    const { store } = await open(t);
+    await assert.rejects(
+      store.read((tx) => tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 })),
+      (err: unknown) => (err as pg.DatabaseError).code === '25006',
+    );
+    assert.equal(await store.read((tx) => tx.orgs.get('acme')), null);
+  });
+
+  test('a connection that breaks in the middle of a transaction fails that transaction only, and is not used again', async (t) => {
+    const { store, url } = await open(t);
+    const admin = createPgPool(url, { max: 1 });
+    t.after(() => admin.end());
+    const database = new URL(url).pathname.slice(1);
+    const killed = store.transaction(async (tx) => {
+      await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
+      // An administrator (or a failover) ends the session that holds this transaction.
+      const ended = await admin.query<{ ended: boolean }>(
+        "SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE datname = $1 AND application_name = 'hookrelay' AND state = 'idle in transaction'",
+        [database],
+      );
+      assert.deepEqual(
+        ended.rows.map((r) => r.ended),
+        [true],
+      );
+      await tx.orgs.insert({ id: 'globex', name: 'Globex', createdAt: 1 });
+    });
+    // pg fails the next statement: with the server's message, or its own once it has seen the connection close.
+    await assert.rejects(killed, /terminat|not queryable/i);
+    // Every later transaction gets a working connection, and nothing of the broken one was kept.
+    for (let i = 0; i < 4; i++) assert.deepEqual(await store.read((tx) => tx.orgs.list()), []);
+    assert.equal(await store.transaction((tx) => tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 2 })), true);
+    await store.ping();
+  });
+});
