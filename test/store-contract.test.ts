@@ -25,6 +25,9 @@ import { createPgPool } from '../src/store/pg/pool.ts';
 import { openPgStore, type PgStore } from '../src/store/pg/store.ts';
 import type { Newest, Store, Tx } from '../src/store/repos.ts';
 import { openStore } from '../src/store/store.ts';
+import { createOrgService } from '../src/services/orgs.ts';
+import { createRoleService } from '../src/services/roles.ts';
+import { createUserService } from '../src/services/users.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
 
 after(stopPgServer);
@@ -112,6 +115,21 @@ for (const backend of backends) {
         [...ids].sort(),
       );
       assert.deepEqual(list[0], { id: '0', name: 'Org 0', createdAt: 1007 });
+    });
+
+    test('a control character in a name, a description or an e-mail is refused before it reaches the database', async (t) => {
+      const { store } = await backend.open(t);
+      // PostgreSQL text cannot hold U+0000 at all: the services refuse it, with what was wrong, on both backends.
+      const orgs = createOrgService(store);
+      const roles = createRoleService(store);
+      const users = createUserService(store, orgs, roles);
+      await assert.rejects(orgs.add({ id: 'acme', name: 'Acme\u0000Corp' }), { code: 'validation_failed', invalidParams: [{ name: 'name', reason: 'must not contain control characters' }] });
+      assert.deepEqual(await orgs.list(), []);
+      await assert.rejects(roles.add({ name: 'nul_role', description: 'bad\u0000text', permissions: [] }), { code: 'validation_failed', invalidParams: [{ name: 'description', reason: 'must not contain control characters' }] });
+      assert.equal(await store.read((tx) => tx.roles.get('nul_role')), null);
+      await orgs.add({ id: 'acme' });
+      await assert.rejects(users.add({ orgId: 'acme', email: 'a\u0000b@acme.test', roleName: 'saas_admin' }), { code: 'validation_failed' });
+      assert.deepEqual(await users.list('acme'), []);
     });
 
     test('roles: the built-in ones, a custom one, a taken name, list in byte order', async (t) => {

@@ -25,11 +25,25 @@ export function checkRoleName(value: unknown): string | null {
   return null;
 }
 
+/**
+ * Control characters (U+0000-U+001F, U+007F): never part of a name, a description or an
+ * e-mail address, and PostgreSQL text cannot hold U+0000 at all.
+ */
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+
+/** A free text (an organization's name, a role's description): 1 to `max` characters, no control characters. */
+export function checkText(value: string, max: number): string | null {
+  if (value.length === 0 || value.length > max) return `must be 1-${max} characters`;
+  if (CONTROL_CHARACTER.test(value)) return 'must not contain control characters';
+  return null;
+}
+
 export function checkEmail(value: unknown): string | null {
   if (typeof value !== 'string') return 'must be a string';
   const trimmed = value.trim();
   if (trimmed.length === 0) return 'must not be empty';
   if (trimmed.length > MAX_EMAIL_LENGTH) return `must be at most ${MAX_EMAIL_LENGTH} characters`;
+  if (CONTROL_CHARACTER.test(trimmed)) return 'must not contain control characters';
   if (!EMAIL_PATTERN.test(trimmed)) return 'must be an e-mail address such as ada@example.com';
   return null;
 }

@@ -1,6 +1,6 @@
 import { ErrorCode, HookrelayError, validationError } from '../domain/errors.ts';
 import type { Organization } from '../domain/types.ts';
-import { checkOrgId } from '../domain/validation.ts';
+import { checkOrgId, checkText } from '../domain/validation.ts';
 import type { Store, Tx } from '../store/repos.ts';
 
 /** The organization, or an `organization_not_found` error. */
@@ -16,6 +16,8 @@ export function createOrgService(store: Store) {
       const problem = checkOrgId(input.id);
       if (problem) throw validationError(`organization id ${problem}`, [{ name: 'id', reason: problem }]);
       const name = input.name?.trim() || input.id;
+      const nameProblem = checkText(name, 500);
+      if (nameProblem) throw validationError(`organization name ${nameProblem}`, [{ name: 'name', reason: nameProblem }]);
       const org: Organization = { id: input.id, name, createdAt: store.clock.now() };
       if (!(await store.transaction((tx) => tx.orgs.insert(org)))) {
         throw new HookrelayError(ErrorCode.orgExists, `organization "${input.id}" already exists`);

@@ -1,7 +1,7 @@
 import { ErrorCode, excerpt, HookrelayError, validationError, type InvalidParam } from '../domain/errors.ts';
 import { ALL_PERMISSIONS, isPermission, type Permission } from '../domain/permissions.ts';
 import type { Role } from '../domain/types.ts';
-import { checkRoleName } from '../domain/validation.ts';
+import { checkRoleName, checkText } from '../domain/validation.ts';
 import type { Store, Tx } from '../store/repos.ts';
 
 /** The role, or a `role_not_found` error that lists the valid names. */
@@ -25,7 +25,8 @@ export function createRoleService(store: Store) {
       const nameProblem = checkRoleName(input.name);
       if (nameProblem) invalid.push({ name: 'name', reason: nameProblem });
       const description = input.description.trim();
-      if (description === '' || description.length > 500) invalid.push({ name: 'description', reason: 'must be 1-500 characters' });
+      const descriptionProblem = checkText(description, 500);
+      if (descriptionProblem) invalid.push({ name: 'description', reason: descriptionProblem });
       const unknown = input.permissions.filter((p) => !isPermission(p));
       if (unknown.length > 0) {
         invalid.push({ name: 'permissions', reason: `unknown permission(s) ${unknown.join(', ')}; valid: ${ALL_PERMISSIONS.join(', ')}` });

@@ -45,7 +45,7 @@ export function createUserService(store: Store, orgs: OrgService, roles: RoleSer
   }
 
   return {
-    add(input: { orgId: string; email: string; roleName: string }): Promise<User> {
+    async add(input: { orgId: string; email: string; roleName: string }): Promise<User> {
       const problem = checkEmail(input.email);
       if (problem) throw validationError(`email ${problem}`, [{ name: 'email', reason: problem }]);
       return store.transaction(async (tx) => {

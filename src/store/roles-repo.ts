@@ -1,22 +1,10 @@
-import { isPermission, type Permission } from '../domain/permissions.ts';
+import type { Permission } from '../domain/permissions.ts';
 import type { Role } from '../domain/types.ts';
 import type { Db } from './db.ts';
 import type { RolesRepo } from './repos.ts';
+import { toRole, type RoleRow } from './rows.ts';
 import type { Sync } from './sync-repo.ts';
 
-interface RoleRow {
-  name: string;
-  description: string;
-  permissions: string;
-  builtin: number;
-}
-
-function toRole(row: RoleRow): Role {
-  const parsed: unknown = JSON.parse(row.permissions);
-  // A permission this code no longer knows grants nothing (deny by default).
-  const permissions = Array.isArray(parsed) ? parsed.filter((p): p is Permission => typeof p === 'string' && isPermission(p)) : [];
-  return { name: row.name, description: row.description, permissions, builtin: row.builtin === 1 };
-}
 
 export function createRolesRepo(db: Db): Sync<RolesRepo> {
   const all = db.prepare<[], RoleRow>('SELECT name, description, permissions, builtin FROM roles ORDER BY name');

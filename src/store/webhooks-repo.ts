@@ -1,6 +1,7 @@
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../domain/types.ts';
 import type { Db } from './db.ts';
 import type { WebhooksRepo, WebhookHealth, WebhookStatusChange, WebhookWithHealth } from './repos.ts';
+import { toWebhook } from './rows.ts';
 import type { Sync } from './sync-repo.ts';
 
 interface WebhookRow {
@@ -19,14 +20,6 @@ interface WebhookRow {
   disabled_reason: string | null;
 }
 
-const toWebhook = (row: Pick<WebhookRow, 'org_id' | 'url' | 'active_hmac' | 'status' | 'created_at' | 'updated_at'>): Webhook => ({
-  orgId: row.org_id,
-  url: row.url,
-  activeHmac: row.active_hmac === 1,
-  status: row.status,
-  createdAt: row.created_at,
-  updatedAt: row.updated_at,
-});
 
 export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
   const byOrg = db.prepare<[string], WebhookRow>(

@@ -1,22 +1,9 @@
-import { isPermission, type Permission } from '../../domain/permissions.ts';
+import type { Permission } from '../../domain/permissions.ts';
 import type { Role } from '../../domain/types.ts';
 import type { RolesRepo } from '../repos.ts';
+import { toRole, type RoleRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
 
-interface RoleRow {
-  name: string;
-  /** The JSON array as stored: text, as in SQLite (see migrations.ts). */
-  permissions: string;
-  description: string;
-  builtin: boolean;
-}
-
-function toRole(row: RoleRow): Role {
-  const parsed: unknown = JSON.parse(row.permissions);
-  // A permission this code no longer knows grants nothing (deny by default).
-  const permissions = Array.isArray(parsed) ? parsed.filter((p): p is Permission => typeof p === 'string' && isPermission(p)) : [];
-  return { name: row.name, description: row.description, permissions, builtin: row.builtin };
-}
 
 /** Roles on PostgreSQL, as ../roles-repo.ts on SQLite; `name` is COLLATE "C", so list() sorts by bytes as SQLite does. */
 export function createPgRolesRepo(db: PgConnection): RolesRepo {

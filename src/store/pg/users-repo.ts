@@ -1,26 +1,9 @@
-import type { Permission } from '../../domain/permissions.ts';
 import type { User } from '../../domain/types.ts';
+import type { Permission } from '../../domain/permissions.ts';
 import type { UsersRepo } from '../repos.ts';
+import { toUser, USER_COLUMNS as COLUMNS, type UserRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
 
-interface UserRow {
-  id: number;
-  org_id: string;
-  email: string;
-  role_name: string;
-  created_at: number;
-  updated_at: number;
-}
-
-const COLUMNS = 'id, org_id, email, role_name, created_at, updated_at';
-const toUser = (row: UserRow): User => ({
-  id: row.id,
-  orgId: row.org_id,
-  email: row.email,
-  roleName: row.role_name,
-  createdAt: row.created_at,
-  updatedAt: row.updated_at,
-});
 
 /**
  * Users on PostgreSQL, as ../users-repo.ts on SQLite. Ids come from an identity column: unlike

@@ -1,40 +1,13 @@
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/types.ts';
 import type { WebhookHealth, WebhookStatusChange, WebhooksRepo, WebhookWithHealth } from '../repos.ts';
+import { toHealth, toWebhook, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
 
-interface WebhookRow {
-  org_id: string;
-  url: string;
-  active_hmac: boolean;
-  status: WebhookStatus;
-  created_at: number;
-  updated_at: number;
-}
-
-interface HealthRow {
-  consecutive_failures: number;
-  failing_since: number | null;
-  last_success_at: number | null;
-  disabled_reason: string | null;
-}
+type WebhookRow = WebhookBaseRow;
+type HealthRow = WebhookHealthRow;
 
 const WEBHOOK = 'org_id, url, active_hmac, status, created_at, updated_at';
 const HEALTH = 'consecutive_failures, failing_since, last_success_at, disabled_reason';
-
-const toWebhook = (row: WebhookRow): Webhook => ({
-  orgId: row.org_id,
-  url: row.url,
-  activeHmac: row.active_hmac,
-  status: row.status,
-  createdAt: row.created_at,
-  updatedAt: row.updated_at,
-});
-const toHealth = (row: HealthRow): WebhookHealth => ({
-  consecutiveFailures: row.consecutive_failures,
-  failingSince: row.failing_since,
-  lastSuccessAt: row.last_success_at,
-  disabledReason: row.disabled_reason,
-});
 
 /**
  * The status a change starts from, read in the statement that makes the change: the UPDATE

@@ -1,0 +1,72 @@
+/**
+ * Rows as both backends read them (the same column names in SQLite and PostgreSQL), and their
+ * mapping to the services' types. Flags are 0/1 in SQLite and booleans in PostgreSQL.
+ */
+import { isPermission, type Permission } from '../domain/permissions.ts';
+import type { Role, User, Webhook, WebhookStatus } from '../domain/types.ts';
+import type { WebhookHealth } from './repos.ts';
+
+/** A 0/1 flag (SQLite) or a boolean (PostgreSQL). */
+type Flag = number | boolean;
+const isSet = (flag: Flag): boolean => flag === true || flag === 1;
+
+export interface UserRow {
+  id: number;
+  org_id: string;
+  email: string;
+  role_name: string;
+  created_at: number;
+  updated_at: number;
+}
+export const USER_COLUMNS = 'id, org_id, email, role_name, created_at, updated_at';
+export const toUser = (row: UserRow): User => ({
+  id: row.id,
+  orgId: row.org_id,
+  email: row.email,
+  roleName: row.role_name,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+export interface RoleRow {
+  name: string;
+  description: string;
+  /** The JSON array as stored: text on both backends. */
+  permissions: string;
+  builtin: Flag;
+}
+export function toRole(row: RoleRow): Role {
+  const parsed: unknown = JSON.parse(row.permissions);
+  // A permission this code no longer knows grants nothing (deny by default).
+  const permissions = Array.isArray(parsed) ? parsed.filter((p): p is Permission => typeof p === 'string' && isPermission(p)) : [];
+  return { name: row.name, description: row.description, permissions, builtin: isSet(row.builtin) };
+}
+
+export interface WebhookBaseRow {
+  org_id: string;
+  url: string;
+  active_hmac: Flag;
+  status: WebhookStatus;
+  created_at: number;
+  updated_at: number;
+}
+export interface WebhookHealthRow {
+  consecutive_failures: number;
+  failing_since: number | null;
+  last_success_at: number | null;
+  disabled_reason: string | null;
+}
+export const toWebhook = (row: WebhookBaseRow): Webhook => ({
+  orgId: row.org_id,
+  url: row.url,
+  activeHmac: isSet(row.active_hmac),
+  status: row.status,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+export const toHealth = (row: WebhookHealthRow): WebhookHealth => ({
+  consecutiveFailures: row.consecutive_failures,
+  failingSince: row.failing_since,
+  lastSuccessAt: row.last_success_at,
+  disabledReason: row.disabled_reason,
+});
