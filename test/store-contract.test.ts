@@ -5,10 +5,11 @@
  * on the other is a difference the services would see.
  *
  * Retention's tables (events, deliveries, attempts, quarantined lines) are seeded with SQL of
- * each backend's own: the feed and deliveries repositories that would write them are not built
- * on PostgreSQL yet. Ids a case compares are those it chose; ids the database hands out are
- * only compared with themselves, as they differ between backends (SQLite gives max(rowid) + 1,
- * PostgreSQL's identity columns never hand a number out twice, even after a rollback).
+ * each backend's own, as are the deliveries the feed cases need: the deliveries repository
+ * that would write them is not built on PostgreSQL yet. Ids a case compares are those it
+ * chose; ids the database hands out (seqs, quarantine ids, source ids) are only compared with
+ * themselves, as they differ between backends (SQLite gives max(rowid) + 1, PostgreSQL's
+ * identity columns never hand a number out twice, even after a rollback or a conflict).
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -23,7 +24,7 @@ import { emailKey } from '../src/domain/validation.ts';
 import { createLogger } from '../src/log.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
 import { openPgStore, type PgStore } from '../src/store/pg/store.ts';
-import type { Newest, Store, Tx } from '../src/store/repos.ts';
+import type { EventToStore, FeedPosition, FeedReject, Newest, Store, Tx } from '../src/store/repos.ts';
 import { openStore } from '../src/store/store.ts';
 import { createOrgService } from '../src/services/orgs.ts';
 import { createRoleService } from '../src/services/roles.ts';
@@ -96,6 +97,28 @@ const backends: readonly Backend[] = [
 
 /** An error that a transaction's function throws, to see it come back unchanged. */
 class Abandoned extends Error {}
+
+/** A feed event to store, as ingest hands it over; `details` as the parser writes them. */
+function feedEvent(id: string, orgId = 'acme', details = '"status":"approved","previous_status":null', position: number | null = null): EventToStore {
+  return { event: { id, orgId, anticipationRequestId: `ar_${id}`, occurredAt: 1_700_000_000_000, details, legacyId: null }, position };
+}
+
+/**
+ * Stores events as ingest does, in one write transaction: the receive time first (never before
+ * the newest stored event), then the source, then the batch. Returns the time used and the seqs.
+ */
+function storeEvents(store: Store, events: readonly EventToStore[], now: number, source = 'feed.jsonl'): Promise<{ at: number; seqs: Array<number | null> }> {
+  return store.transaction(async (tx) => {
+    const at = await tx.feed.receivedAt(now);
+    return { at, seqs: await tx.feed.insertEvents(events, await tx.feed.sourceId(source), at) };
+  });
+}
+
+/** The seq of an event that was inserted (a test's own check that it was). */
+function seqOf(seq: number | null | undefined): number {
+  assert.ok(typeof seq === 'number' && Number.isSafeInteger(seq) && seq > 0, `a seq, not ${seq}`);
+  return seq;
+}
 
 for (const backend of backends) {
   describe(`store contract: ${backend.name}`, () => {
@@ -475,6 +498,252 @@ for (const backend of backends) {
       await store.ping();
     });
 
+    test('feed: insertEvents hands out increasing seqs in order; a taken id, and an id repeated in the call, get null', async (t) => {
+      const { store } = await backend.open(t);
+      assert.deepEqual(await storeEvents(store, [], 1000).then((r) => r.seqs), []);
+      // Details with what a text array literal must escape: quotes, backslashes, braces, commas, NULL, non-ASCII.
+      const tricky = '"status":"a,b {c} \\\\ \\"q\\"","previous_status":null,"note":"NULL","u":"\u00e9\u{1f600}\\u0000"';
+      const first = await storeEvents(store, [feedEvent('evt_a'), feedEvent('evt_b', 'globex', tricky, 10), feedEvent('evt_c', 'acme', undefined, 20)], 1000);
+      const [a, b, c] = first.seqs.map(seqOf) as [number, number, number];
+      assert.ok(a < b && b < c, `in order: ${first.seqs}`);
+
+      // evt_b is taken; evt_d comes three times (its first occurrence is stored), evt_e once.
+      const second = await storeEvents(
+        store,
+        [feedEvent('evt_d', 'acme', '"status":"first","previous_status":null'), feedEvent('evt_b', 'acme', '"status":"other","previous_status":null'), feedEvent('evt_e'), feedEvent('evt_d', 'acme', '"status":"second","previous_status":null'), feedEvent('evt_d')],
+        2000,
+      );
+      assert.equal(second.seqs.length, 5);
+      assert.deepEqual([second.seqs[1], second.seqs[3], second.seqs[4]], [null, null, null]);
+      const [d, e] = [seqOf(second.seqs[0]), seqOf(second.seqs[2])];
+      assert.ok(c < d && d < e, `after the first batch, in order: ${second.seqs}`);
+
+      const stored = await store.read((tx) => tx.feed.storedEvents(['evt_b', 'evt_d', 'evt_missing', 'evt_a']));
+      assert.deepEqual(
+        [...stored.keys()].sort(),
+        ['evt_a', 'evt_b', 'evt_d'],
+      );
+      assert.deepEqual(stored.get('evt_b'), { id: 'evt_b', orgId: 'globex', anticipationRequestId: 'ar_evt_b', occurredAt: 1_700_000_000_000, payload: tricky });
+      assert.equal(stored.get('evt_d')?.payload, '"status":"first","previous_status":null');
+      assert.deepEqual(await store.read((tx) => tx.feed.storedEvents([])), new Map());
+
+      // A batch that rolls back leaves its ids free.
+      await assert.rejects(
+        store.transaction(async (tx) => {
+          assert.equal((await tx.feed.insertEvents([feedEvent('evt_f')], await tx.feed.sourceId('feed.jsonl'), await tx.feed.receivedAt(3000)))[0] !== null, true);
+          assert.equal((await tx.feed.storedEvents(['evt_f'])).size, 1, 'a transaction sees the events it inserted');
+          throw new Abandoned('rolled back');
+        }),
+        Abandoned,
+      );
+      assert.equal((await store.read((tx) => tx.feed.storedEvents(['evt_f']))).size, 0);
+      const f = seqOf((await storeEvents(store, [feedEvent('evt_f')], 3000)).seqs[0]);
+      assert.ok(f > e);
+    });
+
+    test('feed: legacyEvents finds nothing in a database created since schema version 5', async (t) => {
+      const { store } = await backend.open(t);
+      await storeEvents(store, [feedEvent('evt_0123456789abcdef0123456789abcdef')], 1000);
+      assert.deepEqual(await store.read((tx) => tx.feed.legacyEvents(['evt_0123456789abcdef0123456789abcdef', 'evt_nothing'])), new Set());
+      assert.deepEqual(await store.read((tx) => tx.feed.legacyEvents([])), new Set());
+    });
+
+    test('feed: receivedAt is the clock, never before the newest stored event, in a write or a read', async (t) => {
+      const { store } = await backend.open(t);
+      assert.equal(await store.transaction((tx) => tx.feed.receivedAt(5000)), 5000);
+      assert.equal(await store.read((tx) => tx.feed.receivedAt(5000)), 5000);
+      assert.equal((await storeEvents(store, [feedEvent('evt_1')], 10_000)).at, 10_000);
+      // The clock stepped back: the newest event's time.
+      assert.equal(await store.transaction((tx) => tx.feed.receivedAt(5000)), 10_000);
+      assert.equal(await store.read((tx) => tx.feed.receivedAt(9999)), 10_000);
+      assert.equal(await store.transaction((tx) => tx.feed.receivedAt(20_000)), 20_000);
+      const back = await storeEvents(store, [feedEvent('evt_2')], 7000);
+      assert.equal(back.at, 10_000, 'stored at the newest time, not the clock');
+      assert.equal(await store.read((tx) => tx.feed.receivedAt(0)), 10_000);
+    });
+
+    test('feed: seqRange maps a window [since, until) to the seqs of the events received in it', async (t) => {
+      const { store } = await backend.open(t);
+      assert.deepEqual(await store.read((tx) => tx.feed.seqRange(0, Number.MAX_SAFE_INTEGER)), { from: 0, to: 0 });
+      // received_at: seq. Batches at 1000 (3), 2000 (2), 2000 again (1), a duplicate alone at 2500
+      // (no event), 3000 (2), the clock back to 2500 (1, stored at 3000), 5000 (1).
+      const received: Array<{ seq: number; at: number }> = [];
+      let n = 0;
+      for (const [now, count] of [[1000, 3], [2000, 2], [2000, 1], [2500, 0], [3000, 2], [2500, 1], [5000, 1]] as const) {
+        const batch = count === 0 ? [feedEvent('evt_0')] : Array.from({ length: count }, () => feedEvent(`evt_${n++}`));
+        const { at, seqs } = await storeEvents(store, batch, now);
+        for (const seq of seqs) if (seq !== null) received.push({ seq, at });
+      }
+      assert.equal(received.length, 10);
+      const times = [0, 999, 1000, 1001, 1999, 2000, 2001, 2500, 2999, 3000, 3001, 4999, 5000, 5001, 9999];
+      for (const since of times) {
+        for (const until of times) {
+          if (until < since) continue;
+          const range = await store.read((tx) => tx.feed.seqRange(since, until));
+          const what = `[${since}, ${until}) -> ${JSON.stringify(range)}`;
+          const expected = received.filter((r) => r.at >= since && r.at < until).map((r) => r.seq);
+          assert.ok(range.from <= range.to, what);
+          assert.deepEqual(received.filter((r) => r.seq >= range.from && r.seq < range.to).map((r) => r.seq), expected, what);
+          if (expected.length === 0) continue;
+          // Tight: `to` just past the window's last event; `from` after the event before the
+          // window, and at most its first (a seq in between that no event holds, left by the
+          // conflict at 2500 on PostgreSQL, may be where it lands).
+          const before = received.filter((r) => r.seq < expected[0]!).at(-1)?.seq ?? 0;
+          assert.equal(range.to, expected.at(-1)! + 1, what);
+          assert.ok(range.from > before && range.from <= expected[0]!, what);
+        }
+      }
+      // The whole table, and a window after the newest event: empty, past the last seq.
+      const last = received.at(-1)!.seq;
+      assert.deepEqual(await store.read((tx) => tx.feed.seqRange(0, 1e13)), { from: received[0]!.seq, to: last + 1 });
+      assert.deepEqual(await store.read((tx) => tx.feed.seqRange(6000, 7000)), { from: last + 1, to: last + 1 });
+      assert.deepEqual(await store.read((tx) => tx.feed.seqRange(1000.5, 2000.5)), { from: received[3]!.seq, to: received[5]!.seq + 1 }, 'bounds need not be whole milliseconds');
+      // In a write transaction too.
+      assert.deepEqual(await store.transaction((tx) => tx.feed.seqRange(1000, 3000)), { from: received[0]!.seq, to: received[5]!.seq + 1 });
+    });
+
+    test('feed: insertRejects keeps the lines in order, bytes intact; listRejects pages by id', async (t) => {
+      const { store } = await backend.open(t);
+      assert.deepEqual(await store.read((tx) => tx.feed.listRejects(0, 10)), []);
+      await store.transaction((tx) => tx.feed.insertRejects([]));
+      const line = (i: number, raw: Buffer, over: Partial<Omit<FeedReject, 'id'>> = {}): Omit<FeedReject, 'id'> => ({
+        source: 'feed.jsonl',
+        position: i * 100,
+        lineBytes: raw.length,
+        raw,
+        reason: 'invalid_json',
+        detail: `not valid JSON: line ${i}`,
+        eventId: null,
+        receivedAt: 1000 + i,
+        ...over,
+      });
+      const lines = [
+        line(0, Buffer.from('{"a":')),
+        // Not UTF-8, with a NUL byte, a backslash and quotes: bytes, not text.
+        line(1, Buffer.from([0x00, 0xff, 0xfe, 0x5c, 0x22, 0x7b, 0x7d, 0x2c, 0x00]), { reason: 'invalid_utf8', detail: 'the line is not valid UTF-8' }),
+        line(2, Buffer.alloc(0), { source: '-', position: null, lineBytes: 70_000, reason: 'line_too_long', detail: 'over the limit' }),
+        line(3, Buffer.from('{"event_id":"evt_x"}'), { reason: 'event_id_conflict', detail: 'event_id "evt_x" was already ingested with different content', eventId: 'evt_x' }),
+        line(4, Buffer.from('{"b":1}'), { reason: 'unknown_field', detail: 'unknown field "b"; put extra fields under "data"', eventId: '\u00e9v\u00e9nement "1"' }),
+      ];
+      await store.transaction((tx) => tx.feed.insertRejects(lines.slice(0, 3)));
+      await store.transaction((tx) => tx.feed.insertRejects(lines.slice(3)));
+
+      const all = await store.read((tx) => tx.feed.listRejects(0, 100));
+      assert.deepEqual(
+        all.map(({ id: _id, ...rest }) => rest),
+        lines,
+      );
+      const ids = all.map((r) => r.id);
+      assert.ok(ids.every((id, i) => i === 0 || id > ids[i - 1]!), `ids increase: ${ids}`);
+
+      const pages: number[][] = [];
+      for (let after = 0; ; ) {
+        const page = await store.read((tx) => tx.feed.listRejects(after, 2));
+        if (page.length === 0) break;
+        pages.push(page.map((r) => r.id));
+        after = page.at(-1)!.id;
+      }
+      assert.deepEqual(pages, [ids.slice(0, 2), ids.slice(2, 4), ids.slice(4)]);
+      assert.deepEqual(await store.read((tx) => tx.feed.listRejects(ids[4]!, 10)), []);
+    });
+
+    test('feed: a NUL in a quarantined line\'s detail or event id does not fail the batch', async (t) => {
+      const { store } = await backend.open(t);
+      // What JSON.parse says of a NUL, and an event_id refused for holding one (the parser keeps it as the line's event id).
+      const raw = Buffer.from('{"event_id":"a\\u0000b"}\u0000');
+      await store.transaction((tx) =>
+        tx.feed.insertRejects([{ source: 'feed.jsonl', position: 0, lineBytes: raw.length, raw, reason: 'invalid_field', detail: 'bad \u0000 here', eventId: 'a\u0000b', receivedAt: 1 }]),
+      );
+      const [stored] = await store.read((tx) => tx.feed.listRejects(0, 10));
+      assert.ok(stored !== undefined);
+      assert.deepEqual(stored.raw, raw, 'the bytes are kept whole');
+      // PostgreSQL text cannot hold U+0000: it becomes U+FFFD there; SQLite keeps it.
+      const nul = backend.name === 'postgres' ? '\ufffd' : '\u0000';
+      assert.equal(stored.detail, `bad ${nul} here`);
+      assert.equal(stored.eventId, `a${nul}b`);
+    });
+
+    test('feed: positions are saved, read back and overwritten, per source', async (t) => {
+      const { store } = await backend.open(t);
+      assert.equal(await store.read((tx) => tx.feed.getPosition('/var/log/feed.jsonl')), null);
+      const position: FeedPosition = {
+        source: '/var/log/feed.jsonl',
+        dev: '2049',
+        ino: '1234567',
+        fingerprint: 'a'.repeat(64),
+        fingerprintBytes: 1024,
+        position: 4_503_599_627_370_496,
+        tailFingerprint: 'b'.repeat(64),
+      };
+      await store.transaction((tx) => tx.feed.savePosition(position, 1000));
+      assert.deepEqual(await store.read((tx) => tx.feed.getPosition('/var/log/feed.jsonl')), position);
+      // Rotated to a new file, committed before schema 8's tail fingerprint: null is kept as null.
+      const rotated: FeedPosition = { ...position, ino: '7654321', fingerprint: 'c'.repeat(64), fingerprintBytes: 17, position: 17, tailFingerprint: null };
+      await store.transaction((tx) => tx.feed.savePosition(rotated, 2000));
+      assert.deepEqual(await store.read((tx) => tx.feed.getPosition('/var/log/feed.jsonl')), rotated);
+      const other: FeedPosition = { ...position, source: '/var/log/other.jsonl', position: 5 };
+      await store.transaction((tx) => tx.feed.savePosition(other, 3000));
+      assert.deepEqual(await store.read((tx) => tx.feed.getPosition('/var/log/other.jsonl')), other);
+      assert.deepEqual(await store.read((tx) => tx.feed.getPosition('/var/log/feed.jsonl')), rotated);
+      assert.equal(await store.read((tx) => tx.feed.getPosition('/var/log/FEED.jsonl')), null);
+    });
+
+    test('feed: addStats accumulates per source; stats lists them in byte order', async (t) => {
+      const { store } = await backend.open(t);
+      assert.deepEqual(await store.read((tx) => tx.feed.stats()), []);
+      await store.transaction(async (tx) => {
+        await tx.feed.addStats('b', 1, 2, 3, 100);
+        await tx.feed.addStats('a', 5, 0, 0, 200);
+      });
+      await store.transaction((tx) => tx.feed.addStats('b', 10, 20, 30, 300));
+      await store.transaction((tx) => tx.feed.addStats('B', 0, 0, 0, 400));
+      assert.deepEqual(await store.read((tx) => tx.feed.stats()), [
+        { source: 'B', accepted: 0, duplicates: 0, quarantined: 0, updatedAt: 400 },
+        { source: 'a', accepted: 5, duplicates: 0, quarantined: 0, updatedAt: 200 },
+        { source: 'b', accepted: 11, duplicates: 22, quarantined: 33, updatedAt: 300 },
+      ]);
+    });
+
+    test('feed: undeliverableByOrg counts the events without any delivery, per organization', async (t) => {
+      const db = await backend.open(t);
+      const { store } = db;
+      assert.deepEqual(await store.read((tx) => tx.feed.undeliverableByOrg()), []);
+      const { seqs } = await storeEvents(store, [feedEvent('e1', 'b'), feedEvent('e2', 'a'), feedEvent('e3', 'a'), feedEvent('e4', 'C'), feedEvent('e5', 'a'), feedEvent('e6', 'b')], 1000);
+      // e2 was delivered, e6 is dead: both had a delivery. e3 has a pending one.
+      const delivery = (seq: number | null, org: string, status: string) =>
+        `INSERT INTO deliveries (event_seq, org_id, ordering_key, status, attempts, next_attempt_at, created_at, updated_at) VALUES (${seqOf(seq)}, '${org}', 1, '${status}', 1, 1, 1, 1)`;
+      await db.exec([delivery(seqs[1]!, 'a', 'delivered'), delivery(seqs[5]!, 'b', 'dead'), delivery(seqs[2]!, 'a', 'pending')].join(';\n'));
+      assert.deepEqual(await store.read((tx) => tx.feed.undeliverableByOrg()), [
+        { orgId: 'C', events: 1 },
+        { orgId: 'a', events: 1 },
+        { orgId: 'b', events: 1 },
+      ]);
+    });
+
+    test('feed: sourceId gives each source one number, the same every time', async (t) => {
+      const { store } = await backend.open(t);
+      const id = (source: string) => store.transaction((tx) => tx.feed.sourceId(source));
+      const feed = await id('/var/log/feed.jsonl');
+      const stdin = await id('-');
+      const api = await id('api');
+      assert.equal(new Set([feed, stdin, api]).size, 3);
+      for (const n of [feed, stdin, api]) assert.ok(Number.isSafeInteger(n) && n > 0);
+      assert.equal(await id('/var/log/feed.jsonl'), feed);
+      assert.equal(await store.transaction(async (tx) => [await tx.feed.sourceId('-'), await tx.feed.sourceId('-')].join()), `${stdin},${stdin}`);
+      // A source made by a transaction that rolls back is made again, and then stays.
+      await assert.rejects(
+        store.transaction(async (tx) => {
+          await tx.feed.sourceId('/var/log/new.jsonl');
+          throw new Abandoned('rolled back');
+        }),
+        Abandoned,
+      );
+      const fresh = await id('/var/log/new.jsonl');
+      assert.equal(new Set([feed, stdin, api, fresh]).size, 4);
+      assert.equal(await id('/var/log/new.jsonl'), fresh);
+      assert.equal(await id('api'), api);
+    });
+
     test('retention: newest on empty tables is all zeros, and a pass over them removes nothing', async (t) => {
       const { store } = await backend.open(t);
       const newest = await store.read((tx) => tx.retention.newest());
@@ -637,11 +906,10 @@ describe('PostgreSQL store: what only it has', () => {
     await assert.rejects(openPgStore('postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2', systemClock, { instance: INSTANCE }), /ECONNREFUSED/);
   });
 
-  test('feed and deliveries are not built yet: their calls fail with invalid_config, and the transaction with them', async (t) => {
+  test('deliveries are not built yet: their calls fail with invalid_config, and the transaction with them', async (t) => {
     const { store } = await open(t);
     const notYet = (method: string) => (err: unknown) =>
       err instanceof HookrelayError && err.code === ErrorCode.config && err.message.startsWith(`${method} is not yet implemented on PostgreSQL`);
-    await assert.rejects(store.read((tx) => tx.feed.stats()), notYet('feed.stats'));
     await assert.rejects(store.read((tx) => tx.deliveries.list('acme', { limit: 10 })), notYet('deliveries.list'));
     await assert.rejects(
       store.transaction(async (tx) => {
@@ -651,6 +919,90 @@ describe('PostgreSQL store: what only it has', () => {
       notYet('deliveries.insertMany'),
     );
     assert.equal(await store.read((tx) => tx.orgs.get('acme')), null);
+  });
+
+  test('feed: instances on one database keep their own sources, positions and counts, and share events and quarantined lines', async (t) => {
+    const { store: mine, url } = await open(t);
+    const theirs = await openPgStore(url, systemClock, { instance: 'other-host', poolSize: 2 });
+    t.after(() => theirs.close());
+    assert.equal(theirs.instance, 'other-host');
+
+    // The same path on two hosts is two sources.
+    const mySource = await mine.transaction((tx) => tx.feed.sourceId('/var/log/feed.jsonl'));
+    const theirSource = await theirs.transaction((tx) => tx.feed.sourceId('/var/log/feed.jsonl'));
+    assert.notEqual(mySource, theirSource);
+    assert.equal(await mine.transaction((tx) => tx.feed.sourceId('/var/log/feed.jsonl')), mySource);
+    assert.equal(await theirs.transaction((tx) => tx.feed.sourceId('/var/log/feed.jsonl')), theirSource);
+    assert.notEqual(await mine.transaction((tx) => tx.feed.sourceId('api')), await theirs.transaction((tx) => tx.feed.sourceId('api')));
+
+    // Positions and counts: each sees its own only.
+    const position: FeedPosition = { source: '/var/log/feed.jsonl', dev: '1', ino: '2', fingerprint: 'f'.repeat(64), fingerprintBytes: 10, position: 100, tailFingerprint: null };
+    await mine.transaction(async (tx) => {
+      await tx.feed.savePosition(position, 1000);
+      await tx.feed.addStats('/var/log/feed.jsonl', 3, 1, 0, 1000);
+    });
+    assert.equal(await theirs.read((tx) => tx.feed.getPosition('/var/log/feed.jsonl')), null);
+    assert.deepEqual(await theirs.read((tx) => tx.feed.stats()), []);
+    await theirs.transaction(async (tx) => {
+      await tx.feed.savePosition({ ...position, position: 7 }, 2000);
+      await tx.feed.addStats('/var/log/feed.jsonl', 1, 0, 0, 2000);
+    });
+    assert.equal((await mine.read((tx) => tx.feed.getPosition('/var/log/feed.jsonl')))?.position, 100);
+    assert.equal((await theirs.read((tx) => tx.feed.getPosition('/var/log/feed.jsonl')))?.position, 7);
+    assert.deepEqual(await mine.read((tx) => tx.feed.stats()), [{ source: '/var/log/feed.jsonl', accepted: 3, duplicates: 1, quarantined: 0, updatedAt: 1000 }]);
+    assert.deepEqual(await theirs.read((tx) => tx.feed.stats()), [{ source: '/var/log/feed.jsonl', accepted: 1, duplicates: 0, quarantined: 0, updatedAt: 2000 }]);
+
+    // Events: one id is stored once, whichever instance reads it first.
+    const [mine1] = (await storeEvents(mine, [feedEvent('evt_shared', 'acme', '"status":"mine","previous_status":null')], 3000, '/var/log/feed.jsonl')).seqs;
+    const theirBatch = await storeEvents(theirs, [feedEvent('evt_shared', 'acme', '"status":"theirs","previous_status":null'), feedEvent('evt_theirs', 'globex')], 1000, '/var/log/feed.jsonl');
+    assert.equal(theirBatch.at, 3000, 'never before the newest event, whoever stored it');
+    assert.equal(theirBatch.seqs[0], null);
+    assert.ok(seqOf(theirBatch.seqs[1]) > seqOf(mine1));
+    assert.equal((await theirs.read((tx) => tx.feed.storedEvents(['evt_shared']))).get('evt_shared')?.payload, '"status":"mine","previous_status":null');
+    assert.deepEqual(await mine.read((tx) => tx.feed.undeliverableByOrg()), [
+      { orgId: 'acme', events: 1 },
+      { orgId: 'globex', events: 1 },
+    ]);
+    assert.deepEqual(await mine.read((tx) => tx.feed.seqRange(3000, 3001)), await theirs.read((tx) => tx.feed.seqRange(3000, 3001)));
+
+    // Quarantined lines are shared too (their source names the file, not the instance).
+    await theirs.transaction((tx) =>
+      tx.feed.insertRejects([{ source: '/var/log/feed.jsonl', position: 7, lineBytes: 1, raw: Buffer.from('x'), reason: 'invalid_json', detail: 'bad', eventId: null, receivedAt: 3000 }]),
+    );
+    assert.deepEqual(
+      (await mine.read((tx) => tx.feed.listRejects(0, 10))).map((r) => r.detail),
+      ['bad'],
+    );
+  });
+
+  test('feed: events inserted by two instances at the same time end with received_at non-decreasing along seq', async (t) => {
+    const { store: first, url } = await open(t);
+    const second = await openPgStore(url, systemClock, { instance: 'other-host', poolSize: 2 });
+    t.after(() => second.close());
+    const pool = createPgPool(url, { max: 1 });
+    t.after(() => pool.end());
+    // Every transaction starts before any commits, each with a clock earlier than the one
+    // before it: without a lock, the later seqs would get the earlier times.
+    const rounds = 3;
+    const perRound = 6;
+    for (let round = 0; round < rounds; round++) {
+      await Promise.all(
+        Array.from({ length: perRound }, (_, i) =>
+          (i % 2 === 0 ? first : second).transaction(async (tx) => {
+            const now = await tx.feed.receivedAt(1_000_000 * (round + 1) - i * 1000);
+            const source = await tx.feed.sourceId('feed.jsonl');
+            // Another round trip between reading the time and inserting, as ingest has (legacyEvents, sourceId).
+            await tx.orgs.list();
+            const events = Array.from({ length: 5 }, (_, k) => feedEvent(`evt_${round}_${i}_${k}`));
+            return tx.feed.insertEvents(events, source, now);
+          }),
+        ),
+      );
+    }
+    const { rows } = await pool.query<{ seq: number; received_at: number }>('SELECT seq, received_at FROM events ORDER BY seq');
+    assert.equal(rows.length, rounds * perRound * 5);
+    const decreases = rows.filter((r, i) => i > 0 && r.received_at < rows[i - 1]!.received_at);
+    assert.deepEqual(decreases, [], 'received_at never decreases along seq');
   });
 
   test('a read transaction cannot write', async (t) => {

@@ -1,29 +1,9 @@
 import type { RejectReason, StoredEvent } from '../domain/feed-event.ts';
 import type { Db } from './db.ts';
 import type { EventToStore, FeedPosition, FeedReject, FeedRepo, FeedStats } from './repos.ts';
+import { toPosition, toReject, type PositionRow, type RejectRow } from './rows.ts';
 import type { Sync } from './sync-repo.ts';
 
-interface PositionRow {
-  source: string;
-  dev: string;
-  ino: string;
-  fingerprint: string;
-  fingerprint_bytes: number;
-  position: number;
-  tail_fingerprint: string | null;
-}
-
-interface RejectRow {
-  id: number;
-  source: string;
-  position: number | null;
-  line_bytes: number;
-  raw: Buffer;
-  reason: RejectReason;
-  detail: string;
-  event_id: string | null;
-  received_at: number;
-}
 
 /** The SQLite feed repository (synchronous: see sync-repo.ts). */
 export function createFeedRepo(db: Db): Sync<FeedRepo> {
@@ -141,15 +121,7 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
     getPosition(source: string): FeedPosition | null {
       const row = getPosition.get(source);
       return row
-        ? {
-            source: row.source,
-            dev: row.dev,
-            ino: row.ino,
-            fingerprint: row.fingerprint,
-            fingerprintBytes: row.fingerprint_bytes,
-            position: row.position,
-            tailFingerprint: row.tail_fingerprint,
-          }
+        ? toPosition(row)
         : null;
     },
     savePosition(p: FeedPosition, now: number): void {
@@ -162,17 +134,7 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
       return allStats.all().map((r) => ({ source: r.source, accepted: r.accepted, duplicates: r.duplicates, quarantined: r.quarantined, updatedAt: r.updated_at }));
     },
     listRejects(afterId: number, limit: number): FeedReject[] {
-      return listRejects.all(afterId, limit).map((r) => ({
-        id: r.id,
-        source: r.source,
-        position: r.position,
-        lineBytes: r.line_bytes,
-        raw: r.raw,
-        reason: r.reason,
-        detail: r.detail,
-        eventId: r.event_id,
-        receivedAt: r.received_at,
-      }));
+      return listRejects.all(afterId, limit).map(toReject);
     },
   };
 }

@@ -3,8 +3,9 @@
  * mapping to the services' types. Flags are 0/1 in SQLite and booleans in PostgreSQL.
  */
 import { isPermission, type Permission } from '../domain/permissions.ts';
+import type { RejectReason } from '../domain/feed-event.ts';
 import type { Role, User, Webhook, WebhookStatus } from '../domain/types.ts';
-import type { WebhookHealth } from './repos.ts';
+import type { FeedPosition, FeedReject, WebhookHealth } from './repos.ts';
 
 /** A 0/1 flag (SQLite) or a boolean (PostgreSQL). */
 type Flag = number | boolean;
@@ -69,4 +70,46 @@ export const toHealth = (row: WebhookHealthRow): WebhookHealth => ({
   failingSince: row.failing_since,
   lastSuccessAt: row.last_success_at,
   disabledReason: row.disabled_reason,
+});
+
+export interface PositionRow {
+  source: string;
+  dev: string;
+  ino: string;
+  fingerprint: string;
+  fingerprint_bytes: number;
+  position: number;
+  tail_fingerprint: string | null;
+}
+export const toPosition = (row: PositionRow): FeedPosition => ({
+  source: row.source,
+  dev: row.dev,
+  ino: row.ino,
+  fingerprint: row.fingerprint,
+  fingerprintBytes: row.fingerprint_bytes,
+  position: row.position,
+  tailFingerprint: row.tail_fingerprint,
+});
+
+export interface RejectRow {
+  id: number;
+  source: string;
+  position: number | null;
+  line_bytes: number;
+  raw: Buffer;
+  reason: RejectReason;
+  detail: string;
+  event_id: string | null;
+  received_at: number;
+}
+export const toReject = (r: RejectRow): FeedReject => ({
+  id: r.id,
+  source: r.source,
+  position: r.position,
+  lineBytes: r.line_bytes,
+  raw: r.raw,
+  reason: r.reason,
+  detail: r.detail,
+  eventId: r.event_id,
+  receivedAt: r.received_at,
 });

@@ -4,20 +4,21 @@
  * run their statements on it; the transactions of one process run side by side on as many
  * connections as the pool holds, and the others wait for a free one.
  *
- * Built so far: organizations, roles, users, webhooks and retention. Feed and deliveries are
- * not yet (unbuilt-repos.ts): their calls fail with `invalid_config`.
+ * Built so far: organizations, roles, users, webhooks, feed and retention. Deliveries are not
+ * yet (unbuilt-repos.ts): their calls fail with `invalid_config`.
  */
 import type { PoolClient } from 'pg';
 import type { Clock } from '../../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
 import type { Logger } from '../../log.ts';
 import type { Checkpoints, Store, TransactionOptions, Tx } from '../repos.ts';
+import { createPgFeedRepo } from './feed-repo.ts';
 import { migratePostgres } from './migrations.ts';
 import { createPgOrgsRepo } from './orgs-repo.ts';
 import { createPgPool, type PgPoolOptions } from './pool.ts';
 import { createPgRetentionRepo } from './retention-repo.ts';
 import { createPgRolesRepo } from './roles-repo.ts';
-import { unbuiltDeliveriesRepo, unbuiltFeedRepo } from './unbuilt-repos.ts';
+import { unbuiltDeliveriesRepo } from './unbuilt-repos.ts';
 import { createPgUsersRepo } from './users-repo.ts';
 import { createPgWebhooksRepo } from './webhooks-repo.ts';
 
@@ -52,14 +53,17 @@ const BEGIN_WRITE_NOT_DURABLE = `${BEGIN_WRITE}; SET LOCAL synchronous_commit = 
 /** A read: one snapshot for all of `fn`'s statements, as SQLite's read transaction gives. Writes are refused. */
 const BEGIN_READ = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
 
-/** The repositories of one transaction, over its connection: a handful of closures, made per transaction. */
-function txOver(client: PoolClient): Tx {
+/**
+ * The repositories of one transaction, over its connection: a handful of closures, made per
+ * transaction. `instance` names the feed rows (sources, positions, counts) this instance owns.
+ */
+function txOver(client: PoolClient, instance: string): Tx {
   return {
     orgs: createPgOrgsRepo(client),
     roles: createPgRolesRepo(client),
     users: createPgUsersRepo(client),
     webhooks: createPgWebhooksRepo(client),
-    feed: unbuiltFeedRepo,
+    feed: createPgFeedRepo(client, instance),
     deliveries: unbuiltDeliveriesRepo,
     retention: createPgRetentionRepo(client),
   };
@@ -107,7 +111,7 @@ export async function openPgStore(url: string, clock: Clock, options: OpenPgStor
     client.on('error', onError);
     try {
       await client.query(begin);
-      const value = await fn(txOver(client));
+      const value = await fn(txOver(client, options.instance));
       await client.query('COMMIT');
       return value;
     } catch (err) {

@@ -5,7 +5,7 @@
  * deliver, and says why on its first attempt.
  */
 import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
-import type { DeliveriesRepo, FeedRepo } from '../repos.ts';
+import type { DeliveriesRepo } from '../repos.ts';
 
 /**
  * A repository whose every method rejects. `methods` names each method of R once: the
@@ -25,22 +25,6 @@ function unbuilt<R>(repo: string, methods: Record<keyof R, true>): R {
   }
   return out as R;
 }
-
-export const unbuiltFeedRepo: FeedRepo = unbuilt<FeedRepo>('feed', {
-  undeliverableByOrg: true,
-  sourceId: true,
-  insertEvents: true,
-  legacyEvents: true,
-  storedEvents: true,
-  receivedAt: true,
-  seqRange: true,
-  insertRejects: true,
-  getPosition: true,
-  savePosition: true,
-  addStats: true,
-  stats: true,
-  listRejects: true,
-});
 
 export const unbuiltDeliveriesRepo: DeliveriesRepo = unbuilt<DeliveriesRepo>('deliveries', {
   insert: true,
