@@ -26,7 +26,12 @@ import { createStorageHealth, type StorageHealth } from './services/storage-heal
 import { createWorkSignal } from './services/work-signal.ts';
 import { availableBytes } from './store/directories.ts';
 import { StorageFault, storageFaultOf } from './store/storage-faults.ts';
-import { openStore, type Store } from './store/store.ts';
+import { openStore } from './store/store.ts';
+import type { Store } from './store/repos.ts';
+import { isTransientPgError } from './store/pg/errors.ts';
+import { loggableDatabaseUrl } from './store/pg/pool.ts';
+import { openPgStore } from './store/pg/store.ts';
+import { startPgWakeups, type PgWakeups } from './store/pg/wakeups.ts';
 import { storageRetryDelayMs } from './services/storage-health.ts';
 
 export interface Relay {
@@ -122,6 +127,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let deliverer: Deliverer | null = null;
   let ingestPath: IngestPath | null = null;
   let retention: { stop(): Promise<void> } | null = null;
+  /** PostgreSQL: wake-ups from and to the other instances, and the instance-name lock. */
+  let wakeups: PgWakeups | null = null;
   let releaseTimer: NodeJS.Timeout | null = null;
   let stopping = false;
   /** Aborted by stop(): ends a start that waits for space to open the database. */
@@ -190,6 +197,29 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     }
   }
 
+  /**
+   * Opens the PostgreSQL store (migrating it). A server that cannot be reached yet (starting
+   * with the host, restarting, a network not up) is waited for: logged once, tried again
+   * after a back-off (up to 10 s) until it answers or the daemon is stopped (then null).
+   * What waiting cannot mend (a refused password, a missing database, a schema newer than
+   * this code, another instance under this name) is thrown.
+   */
+  async function openPgWhenReachable(url: string): Promise<Store | null> {
+    const database = loggableDatabaseUrl(url);
+    for (let failures = 0; ; ) {
+      try {
+        const opened = await openPgStore(url, clock, { instance: config.instance.name, poolSize: config.database.poolSize, log });
+        if (failures > 0) log.info({ database, tries: failures + 1 }, 'database reachable again: opened');
+        return opened;
+      } catch (err) {
+        if (!isTransientPgError(err) || opening.signal.aborted) throw err;
+        if (failures++ === 0) log.error({ err, database }, 'cannot reach the PostgreSQL database; trying again every few seconds (nothing is read or sent meanwhile)');
+      }
+      await sleep(storageRetryDelayMs(failures), undefined, { signal: opening.signal }).catch(() => {});
+      if (opening.signal.aborted) return null;
+    }
+  }
+
   function address(): { host: string; port: number } {
     const info = server?.address() as AddressInfo | null | undefined;
     if (!info) throw new Error('the relay is not listening');
@@ -198,13 +228,19 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
 
   async function startParts(): Promise<void> {
     // Tests may wrap the opening (a fault-injected store: SQLITE_FULL where no file system can be mounted).
-    const opened = await openWhenSpace();
-    if (opened === null) return; // stopped while waiting for space
+    const url = config.database.url;
+    const opened = url === null ? await openWhenSpace() : await openPgWhenReachable(url);
+    if (opened === null) return; // stopped while waiting for space, or for the server
     store = opened;
-    log.info({ database: config.database.path }, 'database open');
+    log.info(url === null ? { database: config.database.path } : { database: loggableDatabaseUrl(url), instance: config.instance.name }, 'database open');
     const keys = loadAuthKeys(config, log);
     const extraCa = loadExtraCa(config.delivery.caFile);
     const work = createWorkSignal();
+    if (url !== null) {
+      // First of all: the instance-name lock (a second daemon under this name stops here,
+      // before it serves, reads or claims anything), then the wake-ups in both directions.
+      wakeups = await startPgWakeups({ url, instance: config.instance.name, work, log, poll: () => dispatcher?.poll() });
+    }
     const services = createServices(store, config, log, work);
     const openStoreRef = store;
     const metrics = config.metrics.enabled
@@ -335,6 +371,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       releaseTimer = null;
       await dispatcher?.stop(deadlineMs);
       dispatcher = null;
+      await wakeups?.close();
+      wakeups = null;
       deliverer?.close();
       deliverer = null;
       await Promise.all([server, metricsServer].map((s) => (s === null ? null : close(s, deadlineMs))));

@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
-import { loadConfig, type LoadConfigOptions } from '../src/config/load.ts';
+import { defaultInstanceName, loadConfig, type LoadConfigOptions } from '../src/config/load.ts';
 import { envNameFor, schemaLeaves } from '../src/config/schema.ts';
 import { ErrorCode, HookrelayError } from '../src/domain/errors.ts';
 import { tempDir } from './helpers.ts';
@@ -218,5 +218,37 @@ test('docs/configuration.md lists every key with its environment variable', () =
   for (const { path } of schemaLeaves()) {
     assert.ok(doc.includes(`\`${path}\``), `docs/configuration.md documents ${path}`);
     assert.ok(doc.includes(`\`${envNameFor(path)}\``), `docs/configuration.md names ${envNameFor(path)}`);
+  }
+});
+
+test('database.url selects PostgreSQL, from the file or HOOKRELAY_DATABASE_URL; a wrong one is refused without showing it', (t) => {
+  const cwd = tempDir(t);
+  const defaults = loadConfig({ env: {}, cwd });
+  assert.equal(defaults.database.url, null);
+  assert.equal(defaults.database.poolSize, 10);
+  const url = 'postgres://hookrelay:s3cret-password@db.example:5432/hookrelay?sslmode=verify-full';
+  assert.equal(loadConfig({ env: { HOOKRELAY_DATABASE_URL: url }, cwd }).database.url, url);
+  assert.equal(loadConfig({ configFile: writeConfig(cwd, { database: { url, poolSize: 4 } }), env: {}, cwd }).database.poolSize, 4);
+  const wrong = 'mysql://root:hunter2-password@db/hookrelay';
+  assert.throws(
+    () => loadConfig({ env: { HOOKRELAY_DATABASE_URL: wrong }, cwd }),
+    (err: unknown) =>
+      err instanceof HookrelayError &&
+      err.code === ErrorCode.config &&
+      /HOOKRELAY_DATABASE_URL \(database\.url\) must be a PostgreSQL URL/.test(err.message) &&
+      !err.message.includes('hunter2'),
+  );
+  assert.throws(() => loadConfig({ env: { HOOKRELAY_DATABASE_POOL_SIZE: '1' }, cwd }), /database\.pool_size|database\.poolSize/i);
+});
+
+test("instance.name defaults to the host name's first label, and must be a plain name", (t) => {
+  const cwd = tempDir(t);
+  assert.equal(defaultInstanceName('relay-1.dc2.example.com'), 'relay-1');
+  assert.equal(defaultInstanceName('_weird host'), 'weird-host');
+  assert.equal(defaultInstanceName(''), 'hookrelay');
+  assert.equal(loadConfig({ env: {}, cwd }).instance.name, defaultInstanceName());
+  assert.equal(loadConfig({ env: { HOOKRELAY_INSTANCE_NAME: 'relay-b' }, cwd }).instance.name, 'relay-b');
+  for (const bad of ['two words', '-leading', 'x'.repeat(64)]) {
+    assert.throws(() => loadConfig({ env: { HOOKRELAY_INSTANCE_NAME: bad }, cwd }), /instance\.name\) must be letters, digits/);
   }
 });

@@ -255,7 +255,8 @@ describe('migrations', () => {
       ],
     );
 
-    // SQLite's indexes, by name, on the same columns, with the same partial conditions (as PostgreSQL prints them).
+    // SQLite's indexes, by name, on the same columns, with the same partial conditions (as
+    // PostgreSQL prints them), and deliveries_org_leased, for the leases of several instances.
     const indexes = await pool.query<{ name: string; columns: string; predicate: string | null }>(`
       SELECT c.relname AS name, pg_get_indexdef(i.indexrelid, 0, true) AS columns, pg_get_expr(i.indpred, i.indrelid, true) AS predicate
       FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -267,6 +268,7 @@ describe('migrations', () => {
         ['deliveries_ordering', '(ordering_key, id)', "status = 'pending'::text AND (attempts > 0 OR lease_expires_at IS NOT NULL)"],
         ['deliveries_org_due', '(org_id, next_attempt_at)', "status = 'pending'::text AND (attempts > 0 OR lease_expires_at IS NOT NULL)"],
         ['deliveries_org_fresh', '(org_id, id)', "status = 'pending'::text AND attempts = 0 AND lease_expires_at IS NULL"],
+        ['deliveries_org_leased', '(org_id)', "status = 'pending'::text AND lease_expires_at IS NOT NULL"],
         ['deliveries_org_status', '(org_id, status, id)', "status <> 'pending'::text OR attempts > 0 OR lease_expires_at IS NOT NULL"],
         ['delivery_attempts_delivery', '(delivery_id, id)', null],
         ['feed_rejects_received', '(received_at)', null],

@@ -5,8 +5,8 @@
  * on the other is a difference the services would see.
  *
  * Retention's tables (events, deliveries, attempts, quarantined lines) are seeded with SQL of
- * each backend's own, as are the deliveries the feed cases need: the deliveries repository
- * that would write them is not built on PostgreSQL yet. Ids a case compares are those it
+ * each backend's own, so that a case can set every column (ids, times, statuses) directly.
+ * The deliveries repository has cases of its own (deliveries-contract.test.ts). Ids a case compares are those it
  * chose; ids the database hands out (seqs, quarantine ids, source ids) are only compared with
  * themselves, as they differ between backends (SQLite gives max(rowid) + 1, PostgreSQL's
  * identity columns never hand a number out twice, even after a rollback or a conflict).
@@ -22,6 +22,7 @@ import { ErrorCode, HookrelayError } from '../src/domain/errors.ts';
 import { BUILTIN_ROLES, Permission } from '../src/domain/permissions.ts';
 import { emailKey } from '../src/domain/validation.ts';
 import { createLogger } from '../src/log.ts';
+import { PG_SCHEMA_VERSION } from '../src/store/pg/migrations.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
 import { openPgStore, type PgStore } from '../src/store/pg/store.ts';
 import type { EventToStore, FeedPosition, FeedReject, Newest, Store, Tx } from '../src/store/repos.ts';
@@ -882,9 +883,9 @@ describe('PostgreSQL store: what only it has', () => {
     const { store, url } = await open(t);
     assert.equal(store.backend, 'postgres');
     assert.equal(store.instance, INSTANCE);
-    assert.deepEqual(store.migrated, { from: 0, to: 1 });
+    assert.deepEqual(store.migrated, { from: 0, to: PG_SCHEMA_VERSION });
     const again = await open(t, url);
-    assert.deepEqual(again.store.migrated, { from: 1, to: 1 });
+    assert.deepEqual(again.store.migrated, { from: PG_SCHEMA_VERSION, to: PG_SCHEMA_VERSION });
     assert.equal(store.canTrimHeap, false);
     assert.equal(store.trimHeap(), false);
     const checkpoints = await store.startCheckpoints(createLogger('silent'), { whileBusy: true });
@@ -904,21 +905,6 @@ describe('PostgreSQL store: what only it has', () => {
 
   test('a server that cannot be reached fails the open, with the pool closed', async () => {
     await assert.rejects(openPgStore('postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2', systemClock, { instance: INSTANCE }), /ECONNREFUSED/);
-  });
-
-  test('deliveries are not built yet: their calls fail with invalid_config, and the transaction with them', async (t) => {
-    const { store } = await open(t);
-    const notYet = (method: string) => (err: unknown) =>
-      err instanceof HookrelayError && err.code === ErrorCode.config && err.message.startsWith(`${method} is not yet implemented on PostgreSQL`);
-    await assert.rejects(store.read((tx) => tx.deliveries.list('acme', { limit: 10 })), notYet('deliveries.list'));
-    await assert.rejects(
-      store.transaction(async (tx) => {
-        await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
-        await tx.deliveries.insertMany([], 1);
-      }),
-      notYet('deliveries.insertMany'),
-    );
-    assert.equal(await store.read((tx) => tx.orgs.get('acme')), null);
   });
 
   test('feed: instances on one database keep their own sources, positions and counts, and share events and quarantined lines', async (t) => {

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { Config } from '../config/load.ts';
 import { parseDuration } from '../domain/duration.ts';
 import { createRetentionService, type PrunedRows } from '../services/retention.ts';
 import { backupDatabase, checkDatabase, type CheckReport } from '../store/maintenance.ts';
@@ -29,7 +30,12 @@ function checkText(r: CheckReport): string {
   return lines.join('\n');
 }
 
-/** `hookrelay db prune | backup | check`: the database's care. */
+/** Refuses a SQLite-only command when the configuration names a PostgreSQL database. */
+function sqliteOnly(config: Config, command: string, instead: string): void {
+  if (config.database.url !== null) throw new UsageError(`db ${command} works on a SQLite file; database.url names a PostgreSQL database: ${instead}`);
+}
+
+/** `hookrelay db prune | backup | check | copy`: the database's care. */
 export function registerDbCommands(program: Command): void {
   const db = program.command('db').description('the database: retention, backups, integrity');
 
@@ -85,6 +91,7 @@ export function registerDbCommands(program: Command): void {
     .action(async (file: string, _options: unknown, cmd: Command) => {
       const options = optionsOf<{ force?: boolean }>(cmd);
       const config = configFrom(options);
+      sqliteOnly(config, 'backup', 'back it up with pg_dump, or the server\'s own backups (pg_basebackup, WAL archiving)');
       const progress = startProgress('backup', { unit: 'MiB' });
       const result = await backupDatabase(config.database.path, file, {
         overwrite: options.force === true,
@@ -102,6 +109,7 @@ export function registerDbCommands(program: Command): void {
   ).action((file: string | undefined, _options: unknown, cmd: Command) => {
     const options = optionsOf(cmd);
     const config = configFrom(options);
+    if (file === undefined) sqliteOnly(config, 'check', "the server checks its own pages (data checksums; pg_amcheck); give a SQLite file to check one");
     const report = checkDatabase(file ?? config.database.path, { busyTimeoutMs: config.database.busyTimeoutMs });
     const d = report.disk;
     const view = {

@@ -40,7 +40,7 @@ export function registerFeedCommands(program: Command): void {
       const { input, source, size } = file === '-' ? { input: process.stdin, source: 'stdin', size: null } : await openInput(file);
       let store: Store;
       try {
-        store = openConfiguredStore(config);
+        store = await openConfiguredStore(config);
       } catch (err) {
         if (input !== process.stdin) input.destroy();
         throw err;

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { databaseName } from '../store/open.ts';
 import { createLogger, logFatalErrors, syslogPrefixWanted } from '../log.ts';
 import { createRelay } from '../relay.ts';
 import { VERSION } from '../version.ts';
@@ -46,7 +47,8 @@ export function registerServeCommands(program: Command): void {
       return withServices(optionsOf(cmd), ({ store, config }) => {
         // Opening the store applies pending migrations; report what it did.
         const { from, to } = store.migrated;
-        process.stdout.write(from === to ? `database ${config.database.path} is at schema version ${to}\n` : `migrated ${config.database.path} from ${from} to ${to}\n`);
+        const name = databaseName(config);
+        process.stdout.write(from === to ? `database ${name} is at schema version ${to}\n` : `migrated ${name} from ${from} to ${to}\n`);
       });
     });
 }

@@ -23,7 +23,10 @@ import { createLogger, type Logger } from '../log.ts';
 import { createServices, type Services } from '../services/services.ts';
 import { CLI_LOCK_GAP_MS } from '../store/lock-wait.ts';
 import { StorageFault, storageFaultOf } from '../store/storage-faults.ts';
-import { openStore, type Store } from '../store/store.ts';
+import { openStoreFor } from '../store/open.ts';
+import { publishWork } from '../store/pg/wakeups.ts';
+import type { Store } from '../store/repos.ts';
+import { createWorkSignal, nobodyListens } from '../services/work-signal.ts';
 
 /** Exit codes (docs/operations.md): 0 success, 1 runtime error, 2 usage or configuration error, 65 damaged database. */
 export const EXIT_OK = 0;
@@ -85,9 +88,9 @@ export function cliLogger(config: Config): Logger {
   return createLogger(config.log.level === 'info' ? 'warn' : config.log.level, process.stderr);
 }
 
-export function openConfiguredStore(config: Config): Store {
-  // Leaves the lock free between two of its transactions, for a daemon that may be waiting for it (store/lock-wait.ts).
-  return openStore(config.database.path, systemClock, { busyTimeoutMs: config.database.busyTimeoutMs, lockGapMs: CLI_LOCK_GAP_MS });
+export function openConfiguredStore(config: Config): Promise<Store> {
+  // SQLite: leaves the lock free between two of its transactions, for a daemon that may be waiting for it (store/lock-wait.ts).
+  return openStoreFor(config, systemClock, { sqlite: { busyTimeoutMs: config.database.busyTimeoutMs, lockGapMs: CLI_LOCK_GAP_MS }, log: cliLogger(config) });
 }
 
 export interface CommandContext {
@@ -97,27 +100,34 @@ export interface CommandContext {
   readonly log: Logger;
 }
 
-/** Opens the store for a one-shot command and closes it afterwards, whatever happens. */
-export async function withStore<T>(options: CommonOptions, fn: (ctx: CommandContext) => T | Promise<T>): Promise<T> {
+/**
+ * Opens the store for a one-shot command, runs `fn`, and closes it afterwards, whatever
+ * happens. On PostgreSQL, work the command queues or webhooks it changes are announced to the
+ * daemons sharing the database (store/pg/wakeups.ts), which then act at once; a daemon on
+ * SQLite finds them at its next poll.
+ */
+async function withOpened<T>(options: CommonOptions, quiet: boolean, fn: (ctx: CommandContext) => T | Promise<T>): Promise<T> {
   const config = configFrom(options);
-  const store = openConfiguredStore(config);
+  const store = await openConfiguredStore(config);
+  const log = cliLogger(config);
+  const work = config.database.url === null ? nobodyListens : createWorkSignal();
+  const stopPublishing = config.database.url === null ? null : publishWork(config.database.url, config.instance.name, work, log);
   try {
-    const log = cliLogger(config);
-    return await fn({ config, store, services: createServices(store, config, log), log });
+    return await fn({ config, store, services: quiet ? createServices(store, config, undefined, work) : createServices(store, config, log, work), log });
   } finally {
+    await stopPublishing?.();
     await store.close();
   }
 }
 
+/** Opens the store for a one-shot command and closes it afterwards, whatever happens. */
+export function withStore<T>(options: CommonOptions, fn: (ctx: CommandContext) => T | Promise<T>): Promise<T> {
+  return withOpened(options, false, fn);
+}
+
 /** `withStore` whose services log nothing of their own (the command prints what it did). */
-export async function withServices<T>(options: CommonOptions, fn: (ctx: CommandContext) => T | Promise<T>): Promise<T> {
-  const config = configFrom(options);
-  const store = openConfiguredStore(config);
-  try {
-    return await fn({ config, store, services: createServices(store, config), log: cliLogger(config) });
-  } finally {
-    await store.close();
-  }
+export function withServices<T>(options: CommonOptions, fn: (ctx: CommandContext) => T | Promise<T>): Promise<T> {
+  return withOpened(options, true, fn);
 }
 
 /** Prints `json` with `--json`, otherwise the human text. */

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { resolve, join } from 'node:path';
 import { parseOrganizationNetwork } from '../domain/address-policy.ts';
 import { parseCidr } from '../domain/cidr.ts';
@@ -10,7 +11,9 @@ import { CONFIG_SCHEMA, coerceLeaf, envNameFor, isLeaf, schemaLeaves, type Schem
 /** The resolved configuration. Durations are milliseconds; paths are absolute. */
 export interface Config {
   readonly stateDir: string;
-  readonly database: { readonly path: string; readonly busyTimeoutMs: number };
+  readonly database: { readonly path: string; readonly busyTimeoutMs: number; readonly url: string | null; readonly poolSize: number };
+  /** The name is resolved: the host name when not set. */
+  readonly instance: { readonly name: string };
   readonly api: {
     readonly listen: string;
     readonly bodyLimitBytes: number;
@@ -95,7 +98,7 @@ export interface LoadConfigOptions {
   readonly cwd?: string;
 }
 
-const SECRET_PATHS = new Set(['auth.secret', 'metrics.token']);
+const SECRET_PATHS = new Set(['auth.secret', 'metrics.token', 'database.url']);
 const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile', 'delivery.caFile', 'metrics.tokenFile'];
 /** Keys in a config file that document it and are otherwise ignored. */
 const COMMENT_KEY = '$comment';
@@ -246,6 +249,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   if (values.get('database.path') === null) {
     values.set('database.path', join(values.get('stateDir') as string, 'hookrelay.db'));
   }
+  if (values.get('instance.name') === null) values.set('instance.name', defaultInstanceName());
   const feedPath = values.get('feed.path');
   if (feedPath === null) values.set('feed.path', join(values.get('stateDir') as string, 'feed.jsonl'));
   else if (feedPath !== '-') values.set('feed.path', resolve(cwd, feedPath as string));
@@ -257,6 +261,15 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   for (const [path, value] of values) setPath(config, path, value);
   checkCoherence(config as unknown as Config);
   return config as unknown as Config;
+}
+
+/**
+ * The host name, as an instance name: its first label (a host's short name), with what the
+ * name may not hold replaced by "-"; "hookrelay" if nothing is left.
+ */
+export function defaultInstanceName(host: string = hostname()): string {
+  const name = (host.split('.')[0] ?? '').replace(/[^A-Za-z0-9._-]/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 63);
+  return name === '' ? 'hookrelay' : name;
 }
 
 function checkCoherence(config: Config): void {

@@ -35,12 +35,29 @@ export const CONFIG_SCHEMA = {
     path: {
       type: { kind: 'string', nullable: true },
       default: null,
-      doc: 'SQLite database file; null means <stateDir>/hookrelay.db.',
+      doc: 'SQLite database file; null means <stateDir>/hookrelay.db. Not used when database.url is set.',
+    },
+    url: {
+      type: { kind: 'string', nullable: true, pattern: /^postgres(ql)?:\/\//, expect: 'a PostgreSQL URL, postgres://USER@HOST:PORT/DATABASE?sslmode=verify-full' },
+      default: null,
+      doc: 'PostgreSQL database URL (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=...&sslrootcert=...&connect_timeout=...]); null means the SQLite file database.path. Several instances may share one PostgreSQL database (docs/scale-out.md). Prefer HOOKRELAY_DATABASE_URL, or ~/.pgpass for the password, over a config file.',
+    },
+    poolSize: {
+      type: { kind: 'int', min: 2, max: 200 },
+      default: 10,
+      doc: "PostgreSQL only: most connections this instance opens for its transactions (one more listens for the other instances' wake-ups, one more sends them).",
     },
     busyTimeoutMs: {
       type: { kind: 'int', min: 0, max: 600_000 },
       default: 5000,
       doc: 'How long a write waits for another process (a CLI command, a backup) to release the database, in ms. A CLI command waits this long. In the daemon a write never blocks while it waits (it is tried again on a timer): an admin API write waits this long, then answers 503 database_busy with Retry-After; the feed reader and the dispatcher wait as long as it takes, and log it after this long.',
+    },
+  },
+  instance: {
+    name: {
+      type: { kind: 'string', nullable: true, pattern: /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, expect: 'letters, digits, ".", "_" and "-", at most 63, starting with a letter or digit' },
+      default: null,
+      doc: "This instance's name, unique among the instances sharing a PostgreSQL database: its feed positions and counts are kept under it, and its leases carry it. null means the host name.",
     },
   },
   api: {

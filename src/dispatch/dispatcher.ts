@@ -1,6 +1,7 @@
 import type { Clock } from '../domain/clock.ts';
 import { decideOutcome, isSuccess, type AttemptResult, type DeliveryOutcome, type RetryPolicy } from '../domain/retry-policy.ts';
 import { loggableUrl } from '../domain/validation.ts';
+import { isTransientPgError } from '../store/pg/errors.ts';
 import type { Logger } from '../log.ts';
 import type { ClaimedDelivery, ClaimWanted, DeliveryService, FinishedAttempt, FlushResult } from '../services/deliveries.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
@@ -48,9 +49,14 @@ export const WEBHOOK_PAUSE_BASE_MS = 500;
 /** ...up to this. */
 export const WEBHOOK_PAUSE_MAX_MS = 5_000;
 const DEFAULT_SLOW_ATTEMPT_MS = 2_000;
+/** The shortest wait before a webhook another instance held is looked at again (see lookAgainSoon). */
+const MIN_CONTENDED_WAIT_MS = 25;
 /** How often the count of successful deliveries is logged (at info; each one is at debug). */
 export const DELIVERED_SUMMARY_MS = 10_000;
-/** SQLite errors that go away by themselves (a full or failing disk): the commit is tried again as it was. Locks are waited for apart (see waitForLock). */
+/**
+ * SQLite errors that go away by themselves (a full or failing disk): the commit is tried again
+ * as it was. Locks are waited for apart (see waitForLock). PostgreSQL's: see isTransientPgError.
+ */
 const TRANSIENT_SQLITE = /^SQLITE_(FULL|IOERR|CANTOPEN|READONLY|PROTOCOL)/;
 
 /** How long a webhook waits before its next attempt after `failures` failed attempts in a row. */
@@ -170,6 +176,8 @@ export function createDispatcher(options: DispatcherOptions) {
   const lockWaitMs = options.lockWaitMs ?? 5_000;
   let wakeTimer: NodeJS.Timeout | null = null;
   let wakeAt = Infinity;
+  /** A look again at webhooks whose turn or slots other instances held at the last commit (a shared database). */
+  let contendedTimer: NodeJS.Timeout | null = null;
   let pollTimer: NodeJS.Timeout | null = null;
   let summaryTimer: NodeJS.Timeout | null = null;
   let unsubscribe: (() => void) | null = null;
@@ -261,12 +269,12 @@ export function createDispatcher(options: DispatcherOptions) {
       }
       if (!hook.hasWork) continue;
       if (isLimited(hook, mono)) {
-        if (hook.attempts.size === 0 && hook.ready.length === 0) (hook.failing || hook.proven ? troubled : unknown).push({ orgId: hook.orgId, room: 1 });
+        if (hook.attempts.size === 0 && hook.ready.length === 0) (hook.failing || hook.proven ? troubled : unknown).push({ orgId: hook.orgId, room: 1, cap: 1 });
         continue;
       }
       const held = hook.attempts.size + hook.ready.length;
       const room = 2 * perHook - held;
-      if (held === 0 || room >= Math.ceil(perHook / 2)) healthy.push({ orgId: hook.orgId, room });
+      if (held === 0 || room >= Math.ceil(perHook / 2)) healthy.push({ orgId: hook.orgId, room, cap: Math.max(0, perHook - held) });
     }
     const wanted: ClaimWanted[] = [];
     for (const w of unknown) {
@@ -577,7 +585,8 @@ export function createDispatcher(options: DispatcherOptions) {
       const code = (err as { code?: unknown }).code;
       if (options.health?.failed('dispatch', err) != null) {
         // Logged once per state change by `health`; what waits is kept and tried again.
-      } else if (typeof code === 'string' && TRANSIENT_SQLITE.test(code)) {
+      } else if ((typeof code === 'string' && TRANSIENT_SQLITE.test(code)) || isTransientPgError(err)) {
+        // A full disk, or a PostgreSQL server out of reach or restarting: nothing is let go.
         if (flushFailures === 1 || flushFailures % 20 === 0) {
           log.error({ err, outcomes: finished.length, failures: flushFailures }, 'recording delivery outcomes failed; they are kept and the commit is tried again');
         }
@@ -596,6 +605,7 @@ export function createDispatcher(options: DispatcherOptions) {
     for (const a of done) freeSlot(a);
     for (const a of back) freeSlot(a);
     applyDrained(result.drained);
+    if (result.contended.length > 0) lookAgainSoon();
     const leasedMono = performance.now();
     for (const d of result.claimed) {
       const hook = hookFor(d.orgId);
@@ -660,6 +670,20 @@ export function createDispatcher(options: DispatcherOptions) {
     else if (!stopping) requestFlush();
   }
 
+  /**
+   * Another instance sharing the database held the turn or every slot of some webhooks at the
+   * last commit: they keep their work flag, and a commit looks at them again once a
+   * group-commit window has passed (the other instance's commit is over by then, or its
+   * attempts have freed slots), rather than at the next poll.
+   */
+  function lookAgainSoon(): void {
+    if (stopping || contendedTimer !== null) return;
+    contendedTimer = setTimeout(() => {
+      contendedTimer = null;
+      requestFlush();
+    }, Math.max(options.groupCommitMs, MIN_CONTENDED_WAIT_MS));
+  }
+
   /** One timer for the earliest moment something becomes due: a retry (wall clock), or the end of a pause (monotonic). */
   function armWakeTimer(now: number): void {
     if (stopping) return;
@@ -716,6 +740,11 @@ export function createDispatcher(options: DispatcherOptions) {
   }
 
   return {
+    /** Looks at every webhook now, as the poll does (the wake-ups from other instances were lost for a while). */
+    poll(): void {
+      if (started && !stopping) poll();
+    },
+
     start(): void {
       started = true;
       stopping = false;
@@ -738,8 +767,10 @@ export function createDispatcher(options: DispatcherOptions) {
       unsubscribe = null;
       if (pollTimer !== null) clearInterval(pollTimer);
       if (wakeTimer !== null) clearTimeout(wakeTimer);
+      if (contendedTimer !== null) clearTimeout(contendedTimer);
       pollTimer = null;
       wakeTimer = null;
+      contendedTimer = null;
       wakeAt = Infinity;
       // A commit under way may still claim: what it leases lands in the buffers given back here.
       await inFlush?.catch(() => {});

@@ -8,7 +8,7 @@ import { WebhookStatus } from '../domain/types.ts';
 import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason, disabledReasonText } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
-import { DeliveryStatus, sendable, type AttemptToStore, type DeliveryRow, type DueDelivery, type ListFilter, type Store, type Tx } from '../store/repos.ts';
+import { DeliveryStatus, sendable, type AttemptToStore, type DeliveryRow, type Settlement, type DueDelivery, type ListFilter, type Store, type Tx } from '../store/repos.ts';
 import { whenUnlocked } from '../store/lock-wait.ts';
 import type { WebhookHealth, WebhookStatusChange } from '../store/repos.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
@@ -52,6 +52,13 @@ export interface FinishedAttempt {
 export interface ClaimWanted {
   readonly orgId: string;
   readonly room: number;
+  /**
+   * On a database shared by several instances, while others hold leases of the webhook too:
+   * the leases this claim may add so that the webhook's leases in all stay within its
+   * per-webhook concurrency (its slots, not counting deliveries claimed ahead). `room` when
+   * not given.
+   */
+  readonly cap?: number;
 }
 
 /** What the dispatcher hands over in one group commit. */
@@ -72,6 +79,13 @@ export interface FlushResult {
   readonly drained: Array<{ orgId: string; nextRetryAt: number | null }>;
   /** Rows found unsendable and marked dead. */
   readonly unsendable: Array<{ id: number; orgId: string; eventId: string; reason: string }>;
+  /**
+   * Organizations not claimed for because other instances sharing the database hold their
+   * turn or their slots (never on SQLite): the dispatcher looks at them again shortly.
+   */
+  readonly contended: string[];
+  /** Outcomes not applied: the lease had lapsed and another instance had taken the delivery over (never on SQLite). */
+  readonly superseded: Array<{ id: number; orgId: string }>;
 }
 
 export interface DeliveryServiceOptions {
@@ -134,7 +148,24 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
    * be sent is marked dead with the reason and skipped. Runs inside the caller's transaction.
    */
   async function claimIn(tx: Tx, wanted: readonly ClaimWanted[], leaseMs: number, now: number, into: FlushResult): Promise<void> {
-    for (const { orgId, room } of wanted) {
+    for (const want of wanted) {
+      const { orgId } = want;
+      // On a database shared by several instances: one claim per webhook at a time, and its
+      // cap and a failing webhook's one attempt at a time count every instance's leases.
+      const turn = await tx.deliveries.claimTurn(orgId, now);
+      if (turn === null) {
+        into.contended.push(orgId);
+        continue;
+      }
+      // Alone on the webhook: its room, claimed-ahead deliveries included. With other
+      // instances holding leases too, the webhook's leases in all stay within its slots, so
+      // its attempts in flight across instances never exceed perWebhookConcurrency.
+      const wantedRoom = turn.failing ? 1 : want.room;
+      const room = turn.leasedElsewhere === 0 ? wantedRoom : Math.min(wantedRoom, (turn.failing ? 1 : (want.cap ?? want.room)) - turn.leasedElsewhere);
+      if (room <= 0) {
+        into.contended.push(orgId);
+        continue;
+      }
       const pageSize = room * 2 + 2;
       const page = await tx.deliveries.dueRows(orgId, now, pageSize);
       const leased: number[] = [];
@@ -173,7 +204,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
    * Records one finished attempt (its log row goes into `attempts`, stored by the caller) and
    * applies its outcome. Runs inside the caller's transaction.
    */
-  async function recordIn(tx: Tx, f: FinishedAttempt, now: number, lastSucceeded: Set<string>, changes: StatusChangeOf[], attemptRows: AttemptToStore[]): Promise<void> {
+  async function recordIn(tx: Tx, f: FinishedAttempt, now: number, lastSucceeded: Set<string>, changes: StatusChangeOf[], attemptRows: AttemptToStore[], superseded: FlushResult['superseded']): Promise<void> {
     const { delivery: d, result, outcome } = f;
     const { deliveries, webhooks } = tx;
     const attempts = d.attempts + 1;
@@ -190,22 +221,18 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       outcome: outcome.kind === 'disable' ? 'disabled' : outcome.kind,
     });
     const error = result.errorDetail;
-    switch (outcome.kind) {
-      case 'delivered':
-        await deliveries.settle(d.id, { status: DeliveryStatus.delivered, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error: null });
-        break;
-      case 'retry':
-        await deliveries.settle(d.id, { status: DeliveryStatus.pending, attempts, nextAttemptAt: outcome.at, at: now, statusCode: result.statusCode, error });
-        break;
-      case 'dead':
-        await deliveries.settle(d.id, { status: DeliveryStatus.dead, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error });
-        break;
-      case 'disable':
-        // Held, not dropped: it goes out as soon as the webhook is enabled again.
-        await deliveries.settle(d.id, { status: DeliveryStatus.pending, attempts, nextAttemptAt: now, at: now, statusCode: result.statusCode, error });
-        noteChange(changes, d, await webhooks.setStatus(d.orgId, WebhookStatus.disabled, DisabledReason.gone, now));
-        break;
-    }
+    const code = result.statusCode;
+    const settlement: Settlement =
+      outcome.kind === 'delivered'
+        ? { status: DeliveryStatus.delivered, attempts, nextAttemptAt: now, at: now, statusCode: code, error: null }
+        : outcome.kind === 'retry'
+          ? { status: DeliveryStatus.pending, attempts, nextAttemptAt: outcome.at, at: now, statusCode: code, error }
+          : outcome.kind === 'dead'
+            ? { status: DeliveryStatus.dead, attempts, nextAttemptAt: now, at: now, statusCode: code, error }
+            : // 'disable': held, not dropped: it goes out as soon as the webhook is enabled again.
+              { status: DeliveryStatus.pending, attempts, nextAttemptAt: now, at: now, statusCode: code, error };
+    if (!(await deliveries.settle(d.id, settlement))) superseded.push({ id: d.id, orgId: d.orgId });
+    if (outcome.kind === 'disable') noteChange(changes, d, await webhooks.setStatus(d.orgId, WebhookStatus.disabled, DisabledReason.gone, now));
     // Webhook health, per organization in attempt order: a run of successes is one update
     // (they all set the same columns), failures each count.
     if (isSuccess(result)) {
@@ -288,15 +315,18 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
      * recorded); the next durable commit makes it durable too.
      */
     async flush(work: FlushWork, options: { durable?: boolean } = {}): Promise<FlushResult> {
-      const result: FlushResult = { claimed: [], drained: [], unsendable: [] };
+      const result: FlushResult = { claimed: [], drained: [], unsendable: [], contended: [], superseded: [] };
       const changes: StatusChangeOf[] = [];
       await store.transaction(async (tx) => {
         changes.length = 0;
-        result.claimed.length = result.drained.length = result.unsendable.length = 0;
+        result.claimed.length = result.drained.length = result.unsendable.length = result.contended.length = result.superseded.length = 0;
         const now = store.clock.now();
+        // The webhooks whose health this commit records, locked up front in one order (a
+        // shared database: two instances' commits never wait for each other in a cycle).
+        if (work.finished.length > 0) await tx.webhooks.lockInOrder([...new Set(work.finished.map((f) => f.delivery.orgId))]);
         const lastSucceeded = new Set<string>();
         const attemptRows: AttemptToStore[] = [];
-        for (const f of work.finished) await recordIn(tx, f, now, lastSucceeded, changes, attemptRows);
+        for (const f of work.finished) await recordIn(tx, f, now, lastSucceeded, changes, attemptRows, result.superseded);
         if (attemptRows.length > 0) await tx.deliveries.insertAttempts(attemptRows);
         if (work.released.length > 0) await tx.deliveries.release(work.released.map((d) => d.id), now);
         if (work.claim) await claimIn(tx, work.claim.wanted, work.claim.leaseMs, now, result);
@@ -304,6 +334,9 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       }, options);
       for (const f of work.finished) logAttempt(f);
       for (const c of changes) logChange(c, 'delivery');
+      for (const s of result.superseded) {
+        log.warn({ delivery: s.id, org: s.orgId }, 'attempt recorded, outcome not applied: its lease had lapsed and another instance took the delivery over');
+      }
       for (const u of result.unsendable) log.error({ delivery: u.id, org: u.orgId, eventId: u.eventId, reason: u.reason }, 'delivery cannot be sent; marked dead');
       return result;
     },

@@ -1,7 +1,7 @@
 import { EVENT_TYPE } from '../domain/feed-event.ts';
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './db.ts';
-import { DeliveryStatus, RECENT_FAILURE_WINDOW, sendable, type AttemptRow, type AttemptToStore, type DeliveriesRepo, type DeliveryRow, type DeliveryToQueue, type DueRow, type ListFilter, type Settlement } from './repos.ts';
+import { DeliveryStatus, RECENT_FAILURE_WINDOW, sendable, type AttemptRow, type AttemptToStore, type ClaimTurn, type DeliveriesRepo, type DeliveryRow, type DeliveryToQueue, type DueRow, type ListFilter, type Settlement } from './repos.ts';
 import type { Sync } from './sync-repo.ts';
 
 const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
@@ -37,6 +37,7 @@ interface Row {
 const HELD_BACK = `SELECT 1 FROM deliveries p
   WHERE p.ordering_key = d.ordering_key AND +p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
     AND p.id <> d.id AND (p.lease_expires_at IS NOT NULL OR p.id < d.id)`;
+const ONLY_CLAIMER: ClaimTurn = Object.freeze({ leasedElsewhere: 0, failing: false });
 /** deliveries_org_status's condition, written as the index has it (see QUEUE_GAUGE_SQL). */
 const IN_STATUS_INDEX = `(status <> 'pending' OR attempts > 0 OR lease_expires_at IS NOT NULL)`;
 
@@ -212,6 +213,10 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     insertMany(rows: readonly DeliveryToQueue[], now: number): void {
       for (const r of rows) insertDelivery.run(r.eventSeq, r.orgId, r.orderingKey, now, now, now);
     },
+    /** One daemon per database file, whose write transaction is the turn (see DeliveriesRepo.claimTurn). */
+    claimTurn(): ClaimTurn {
+      return ONLY_CLAIMER;
+    },
     /**
      * Due rows without their request body, which costs more to build than the row to read:
      * the dispatcher builds it (sendable()) only for the rows it takes.
@@ -234,8 +239,9 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     insertAttempts(attempts: readonly AttemptToStore[]): void {
       for (const a of attempts) insertAttempt.run(a.deliveryId, a.attempt, a.startedAt, a.durationMs, a.url, a.statusCode, a.errorClass, a.errorDetail, a.responseBody, a.outcome);
     },
-    settle(id: number, s: Settlement): void {
+    settle(id: number, s: Settlement): boolean {
       settle.run({ id, status: s.status, attempts: s.attempts, next: s.nextAttemptAt, at: s.at, code: s.statusCode, error: s.error });
+      return true;
     },
     release(ids: readonly number[], now: number): void {
       for (const id of ids) release.run(now, id);

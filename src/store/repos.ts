@@ -219,6 +219,14 @@ export interface DeliveryToQueue {
 /** A finished attempt as stored in the attempts log. */
 export type AttemptToStore = Omit<AttemptRow, 'id'> & { readonly deliveryId: number };
 
+/** An organization's turn to claim (see DeliveriesRepo.claimTurn). */
+export interface ClaimTurn {
+  /** Deliveries of the organization leased now by other instances (unexpired leases). */
+  readonly leasedElsewhere: number;
+  /** The webhook's stored status is `failing`. */
+  readonly failing: boolean;
+}
+
 /** A delivery's new state once an attempt has ended (see DeliveriesRepo.settle). */
 export interface Settlement {
   readonly status: DeliveryStatus;
@@ -269,6 +277,13 @@ export interface WebhooksRepo {
    * for `disableAfterMs`; returns the status change it made, if any.
    */
   recordFailure(orgId: string, now: number, failingAfter: number, disableAfterMs: number): Promise<WebhookStatusChange | null>;
+  /**
+   * Locks these webhooks' rows until the transaction ends, in organization id order, waiting
+   * for other transactions: a commit that records attempts of several webhooks takes their
+   * locks in one order, so two instances' commits cannot deadlock on them. Nothing on SQLite,
+   * whose write transaction holds the whole database.
+   */
+  lockInOrder(orgIds: readonly string[]): Promise<void>;
   /** Sets the status (and why it is disabled); returns the change it made, null when the status stays. */
   setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): Promise<WebhookStatusChange | null>;
   /** The current secret becomes the previous one (signing until `previousExpiresAt`); `secret` becomes current. */
@@ -325,6 +340,17 @@ export interface DeliveriesRepo {
   /** Queues deliveries (ingestion: many at once); their ids are not returned. */
   insertMany(rows: readonly DeliveryToQueue[], now: number): Promise<void>;
   /**
+   * Takes the organization's turn to claim, for this write transaction: on a database shared
+   * by several instances, only one claims for a webhook at a time (PostgreSQL: its webhook row,
+   * locked FOR UPDATE SKIP LOCKED). Null when another transaction holds the turn (claiming, or
+   * recording attempts of that webhook): look again at the next commit. Otherwise how many of
+   * the organization's deliveries other instances hold leased now (the per-webhook cap counts
+   * them) and whether its webhook is failing (then one attempt at a time, across instances).
+   * SQLite: one daemon per database file, whose write lock is the turn: always
+   * `{ leasedElsewhere: 0, failing: false }`, without a query.
+   */
+  claimTurn(orgId: string, now: number): Promise<ClaimTurn | null>;
+  /**
    * Up to `limit` deliveries of the organization that may be attempted now (not leased, not
    * held back by an earlier change of their request, webhook not disabled), oldest due first,
    * without their request body (see sendable). In a write transaction on a backend shared by
@@ -336,11 +362,16 @@ export interface DeliveriesRepo {
   nextRetryAt(orgId: string, now: number): Promise<number | null>;
   /** A pending delivery that can never be sent becomes dead, with the reason. */
   markUnsendable(id: number, error: string, now: number): Promise<void>;
-  /** Leases deliveries until `until` (epoch ms): nobody else attempts them before then. */
+  /** Leases deliveries until `until` (epoch ms) for this instance: nobody else attempts them before then. */
   lease(ids: readonly number[], until: number, now: number): Promise<void>;
   insertAttempts(attempts: readonly AttemptToStore[]): Promise<void>;
-  settle(id: number, s: Settlement): Promise<void>;
-  /** Gives leased deliveries back without counting an attempt. */
+  /**
+   * Applies an attempt's outcome. On a shared database only while this instance holds the
+   * delivery's lease (fencing): false when the lease lapsed and another instance took the
+   * delivery over, whose own attempt then decides its state. Always true on SQLite.
+   */
+  settle(id: number, s: Settlement): Promise<boolean>;
+  /** Gives leased deliveries back without counting an attempt (only those this instance holds, on a shared database). */
   release(ids: readonly number[], now: number): Promise<void>;
   get(orgId: string, id: number): Promise<DeliveryRow | null>;
   attempts(deliveryId: number): Promise<AttemptRow[]>;

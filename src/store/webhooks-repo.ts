@@ -113,6 +113,8 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
       return { from: before, to: after.status, disabledReason: after.disabled_reason };
     },
     /** Sets the status (and why it is disabled); returns the change it made, null when the status stays. */
+    /** The write transaction holds the whole database: nothing to lock row by row. */
+    lockInOrder(): void {},
     setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): WebhookStatusChange | null {
       const before = statusOf.get(orgId)?.status;
       if (setStatus.run({ org: orgId, status, reason, now }).changes !== 1 || before === undefined || before === status) return null;

@@ -3,6 +3,7 @@ import type { RejectReason, StoredEvent } from '../../domain/feed-event.ts';
 import type { EventToStore, FeedPosition, FeedReject, FeedRepo, FeedStats } from '../repos.ts';
 import { toPosition, toReject, type PositionRow, type RejectRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
+import { withoutNul } from './text.ts';
 
 
 /**
@@ -72,14 +73,6 @@ const SEQ_RANGE = `WITH RECURSIVE bounds AS (
   )
   SELECT k, low FROM search WHERE low >= high`;
 
-/**
- * PostgreSQL text cannot hold U+0000 (SQLSTATE 22021), which SQLite's TEXT can. A quarantined
- * line's detail quotes the bad input (an unknown field's name, JSON.parse's message), and its
- * event_id is the line's own, refused because it holds a control character: either may carry
- * one, and refusing the insert would fail the whole batch, for ever, on every retry. So it
- * becomes U+FFFD, the replacement character. The line's bytes themselves are bytea, kept whole.
- */
-const withoutNul = (text: string): string => (text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text);
 
 /**
  * The results of a query string of several statements: pg gives an array of them, which its

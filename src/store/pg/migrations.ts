@@ -210,6 +210,18 @@ export const PG_MIGRATIONS: readonly string[] = [
     CONSTRAINT feed_stats_pkey PRIMARY KEY (instance, source)
   );
   `,
+  // 2: the lease holder, for claims across instances (issue 12). leased_by names the instance
+  // (its instance.name) that leased a delivery last: only it may record the outcome of its
+  // attempt while the lease stands, so an instance whose lease lapsed (paused, cut off) cannot
+  // overwrite what the instance that took the delivery over recorded (fencing, see
+  // deliveries-repo.ts). deliveries_org_leased holds exactly the deliveries under a lease, few
+  // at any time (at most the claims in flight, plus those an instance that died left to
+  // lapse): the per-webhook cap counts the leases of an organization from it without reading
+  // its retry backlog. SQLite needs neither: one daemon per database file.
+  `
+  ALTER TABLE deliveries ADD COLUMN leased_by text COLLATE "C";
+  CREATE INDEX deliveries_org_leased ON deliveries (org_id) WHERE status = 'pending' AND lease_expires_at IS NOT NULL;
+  `,
 ];
 
 /** The schema version this code writes and understands. */

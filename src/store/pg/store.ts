@@ -3,22 +3,19 @@
  * transaction takes a connection of its own for its whole length and gets repositories that
  * run their statements on it; the transactions of one process run side by side on as many
  * connections as the pool holds, and the others wait for a free one.
- *
- * Built so far: organizations, roles, users, webhooks, feed and retention. Deliveries are not
- * yet (unbuilt-repos.ts): their calls fail with `invalid_config`.
  */
 import type { PoolClient } from 'pg';
 import type { Clock } from '../../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
 import type { Logger } from '../../log.ts';
 import type { Checkpoints, Store, TransactionOptions, Tx } from '../repos.ts';
+import { createPgDeliveriesRepo } from './deliveries-repo.ts';
 import { createPgFeedRepo } from './feed-repo.ts';
 import { migratePostgres } from './migrations.ts';
 import { createPgOrgsRepo } from './orgs-repo.ts';
 import { createPgPool, type PgPoolOptions } from './pool.ts';
 import { createPgRetentionRepo } from './retention-repo.ts';
 import { createPgRolesRepo } from './roles-repo.ts';
-import { unbuiltDeliveriesRepo } from './unbuilt-repos.ts';
 import { createPgUsersRepo } from './users-repo.ts';
 import { createPgWebhooksRepo } from './webhooks-repo.ts';
 
@@ -64,7 +61,7 @@ function txOver(client: PoolClient, instance: string): Tx {
     users: createPgUsersRepo(client),
     webhooks: createPgWebhooksRepo(client),
     feed: createPgFeedRepo(client, instance),
-    deliveries: unbuiltDeliveriesRepo,
+    deliveries: createPgDeliveriesRepo(client, instance),
     retention: createPgRetentionRepo(client),
   };
 }

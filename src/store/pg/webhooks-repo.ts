@@ -76,6 +76,11 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
       if (row === undefined || row.status === row.prior) return null;
       return { from: row.prior, to: row.status, disabledReason: row.disabled_reason };
     },
+    /** One statement; the rows are locked in the order of their ids (COLLATE "C": bytes), whatever the order given. */
+    async lockInOrder(orgIds: readonly string[]): Promise<void> {
+      if (orgIds.length === 0) return;
+      await db.query('SELECT 1 FROM webhooks WHERE org_id = ANY($1::text[]) ORDER BY org_id FOR UPDATE', [orgIds]);
+    },
     async setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): Promise<WebhookStatusChange | null> {
       const { rows } = await db.query<{ prior: WebhookStatus }>(
         `UPDATE webhooks w SET status = $2::text, disabled_reason = $3::text, updated_at = $4::bigint,

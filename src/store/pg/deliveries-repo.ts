@@ -1,0 +1,360 @@
+import { EVENT_TYPE } from '../../domain/feed-event.ts';
+import {
+  DeliveryStatus,
+  RECENT_FAILURE_WINDOW,
+  type AttemptRow,
+  type AttemptToStore,
+  type ClaimTurn,
+  type DeliveriesRepo,
+  type DeliveryRow,
+  type DeliveryToQueue,
+  type DueRow,
+  type ListFilter,
+  type Settlement,
+} from '../repos.ts';
+import type { PgConnection } from './connection.ts';
+import { withoutNul } from './text.ts';
+
+/**
+ * The deliveries repository on PostgreSQL, as ../deliveries-repo.ts on SQLite: the same
+ * queries (the same partial indexes, see migrations.ts), the same rows and answers, for a
+ * database that several instances share. What the sharing adds:
+ *
+ * - **The claim turn.** SQLite's write lock made one claim at a time for the whole database;
+ *   here each webhook is its own turn: claimTurn locks the organization's webhook row FOR
+ *   UPDATE SKIP LOCKED, so instances claim for different webhooks side by side, and one that
+ *   finds the row locked (another instance claiming, or recording that webhook's attempts)
+ *   skips the webhook for this commit instead of waiting. Per-request ordering rests on it:
+ *   the held-back rule (HELD_BACK) reads committed leases and retries, and two claims for one
+ *   organization never run at once, so a request's later change is never leased while an
+ *   earlier one is leased or failing, whichever instance holds it.
+ * - **The per-webhook cap across instances.** claimTurn counts the organization's unexpired
+ *   leases held by other instances (deliveries_org_leased: only leased rows), read in a
+ *   statement after the lock was taken, so it sees every claim committed before ours.
+ * - **Fencing.** lease() records the instance (leased_by); settle() and release() touch a
+ *   delivery only while this instance is its holder. An instance whose lease lapsed (it
+ *   stalled, or lost the database for longer than the lease) and that ends its attempt after
+ *   another instance took the delivery over records its attempt in the log, but leaves the
+ *   delivery's state to the holder.
+ */
+
+/** A change of the same request, in the same organization, that holds `d` back (see ../deliveries-repo.ts). */
+const HELD_BACK = `SELECT 1 FROM deliveries p
+  WHERE p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
+    AND p.id <> d.id AND (p.lease_expires_at IS NOT NULL OR p.id < d.id)`;
+const IN_STATUS_INDEX = `(status <> 'pending' OR attempts > 0 OR lease_expires_at IS NOT NULL)`;
+/**
+ * An event's type: a whole stored body names it; stored details are a status change's. The
+ * cast to jsonb is made only for a whole body (CASE evaluates the branch it takes).
+ */
+const EVENT_TYPE_SQL = `CASE WHEN left(e.payload, 1) = '{' THEN e.payload::jsonb ->> 'type' ELSE '${EVENT_TYPE}' END`;
+const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL} AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
+  d.last_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at`;
+
+/** The due rows of an organization ($1) at $2, at most $3: ../deliveries-repo.ts's dueSql, in PostgreSQL's words. */
+const DUE = `
+  SELECT d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload,
+    w.url, w.active_hmac::int AS active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at
+  FROM (
+    (SELECT d.id FROM deliveries d
+      WHERE d.org_id = $1 AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL
+        AND NOT EXISTS (${HELD_BACK})
+      ORDER BY d.id LIMIT $3)
+    UNION ALL
+    (SELECT d.id FROM deliveries d
+      WHERE d.org_id = $1 AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at <= $2
+        AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= $2)
+        AND NOT EXISTS (${HELD_BACK})
+      ORDER BY d.next_attempt_at, d.id LIMIT $3)
+  ) c
+  JOIN deliveries d ON d.id = c.id JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.org_id = d.org_id
+  WHERE w.status <> 'disabled'
+  ORDER BY least(d.next_attempt_at, $2), d.id
+  LIMIT $3`;
+
+/** The queue gauges' reads (see ../deliveries-repo.ts's QUEUE_GAUGE_SQL), exported for the EXPLAIN checks. */
+export const PG_QUEUE_GAUGE_SQL = {
+  countFreshChunk: `
+    SELECT count(*) AS n, max(id) AS last FROM (SELECT id FROM deliveries
+      WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL AND id > $2
+      ORDER BY id LIMIT $3) c`,
+  countTriedChunk: `
+    SELECT count(*) AS n, max(id) AS last FROM (SELECT id FROM deliveries
+      WHERE org_id = $1 AND status = 'pending' AND ${IN_STATUS_INDEX} AND id > $2
+      ORDER BY id LIMIT $3) c`,
+  oldestFresh: `
+    SELECT next_attempt_at AS at FROM deliveries
+    WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL
+    ORDER BY id LIMIT 1`,
+  earliestRetry: `
+    SELECT next_attempt_at AS at FROM deliveries
+    WHERE org_id = $1 AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL)
+      AND (lease_expires_at IS NULL OR lease_expires_at <= $2)
+    ORDER BY next_attempt_at LIMIT 1`,
+  recentFailure: `
+    SELECT at, code, error FROM (SELECT last_attempt_at AS at, last_status_code AS code, last_error AS error FROM deliveries
+      WHERE org_id = $1 AND status = $2 AND ${IN_STATUS_INDEX} AND last_error IS NOT NULL AND last_attempt_at IS NOT NULL
+      ORDER BY id DESC LIMIT $3) c
+    ORDER BY at DESC LIMIT 1`,
+  /** claimTurn's count: the organization's unexpired leases held by other instances. */
+  leasedElsewhere: `
+    SELECT count(*) AS n FROM deliveries
+    WHERE org_id = $1 AND status = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > $2 AND leased_by IS DISTINCT FROM $3`,
+} as const;
+
+interface Row {
+  id: number;
+  org_id: string;
+  event_id: string;
+  event_type: string;
+  anticipation_request_id: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: number;
+  last_attempt_at: number | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+const toRow = (r: Row): DeliveryRow => ({
+  id: r.id,
+  orgId: r.org_id,
+  eventId: r.event_id,
+  eventType: r.event_type,
+  anticipationRequestId: r.anticipation_request_id,
+  status: r.status,
+  attempts: r.attempts,
+  nextAttemptAt: r.next_attempt_at,
+  lastAttemptAt: r.last_attempt_at,
+  lastStatusCode: r.last_status_code,
+  lastError: r.last_error,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+const nullableText = (text: string | null): string | null => (text === null ? null : withoutNul(text));
+
+/** The deliveries repository of one transaction, for `instance` (its instance.name: the lease holder it writes and checks). */
+export function createPgDeliveriesRepo(db: PgConnection, instance: string): DeliveriesRepo {
+  return {
+    async insert(eventSeq: number, orgId: string, orderingKey: number, now: number): Promise<number> {
+      const { rows } = await db.query<{ id: number }>(
+        `INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
+         VALUES ($1, $2, $3, 'pending', $4, $4, $4) RETURNING id`,
+        [eventSeq, orgId, orderingKey, now],
+      );
+      return rows[0]!.id;
+    },
+    /** One statement for the batch, ids handed out in its order. */
+    async insertMany(list: readonly DeliveryToQueue[], now: number): Promise<void> {
+      if (list.length === 0) return;
+      await db.query(
+        `INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
+         SELECT u.seq, u.org, u.key, 'pending', $4::bigint, $4::bigint, $4::bigint
+         FROM unnest($1::bigint[], $2::text[], $3::bigint[]) WITH ORDINALITY AS u (seq, org, key, ordinality)
+         ORDER BY u.ordinality`,
+        [list.map((r) => r.eventSeq), list.map((r) => r.orgId), list.map((r) => r.orderingKey), now],
+      );
+    },
+    /**
+     * Two statements: the lock, then the count, which must be a statement of its own (under
+     * READ COMMITTED a statement reads the snapshot taken when it starts; the count must see
+     * the claim committed by the transaction that held the lock just before).
+     */
+    async claimTurn(orgId: string, now: number): Promise<ClaimTurn | null> {
+      const locked = await db.query<{ status: string }>('SELECT status FROM webhooks WHERE org_id = $1 FOR UPDATE SKIP LOCKED', [orgId]);
+      const row = locked.rows[0];
+      if (row === undefined) return null;
+      const { rows } = await db.query<{ n: number }>(PG_QUEUE_GAUGE_SQL.leasedElsewhere, [orgId, now, instance]);
+      return { leasedElsewhere: rows[0]?.n ?? 0, failing: row.status === 'failing' };
+    },
+    async dueRows(orgId: string, now: number, limit: number): Promise<DueRow[]> {
+      const { rows } = await db.query<DueRow>(DUE, [orgId, now, Math.max(1, Math.trunc(limit))]);
+      return rows;
+    },
+    async nextRetryAt(orgId: string, now: number): Promise<number | null> {
+      const { rows } = await db.query<{ at: number }>(
+        `SELECT d.next_attempt_at AS at FROM deliveries d
+         WHERE d.org_id = $1 AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at > $2
+           AND d.lease_expires_at IS NULL
+         ORDER BY d.next_attempt_at LIMIT 1`,
+        [orgId, now],
+      );
+      return rows[0]?.at ?? null;
+    },
+    async markUnsendable(id: number, error: string, now: number): Promise<void> {
+      await db.query(`UPDATE deliveries SET status = 'dead', lease_expires_at = NULL, last_error = $2, updated_at = $3 WHERE id = $1 AND status = 'pending'`, [
+        id,
+        withoutNul(error),
+        now,
+      ]);
+    },
+    async lease(ids: readonly number[], until: number, now: number): Promise<void> {
+      if (ids.length === 0) return;
+      await db.query('UPDATE deliveries SET lease_expires_at = $2, leased_by = $4, updated_at = $3 WHERE id = ANY($1::bigint[])', [ids, until, now, instance]);
+    },
+    /** One statement, in the order given; a NUL in a response body or an error becomes U+FFFD (PostgreSQL text cannot hold it). */
+    async insertAttempts(attempts: readonly AttemptToStore[]): Promise<void> {
+      if (attempts.length === 0) return;
+      await db.query(
+        `INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome)
+         SELECT u.delivery_id, u.attempt, u.started_at, u.duration_ms, u.url, u.status_code, u.error_class, u.error_detail, u.response_body, u.outcome
+         FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::text[], $10::text[]) WITH ORDINALITY
+           AS u (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome, ordinality)
+         ORDER BY u.ordinality`,
+        [
+          attempts.map((a) => a.deliveryId),
+          attempts.map((a) => a.attempt),
+          attempts.map((a) => a.startedAt),
+          attempts.map((a) => a.durationMs),
+          attempts.map((a) => withoutNul(a.url)),
+          attempts.map((a) => a.statusCode),
+          attempts.map((a) => nullableText(a.errorClass)),
+          attempts.map((a) => nullableText(a.errorDetail)),
+          attempts.map((a) => nullableText(a.responseBody)),
+          attempts.map((a) => a.outcome),
+        ],
+      );
+    },
+    /** Only while this instance holds the lease (leased_by): see the fencing note above. */
+    async settle(id: number, s: Settlement): Promise<boolean> {
+      const { rowCount } = await db.query(
+        `UPDATE deliveries SET status = $2, attempts = $3, next_attempt_at = $4, lease_expires_at = NULL,
+           last_attempt_at = $5, last_status_code = $6, last_error = $7, updated_at = $5
+         WHERE id = $1 AND leased_by = $8`,
+        [id, s.status, s.attempts, s.nextAttemptAt, s.at, s.statusCode, nullableText(s.error), instance],
+      );
+      return rowCount === 1;
+    },
+    async release(ids: readonly number[], now: number): Promise<void> {
+      if (ids.length === 0) return;
+      await db.query('UPDATE deliveries SET lease_expires_at = NULL, updated_at = $2 WHERE id = ANY($1::bigint[]) AND leased_by = $3', [ids, now, instance]);
+    },
+    async get(orgId: string, id: number): Promise<DeliveryRow | null> {
+      const { rows } = await db.query<Row>(`SELECT ${ROW_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.org_id = $1 AND d.id = $2`, [orgId, id]);
+      return rows[0] === undefined ? null : toRow(rows[0]);
+    },
+    async attempts(deliveryId: number): Promise<AttemptRow[]> {
+      const { rows } = await db.query<{
+        id: number;
+        attempt: number;
+        started_at: number;
+        duration_ms: number;
+        url: string;
+        status_code: number | null;
+        error_class: string | null;
+        error_detail: string | null;
+        response_body: string | null;
+        outcome: string;
+      }>('SELECT id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome FROM delivery_attempts WHERE delivery_id = $1 ORDER BY id', [
+        deliveryId,
+      ]);
+      return rows.map((r) => ({
+        id: r.id,
+        attempt: r.attempt,
+        startedAt: r.started_at,
+        durationMs: r.duration_ms,
+        url: r.url,
+        statusCode: r.status_code,
+        errorClass: r.error_class,
+        errorDetail: r.error_detail,
+        responseBody: r.response_body,
+        outcome: r.outcome,
+      }));
+    },
+    /** As on SQLite: fresh deliveries and the others read apart, each newest first up to the limit, then merged. */
+    async list(orgId: string, f: ListFilter): Promise<DeliveryRow[]> {
+      const pendingRow = f.status === 'failed' || f.status === 'pending';
+      const { rows } = await db.query<Row>(
+        `SELECT ${ROW_COLUMNS}
+         FROM (
+           (SELECT d.id FROM deliveries d
+             WHERE $2::boolean AND d.org_id = $1 AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL
+               AND ($5::bigint IS NULL OR d.created_at >= $5) AND ($6::bigint IS NULL OR d.created_at < $6) AND ($7::bigint IS NULL OR d.id < $7)
+             ORDER BY d.id DESC LIMIT $8)
+           UNION ALL
+           (SELECT d.id FROM deliveries d
+             WHERE d.org_id = $1 AND (d.status <> 'pending' OR d.attempts > 0 OR d.lease_expires_at IS NOT NULL)
+               AND ($3::text IS NULL OR d.status = $3)
+               AND ($4::boolean IS NULL OR (d.attempts > 0) = $4)
+               AND ($5::bigint IS NULL OR d.created_at >= $5) AND ($6::bigint IS NULL OR d.created_at < $6) AND ($7::bigint IS NULL OR d.id < $7)
+             ORDER BY d.id DESC LIMIT $8)
+         ) c
+         JOIN deliveries d ON d.id = c.id JOIN events e ON e.seq = d.event_seq
+         ORDER BY d.id DESC LIMIT $8`,
+        [
+          orgId,
+          f.status === undefined || f.status === 'pending',
+          pendingRow ? 'pending' : (f.status ?? null),
+          pendingRow ? f.status === 'failed' : null,
+          f.since ?? null,
+          f.until ?? null,
+          f.beforeId ?? null,
+          f.limit,
+        ],
+      );
+      return rows.map(toRow);
+    },
+    async eventOf(deliveryId: number): Promise<{ eventSeq: number; orderingKey: number } | null> {
+      const { rows } = await db.query<{ event_seq: number; ordering_key: number }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = $1', [deliveryId]);
+      return rows[0] === undefined ? null : { eventSeq: rows[0].event_seq, orderingKey: rows[0].ordering_key };
+    },
+    async hasPendingDelivery(eventSeq: number): Promise<boolean> {
+      const { rows } = await db.query("SELECT 1 FROM deliveries WHERE event_seq = $1 AND status = 'pending' LIMIT 1", [eventSeq]);
+      return rows.length > 0;
+    },
+    async recoverable(orgId: string, from: number, to: number) {
+      const { rows } = await db.query<{ seq: number; id: string; org_id: string; anticipation_request_id: string; type: string }>(
+        `SELECT e.seq, e.id, e.org_id, e.anticipation_request_id, ${EVENT_TYPE_SQL} AS type FROM events e
+         WHERE e.seq >= $1 AND e.seq < $2 AND e.org_id = $3
+           AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq AND d.status IN ('pending', 'delivered'))
+         ORDER BY e.seq`,
+        [from, to, orgId],
+      );
+      return rows.map((r) => ({ eventSeq: r.seq, eventId: r.id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, type: r.type }));
+    },
+    async hurryFailed(orgId: string, from: number, to: number, now: number): Promise<number> {
+      const { rowCount } = await db.query(
+        `UPDATE deliveries SET next_attempt_at = $1, updated_at = $1
+         WHERE event_seq >= $3 AND event_seq < $4 AND org_id = $2 AND status = 'pending' AND attempts > 0`,
+        [now, orgId, from, to],
+      );
+      return rowCount ?? 0;
+    },
+    async countPendingChunk(orgId: string, kind: 'fresh' | 'tried', after: number, limit: number): Promise<{ n: number; last: number }> {
+      const { rows } = await db.query<{ n: number; last: number | null }>(kind === 'fresh' ? PG_QUEUE_GAUGE_SQL.countFreshChunk : PG_QUEUE_GAUGE_SQL.countTriedChunk, [orgId, after, limit]);
+      return { n: rows[0]?.n ?? 0, last: rows[0]?.last ?? after };
+    },
+    async oldestDueAt(orgId: string, now: number): Promise<number | null> {
+      const fresh = (await db.query<{ at: number }>(PG_QUEUE_GAUGE_SQL.oldestFresh, [orgId])).rows[0]?.at ?? null;
+      const retry = (await db.query<{ at: number }>(PG_QUEUE_GAUGE_SQL.earliestRetry, [orgId, now])).rows[0]?.at ?? null;
+      const due = retry !== null && retry <= now ? retry : null;
+      if (fresh === null) return due;
+      return due === null ? fresh : Math.min(fresh, due);
+    },
+    async recentFailure(orgId: string, window = RECENT_FAILURE_WINDOW): Promise<{ at: number; statusCode: number | null; error: string } | null> {
+      let best: { at: number; code: number | null; error: string } | undefined;
+      for (const status of [DeliveryStatus.pending, DeliveryStatus.dead]) {
+        const row = (await db.query<{ at: number; code: number | null; error: string }>(PG_QUEUE_GAUGE_SQL.recentFailure, [orgId, status, window])).rows[0];
+        if (row && (best === undefined || row.at > best.at)) best = row;
+      }
+      return best ? { at: best.at, statusCode: best.code, error: best.error } : null;
+    },
+    /**
+     * The event's source is this instance's 'api' row (see migrations.ts: each instance makes
+     * its own on first use), made by the same statement when missing.
+     */
+    async insertTestEvent(id: string, orgId: string, payload: string, now: number): Promise<number> {
+      const { rows } = await db.query<{ seq: number }>(
+        `WITH made AS (
+           INSERT INTO feed_sources (instance, name) VALUES ($5, 'api') ON CONFLICT (instance, name) DO NOTHING RETURNING id
+         )
+         INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
+         VALUES ($1, $2, '', $4, $3, coalesce((SELECT id FROM made), (SELECT id FROM feed_sources WHERE instance = $5 AND name = 'api')), $4)
+         RETURNING seq`,
+        [id, orgId, payload, now, instance],
+      );
+      return rows[0]!.seq;
+    },
+  };
+}

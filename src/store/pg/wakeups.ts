@@ -1,0 +1,250 @@
+/**
+ * Wake-ups between the instances sharing a PostgreSQL database (LISTEN/NOTIFY), and the
+ * guard that keeps two instances from running under one name.
+ *
+ * The in-process work signal (services/work-signal.ts) wakes this instance's dispatcher when
+ * its own services queue work; on a shared database the other instances must hear it too,
+ * or they would find the work only at their next poll (`delivery.pollInterval`). So each
+ * instance relays what its work signal says to the channel `hookrelay_work` (NOTIFY, after
+ * the commit: the signal is only given once the work is committed), and relays what the
+ * channel says from the other instances into its own signal. Notifications are a hint, not a
+ * queue: PostgreSQL drops them for a session that is not connected, so the poll stays as the
+ * safety net, and an instance that lost its listening connection polls at once when it has
+ * it back.
+ *
+ * What one tick of the event loop signals is sent together: one NOTIFY per payload of up to
+ * NOTIFY_PAYLOAD_BYTES (PostgreSQL refuses more than 8000 bytes), each an array of
+ * [organization, kind] pairs, with the sender's instance name (an instance ignores its own).
+ *
+ * The listening connection also holds a session-level advisory lock on the instance's name
+ * for as long as the daemon runs: a second daemon started with the same instance.name (a
+ * copied config, a clone of the host) is refused at start, rather than sharing feed positions
+ * and lease fencing with the first, which would make both wrong.
+ */
+import type { Notification, Pool, PoolClient } from 'pg';
+import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
+import type { Logger } from '../../log.ts';
+import type { WorkKind, WorkSignal } from '../../services/work-signal.ts';
+import { createPgPool, loggableDatabaseUrl } from './pool.ts';
+
+export const WORK_CHANNEL = 'hookrelay_work';
+/** Below PostgreSQL's 8000-byte limit on a notification's payload. */
+const NOTIFY_PAYLOAD_BYTES = 7000;
+/**
+ * The first key of the instance-name lock (pg_try_advisory_lock(int, int)): the ASCII bytes
+ * of "hkin" (0x686b696e); the second is hashtext(instance name). Fixed forever.
+ */
+export const INSTANCE_LOCK_CLASS = 1751869806;
+/** Waits between tries to get the listening connection back, growing to the last. */
+const RECONNECT_DELAYS_MS = [500, 1000, 2000, 5000];
+
+interface Message {
+  /** The sending instance. */
+  readonly i: string;
+  /** [organization, kind] pairs. */
+  readonly w: ReadonlyArray<readonly [string, WorkKind]>;
+}
+
+export interface PgWakeups {
+  /** Stops listening and relaying, and lets go of the instance-name lock. */
+  close(): Promise<void>;
+}
+
+/** The payloads that carry `work` from `instance`, each under the size limit. */
+export function workPayloads(instance: string, work: ReadonlyArray<readonly [string, WorkKind]>): string[] {
+  const payloads: string[] = [];
+  let batch: Array<readonly [string, WorkKind]> = [];
+  let bytes = 0;
+  const overhead = Buffer.byteLength(JSON.stringify({ i: instance, w: [] }));
+  for (const pair of work) {
+    const size = Buffer.byteLength(JSON.stringify(pair)) + 1;
+    if (batch.length > 0 && overhead + bytes + size > NOTIFY_PAYLOAD_BYTES) {
+      payloads.push(JSON.stringify({ i: instance, w: batch }));
+      batch = [];
+      bytes = 0;
+    }
+    batch.push(pair);
+    bytes += size;
+  }
+  if (batch.length > 0) payloads.push(JSON.stringify({ i: instance, w: batch }));
+  return payloads;
+}
+
+/** A message from the channel, or null when it is not one of ours (then it is ignored). */
+function parseMessage(payload: string): Message | null {
+  try {
+    const value = JSON.parse(payload) as Partial<Message>;
+    if (typeof value.i !== 'string' || !Array.isArray(value.w)) return null;
+    const w = value.w.filter((p): p is [string, WorkKind] => Array.isArray(p) && typeof p[0] === 'string' && (p[1] === 'queued' || p[1] === 'webhook'));
+    return { i: value.i, w };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Sends what `work` signals in this process to the other instances. For processes that do
+ * not listen (a CLI command that replays deliveries, say): the daemons hear it at once.
+ * Returns the function that stops (and closes its connection).
+ */
+export function publishWork(url: string, instance: string, work: WorkSignal, log: Logger): () => Promise<void> {
+  const pool = createPgPool(url, { max: 1, log });
+  const unsubscribe = relayOut(pool, instance, work, log, () => false);
+  return async () => {
+    unsubscribe.stop();
+    await unsubscribe.flushed();
+    await pool.end();
+  };
+}
+
+/** Subscribes to `work` and NOTIFYs what it says, a tick's worth at a time, unless `muted()` (a signal relayed in from the channel). */
+function relayOut(pool: Pool, instance: string, work: WorkSignal, log: Logger, muted: () => boolean): { stop(): void; flushed(): Promise<void> } {
+  let pending = new Map<string, WorkKind>();
+  let scheduled = false;
+  let sending: Promise<void> = Promise.resolve();
+  let failures = 0;
+  const send = (): void => {
+    scheduled = false;
+    const batch = [...pending];
+    pending = new Map();
+    if (batch.length === 0) return;
+    sending = sending.then(async () => {
+      try {
+        for (const payload of workPayloads(instance, batch)) await pool.query('SELECT pg_notify($1, $2)', [WORK_CHANNEL, payload]);
+        failures = 0;
+      } catch (err) {
+        // The other instances find the work at their next poll.
+        if (failures++ === 0) log.warn({ err }, 'telling the other instances about new work failed; they find it at their next poll');
+      }
+    });
+  };
+  const unsubscribe = work.subscribe((orgId, kind) => {
+    if (muted()) return;
+    // 'webhook' says more than 'queued' (the dispatcher reloads the webhook): it wins.
+    if (pending.get(orgId) !== 'webhook') pending.set(orgId, kind);
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(send);
+    }
+  });
+  return {
+    stop: () => {
+      unsubscribe();
+      send();
+    },
+    flushed: () => sending,
+  };
+}
+
+/**
+ * Starts the wake-ups of a daemon: takes the instance-name lock (refused with `invalid_config`
+ * when another daemon holds it), listens on the channel, relays in both directions. `poll` is
+ * called when the listening connection comes back after a loss (notifications sent meanwhile
+ * are lost: look at everything).
+ */
+export async function startPgWakeups(o: { url: string; instance: string; work: WorkSignal; log: Logger; poll: () => void }): Promise<PgWakeups> {
+  const log = o.log.child({ subsystem: 'wakeups' });
+  const shown = loggableDatabaseUrl(o.url);
+  // One connection that stays checked out (LISTEN and the session lock live on it), and one for NOTIFY.
+  const listenPool = createPgPool(o.url, { max: 1, idleTimeoutMs: 0, log });
+  const notifyPool = createPgPool(o.url, { max: 1, log });
+  let relaying = false;
+  let closed = false;
+  let client: PoolClient | null = null;
+  let reconnectTimer: NodeJS.Timeout | null = null;
+  let reconnects = 0;
+
+  const onNotification = (msg: Notification): void => {
+    if (msg.channel !== WORK_CHANNEL || msg.payload === undefined) return;
+    const message = parseMessage(msg.payload);
+    if (message === null || message.i === o.instance) return;
+    relaying = true;
+    try {
+      for (const [orgId, kind] of message.w) o.work.notify(orgId, kind);
+    } finally {
+      relaying = false;
+    }
+  };
+
+  /** Connects, takes the lock, listens. Throws what failed (the lock taken: invalid_config). */
+  const connect = async (): Promise<void> => {
+    const c = await listenPool.connect();
+    try {
+      const { rows } = await c.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked', [INSTANCE_LOCK_CLASS, o.instance]);
+      if (!rows[0]?.locked) {
+        throw new HookrelayError(
+          ErrorCode.config,
+          `another hookrelay instance named "${o.instance}" is running on database ${shown}; give each instance sharing a database its own instance.name (HOOKRELAY_INSTANCE_NAME)`,
+        );
+      }
+      c.on('notification', onNotification);
+      c.on('error', onLost);
+      await c.query(`LISTEN ${WORK_CHANNEL}`);
+    } catch (err) {
+      c.release(true);
+      throw err;
+    }
+    client = c;
+  };
+
+  function onLost(err: Error): void {
+    const c = client;
+    client = null;
+    if (c !== null) {
+      c.removeListener('notification', onNotification);
+      c.removeListener('error', onLost);
+      c.release(err);
+    }
+    if (closed) return;
+    log.warn({ err }, 'the connection that hears other instances was lost; polling meanwhile, reconnecting');
+    scheduleReconnect();
+  }
+
+  function scheduleReconnect(): void {
+    if (closed || reconnectTimer !== null) return;
+    const delay = RECONNECT_DELAYS_MS[Math.min(reconnects, RECONNECT_DELAYS_MS.length - 1)]!;
+    reconnects++;
+    reconnectTimer = setTimeout(() => {
+      reconnectTimer = null;
+      connect().then(
+        () => {
+          log.info({ tries: reconnects }, 'listening to other instances again');
+          reconnects = 0;
+          o.poll();
+        },
+        (err: unknown) => {
+          if (reconnects === 1 || reconnects % 12 === 0) log.warn({ err, tries: reconnects }, 'cannot listen to other instances yet; trying again');
+          scheduleReconnect();
+        },
+      );
+    }, delay);
+  }
+
+  try {
+    await connect();
+  } catch (err) {
+    await Promise.all([listenPool.end(), notifyPool.end()]).catch(() => undefined);
+    throw err;
+  }
+  const out = relayOut(notifyPool, o.instance, o.work, log, () => relaying);
+  log.info({ channel: WORK_CHANNEL, instance: o.instance }, 'listening for work queued by other instances');
+
+  return {
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (reconnectTimer !== null) clearTimeout(reconnectTimer);
+      out.stop();
+      await out.flushed();
+      const c = client;
+      client = null;
+      if (c !== null) {
+        c.removeListener('notification', onNotification);
+        c.removeListener('error', onLost);
+        // Ending the session lets go of LISTEN and the instance-name lock.
+        c.release(true);
+      }
+      await Promise.all([listenPool.end(), notifyPool.end()]);
+    },
+  };
+}
