@@ -51,8 +51,8 @@ const OUTPUT_LINES = 200;
 let running: Promise<RunningServer> | null = null;
 
 /** The server of this process, started on first call (initdb and start: 0.5 to 1.5 s on this 2-core machine, depending on its load). */
-export async function pgServer(): Promise<PgTestServer> {
-  running ??= startServer().catch((err: unknown) => {
+export async function pgServer(options: PgServerOptions = {}): Promise<PgTestServer> {
+  running ??= startServer(options).catch((err: unknown) => {
     running = null;
     throw err;
   });
@@ -80,7 +80,15 @@ interface Embedded {
 
 type EmbeddedConstructor = new (options: Record<string, unknown>) => Embedded;
 
-async function startServer(): Promise<RunningServer> {
+export interface PgServerOptions {
+  /**
+   * fsync, synchronous_commit and full_page_writes on, as a production server has them: for
+   * benchmarks (scripts/bench-scale-out.ts). Applies when this call starts the server.
+   */
+  readonly durable?: boolean;
+}
+
+async function startServer(o: PgServerOptions): Promise<RunningServer> {
   const EmbeddedPostgres = await importEmbeddedPostgres();
   const isRoot = process.getuid?.() === 0;
   const dir = mkdtempSync(join(tmpdir(), 'hookrelay-pg-'));
@@ -107,9 +115,7 @@ async function startServer(): Promise<RunningServer> {
       '-c', `listen_addresses=${HOST}`,
       '-c', 'unix_socket_directories=',
       '-c', 'ssl=off',
-      '-c', 'fsync=off',
-      '-c', 'synchronous_commit=off',
-      '-c', 'full_page_writes=off',
+      ...(o.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
       '-c', 'max_connections=200',
     ],
     onLog: keep,
