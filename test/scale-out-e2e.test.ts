@@ -216,3 +216,55 @@ test('three instances on one database: every event delivered once a kill -9 has 
   const positions = (await pool.query<{ instance: string }>('SELECT instance FROM feed_positions ORDER BY instance')).rows.map((r) => r.instance);
   assert.deepEqual(positions, names);
 });
+
+test('the CLI moves a SQLite install to PostgreSQL (db copy), then works against database.url; SQLite-only commands say what to use instead', { timeout: 120_000 }, async (t: TestContext) => {
+  assertBuilt();
+  const url = await (await pgServer()).createDatabase();
+  const stateDir = scratchDir(t, 'hookrelay-copy-cli-');
+  const sqlite = (args: string[]) => runCli(t, [...args, '--state-dir', stateDir]);
+  const onPg = (args: string[]) => runCli(t, [...args, '--state-dir', stateDir], { env: { HOOKRELAY_DATABASE_URL: url, HOOKRELAY_INSTANCE_NAME: 'relay-1' } });
+
+  // A SQLite install with an organization, a webhook and ingested events.
+  assert.equal((await sqlite(['orgs', 'add', 'acme'])).code, 0);
+  assert.equal((await sqlite(['webhook', 'set', '--org', 'acme', '--url', 'https://hooks.example.com/acme'])).code, 0);
+  const feed = join(stateDir, 'in.jsonl');
+  appendFeed(feed, [feedLine('acme', 'evt_copy_1'), feedLine('acme', 'evt_copy_2'), feedLine('acme', 'evt_copy_3', 'ar_evt_copy_1')]);
+  const ingested = await sqlite(['ingest', feed, '--json']);
+  assert.equal(ingested.code, 0, ingested.stderr);
+  assert.equal(JSON.parse(ingested.stdout).accepted, 3);
+
+  // A missing --to and no database.url: told what to give.
+  const noTarget = await sqlite(['db', 'copy', '--from', join(stateDir, 'hookrelay.db')]);
+  assert.notEqual(noTarget.code, 0);
+  assert.match(noTarget.stderr, /db copy needs a PostgreSQL database: --to postgres:\/\//);
+
+  const copied = await sqlite(['db', 'copy', '--from', join(stateDir, 'hookrelay.db'), '--to', url, '--instance', 'relay-1', '--json']);
+  assert.equal(copied.code, 0, copied.stderr);
+  const report = JSON.parse(copied.stdout) as { rows: number; instance: string; tables: Array<{ table: string; rows: number }>; to: string };
+  assert.equal(report.instance, 'relay-1');
+  assert.equal(report.tables.find((x) => x.table === 'events')?.rows, 3);
+  assert.equal(report.tables.find((x) => x.table === 'deliveries')?.rows, 3);
+  assert.ok(!report.to.includes(new URL(url).password), 'the password is not printed');
+
+  // Again into the same database: refused, nothing changed.
+  const again = await sqlite(['db', 'copy', '--from', join(stateDir, 'hookrelay.db'), '--to', url, '--instance', 'relay-1']);
+  assert.notEqual(again.code, 0);
+  assert.match(again.stderr, /empty/);
+
+  // The CLI on PostgreSQL sees what was copied.
+  const webhook = await onPg(['webhook', 'get', '--org', 'acme', '--json']);
+  assert.equal(webhook.code, 0, webhook.stderr);
+  assert.equal(JSON.parse(webhook.stdout).webhook_url, 'https://hooks.example.com/acme');
+  const list = await onPg(['deliveries', 'list', '--org', 'acme', '--json']);
+  assert.equal(list.code, 0, list.stderr);
+  assert.equal((JSON.parse(list.stdout) as unknown[]).length, 3);
+  const migrate = await onPg(['migrate']);
+  assert.equal(migrate.code, 0, migrate.stderr);
+  assert.match(migrate.stdout, /^database postgres:\/\/.* is at schema version \d+\n$/);
+  assert.ok(!migrate.stdout.includes(new URL(url).password));
+
+  // SQLite-only maintenance names what to use on PostgreSQL.
+  const backup = await onPg(['db', 'backup', join(stateDir, 'b.db')]);
+  assert.notEqual(backup.code, 0);
+  assert.match(backup.stderr, /pg_dump/);
+});

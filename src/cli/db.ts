@@ -3,8 +3,11 @@ import type { Config } from '../config/load.ts';
 import { parseDuration } from '../domain/duration.ts';
 import { createRetentionService, type PrunedRows } from '../services/retention.ts';
 import { backupDatabase, checkDatabase, type CheckReport } from '../store/maintenance.ts';
+import { copySqliteToPostgres } from '../store/copy.ts';
+import { loggableDatabaseUrl } from '../store/pg/pool.ts';
+import { resolve } from 'node:path';
 import { startProgress } from './progress.ts';
-import { configFrom, EXIT_DATABASE_DAMAGED, iso, jsonOption, optionsOf, print, UsageError, withStore } from './shared.ts';
+import { cliLogger, configFrom, EXIT_DATABASE_DAMAGED, iso, jsonOption, optionsOf, print, UsageError, withStore } from './shared.ts';
 
 const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
 
@@ -124,5 +127,44 @@ export function registerDbCommands(program: Command): void {
     };
     print(options, view, () => checkText(report));
     if (!report.ok) process.exitCode = EXIT_DATABASE_DAMAGED;
+  });
+
+  jsonOption(
+    db
+      .command('copy')
+      .description('copy a SQLite database into an empty PostgreSQL database (moving an install to PostgreSQL; stop the daemon first)')
+      .requiredOption('--from <file>', 'the SQLite database file to copy')
+      .option('--to <url>', 'the PostgreSQL database (postgres://...); default database.url (HOOKRELAY_DATABASE_URL)')
+      .option('--instance <name>', "the instance that will tail the copied feeds (its feed positions and counts); default instance.name"),
+  ).action(async (_options: unknown, cmd: Command) => {
+    const options = optionsOf<{ from: string; to?: string; instance?: string }>(cmd);
+    const config = configFrom(options);
+    const to = options.to ?? config.database.url;
+    if (to === null || to === undefined) throw new UsageError('db copy needs a PostgreSQL database: --to postgres://USER@HOST/DATABASE, or database.url (HOOKRELAY_DATABASE_URL)');
+    if (!/^postgres(ql)?:\/\//.test(to)) throw new UsageError('--to must be a PostgreSQL URL (postgres://USER@HOST:PORT/DATABASE)');
+    const instance = options.instance ?? config.instance.name;
+    if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/.test(instance)) throw new UsageError('--instance must be letters, digits, ".", "_" and "-", at most 63, starting with a letter or digit');
+    const result = await copySqliteToPostgres({ from: resolve(options.from), to, instance, log: cliLogger(config), busyTimeoutMs: config.database.busyTimeoutMs });
+    const total = result.tables.reduce((sum, t) => sum + t.rows, 0);
+    print(
+      options,
+      {
+        to: loggableDatabaseUrl(to),
+        instance: result.instance,
+        tables: result.tables,
+        rows: total,
+        replaced_nul: result.replacedNul,
+        leases_cleared: result.leasesCleared,
+        seconds: Math.round(result.durationMs) / 1000,
+      },
+      () =>
+        [
+          `copied ${total} row(s) into ${loggableDatabaseUrl(to)} in ${(result.durationMs / 1000).toFixed(1)} s; every table's count checked:`,
+          ...result.tables.map((t) => `  ${t.table.padEnd(18)} ${t.rows}${t.replacedNul > 0 ? ` (${t.replacedNul} value(s): U+0000 stored as U+FFFD)` : ''}`),
+          `feed sources, positions and counts belong to instance "${result.instance}"`,
+          ...(result.leasesCleared > 0 ? [`${result.leasesCleared} leased delivery(ies) are due again (their lease was cleared)`] : []),
+          'next: set database.url (HOOKRELAY_DATABASE_URL) and start the daemon; docs/scale-out.md',
+        ].join('\n'),
+    );
   });
 }
