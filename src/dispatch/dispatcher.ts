@@ -11,6 +11,13 @@ import type { Deliverer } from './deliverer.ts';
 
 export interface DispatcherOptions {
   readonly deliveries: DeliveryService;
+  /**
+   * The database is shared with other instances (PostgreSQL): a claim takes no more than this
+   * instance can start now (see plan), so that deliveries it could not start yet stay for the
+   * instances with free slots. False (SQLite): a webhook's claim also takes as many again,
+   * kept leased in memory, so that one query serves several attempts.
+   */
+  readonly sharedDatabase?: boolean;
   readonly deliverer: Pick<Deliverer, 'deliver'>;
   readonly policy: RetryPolicy;
   readonly clock: Clock;
@@ -277,6 +284,8 @@ export function createDispatcher(options: DispatcherOptions) {
       if (held === 0 || room >= Math.ceil(perHook / 2)) healthy.push({ orgId: hook.orgId, room, cap: Math.max(0, perHook - held) });
     }
     const wanted: ClaimWanted[] = [];
+    // Shared database: each healthy webhook's claim is capped to the slots free here, handed
+    // out in the rotating order, what the limited ones take first.
     for (const w of unknown) {
       if (freeLeft <= 0) break;
       freeLeft--;
@@ -287,6 +296,17 @@ export function createDispatcher(options: DispatcherOptions) {
       freeLeft--;
       troubledLeft--;
       wanted.push(w);
+    }
+    if (options.sharedDatabase) {
+      const capped: ClaimWanted[] = [];
+      for (const w of healthy) {
+        if (freeLeft <= 0) break;
+        const cap = Math.min(w.cap ?? w.room, freeLeft);
+        if (cap <= 0) continue;
+        freeLeft -= cap;
+        capped.push({ ...w, cap });
+      }
+      return wanted.concat(capped);
     }
     return wanted.concat(healthy);
   }

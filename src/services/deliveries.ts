@@ -148,27 +148,30 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
    * be sent is marked dead with the reason and skipped. Runs inside the caller's transaction.
    */
   async function claimIn(tx: Tx, wanted: readonly ClaimWanted[], leaseMs: number, now: number, into: FlushResult): Promise<void> {
+    // On a database shared by several instances: one claim per webhook at a time, and its cap
+    // and a failing webhook's one attempt at a time count every instance's leases.
+    const turns = await tx.deliveries.claimTurns(wanted.map((w) => w.orgId), now);
+    // Every organization's leases in one call, once all are read.
+    const leased: number[] = [];
     for (const want of wanted) {
       const { orgId } = want;
-      // On a database shared by several instances: one claim per webhook at a time, and its
-      // cap and a failing webhook's one attempt at a time count every instance's leases.
-      const turn = await tx.deliveries.claimTurn(orgId, now);
-      if (turn === null) {
+      const turn = turns.get(orgId);
+      if (turn === undefined) {
         into.contended.push(orgId);
         continue;
       }
-      // Alone on the webhook: its room, claimed-ahead deliveries included. With other
-      // instances holding leases too, the webhook's leases in all stay within its slots, so
-      // its attempts in flight across instances never exceed perWebhookConcurrency.
-      const wantedRoom = turn.failing ? 1 : want.room;
-      const room = turn.leasedElsewhere === 0 ? wantedRoom : Math.min(wantedRoom, (turn.failing ? 1 : (want.cap ?? want.room)) - turn.leasedElsewhere);
+      // One instance on its database (SQLite): its room, claimed-ahead deliveries included.
+      // Shared (PostgreSQL): what it can start now (`cap`), and the webhook's leases in all
+      // stay within its slots, so that its attempts in flight across instances never exceed
+      // perWebhookConcurrency, and what this instance cannot start is left to the others.
+      const limit = turn.failing ? 1 : turn.shared ? Math.min(want.room, want.cap ?? want.room) : want.room;
+      const room = limit - turn.leasedElsewhere;
       if (room <= 0) {
         into.contended.push(orgId);
         continue;
       }
       const pageSize = room * 2 + 2;
       const page = await tx.deliveries.dueRows(orgId, now, pageSize);
-      const leased: number[] = [];
       const byKey = new Map<number, ClaimedDelivery>();
       let full = false;
       for (const row of page) {
@@ -193,20 +196,20 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         byKey.set(d.orderingKey, claimed);
         into.claimed.push(claimed);
       }
-      if (leased.length > 0) await tx.deliveries.lease(leased, now + leaseMs, now);
       // A short page read to its end is the whole of what is due now: the organization needs no
       // look before its next retry, a wake-up, or the end of an attempt holding a request back.
       if (page.length < pageSize && !full) into.drained.push({ orgId, nextRetryAt: await tx.deliveries.nextRetryAt(orgId, now) });
     }
+    if (leased.length > 0) await tx.deliveries.lease(leased, now + leaseMs, now);
   }
 
   /**
    * Records one finished attempt (its log row goes into `attempts`, stored by the caller) and
    * applies its outcome. Runs inside the caller's transaction.
    */
-  async function recordIn(tx: Tx, f: FinishedAttempt, now: number, lastSucceeded: Set<string>, changes: StatusChangeOf[], attemptRows: AttemptToStore[], superseded: FlushResult['superseded']): Promise<void> {
+  async function recordIn(tx: Tx, f: FinishedAttempt, now: number, lastSucceeded: Set<string>, changes: StatusChangeOf[], attemptRows: AttemptToStore[], settlements: Array<{ id: number; settlement: Settlement }>): Promise<void> {
     const { delivery: d, result, outcome } = f;
-    const { deliveries, webhooks } = tx;
+    const { webhooks } = tx;
     const attempts = d.attempts + 1;
     attemptRows.push({
       deliveryId: d.id,
@@ -231,7 +234,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
             ? { status: DeliveryStatus.dead, attempts, nextAttemptAt: now, at: now, statusCode: code, error }
             : // 'disable': held, not dropped: it goes out as soon as the webhook is enabled again.
               { status: DeliveryStatus.pending, attempts, nextAttemptAt: now, at: now, statusCode: code, error };
-    if (!(await deliveries.settle(d.id, settlement))) superseded.push({ id: d.id, orgId: d.orgId });
+    settlements.push({ id: d.id, settlement });
     if (outcome.kind === 'disable') noteChange(changes, d, await webhooks.setStatus(d.orgId, WebhookStatus.disabled, DisabledReason.gone, now));
     // Webhook health, per organization in attempt order: a run of successes is one update
     // (they all set the same columns), failures each count.
@@ -326,7 +329,12 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         if (work.finished.length > 0) await tx.webhooks.lockInOrder([...new Set(work.finished.map((f) => f.delivery.orgId))]);
         const lastSucceeded = new Set<string>();
         const attemptRows: AttemptToStore[] = [];
-        for (const f of work.finished) await recordIn(tx, f, now, lastSucceeded, changes, attemptRows, result.superseded);
+        const settlements: Array<{ id: number; settlement: Settlement }> = [];
+        for (const f of work.finished) await recordIn(tx, f, now, lastSucceeded, changes, attemptRows, settlements);
+        if (settlements.length > 0) {
+          const orgOf = new Map(work.finished.map((f) => [f.delivery.id, f.delivery.orgId]));
+          for (const id of await tx.deliveries.settleMany(settlements)) result.superseded.push({ id, orgId: orgOf.get(id)! });
+        }
         if (attemptRows.length > 0) await tx.deliveries.insertAttempts(attemptRows);
         if (work.released.length > 0) await tx.deliveries.release(work.released.map((d) => d.id), now);
         if (work.claim) await claimIn(tx, work.claim.wanted, work.claim.leaseMs, now, result);

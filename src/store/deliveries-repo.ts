@@ -37,7 +37,7 @@ interface Row {
 const HELD_BACK = `SELECT 1 FROM deliveries p
   WHERE p.ordering_key = d.ordering_key AND +p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
     AND p.id <> d.id AND (p.lease_expires_at IS NOT NULL OR p.id < d.id)`;
-const ONLY_CLAIMER: ClaimTurn = Object.freeze({ leasedElsewhere: 0, failing: false });
+const ONLY_CLAIMER: ClaimTurn = Object.freeze({ leasedElsewhere: 0, failing: false, shared: false });
 /** deliveries_org_status's condition, written as the index has it (see QUEUE_GAUGE_SQL). */
 const IN_STATUS_INDEX = `(status <> 'pending' OR attempts > 0 OR lease_expires_at IS NOT NULL)`;
 
@@ -213,9 +213,9 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     insertMany(rows: readonly DeliveryToQueue[], now: number): void {
       for (const r of rows) insertDelivery.run(r.eventSeq, r.orgId, r.orderingKey, now, now, now);
     },
-    /** One daemon per database file, whose write transaction is the turn (see DeliveriesRepo.claimTurn). */
-    claimTurn(): ClaimTurn {
-      return ONLY_CLAIMER;
+    /** One daemon per database file, whose write transaction is the turn (see DeliveriesRepo.claimTurns). */
+    claimTurns(orgIds: readonly string[]): Map<string, ClaimTurn> {
+      return new Map(orgIds.map((id) => [id, ONLY_CLAIMER]));
     },
     /**
      * Due rows without their request body, which costs more to build than the row to read:
@@ -242,6 +242,11 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     settle(id: number, s: Settlement): boolean {
       settle.run({ id, status: s.status, attempts: s.attempts, next: s.nextAttemptAt, at: s.at, code: s.statusCode, error: s.error });
       return true;
+    },
+    /** A prepared statement per delivery, as cheap as a batch here; none is ever superseded (one daemon per file). */
+    settleMany(items: ReadonlyArray<{ readonly id: number; readonly settlement: Settlement }>): number[] {
+      for (const { id, settlement: s } of items) settle.run({ id, status: s.status, attempts: s.attempts, next: s.nextAttemptAt, at: s.at, code: s.statusCode, error: s.error });
+      return [];
     },
     release(ids: readonly number[], now: number): void {
       for (const id of ids) release.run(now, id);

@@ -225,6 +225,8 @@ export interface ClaimTurn {
   readonly leasedElsewhere: number;
   /** The webhook's stored status is `failing`. */
   readonly failing: boolean;
+  /** The database is shared by several instances (PostgreSQL): claims take only what can start now. */
+  readonly shared: boolean;
 }
 
 /** A delivery's new state once an attempt has ended (see DeliveriesRepo.settle). */
@@ -340,16 +342,17 @@ export interface DeliveriesRepo {
   /** Queues deliveries (ingestion: many at once); their ids are not returned. */
   insertMany(rows: readonly DeliveryToQueue[], now: number): Promise<void>;
   /**
-   * Takes the organization's turn to claim, for this write transaction: on a database shared
-   * by several instances, only one claims for a webhook at a time (PostgreSQL: its webhook row,
-   * locked FOR UPDATE SKIP LOCKED). Null when another transaction holds the turn (claiming, or
-   * recording attempts of that webhook): look again at the next commit. Otherwise how many of
-   * the organization's deliveries other instances hold leased now (the per-webhook cap counts
-   * them) and whether its webhook is failing (then one attempt at a time, across instances).
-   * SQLite: one daemon per database file, whose write lock is the turn: always
-   * `{ leasedElsewhere: 0, failing: false }`, without a query.
+   * Takes the organizations' turns to claim, for this write transaction: on a database shared
+   * by several instances, only one claims for a webhook at a time (PostgreSQL: the webhook rows,
+   * locked FOR UPDATE SKIP LOCKED, in one statement for all of them). An organization missing
+   * from the answer is held by another transaction (claiming, or recording attempts of that
+   * webhook): look again at the next commit. For the others: how many of the organization's
+   * deliveries other instances hold leased now (the per-webhook cap counts them) and whether
+   * its webhook is failing (then one attempt at a time, across instances). SQLite: one daemon
+   * per database file, whose write lock is the turn: every organization, with
+   * `{ leasedElsewhere: 0, failing: false, shared: false }`, without a query.
    */
-  claimTurn(orgId: string, now: number): Promise<ClaimTurn | null>;
+  claimTurns(orgIds: readonly string[], now: number): Promise<Map<string, ClaimTurn>>;
   /**
    * Up to `limit` deliveries of the organization that may be attempted now (not leased, not
    * held back by an earlier change of their request, webhook not disabled), oldest due first,
@@ -371,6 +374,8 @@ export interface DeliveriesRepo {
    * delivery over, whose own attempt then decides its state. Always true on SQLite.
    */
   settle(id: number, s: Settlement): Promise<boolean>;
+  /** settle() for several deliveries at once (one statement on PostgreSQL); returns the ids not applied (superseded). */
+  settleMany(items: ReadonlyArray<{ readonly id: number; readonly settlement: Settlement }>): Promise<number[]>;
   /** Gives leased deliveries back without counting an attempt (only those this instance holds, on a shared database). */
   release(ids: readonly number[], now: number): Promise<void>;
   get(orgId: string, id: number): Promise<DeliveryRow | null>;

@@ -21,17 +21,17 @@ import { withoutNul } from './text.ts';
  * database that several instances share. What the sharing adds:
  *
  * - **The claim turn.** SQLite's write lock made one claim at a time for the whole database;
- *   here each webhook is its own turn: claimTurn locks the organization's webhook row FOR
+ *   here each webhook is its own turn: claimTurns locks the organization's webhook row FOR
  *   UPDATE SKIP LOCKED, so instances claim for different webhooks side by side, and one that
  *   finds the row locked (another instance claiming, or recording that webhook's attempts)
  *   skips the webhook for this commit instead of waiting. Per-request ordering rests on it:
  *   the held-back rule (HELD_BACK) reads committed leases and retries, and two claims for one
  *   organization never run at once, so a request's later change is never leased while an
  *   earlier one is leased or failing, whichever instance holds it.
- * - **The per-webhook cap across instances.** claimTurn counts the organization's unexpired
+ * - **The per-webhook cap across instances.** claimTurns counts the organization's unexpired
  *   leases held by other instances (deliveries_org_leased: only leased rows), read in a
  *   statement after the lock was taken, so it sees every claim committed before ours.
- * - **Fencing.** lease() records the instance (leased_by); settle() and release() touch a
+ * - **Fencing.** lease() records the instance (leased_by); settle(), settleMany() and release() touch a
  *   delivery only while this instance is its holder. An instance whose lease lapsed (it
  *   stalled, or lost the database for longer than the lease) and that ends its attempt after
  *   another instance took the delivery over records its attempt in the log, but leaves the
@@ -96,10 +96,11 @@ export const PG_QUEUE_GAUGE_SQL = {
       WHERE org_id = $1 AND status = $2 AND ${IN_STATUS_INDEX} AND last_error IS NOT NULL AND last_attempt_at IS NOT NULL
       ORDER BY id DESC LIMIT $3) c
     ORDER BY at DESC LIMIT 1`,
-  /** claimTurn's count: the organization's unexpired leases held by other instances. */
+  /** claimTurns' counts: each organization's unexpired leases held by other instances. */
   leasedElsewhere: `
-    SELECT count(*) AS n FROM deliveries
-    WHERE org_id = $1 AND status = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > $2 AND leased_by IS DISTINCT FROM $3`,
+    SELECT org_id, count(*) AS n FROM deliveries
+    WHERE org_id = ANY($1::text[]) AND status = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > $2 AND leased_by IS DISTINCT FROM $3
+    GROUP BY org_id`,
 } as const;
 
 interface Row {
@@ -136,6 +137,30 @@ const nullableText = (text: string | null): string | null => (text === null ? nu
 
 /** The deliveries repository of one transaction, for `instance` (its instance.name: the lease holder it writes and checks). */
 export function createPgDeliveriesRepo(db: PgConnection, instance: string): DeliveriesRepo {
+  /** One statement for all; the rows not updated are those another instance took over (see the fencing note above). */
+  async function settleMany(items: ReadonlyArray<{ readonly id: number; readonly settlement: Settlement }>): Promise<number[]> {
+    if (items.length === 0) return [];
+    const { rows } = await db.query<{ id: number }>(
+      `UPDATE deliveries d SET status = u.status, attempts = u.attempts, next_attempt_at = u.next, lease_expires_at = NULL,
+         last_attempt_at = u.at, last_status_code = u.code, last_error = u.error, updated_at = u.at
+       FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::int[], $7::text[]) AS u (id, status, attempts, next, at, code, error)
+       WHERE d.id = u.id AND d.leased_by = $8
+       RETURNING d.id`,
+      [
+        items.map((i) => i.id),
+        items.map((i) => i.settlement.status),
+        items.map((i) => i.settlement.attempts),
+        items.map((i) => i.settlement.nextAttemptAt),
+        items.map((i) => i.settlement.at),
+        items.map((i) => i.settlement.statusCode),
+        items.map((i) => nullableText(i.settlement.error)),
+        instance,
+      ],
+    );
+    const applied = new Set(rows.map((r) => r.id));
+    return items.filter((i) => !applied.has(i.id)).map((i) => i.id);
+  }
+
   return {
     async insert(eventSeq: number, orgId: string, orderingKey: number, now: number): Promise<number> {
       const { rows } = await db.query<{ id: number }>(
@@ -157,16 +182,23 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       );
     },
     /**
-     * Two statements: the lock, then the count, which must be a statement of its own (under
-     * READ COMMITTED a statement reads the snapshot taken when it starts; the count must see
-     * the claim committed by the transaction that held the lock just before).
+     * Two statements for all the organizations: the locks (in organization id order, so that
+     * two instances' claims meet in one order), then the counts, which must be a statement of
+     * their own (under READ COMMITTED a statement reads the snapshot taken when it starts; the
+     * counts must see the claims committed by the transactions that held the locks just before).
      */
-    async claimTurn(orgId: string, now: number): Promise<ClaimTurn | null> {
-      const locked = await db.query<{ status: string }>('SELECT status FROM webhooks WHERE org_id = $1 FOR UPDATE SKIP LOCKED', [orgId]);
-      const row = locked.rows[0];
-      if (row === undefined) return null;
-      const { rows } = await db.query<{ n: number }>(PG_QUEUE_GAUGE_SQL.leasedElsewhere, [orgId, now, instance]);
-      return { leasedElsewhere: rows[0]?.n ?? 0, failing: row.status === 'failing' };
+    async claimTurns(orgIds: readonly string[], now: number): Promise<Map<string, ClaimTurn>> {
+      const turns = new Map<string, ClaimTurn>();
+      if (orgIds.length === 0) return turns;
+      const locked = await db.query<{ org_id: string; status: string }>(
+        'SELECT org_id, status FROM webhooks WHERE org_id = ANY($1::text[]) ORDER BY org_id FOR UPDATE SKIP LOCKED',
+        [orgIds],
+      );
+      if (locked.rows.length === 0) return turns;
+      const { rows } = await db.query<{ org_id: string; n: number }>(PG_QUEUE_GAUGE_SQL.leasedElsewhere, [locked.rows.map((r) => r.org_id), now, instance]);
+      const counts = new Map(rows.map((r) => [r.org_id, r.n]));
+      for (const r of locked.rows) turns.set(r.org_id, { leasedElsewhere: counts.get(r.org_id) ?? 0, failing: r.status === 'failing', shared: true });
+      return turns;
     },
     async dueRows(orgId: string, now: number, limit: number): Promise<DueRow[]> {
       const { rows } = await db.query<DueRow>(DUE, [orgId, now, Math.max(1, Math.trunc(limit))]);
@@ -218,14 +250,9 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
     },
     /** Only while this instance holds the lease (leased_by): see the fencing note above. */
     async settle(id: number, s: Settlement): Promise<boolean> {
-      const { rowCount } = await db.query(
-        `UPDATE deliveries SET status = $2, attempts = $3, next_attempt_at = $4, lease_expires_at = NULL,
-           last_attempt_at = $5, last_status_code = $6, last_error = $7, updated_at = $5
-         WHERE id = $1 AND leased_by = $8`,
-        [id, s.status, s.attempts, s.nextAttemptAt, s.at, s.statusCode, nullableText(s.error), instance],
-      );
-      return rowCount === 1;
+      return (await settleMany([{ id, settlement: s }])).length === 0;
     },
+    settleMany,
     async release(ids: readonly number[], now: number): Promise<void> {
       if (ids.length === 0) return;
       await db.query('UPDATE deliveries SET lease_expires_at = NULL, updated_at = $2 WHERE id = ANY($1::bigint[]) AND leased_by = $3', [ids, now, instance]);
