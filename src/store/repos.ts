@@ -356,9 +356,9 @@ export interface DeliveriesRepo {
   /**
    * Up to `limit` deliveries of the organization that may be attempted now (not leased, not
    * held back by an earlier change of their request, webhook not disabled), oldest due first,
-   * without their request body (see sendable). In a write transaction on a backend shared by
-   * several instances, the rows read are locked for this transaction and rows another one has
-   * locked are skipped.
+   * without their request body (see sendable). It locks nothing: on a backend shared by several
+   * instances, call it within the organization's claim turn (claimTurns), which keeps other
+   * claims for the organization out until this transaction ends.
    */
   dueRows(orgId: string, now: number, limit: number): Promise<DueRow[]>;
   /** When the organization's next retry falls due (epoch ms), if it has one after `now`. */

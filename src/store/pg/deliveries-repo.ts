@@ -13,6 +13,7 @@ import {
   type Settlement,
 } from '../repos.ts';
 import type { PgConnection } from './connection.ts';
+import { createPgFeedRepo } from './feed-repo.ts';
 import { withoutNul } from './text.ts';
 
 /**
@@ -137,6 +138,7 @@ const nullableText = (text: string | null): string | null => (text === null ? nu
 
 /** The deliveries repository of one transaction, for `instance` (its instance.name: the lease holder it writes and checks). */
 export function createPgDeliveriesRepo(db: PgConnection, instance: string): DeliveriesRepo {
+  const feed = createPgFeedRepo(db, instance);
   /** One statement for all; the rows not updated are those another instance took over (see the fencing note above). */
   async function settleMany(items: ReadonlyArray<{ readonly id: number; readonly settlement: Settlement }>): Promise<number[]> {
     if (items.length === 0) return [];
@@ -194,10 +196,20 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
         'SELECT org_id, status FROM webhooks WHERE org_id = ANY($1::text[]) ORDER BY org_id FOR UPDATE SKIP LOCKED',
         [orgIds],
       );
-      if (locked.rows.length === 0) return turns;
-      const { rows } = await db.query<{ org_id: string; n: number }>(PG_QUEUE_GAUGE_SQL.leasedElsewhere, [locked.rows.map((r) => r.org_id), now, instance]);
-      const counts = new Map(rows.map((r) => [r.org_id, r.n]));
-      for (const r of locked.rows) turns.set(r.org_id, { leasedElsewhere: counts.get(r.org_id) ?? 0, failing: r.status === 'failing', shared: true });
+      if (locked.rows.length > 0) {
+        const { rows } = await db.query<{ org_id: string; n: number }>(PG_QUEUE_GAUGE_SQL.leasedElsewhere, [locked.rows.map((r) => r.org_id), now, instance]);
+        const counts = new Map(rows.map((r) => [r.org_id, r.n]));
+        for (const r of locked.rows) turns.set(r.org_id, { leasedElsewhere: counts.get(r.org_id) ?? 0, failing: r.status === 'failing', shared: true });
+      }
+      // An organization left out is either held by another transaction or has no webhook at
+      // all: the latter has nothing to claim, and gets its turn (its due rows are none), so that
+      // it is reported drained rather than contended again and again.
+      const missing = orgIds.filter((id) => !turns.has(id));
+      if (missing.length > 0) {
+        const { rows } = await db.query<{ org_id: string }>('SELECT org_id FROM webhooks WHERE org_id = ANY($1::text[])', [missing]);
+        const exists = new Set(rows.map((r) => r.org_id));
+        for (const id of missing) if (!exists.has(id)) turns.set(id, { leasedElsewhere: 0, failing: false, shared: true });
+      }
       return turns;
     },
     async dueRows(orgId: string, now: number, limit: number): Promise<DueRow[]> {
@@ -369,17 +381,14 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
     },
     /**
      * The event's source is this instance's 'api' row (see migrations.ts: each instance makes
-     * its own on first use), made by the same statement when missing.
+     * its own on first use, as the feed repository makes its sources: FeedRepo.sourceId).
      */
     async insertTestEvent(id: string, orgId: string, payload: string, now: number): Promise<number> {
+      const source = await feed.sourceId('api');
       const { rows } = await db.query<{ seq: number }>(
-        `WITH made AS (
-           INSERT INTO feed_sources (instance, name) VALUES ($5, 'api') ON CONFLICT (instance, name) DO NOTHING RETURNING id
-         )
-         INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
-         VALUES ($1, $2, '', $4, $3, coalesce((SELECT id FROM made), (SELECT id FROM feed_sources WHERE instance = $5 AND name = 'api')), $4)
-         RETURNING seq`,
-        [id, orgId, payload, now, instance],
+        `INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
+         VALUES ($1, $2, '', $4, $3, $5, $4) RETURNING seq`,
+        [id, orgId, payload, now, source],
       );
       return rows[0]!.seq;
     },
