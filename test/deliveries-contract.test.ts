@@ -11,9 +11,6 @@
  * are given explicitly (repository calls) or by a clock the test moves (the delivery service).
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, describe, test, type TestContext } from 'node:test';
 import { EVENT_TYPE, statusChangeBody, type StorableEvent } from '../src/domain/feed-event.ts';
 import { orderingKey } from '../src/domain/ordering.ts';
@@ -23,8 +20,8 @@ import { createDeliveryService, type ClaimedDelivery, type ClaimWanted, type Fin
 import { openPgStore, type PgStore } from '../src/store/pg/store.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
 import { DeliveryStatus, sendable, type AttemptToStore, type DeliveryRow, type Settlement, type Store, type Tx } from '../src/store/repos.ts';
-import { openStore } from '../src/store/store.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
+import { CONTRACT_INSTANCE, STORE_BACKENDS } from './store-backends.ts';
 
 after(stopPgServer);
 
@@ -38,64 +35,17 @@ const testClock = (at: number): TestClock => {
   return clock;
 };
 
-/** A fresh store of one backend, and that backend's own SQL for what the boundary cannot show. */
-interface Opened {
-  readonly store: Store;
-  readonly clock: TestClock;
-  /** Runs statements outside any transaction of the store. */
-  exec(sql: string): Promise<void>;
-  /** The first column of each row of a query. */
-  column(sql: string): Promise<unknown[]>;
-}
-
-interface Backend {
-  readonly name: 'sqlite' | 'postgres';
-  /** A store over a fresh, empty database, closed when the test ends. */
-  open(t: TestContext): Promise<Opened>;
-}
-
-const INSTANCE = 'contract-test';
+const INSTANCE = CONTRACT_INSTANCE;
 const T0 = 1_700_000_000_000;
 
-const backends: readonly Backend[] = [
-  {
-    name: 'sqlite',
-    async open(t) {
-      const dir = mkdtempSync(join(tmpdir(), 'hookrelay-deliveries-contract-'));
-      const clock = testClock(T0);
-      const store = openStore(join(dir, 'hookrelay.db'), clock);
-      t.after(async () => {
-        await store.close();
-        rmSync(dir, { recursive: true, force: true });
-      });
-      return {
-        store,
-        clock,
-        exec: async (sql) => void store.db.exec(sql),
-        column: async (sql) => store.db.prepare(sql).pluck().all(),
-      };
-    },
+/** The contract's backends, each on a clock of its own the test moves. */
+const backends = STORE_BACKENDS.map((b) => ({
+  name: b.name,
+  async open(t: TestContext) {
+    const clock = testClock(T0);
+    return { ...(await b.open(t, clock)), clock };
   },
-  {
-    name: 'postgres',
-    async open(t) {
-      const url = await (await pgServer()).createDatabase();
-      const clock = testClock(T0);
-      const store = await openPgStore(url, clock, { instance: INSTANCE, poolSize: 4 });
-      const pool = createPgPool(url, { max: 1 });
-      t.after(async () => {
-        await pool.end();
-        await store.close();
-      });
-      return {
-        store,
-        clock,
-        exec: async (sql) => void (await pool.query(sql)),
-        column: async (sql) => (await pool.query<Record<string, unknown>>(sql)).rows.map((r) => Object.values(r)[0]),
-      };
-    },
-  },
-];
+}));
 
 const silentLog = createLogger('silent');
 const serviceOptions = { failingAfterFailures: 5, disableAfterMs: 86_400_000, secretRotationGraceMs: 1000 };

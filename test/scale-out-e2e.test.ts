@@ -268,3 +268,74 @@ test('the CLI moves a SQLite install to PostgreSQL (db copy), then works against
   assert.notEqual(backup.code, 0);
   assert.match(backup.stderr, /pg_dump/);
 });
+
+test('the admin API answers the same on every instance: a webhook registered on one is read, rotated and replayed through another', { timeout: 120_000 }, async (t: TestContext) => {
+  assertBuilt();
+  const url = await (await pgServer()).createDatabase();
+  const tls = createTestTls(t);
+  const receiver = await startReceiver(t, tls);
+  // The same JWT key on every instance (docs/scale-out.md): a token is accepted by any of them.
+  const secret = 'scale-out-e2e-shared-hs256-secret-0123456789';
+  const setups = ['api-a', 'api-b'].map((name) => {
+    const dir = scratchDir(t, `hookrelay-scale-${name}-`);
+    const stateDir = join(dir, 'state');
+    mkdirSync(stateDir);
+    const configFile = join(dir, 'hookrelay.json');
+    writeFileSync(
+      configFile,
+      JSON.stringify({
+        database: { url, poolSize: 2 },
+        instance: { name },
+        auth: { secret },
+        delivery: { allowNetworks: ['127.0.0.1/32'], caFile: tls.caFile, pollInterval: '30s' },
+        feed: { pollIntervalMs: 20 },
+        log: { level: 'info' },
+      }),
+    );
+    return { stateDir, configFile, feed: join(stateDir, 'feed.jsonl') };
+  });
+  const cli = async (args: string[]) => {
+    const r = await runCli(t, [...args, '--config', setups[0]!.configFile, '--state-dir', setups[0]!.stateDir]);
+    assert.equal(r.code, 0, r.stderr);
+    return r.stdout;
+  };
+  await cli(['orgs', 'add', 'acme']);
+  await cli(['users', 'add', '--org', 'acme', '--email', 'admin@acme.test', '--role', 'saas_admin']);
+  const { token } = JSON.parse(await cli(['token', 'issue', '--org', 'acme', '--email', 'admin@acme.test', '--json'])) as { token: string };
+  const [a, b] = [await spawnServe(t, setups[0]!.stateDir, ['--config', setups[0]!.configFile]), await spawnServe(t, setups[1]!.stateDir, ['--config', setups[1]!.configFile])];
+  const api = async (daemon: Daemon, method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${daemon.baseUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, version: 'v1.2', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, any> };
+  };
+
+  const registered = await api(a!, 'POST', '/webhook/register_webhook', { webhook_url: receiver.url, active_hmac: true });
+  assert.ok(registered.status === 200 || registered.status === 201, JSON.stringify(registered.body));
+  const seen = await api(b!, 'GET', '/webhook/get_webhook');
+  assert.equal(seen.status, 200);
+  assert.equal(seen.body.webhook_url, receiver.url);
+
+  // A change read from a's feed is delivered (b is told through NOTIFY, a claims it itself).
+  appendFeed(setups[0]!.feed, [feedLine('acme', 'evt_api_1')]);
+  await waitFor('the event to arrive', () => receiver.requests.length >= 1, 30_000);
+  const listed = await api(b!, 'GET', '/webhook/deliveries');
+  assert.equal(listed.status, 200);
+  const delivery = listed.body.data as Array<{ id: number; event_id: string }>;
+  assert.ok(Array.isArray(delivery) && delivery.length === 1, JSON.stringify(listed.body));
+
+  // Rotated on b: a signs with the new secret (and reads it back), the previous one still valid for a while.
+  const rotated = await api(b!, 'POST', '/webhook/rotate_secret');
+  assert.equal(rotated.status, 200, JSON.stringify(rotated.body));
+  const read = await api(a!, 'GET', '/webhook/get_secret');
+  assert.equal(read.body.secret, rotated.body.secret);
+
+  // Replayed through b: the receiver gets the event again, signed with both secrets.
+  const replayed = await api(b!, 'POST', `/webhook/deliveries/${delivery[0]!.id}/replay`);
+  assert.ok(replayed.status === 200 || replayed.status === 202, JSON.stringify(replayed.body));
+  await waitFor('the replay to arrive', () => receiver.requests.length >= 2, 30_000);
+  const signatures = String(receiver.requests[1]!.headers['webhook-signature'] ?? '').split(' ');
+  assert.equal(signatures.length, 2, 'signed with the new secret and the previous one during the grace period');
+});

@@ -12,8 +12,6 @@
  * identity columns never hand a number out twice, even after a rollback or a conflict).
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test, type TestContext } from 'node:test';
 import pg from 'pg';
@@ -26,75 +24,16 @@ import { PG_SCHEMA_VERSION } from '../src/store/pg/migrations.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
 import { openPgStore, type PgStore } from '../src/store/pg/store.ts';
 import type { EventToStore, FeedPosition, FeedReject, Newest, Store, Tx } from '../src/store/repos.ts';
-import { openStore } from '../src/store/store.ts';
 import { createOrgService } from '../src/services/orgs.ts';
 import { createRoleService } from '../src/services/roles.ts';
 import { createUserService } from '../src/services/users.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
+import { CONTRACT_INSTANCE, STORE_BACKENDS } from './store-backends.ts';
 
 after(stopPgServer);
 
-/** A fresh store of one backend, and that backend's own SQL for what the boundary cannot seed or show. */
-interface Opened {
-  readonly store: Store;
-  /** Runs statements (several, separated by semicolons) outside any transaction of the store. */
-  exec(sql: string): Promise<void>;
-  /** The first column of each row of a query. */
-  column(sql: string): Promise<unknown[]>;
-  /** The SQL literal of a byte string given in hex. */
-  bytes(hex: string): string;
-  /** SQL that creates feed source 1, which events name. */
-  readonly feedSource: string;
-}
-
-interface Backend {
-  readonly name: 'sqlite' | 'postgres';
-  /** A store over a fresh, empty database, closed when the test ends. */
-  open(t: TestContext): Promise<Opened>;
-}
-
-const INSTANCE = 'contract-test';
-
-const backends: readonly Backend[] = [
-  {
-    name: 'sqlite',
-    async open(t) {
-      const dir = mkdtempSync(join(tmpdir(), 'hookrelay-contract-'));
-      const store = openStore(join(dir, 'hookrelay.db'), systemClock);
-      t.after(async () => {
-        await store.close();
-        rmSync(dir, { recursive: true, force: true });
-      });
-      return {
-        store,
-        exec: async (sql) => void store.db.exec(sql),
-        column: async (sql) => store.db.prepare(sql).pluck().all(),
-        bytes: (hex) => `X'${hex}'`,
-        // Schema 5 created the source 'api' as number 1.
-        feedSource: 'SELECT 1',
-      };
-    },
-  },
-  {
-    name: 'postgres',
-    async open(t) {
-      const url = await (await pgServer()).createDatabase();
-      const store = await openPgStore(url, systemClock, { instance: INSTANCE, poolSize: 4 });
-      const pool = createPgPool(url, { max: 1 });
-      t.after(async () => {
-        await pool.end();
-        await store.close();
-      });
-      return {
-        store,
-        exec: async (sql) => void (await pool.query(sql)),
-        column: async (sql) => (await pool.query<Record<string, unknown>>(sql)).rows.map((r) => Object.values(r)[0]),
-        bytes: (hex) => `'\\x${hex}'::bytea`,
-        feedSource: `INSERT INTO feed_sources (id, instance, name) VALUES (1, '${INSTANCE}', 'api')`,
-      };
-    },
-  },
-];
+const INSTANCE = CONTRACT_INSTANCE;
+const backends = STORE_BACKENDS;
 
 /** An error that a transaction's function throws, to see it come back unchanged. */
 class Abandoned extends Error {}

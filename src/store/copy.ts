@@ -38,6 +38,7 @@ import { systemClock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import type { Db } from './db.ts';
+import { inPgTransaction } from './pg/connection.ts';
 import { migratePostgres } from './pg/migrations.ts';
 import { createPgPool, loggableDatabaseUrl } from './pg/pool.ts';
 import { withoutNul } from './pg/text.ts';
@@ -322,7 +323,7 @@ export async function copySqliteToPostgres(o: CopyOptions): Promise<CopyResult> 
       const leasesCleared = db.prepare("SELECT count(*) FROM deliveries WHERE lease_expires_at IS NOT NULL").pluck().get() as number;
       const builtins = db.prepare('SELECT name FROM roles WHERE builtin = 1 ORDER BY name').pluck().all() as string[];
 
-      const copied = await inPgTransaction(pool, async (client) => {
+      const copied = await inPgTransaction(pool, 'BEGIN ISOLATION LEVEL READ COMMITTED', async (client) => {
         await client.query('SET LOCAL statement_timeout = 0');
         await client.query(`LOCK TABLE ${TABLES.map((t) => quoted(t.table)).join(', ')} IN EXCLUSIVE MODE`);
         await assertEmpty(client, shown);
@@ -541,30 +542,3 @@ async function moveIdentity(client: PoolClient, table: string, column: string): 
   return rows[0]?.next ?? null;
 }
 
-/**
- * Runs `fn` in one transaction on a connection of its own (READ COMMITTED, as the store's
- * writes), committed when it resolves, rolled back when anything fails. A connection that
- * failed while checked out, or could not roll back, is closed rather than given back.
- */
-async function inPgTransaction<T>(pool: Pool, fn: (client: PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  const onError = (err: Error): void => {
-    broken ??= err;
-  };
-  client.on('error', onError);
-  try {
-    await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
-    const value = await fn(client);
-    await client.query('COMMIT');
-    return value;
-  } catch (err) {
-    await client.query('ROLLBACK').catch((rollbackErr: unknown) => {
-      broken ??= rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr));
-    });
-    throw err;
-  } finally {
-    client.removeListener('error', onError);
-    client.release(broken);
-  }
-}

@@ -2,6 +2,7 @@ import { EVENT_TYPE } from '../domain/feed-event.ts';
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './db.ts';
 import { DeliveryStatus, RECENT_FAILURE_WINDOW, sendable, type AttemptRow, type AttemptToStore, type ClaimTurn, type DeliveriesRepo, type DeliveryRow, type DeliveryToQueue, type DueRow, type ListFilter, type Settlement } from './repos.ts';
+import { ATTEMPT_COLUMNS, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from './rows.ts';
 import type { Sync } from './sync-repo.ts';
 
 const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
@@ -9,21 +10,6 @@ const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_i
 const EVENT_TYPE_SQL = `CASE WHEN substr(e.payload, 1, 1) = '{' THEN e.payload ->> '$.type' ELSE '${EVENT_TYPE}' END`;
 const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL} AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
   d.last_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at`;
-interface Row {
-  id: number;
-  org_id: string;
-  event_id: string;
-  event_type: string;
-  anticipation_request_id: string;
-  status: DeliveryStatus;
-  attempts: number;
-  next_attempt_at: number;
-  last_attempt_at: number | null;
-  last_status_code: number | null;
-  last_error: string | null;
-  created_at: number;
-  updated_at: number;
-}
 /**
  * What holds `d` back: another pending delivery of the same request (ordering key, within the
  * organization) that is being attempted (leased), whenever it was queued, or that was queued
@@ -76,21 +62,6 @@ export const QUEUE_GAUGE_SQL = {
       ORDER BY id DESC LIMIT @limit)
     ORDER BY at DESC LIMIT 1`,
 } as const;
-const toRow = (r: Row): DeliveryRow => ({
-  id: r.id,
-  orgId: r.org_id,
-  eventId: r.event_id,
-  eventType: r.event_type,
-  anticipationRequestId: r.anticipation_request_id,
-  status: r.status,
-  attempts: r.attempts,
-  nextAttemptAt: r.next_attempt_at,
-  lastAttemptAt: r.last_attempt_at,
-  lastStatusCode: r.last_status_code,
-  lastError: r.last_error,
-  createdAt: r.created_at,
-  updatedAt: r.updated_at,
-});
 
 /** The SQLite deliveries repository (synchronous: see sync-repo.ts). */
 export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
@@ -158,16 +129,14 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
       last_attempt_at = @at, last_status_code = @code, last_error = @error, updated_at = @at
     WHERE id = @id`);
   const release = db.prepare<[number, number]>('UPDATE deliveries SET lease_expires_at = NULL, updated_at = ? WHERE id = ?');
-  const byId = db.prepare<[string, number], Row>(`SELECT ${ROW_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.org_id = ? AND d.id = ?`);
-  const attemptsOf = db.prepare<[number], { id: number; attempt: number; started_at: number; duration_ms: number; url: string; status_code: number | null; error_class: string | null; error_detail: string | null; response_body: string | null; outcome: string }>(
-    'SELECT id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome FROM delivery_attempts WHERE delivery_id = ? ORDER BY id',
-  );
+  const byId = db.prepare<[string, number], DeliveryLogRow>(`SELECT ${ROW_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.org_id = ? AND d.id = ?`);
+  const attemptsOf = db.prepare<[number], AttemptLogRow>(`SELECT ${ATTEMPT_COLUMNS} FROM delivery_attempts WHERE delivery_id = ? ORDER BY id`);
   // `attempted` tells the two public states of a pending row apart: 0 = pending (never
   // attempted), 1 = failed (attempted, a retry is scheduled), null = either.
   // Fresh deliveries (deliveries_org_fresh) and all others (deliveries_org_status) are indexed
   // apart: each part is read newest first up to the limit, then the two are merged. @fresh = 0
   // leaves out the fresh part when the filter cannot match a fresh delivery.
-  const list = db.prepare<{ org: string; fresh: number; status: string | null; attempted: number | null; since: number | null; until: number | null; before: number | null; limit: number }, Row>(`
+  const list = db.prepare<{ org: string; fresh: number; status: string | null; attempted: number | null; since: number | null; until: number | null; before: number | null; limit: number }, DeliveryLogRow>(`
     SELECT ${ROW_COLUMNS}
     FROM (
       SELECT id FROM (SELECT d.id FROM deliveries d
@@ -253,21 +222,10 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     },
     get(orgId: string, id: number): DeliveryRow | null {
       const row = byId.get(orgId, id);
-      return row ? toRow(row) : null;
+      return row ? toDeliveryRow(row) : null;
     },
     attempts(deliveryId: number): AttemptRow[] {
-      return attemptsOf.all(deliveryId).map((r) => ({
-        id: r.id,
-        attempt: r.attempt,
-        startedAt: r.started_at,
-        durationMs: r.duration_ms,
-        url: r.url,
-        statusCode: r.status_code,
-        errorClass: r.error_class,
-        errorDetail: r.error_detail,
-        responseBody: r.response_body,
-        outcome: r.outcome,
-      }));
+      return attemptsOf.all(deliveryId).map(toAttempt);
     },
     /** Newest first. `status` is the public status (see publicStatus): `pending` is never attempted, `failed` attempted and waiting for a retry. */
     list(orgId: string, f: ListFilter): DeliveryRow[] {
@@ -283,7 +241,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
           before: f.beforeId ?? null,
           limit: f.limit,
         })
-        .map(toRow);
+        .map(toDeliveryRow);
     },
     eventOf(deliveryId: number): { eventSeq: number; orderingKey: number } | null {
       const r = eventSeqOfDelivery.get(deliveryId);

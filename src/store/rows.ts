@@ -5,7 +5,7 @@
 import { isPermission, type Permission } from '../domain/permissions.ts';
 import type { RejectReason } from '../domain/feed-event.ts';
 import type { Role, User, Webhook, WebhookStatus } from '../domain/types.ts';
-import type { FeedPosition, FeedReject, WebhookHealth } from './repos.ts';
+import type { AttemptRow, DeliveryRow, DeliveryStatus, FeedPosition, FeedReject, WebhookHealth } from './repos.ts';
 
 /** A 0/1 flag (SQLite) or a boolean (PostgreSQL). */
 type Flag = number | boolean;
@@ -112,4 +112,63 @@ export const toReject = (r: RejectRow): FeedReject => ({
   detail: r.detail,
   eventId: r.event_id,
   receivedAt: r.received_at,
+});
+
+/** A delivery with its event's columns, as the delivery log reads it. */
+export interface DeliveryLogRow {
+  id: number;
+  org_id: string;
+  event_id: string;
+  event_type: string;
+  anticipation_request_id: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: number;
+  last_attempt_at: number | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+export const toDeliveryRow = (r: DeliveryLogRow): DeliveryRow => ({
+  id: r.id,
+  orgId: r.org_id,
+  eventId: r.event_id,
+  eventType: r.event_type,
+  anticipationRequestId: r.anticipation_request_id,
+  status: r.status,
+  attempts: r.attempts,
+  nextAttemptAt: r.next_attempt_at,
+  lastAttemptAt: r.last_attempt_at,
+  lastStatusCode: r.last_status_code,
+  lastError: r.last_error,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+
+/** A row of delivery_attempts. */
+export interface AttemptLogRow {
+  id: number;
+  attempt: number;
+  started_at: number;
+  duration_ms: number;
+  url: string;
+  status_code: number | null;
+  error_class: string | null;
+  error_detail: string | null;
+  response_body: string | null;
+  outcome: string;
+}
+export const ATTEMPT_COLUMNS = 'id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome';
+export const toAttempt = (r: AttemptLogRow): AttemptRow => ({
+  id: r.id,
+  attempt: r.attempt,
+  startedAt: r.started_at,
+  durationMs: r.duration_ms,
+  url: r.url,
+  statusCode: r.status_code,
+  errorClass: r.error_class,
+  errorDetail: r.error_detail,
+  responseBody: r.response_body,
+  outcome: r.outcome,
 });

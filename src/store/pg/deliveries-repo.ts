@@ -12,6 +12,7 @@ import {
   type ListFilter,
   type Settlement,
 } from '../repos.ts';
+import { ATTEMPT_COLUMNS, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
 import { createPgFeedRepo } from './feed-repo.ts';
 import { withoutNul } from './text.ts';
@@ -52,8 +53,8 @@ const EVENT_TYPE_SQL = `CASE WHEN left(e.payload, 1) = '{' THEN e.payload::jsonb
 const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL} AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
   d.last_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at`;
 
-/** The due rows of an organization ($1) at $2, at most $3: ../deliveries-repo.ts's dueSql, in PostgreSQL's words. */
-const DUE = `
+/** The due rows of an organization ($1) at $2, at most $3: ../deliveries-repo.ts's dueSql, in PostgreSQL's words (exported for the EXPLAIN checks). */
+export const PG_DUE_SQL = `
   SELECT d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload,
     w.url, w.active_hmac::int AS active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at
   FROM (
@@ -104,36 +105,6 @@ export const PG_QUEUE_GAUGE_SQL = {
     GROUP BY org_id`,
 } as const;
 
-interface Row {
-  id: number;
-  org_id: string;
-  event_id: string;
-  event_type: string;
-  anticipation_request_id: string;
-  status: DeliveryStatus;
-  attempts: number;
-  next_attempt_at: number;
-  last_attempt_at: number | null;
-  last_status_code: number | null;
-  last_error: string | null;
-  created_at: number;
-  updated_at: number;
-}
-const toRow = (r: Row): DeliveryRow => ({
-  id: r.id,
-  orgId: r.org_id,
-  eventId: r.event_id,
-  eventType: r.event_type,
-  anticipationRequestId: r.anticipation_request_id,
-  status: r.status,
-  attempts: r.attempts,
-  nextAttemptAt: r.next_attempt_at,
-  lastAttemptAt: r.last_attempt_at,
-  lastStatusCode: r.last_status_code,
-  lastError: r.last_error,
-  createdAt: r.created_at,
-  updatedAt: r.updated_at,
-});
 const nullableText = (text: string | null): string | null => (text === null ? null : withoutNul(text));
 
 /** The deliveries repository of one transaction, for `instance` (its instance.name: the lease holder it writes and checks). */
@@ -213,7 +184,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       return turns;
     },
     async dueRows(orgId: string, now: number, limit: number): Promise<DueRow[]> {
-      const { rows } = await db.query<DueRow>(DUE, [orgId, now, Math.max(1, Math.trunc(limit))]);
+      const { rows } = await db.query<DueRow>(PG_DUE_SQL, [orgId, now, Math.max(1, Math.trunc(limit))]);
       return rows;
     },
     async nextRetryAt(orgId: string, now: number): Promise<number | null> {
@@ -270,41 +241,17 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       await db.query('UPDATE deliveries SET lease_expires_at = NULL, updated_at = $2 WHERE id = ANY($1::bigint[]) AND leased_by = $3', [ids, now, instance]);
     },
     async get(orgId: string, id: number): Promise<DeliveryRow | null> {
-      const { rows } = await db.query<Row>(`SELECT ${ROW_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.org_id = $1 AND d.id = $2`, [orgId, id]);
-      return rows[0] === undefined ? null : toRow(rows[0]);
+      const { rows } = await db.query<DeliveryLogRow>(`SELECT ${ROW_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.org_id = $1 AND d.id = $2`, [orgId, id]);
+      return rows[0] === undefined ? null : toDeliveryRow(rows[0]);
     },
     async attempts(deliveryId: number): Promise<AttemptRow[]> {
-      const { rows } = await db.query<{
-        id: number;
-        attempt: number;
-        started_at: number;
-        duration_ms: number;
-        url: string;
-        status_code: number | null;
-        error_class: string | null;
-        error_detail: string | null;
-        response_body: string | null;
-        outcome: string;
-      }>('SELECT id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome FROM delivery_attempts WHERE delivery_id = $1 ORDER BY id', [
-        deliveryId,
-      ]);
-      return rows.map((r) => ({
-        id: r.id,
-        attempt: r.attempt,
-        startedAt: r.started_at,
-        durationMs: r.duration_ms,
-        url: r.url,
-        statusCode: r.status_code,
-        errorClass: r.error_class,
-        errorDetail: r.error_detail,
-        responseBody: r.response_body,
-        outcome: r.outcome,
-      }));
+      const { rows } = await db.query<AttemptLogRow>(`SELECT ${ATTEMPT_COLUMNS} FROM delivery_attempts WHERE delivery_id = $1 ORDER BY id`, [deliveryId]);
+      return rows.map(toAttempt);
     },
     /** As on SQLite: fresh deliveries and the others read apart, each newest first up to the limit, then merged. */
     async list(orgId: string, f: ListFilter): Promise<DeliveryRow[]> {
       const pendingRow = f.status === 'failed' || f.status === 'pending';
-      const { rows } = await db.query<Row>(
+      const { rows } = await db.query<DeliveryLogRow>(
         `SELECT ${ROW_COLUMNS}
          FROM (
            (SELECT d.id FROM deliveries d
@@ -332,7 +279,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
           f.limit,
         ],
       );
-      return rows.map(toRow);
+      return rows.map(toDeliveryRow);
     },
     async eventOf(deliveryId: number): Promise<{ eventSeq: number; orderingKey: number } | null> {
       const { rows } = await db.query<{ event_seq: number; ordering_key: number }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = $1', [deliveryId]);

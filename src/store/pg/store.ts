@@ -5,6 +5,7 @@
  * connections as the pool holds, and the others wait for a free one.
  */
 import type { PoolClient } from 'pg';
+import { inPgTransaction } from './connection.ts';
 import type { Clock } from '../../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
 import type { Logger } from '../../log.ts';
@@ -66,7 +67,6 @@ function txOver(client: PoolClient, instance: string): Tx {
   };
 }
 
-const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));
 
 /**
  * Opens a pool on the database at `url` (pool.ts reads it: TLS, timeouts; no PG* variable),
@@ -89,40 +89,8 @@ export async function openPgStore(url: string, clock: Clock, options: OpenPgStor
     throw err;
   }
 
-  /**
-   * Runs `fn` between `begin` and COMMIT on a connection of its own. Whatever fails (BEGIN,
-   * `fn`, a statement, COMMIT), the transaction is rolled back and the error passed on. A
-   * connection that failed while checked out (the server restarted, the network dropped, an
-   * administrator ended the session) or that cannot even roll back is closed rather than
-   * given back to the pool.
-   */
-  const run = async <T>(begin: string, fn: (tx: Tx) => Promise<T>): Promise<T> => {
-    const client = await pool.connect();
-    let broken: Error | undefined;
-    // pg emits a checked-out connection's failure as an 'error' event on its client, which
-    // the pool only listens to while the client is idle: unheard, it would end the process.
-    // The statement under way fails with it too, so noting it is enough.
-    const onError = (err: Error): void => {
-      broken ??= err;
-    };
-    client.on('error', onError);
-    try {
-      await client.query(begin);
-      const value = await fn(txOver(client, options.instance));
-      await client.query('COMMIT');
-      return value;
-    } catch (err) {
-      // After a failed COMMIT the server has ended the transaction already: this ROLLBACK only
-      // draws a warning then. It fails when the connection is gone.
-      await client.query('ROLLBACK').catch((rollbackErr: unknown) => {
-        broken ??= asError(rollbackErr);
-      });
-      throw err;
-    } finally {
-      client.removeListener('error', onError);
-      client.release(broken);
-    }
-  };
+  /** `fn` in a transaction of its own, on a pooled connection (see inPgTransaction). */
+  const run = <T>(begin: string, fn: (tx: Tx) => Promise<T>): Promise<T> => inPgTransaction(pool, begin, (client) => fn(txOver(client, options.instance)));
 
   let closing: Promise<void> | null = null;
   const noCheckpoints: Checkpoints = { busy() {}, stop: () => Promise.resolve() };

@@ -1,0 +1,80 @@
+/**
+ * The PostgreSQL delivery queries use the indexes they were written for, as the SQLite ones are
+ * checked with EXPLAIN QUERY PLAN (store-delivery-queues.test.ts, status-service.test.ts): on
+ * a database with a realistic spread (most deliveries delivered, a few fresh, retried, leased or
+ * dead, over twenty organizations) and fresh statistics, EXPLAIN shows each query reading the
+ * deliveries through its partial index, never by a sequential scan of the table.
+ */
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { systemClock } from '../src/domain/clock.ts';
+import { PG_DUE_SQL, PG_QUEUE_GAUGE_SQL } from '../src/store/pg/deliveries-repo.ts';
+import { createPgPool } from '../src/store/pg/pool.ts';
+import { openPgStore } from '../src/store/pg/store.ts';
+import { pgServer, stopPgServer } from './pg-harness.ts';
+
+after(stopPgServer);
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  Plans?: PlanNode[];
+}
+
+/** Every node of a plan, depth first. */
+function nodes(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+}
+
+test('the PostgreSQL delivery queries read deliveries through their partial indexes', { timeout: 60_000 }, async (t) => {
+  const url = await (await pgServer()).createDatabase();
+  const store = await openPgStore(url, systemClock, { instance: 'plans', poolSize: 2 });
+  const pool = createPgPool(url, { max: 1 });
+  t.after(async () => {
+    await pool.end();
+    await store.close();
+  });
+  const now = 1_800_000_000_000;
+  await pool.query(`
+    INSERT INTO organizations (id, name, created_at) SELECT 'org_' || i, 'Org ' || i, 1 FROM generate_series(0, 19) i;
+    INSERT INTO webhooks (org_id, url, active_hmac, created_at, updated_at) SELECT 'org_' || i, 'https://hooks.example.com/' || i, true, 1, 1 FROM generate_series(0, 19) i;
+    INSERT INTO feed_sources (id, instance, name) VALUES (1, 'plans', 'feed.jsonl');
+    INSERT INTO events (seq, id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
+      SELECT i, 'evt_' || i, 'org_' || (i % 20), 'ar_' || (i % 997), 1, '"status":"approved","previous_status":null', 1, i FROM generate_series(1, 40000) i;
+    INSERT INTO deliveries (id, event_seq, org_id, ordering_key, status, attempts, next_attempt_at, lease_expires_at, leased_by, created_at, updated_at)
+      SELECT i, i, 'org_' || (i % 20), i % 997,
+        CASE WHEN k < 90 THEN 'delivered' WHEN k = 99 THEN 'dead' ELSE 'pending' END,
+        CASE WHEN k < 90 OR k >= 95 THEN 1 ELSE 0 END,
+        ${now} + (i % 7) * 1000,
+        CASE WHEN k = 98 THEN ${now} + 60000 END,
+        CASE WHEN k = 98 THEN 'other' END,
+        i, i
+      FROM (SELECT i, (i / 20) % 100 AS k FROM generate_series(1, 40000) i) s;
+    ANALYZE`);
+
+  const explain = async (sql: string, params: unknown[]): Promise<PlanNode[]> => {
+    const { rows } = await pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (FORMAT JSON) ${sql}`, params);
+    return nodes(rows[0]!['QUERY PLAN'][0]!.Plan);
+  };
+  const cases: Array<{ name: string; sql: string; params: unknown[]; indexes: string[] }> = [
+    { name: 'due rows', sql: PG_DUE_SQL, params: ['org_3', now, 18], indexes: ['deliveries_org_fresh', 'deliveries_org_due', 'deliveries_ordering'] },
+    { name: 'count fresh', sql: PG_QUEUE_GAUGE_SQL.countFreshChunk, params: ['org_3', 0, 5000], indexes: ['deliveries_org_fresh'] },
+    { name: 'count tried', sql: PG_QUEUE_GAUGE_SQL.countTriedChunk, params: ['org_3', 0, 5000], indexes: ['deliveries_org_status'] },
+    { name: 'oldest fresh', sql: PG_QUEUE_GAUGE_SQL.oldestFresh, params: ['org_3'], indexes: ['deliveries_org_fresh'] },
+    { name: 'earliest retry', sql: PG_QUEUE_GAUGE_SQL.earliestRetry, params: ['org_3', now], indexes: ['deliveries_org_due'] },
+    { name: 'recent failure', sql: PG_QUEUE_GAUGE_SQL.recentFailure, params: ['org_3', 'dead', 2000], indexes: ['deliveries_org_status'] },
+    { name: 'leases elsewhere', sql: PG_QUEUE_GAUGE_SQL.leasedElsewhere, params: [['org_3', 'org_4'], now, 'plans'], indexes: ['deliveries_org_leased'] },
+  ];
+  for (const c of cases) {
+    const plan = await explain(c.sql, c.params);
+    const used = new Set(plan.map((n) => n['Index Name']).filter((n): n is string => n !== undefined));
+    for (const index of c.indexes) assert.ok(used.has(index), `${c.name}: expected ${index}, plan uses ${[...used].join(', ') || 'no index'}`);
+    const scans = plan.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'deliveries');
+    assert.deepEqual(scans, [], `${c.name}: a sequential scan of deliveries`);
+  }
+  // Every organization has some of each state (per organization, 90 % delivered, 5 % fresh, 3 %
+  // retried, 1 % leased, 1 % dead): the plans above are for a queue with work in it.
+  const due = await store.read((tx) => tx.deliveries.dueRows('org_3', now + 10_000, 18));
+  assert.equal(due.length, 18);
+});
