@@ -41,6 +41,31 @@ async function waitForAsync(what: string, probe: () => Promise<number>, timeoutM
   }
 }
 
+/**
+ * An instance's state directory, feed and config file: `url`'s database under `name`, trusting
+ * the test CA and allowed to reach 127.0.0.1, plus `extra` (merged into the top level; its
+ * `delivery` into the delivery section).
+ */
+function instanceSetup(t: TestContext, name: string, url: string, caFile: string, extra: { delivery?: Record<string, unknown>; [key: string]: unknown } = {}) {
+  const dir = scratchDir(t, `hookrelay-scale-${name}-`);
+  const stateDir = join(dir, 'state');
+  mkdirSync(stateDir);
+  const configFile = join(dir, 'hookrelay.json');
+  const { delivery, ...rest } = extra;
+  writeFileSync(
+    configFile,
+    JSON.stringify({
+      database: { url, poolSize: 4 },
+      instance: { name },
+      delivery: { allowNetworks: ['127.0.0.1/32'], caFile, ...delivery },
+      feed: { pollIntervalMs: 20 },
+      log: { level: 'info' },
+      ...rest,
+    }),
+  );
+  return { name, stateDir, configFile, feed: join(stateDir, 'feed.jsonl') };
+}
+
 function sentOf(req: RecordedRequest): Sent {
   const body = JSON.parse(req.body.toString('utf8')) as { data: { event_id: string; anticipation_request_id: string; organization_id: string } };
   return { eventId: body.data.event_id, requestId: body.data.anticipation_request_id, org: body.data.organization_id, index: req.index };
@@ -75,34 +100,20 @@ test('three instances on one database: every event delivered once a kill -9 has 
   });
 
   const names = ['host-a', 'host-b', 'host-c'];
-  const setups = names.map((name) => {
-    const dir = scratchDir(t, `hookrelay-scale-${name}-`);
-    const stateDir = join(dir, 'state');
-    mkdirSync(stateDir);
-    const configFile = join(dir, 'hookrelay.json');
-    writeFileSync(
-      configFile,
-      JSON.stringify({
-        database: { url, poolSize: 4 },
-        instance: { name },
-        delivery: {
-          allowNetworks: ['127.0.0.1/32'],
-          caFile: tls.caFile,
-          // The lease is timeout + 10 s: the dead instance's deliveries go out about 11 s after the kill.
-          timeout: '1s',
-          retrySchedule: ['1s', '1s', '1s'],
-          jitterPercent: 0,
-          // Long: the other instances must be woken by NOTIFY, not by their poll.
-          pollInterval: '30s',
-          concurrency: CONCURRENCY,
-          perWebhookConcurrency: PER_WEBHOOK,
-        },
-        feed: { pollIntervalMs: 20 },
-        log: { level: 'info' },
-      }),
-    );
-    return { name, stateDir, configFile, feed: join(stateDir, 'feed.jsonl') };
-  });
+  const setups = names.map((name) =>
+    instanceSetup(t, name, url, tls.caFile, {
+      delivery: {
+        // The lease is timeout + 10 s: the dead instance's deliveries go out about 11 s after the kill.
+        timeout: '1s',
+        retrySchedule: ['1s', '1s', '1s'],
+        jitterPercent: 0,
+        // Long: the other instances must be woken by NOTIFY, not by their poll.
+        pollInterval: '30s',
+        concurrency: CONCURRENCY,
+        perWebhookConcurrency: PER_WEBHOOK,
+      },
+    }),
+  );
   const cli = (args: string[]) => runCli(t, [...args, '--config', setups[0]!.configFile, '--state-dir', setups[0]!.stateDir]);
   for (const org of ['acme', 'globex']) {
     assert.equal((await cli(['orgs', 'add', org])).code, 0);
@@ -276,24 +287,7 @@ test('the admin API answers the same on every instance: a webhook registered on 
   const receiver = await startReceiver(t, tls);
   // The same JWT key on every instance (docs/scale-out.md): a token is accepted by any of them.
   const secret = 'scale-out-e2e-shared-hs256-secret-0123456789';
-  const setups = ['api-a', 'api-b'].map((name) => {
-    const dir = scratchDir(t, `hookrelay-scale-${name}-`);
-    const stateDir = join(dir, 'state');
-    mkdirSync(stateDir);
-    const configFile = join(dir, 'hookrelay.json');
-    writeFileSync(
-      configFile,
-      JSON.stringify({
-        database: { url, poolSize: 2 },
-        instance: { name },
-        auth: { secret },
-        delivery: { allowNetworks: ['127.0.0.1/32'], caFile: tls.caFile, pollInterval: '30s' },
-        feed: { pollIntervalMs: 20 },
-        log: { level: 'info' },
-      }),
-    );
-    return { stateDir, configFile, feed: join(stateDir, 'feed.jsonl') };
-  });
+  const setups = ['api-a', 'api-b'].map((name) => instanceSetup(t, name, url, tls.caFile, { auth: { secret }, delivery: { pollInterval: '30s' } }));
   const cli = async (args: string[]) => {
     const r = await runCli(t, [...args, '--config', setups[0]!.configFile, '--state-dir', setups[0]!.stateDir]);
     assert.equal(r.code, 0, r.stderr);
