@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, test, type TestContext } from 'node:test';
 import { ErrorCode, HookrelayError } from '../src/domain/errors.ts';
 import { createWorkSignal, type WorkKind, type WorkSignal } from '../src/services/work-signal.ts';
-import { startPgWakeups, workPayloads, type PgWakeups } from '../src/store/pg/wakeups.ts';
+import { publishWork, startPgWakeups, workPayloads, type PgWakeups } from '../src/store/pg/wakeups.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
 import { silentLog } from './helpers.ts';
 
@@ -84,14 +84,25 @@ test('a second instance under a name in use is refused, and the name is free aga
 
 test('a large burst of signals is split into payloads under the 8000-byte limit, each one whole', () => {
   const work = Array.from({ length: 2000 }, (_, i) => [`organization-${String(i).padStart(5, '0')}`, i % 7 === 0 ? 'webhook' : 'queued'] as const);
-  const payloads = workPayloads('host-a', work);
+  const payloads = workPayloads('host-a/1a2b3c4d', work);
   assert.ok(payloads.length > 1);
   const back: Array<readonly [string, string]> = [];
   for (const p of payloads) {
     assert.ok(Buffer.byteLength(p) < 8000, `${Buffer.byteLength(p)} bytes`);
     const message = JSON.parse(p) as { i: string; w: Array<[string, string]> };
-    assert.equal(message.i, 'host-a');
+    assert.equal(message.i, 'host-a/1a2b3c4d');
     back.push(...message.w);
   }
   assert.deepEqual(back, work);
+});
+
+test("a CLI command run under the daemon's own instance name is heard by the daemon (the sender is the process, not the name)", async (t) => {
+  const url = await (await pgServer()).createDatabase();
+  const daemon = await instance(t, url, 'relay-1');
+  const cliWork = createWorkSignal();
+  const stop = publishWork(url, 'relay-1', cliWork, silentLog);
+  cliWork.notify('acme', 'queued');
+  await stop();
+  await until('the daemon to hear the command', () => daemon.heard.length === 1);
+  assert.deepEqual(daemon.heard, [{ orgId: 'acme', kind: 'queued' }]);
 });

@@ -333,3 +333,37 @@ test('the admin API answers the same on every instance: a webhook registered on 
   const signatures = String(receiver.requests[1]!.headers['webhook-signature'] ?? '').split(' ');
   assert.equal(signatures.length, 2, 'signed with the new secret and the previous one during the grace period');
 });
+
+test('connections cut by the server (a restart, an administrator) are replaced: delivery and wake-ups go on', { timeout: 120_000 }, async (t: TestContext) => {
+  assertBuilt();
+  const url = await (await pgServer()).createDatabase();
+  const tls = createTestTls(t);
+  const receiver = await startReceiver(t, tls);
+  const setup = instanceSetup(t, 'cut-a', url, tls.caFile, { delivery: { pollInterval: '30s' } });
+  const cli = async (args: string[]) => {
+    const r = await runCli(t, [...args, '--config', setup.configFile, '--state-dir', setup.stateDir]);
+    assert.equal(r.code, 0, r.stderr);
+  };
+  await cli(['orgs', 'add', 'acme']);
+  await cli(['webhook', 'set', '--org', 'acme', '--url', receiver.url]);
+  const daemon = await spawnServe(t, setup.stateDir, ['--config', setup.configFile]);
+  appendFeed(setup.feed, [feedLine('acme', 'evt_before_cut')]);
+  await waitFor('the first event', () => receiver.requests.length >= 1, 30_000);
+
+  // Every session of the daemon ends, the listening one included.
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  pool.on('error', () => {});
+  t.after(() => pool.end());
+  const cut = await pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'hookrelay' AND pid <> pg_backend_pid()");
+  assert.ok(cut.rows.length >= 2, `${cut.rows.length} sessions cut`);
+
+  appendFeed(setup.feed, [feedLine('acme', 'evt_after_cut_1'), feedLine('acme', 'evt_after_cut_2')]);
+  await waitFor('the events read after the cut', () => receiver.requests.length >= 3, 30_000).catch((err: unknown) => {
+    throw new Error(`${String(err)}; daemon: ${daemon.logRecords().map((r) => String(r.msg)).join(' | ')}`);
+  });
+  await waitFor('the listening connection to be back', () => daemon.logRecords().some((r) => r.msg === 'listening to other instances again'), 30_000);
+  // A CLI command's test event is announced through NOTIFY, to the new listening connection: sent at once, not at the 30 s poll.
+  await cli(['webhook', 'test', '--org', 'acme']);
+  await waitFor('the test event', () => receiver.requests.length >= 4, 10_000);
+  assert.equal(daemon.child.exitCode, null, 'the daemon is still running');
+});

@@ -14,13 +14,16 @@
  *
  * What one tick of the event loop signals is sent together: one NOTIFY per payload of up to
  * NOTIFY_PAYLOAD_BYTES (PostgreSQL refuses more than 8000 bytes), each an array of
- * [organization, kind] pairs, with the sender's instance name (an instance ignores its own).
+ * [organization, kind] pairs, with the sending process's id (its instance name and a random
+ * part: a daemon ignores what it sent itself, not what a CLI command run under the same
+ * instance name sends).
  *
  * The listening connection also holds a session-level advisory lock on the instance's name
  * for as long as the daemon runs: a second daemon started with the same instance.name (a
  * copied config, a clone of the host) is refused at start, rather than sharing feed positions
  * and lease fencing with the first, which would make both wrong.
  */
+import { randomUUID } from 'node:crypto';
 import type { Notification, Pool, PoolClient } from 'pg';
 import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
 import type { Logger } from '../../log.ts';
@@ -38,8 +41,13 @@ export const INSTANCE_LOCK_CLASS = 1751869806;
 /** Waits between tries to get the listening connection back, growing to the last. */
 const RECONNECT_DELAYS_MS = [500, 1000, 2000, 5000];
 
+/** A sender id for this process: the instance's name, and a random part that tells two processes under one name apart. */
+export function senderId(instance: string): string {
+  return `${instance}/${randomUUID().slice(0, 8)}`;
+}
+
 interface Message {
-  /** The sending instance. */
+  /** The sending process (see senderId). */
   readonly i: string;
   /** [organization, kind] pairs. */
   readonly w: ReadonlyArray<readonly [string, WorkKind]>;
@@ -50,23 +58,23 @@ export interface PgWakeups {
   close(): Promise<void>;
 }
 
-/** The payloads that carry `work` from `instance`, each under the size limit. */
-export function workPayloads(instance: string, work: ReadonlyArray<readonly [string, WorkKind]>): string[] {
+/** The payloads that carry `work` from `sender` (see senderId), each under the size limit. */
+export function workPayloads(sender: string, work: ReadonlyArray<readonly [string, WorkKind]>): string[] {
   const payloads: string[] = [];
   let batch: Array<readonly [string, WorkKind]> = [];
   let bytes = 0;
-  const overhead = Buffer.byteLength(JSON.stringify({ i: instance, w: [] }));
+  const overhead = Buffer.byteLength(JSON.stringify({ i: sender, w: [] }));
   for (const pair of work) {
     const size = Buffer.byteLength(JSON.stringify(pair)) + 1;
     if (batch.length > 0 && overhead + bytes + size > NOTIFY_PAYLOAD_BYTES) {
-      payloads.push(JSON.stringify({ i: instance, w: batch }));
+      payloads.push(JSON.stringify({ i: sender, w: batch }));
       batch = [];
       bytes = 0;
     }
     batch.push(pair);
     bytes += size;
   }
-  if (batch.length > 0) payloads.push(JSON.stringify({ i: instance, w: batch }));
+  if (batch.length > 0) payloads.push(JSON.stringify({ i: sender, w: batch }));
   return payloads;
 }
 
@@ -89,7 +97,7 @@ function parseMessage(payload: string): Message | null {
  */
 export function publishWork(url: string, instance: string, work: WorkSignal, log: Logger): () => Promise<void> {
   const pool = createPgPool(url, { max: 1, log });
-  const unsubscribe = relayOut(pool, instance, work, log, () => false);
+  const unsubscribe = relayOut(pool, senderId(instance), work, log, () => false);
   return async () => {
     unsubscribe.stop();
     await unsubscribe.flushed();
@@ -98,7 +106,7 @@ export function publishWork(url: string, instance: string, work: WorkSignal, log
 }
 
 /** Subscribes to `work` and NOTIFYs what it says, a tick's worth at a time, unless `muted()` (a signal relayed in from the channel). */
-function relayOut(pool: Pool, instance: string, work: WorkSignal, log: Logger, muted: () => boolean): { stop(): void; flushed(): Promise<void> } {
+function relayOut(pool: Pool, sender: string, work: WorkSignal, log: Logger, muted: () => boolean): { stop(): void; flushed(): Promise<void> } {
   let pending = new Map<string, WorkKind>();
   let scheduled = false;
   let sending: Promise<void> = Promise.resolve();
@@ -110,7 +118,7 @@ function relayOut(pool: Pool, instance: string, work: WorkSignal, log: Logger, m
     if (batch.length === 0) return;
     sending = sending.then(async () => {
       try {
-        for (const payload of workPayloads(instance, batch)) await pool.query('SELECT pg_notify($1, $2)', [WORK_CHANNEL, payload]);
+        for (const payload of workPayloads(sender, batch)) await pool.query('SELECT pg_notify($1, $2)', [WORK_CHANNEL, payload]);
         failures = 0;
       } catch (err) {
         // The other instances find the work at their next poll.
@@ -153,11 +161,12 @@ export async function startPgWakeups(o: { url: string; instance: string; work: W
   let client: PoolClient | null = null;
   let reconnectTimer: NodeJS.Timeout | null = null;
   let reconnects = 0;
+  const me = senderId(o.instance);
 
   const onNotification = (msg: Notification): void => {
     if (msg.channel !== WORK_CHANNEL || msg.payload === undefined) return;
     const message = parseMessage(msg.payload);
-    if (message === null || message.i === o.instance) return;
+    if (message === null || message.i === me) return;
     relaying = true;
     try {
       for (const [orgId, kind] of message.w) o.work.notify(orgId, kind);
@@ -226,7 +235,7 @@ export async function startPgWakeups(o: { url: string; instance: string; work: W
     await Promise.all([listenPool.end(), notifyPool.end()]).catch(() => undefined);
     throw err;
   }
-  const out = relayOut(notifyPool, o.instance, o.work, log, () => relaying);
+  const out = relayOut(notifyPool, me, o.work, log, () => relaying);
   log.info({ channel: WORK_CHANNEL, instance: o.instance }, 'listening for work queued by other instances');
 
   return {
