@@ -1,7 +1,7 @@
 import type { Clock } from '../domain/clock.ts';
 import { decideOutcome, isSuccess, type AttemptResult, type DeliveryOutcome, type RetryPolicy } from '../domain/retry-policy.ts';
 import { loggableUrl } from '../domain/validation.ts';
-import { isTransientPgError } from '../store/pg/errors.ts';
+import { isTransientStoreError } from '../store/storage-faults.ts';
 import type { Logger } from '../log.ts';
 import type { ClaimedDelivery, ClaimWanted, DeliveryService, FinishedAttempt, FlushResult } from '../services/deliveries.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
@@ -60,11 +60,6 @@ const DEFAULT_SLOW_ATTEMPT_MS = 2_000;
 const MIN_CONTENDED_WAIT_MS = 25;
 /** How often the count of successful deliveries is logged (at info; each one is at debug). */
 export const DELIVERED_SUMMARY_MS = 10_000;
-/**
- * SQLite errors that go away by themselves (a full or failing disk): the commit is tried again
- * as it was. Locks are waited for apart (see waitForLock). PostgreSQL's: see isTransientPgError.
- */
-const TRANSIENT_SQLITE = /^SQLITE_(FULL|IOERR|CANTOPEN|READONLY|PROTOCOL)/;
 
 /** How long a webhook waits before its next attempt after `failures` failed attempts in a row. */
 export function webhookPauseMs(failures: number): number {
@@ -602,10 +597,9 @@ export function createDispatcher(options: DispatcherOptions) {
         return;
       }
       flushFailures++;
-      const code = (err as { code?: unknown }).code;
       if (options.health?.failed('dispatch', err) != null) {
         // Logged once per state change by `health`; what waits is kept and tried again.
-      } else if ((typeof code === 'string' && TRANSIENT_SQLITE.test(code)) || isTransientPgError(err)) {
+      } else if (isTransientStoreError(err)) {
         // A full disk, or a PostgreSQL server out of reach or restarting: nothing is let go.
         if (flushFailures === 1 || flushFailures % 20 === 0) {
           log.error({ err, outcomes: finished.length, failures: flushFailures }, 'recording delivery outcomes failed; they are kept and the commit is tried again');

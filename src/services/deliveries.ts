@@ -53,10 +53,10 @@ export interface ClaimWanted {
   readonly orgId: string;
   readonly room: number;
   /**
-   * On a database shared by several instances, while others hold leases of the webhook too:
-   * the leases this claim may add so that the webhook's leases in all stay within its
-   * per-webhook concurrency (its slots, not counting deliveries claimed ahead). `room` when
-   * not given.
+   * On a database shared by several instances: the most this claim may lease, what this
+   * instance can start now (the webhook's free slots here, within the instance's own free
+   * slots), so that nothing waits leased in one instance while another could send it. The
+   * leases other instances hold are taken off it (see claimIn). `room` when not given.
    */
   readonly cap?: number;
 }

@@ -1,3 +1,5 @@
+import { isTransientPgError } from './pg/errors.ts';
+
 /**
  * What an SQLite error says about the storage under the database, as opposed to an error of
  * the query or of the data: the one place that knows SQLite's result codes.
@@ -45,4 +47,17 @@ export function storageFaultOf(err: unknown): StorageFault | null {
 export function isLockWait(err: unknown): boolean {
   const code = sqliteCode(err);
   return code !== null && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
+}
+
+/** SQLite errors that go away by themselves (a full or failing disk). Locks are waited for apart (lock-wait.ts). */
+const TRANSIENT_SQLITE = /^SQLITE_(FULL|IOERR|CANTOPEN|READONLY|PROTOCOL)/;
+
+/**
+ * Whether a failed write is worth trying again as it was, whichever the backend: a full or
+ * failing disk (SQLite), or a PostgreSQL server out of reach, restarting, or a deadlock
+ * (pg/errors.ts). Anything else is a fault of the write itself.
+ */
+export function isTransientStoreError(err: unknown): boolean {
+  const code = sqliteCode(err);
+  return code !== null ? TRANSIENT_SQLITE.test(code) : isTransientPgError(err);
 }
