@@ -219,7 +219,7 @@ export interface DeliveryToQueue {
 /** A finished attempt as stored in the attempts log. */
 export type AttemptToStore = Omit<AttemptRow, 'id'> & { readonly deliveryId: number };
 
-/** An organization's turn to claim (see DeliveriesRepo.claimTurn). */
+/** An organization's turn to claim (see DeliveriesRepo.claimTurns). */
 export interface ClaimTurn {
   /** Deliveries of the organization leased now by other instances (unexpired leases). */
   readonly leasedElsewhere: number;
