@@ -110,10 +110,11 @@ async function withOpened<T>(options: CommonOptions, quiet: boolean, fn: (ctx: C
   const config = configFrom(options);
   const store = await openConfiguredStore(config);
   const log = cliLogger(config);
-  const work = config.database.url === null ? nobodyListens : createWorkSignal();
-  const stopPublishing = config.database.url === null ? null : publishWork(config.database.url, config.instance.name, work, log);
+  const url = config.database.url;
+  const work = url === null ? nobodyListens : createWorkSignal();
+  const stopPublishing = url === null ? null : publishWork(url, config.instance.name, work, log);
   try {
-    return await fn({ config, store, services: quiet ? createServices(store, config, undefined, work) : createServices(store, config, log, work), log });
+    return await fn({ config, store, services: createServices(store, config, quiet ? undefined : log, work), log });
   } finally {
     await stopPublishing?.();
     await store.close();

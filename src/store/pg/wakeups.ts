@@ -190,20 +190,28 @@ export async function startPgWakeups(o: { url: string; instance: string; work: W
       c.on('error', onLost);
       await c.query(`LISTEN ${WORK_CHANNEL}`);
     } catch (err) {
+      c.removeListener('notification', onNotification);
+      c.removeListener('error', onLost);
       c.release(true);
       throw err;
     }
     client = c;
+    // Closed while connecting (a reconnect under way at shutdown): the pool's end waits for it.
+    if (closed) detach(true);
   };
 
-  function onLost(err: Error): void {
+  /** Lets go of the listening connection, if any: ending its session ends LISTEN and the instance-name lock. */
+  function detach(reason: Error | true): void {
     const c = client;
     client = null;
-    if (c !== null) {
-      c.removeListener('notification', onNotification);
-      c.removeListener('error', onLost);
-      c.release(err);
-    }
+    if (c === null) return;
+    c.removeListener('notification', onNotification);
+    c.removeListener('error', onLost);
+    c.release(reason);
+  }
+
+  function onLost(err: Error): void {
+    detach(err);
     if (closed) return;
     log.warn({ err }, 'the connection that hears other instances was lost; polling meanwhile, reconnecting');
     scheduleReconnect();
@@ -217,6 +225,7 @@ export async function startPgWakeups(o: { url: string; instance: string; work: W
       reconnectTimer = null;
       connect().then(
         () => {
+          if (closed) return;
           log.info({ tries: reconnects }, 'listening to other instances again');
           reconnects = 0;
           o.poll();
@@ -245,14 +254,7 @@ export async function startPgWakeups(o: { url: string; instance: string; work: W
       if (reconnectTimer !== null) clearTimeout(reconnectTimer);
       out.stop();
       await out.flushed();
-      const c = client;
-      client = null;
-      if (c !== null) {
-        c.removeListener('notification', onNotification);
-        c.removeListener('error', onLost);
-        // Ending the session lets go of LISTEN and the instance-name lock.
-        c.release(true);
-      }
+      detach(true);
       await Promise.all([listenPool.end(), notifyPool.end()]);
     },
   };
