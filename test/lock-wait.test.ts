@@ -31,7 +31,16 @@ interface Phase {
   relayed: number;
 }
 
-test('a CLI ingest and recover next to a delivering daemon stall its API under 100 ms; an API recover of 100,000 events runs in a 32 MiB heap', { timeout: 300_000 }, async (t) => {
+/**
+ * A daemon that waited for the CLI's lock on its event loop stalled 450 ms to 2 s per lock
+ * (docs/benchmarks.md, "Lock waits"); one that does not answers within tens of ms on an idle
+ * machine, and within a few hundred on a 2-core machine whose other core runs a CPU hog (a GC
+ * pause and the CLI's two threads share the cores). The bound sits between the two: a regression
+ * fails it, a busy machine does not. The figures themselves are the benchmark's to print.
+ */
+const STALL_BOUND_MS = 400;
+
+test('a CLI ingest and recover next to a delivering daemon never stall its API for a lock wait; an API recover of 100,000 events runs in a 32 MiB heap', { timeout: 300_000 }, async (t) => {
   assertBuilt();
   const json = join(tempDir(t), 'lock-wait.json');
   const { NODE_TEST_CONTEXT: _, ...env } = process.env;
@@ -45,11 +54,11 @@ test('a CLI ingest and recover next to a delivering daemon stall its API under 1
   assert.deepEqual([...phases.keys()], ['quiet', 'ingest', 'recover', 'api-recover'], run.stdout);
 
   for (const p of report.phases) {
-    // Every probe answered, none later than 100 ms: the daemon's event loop never waited for the lock.
+    // Every probe answered, none as late as a lock wait makes it (measured on performance.now(),
+    // a monotonic clock): the daemon's event loop never waited for the lock.
     assert.ok(p.healthz.probes > 0, `${p.name}: no probe`);
     assert.equal(p.healthz.failed, 0, `${p.name}: failed probes\n${run.stdout}`);
-    assert.ok(p.healthz.max < 100, `${p.name}: GET /healthz took ${p.healthz.max} ms\n${run.stdout}`);
-    assert.equal(p.healthz.over100, 0);
+    assert.ok(p.healthz.max < STALL_BOUND_MS, `${p.name}: GET /healthz took ${p.healthz.max} ms (a lock wait on the event loop?)\n${run.stdout}`);
     // API writes waited for the CLI's lock on timers, and all went through (no 503).
     assert.equal(p.apiWrites.failed, 0, `${p.name}: failed API writes\n${run.stdout}`);
   }
