@@ -5,19 +5,25 @@
  * signing, and reports requests per second. Started with child_process.fork; gets a
  * `CeilingJob` over IPC and answers with a `CeilingResult`, then exits.
  *
- * - `got`: the client every delivery attempt of hookrelay goes through, built by
+ * - `undici`: the client every delivery attempt of hookrelay goes through, built by
  *   `createDeliveryClient` (src/dispatch/http-client.ts) and called as the deliverer calls it:
- *   `got.stream(url, { body, headers, signal })`, the signal aborted by an attempt deadline.
+ *   `dispatcher.request({ origin, path, method, headers, body, signal })`, the signal aborted by
+ *   an attempt deadline, the body read to its end.
+ * - `got`: the client hookrelay used before issue 26 (got 14 on keep-alive node:https agents,
+ *   LIFO, one TLS context, `got.stream` as the deliverer called it), kept here as a reference
+ *   point: got is a devDependency for this script only.
  * - `raw`: `https.request` with a keep-alive `https.Agent` (LIFO, one TLS context with the same CA):
- *   what Node itself can do, without got.
+ *   what node:http itself can do.
  */
 import { Agent, request as httpsRequest } from 'node:https';
 import { createSecureContext } from 'node:tls';
-import type { Request } from 'got';
-import { createDeliveryClient } from '../src/dispatch/http-client.ts';
+import got, { type Request } from 'got';
+import { createDeliveryClient, deliverySecureContext } from '../src/dispatch/http-client.ts';
+
+export type CeilingClient = 'undici' | 'got' | 'raw';
 
 export interface CeilingJob {
-  readonly client: 'got' | 'raw';
+  readonly client: CeilingClient;
   /** Requests sent round-robin (one per organization, each with its own path and signature). */
   readonly requests: ReadonlyArray<{ readonly url: string; readonly headers: Readonly<Record<string, string>>; readonly body: string }>;
   readonly caPem: string;
@@ -34,7 +40,7 @@ export interface CeilingJob {
 }
 
 export interface CeilingResult {
-  readonly client: 'got' | 'raw';
+  readonly client: CeilingClient;
   readonly requests: number;
   /** Answers other than 200, and errors. */
   readonly failures: number;
@@ -62,14 +68,43 @@ async function withDeadline<T>(timeoutMs: number, run: (signal: AbortSignal) => 
   }
 }
 
+function undiciSender(job: CeilingJob): { send: Send; close: () => void } {
+  const client = createDeliveryClient({ extraCa: job.caPem, connectionsPerOrigin: job.concurrency, connectTimeoutMs: job.timeoutMs });
+  const targets = job.requests.map((r) => {
+    const url = new URL(r.url);
+    return { origin: url.origin, path: url.pathname, body: r.body, headers: { ...r.headers, 'user-agent': job.userAgent } };
+  });
+  return {
+    send(index) {
+      const t = targets[index % targets.length]!;
+      return withDeadline(job.timeoutMs, async (signal) => {
+        const res = await client.dispatcher.request({ origin: t.origin, path: t.path, method: 'POST', headers: t.headers, body: t.body, signal });
+        for await (const chunk of res.body as AsyncIterable<Buffer>) void chunk;
+        return res.statusCode;
+      });
+    },
+    close: () => void client.destroy(),
+  };
+}
+
 function gotSender(job: CeilingJob): { send: Send; close: () => void } {
-  const client = createDeliveryClient({ extraCa: job.caPem, userAgent: job.userAgent });
+  const secureContext = deliverySecureContext(job.caPem);
+  const https = new Agent({ keepAlive: true, scheduling: 'lifo', ...(secureContext ? { secureContext } : {}) });
+  const client = got.extend({
+    method: 'POST',
+    agent: { https },
+    followRedirect: false,
+    throwHttpErrors: false,
+    retry: { limit: 0 },
+    decompress: false,
+    headers: { 'user-agent': job.userAgent },
+  });
   const urls = job.requests.map((r) => new URL(r.url));
   return {
     send(index) {
       const r = job.requests[index % job.requests.length]!;
       return withDeadline(job.timeoutMs, async (signal) => {
-        const stream: Request = client.got.stream(urls[index % urls.length]!, { body: r.body, headers: r.headers, signal });
+        const stream: Request = client.stream(urls[index % urls.length]!, { body: r.body, headers: r.headers, signal });
         const status = await new Promise<number>((resolve, reject) => {
           stream.once('response', (res: { statusCode: number }) => resolve(res.statusCode));
           stream.once('error', reject);
@@ -78,7 +113,7 @@ function gotSender(job: CeilingJob): { send: Send; close: () => void } {
         return status;
       });
     },
-    close: () => client.destroy(),
+    close: () => https.destroy(),
   };
 }
 
@@ -111,7 +146,8 @@ function rawSender(job: CeilingJob): { send: Send; close: () => void } {
 }
 
 async function run(job: CeilingJob): Promise<CeilingResult> {
-  const { send, close } = job.client === 'got' ? gotSender(job) : rawSender(job);
+  const senders = { undici: undiciSender, got: gotSender, raw: rawSender };
+  const { send, close } = senders[job.client](job);
   let failures = 0;
   let firstFailure: string | null = null;
   const fail = (why: string) => {

@@ -17,8 +17,9 @@
  * 3. creates the organizations and their webhooks with the daemon's own CLI, as a user would,
  *    and hands the signing secrets it prints to the receiver;
  * 4. measures the ceilings: the receiver's rate at the daemon's concurrency from a client
- *    process with no database and no signing, once through hookrelay's own got client
- *    (createDeliveryClient) and once through raw https.request (scripts/bench-delivery-ceiling.ts);
+ *    process with no database and no signing, through hookrelay's own undici client
+ *    (createDeliveryClient), through got (the client before issue 26) and through raw
+ *    https.request (scripts/bench-delivery-ceiling.ts);
  * 5. starts the built daemon as `npm start` does (the Node flags of package.json's start script)
  *    on a fresh state directory and runs the phases, appending to the feed file it tails:
  *    bulk (N events at once: delivered events/s), paced and idle (events appended at a steady
@@ -47,7 +48,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { Webhook } from 'standardwebhooks';
-import type { CeilingJob, CeilingResult } from './bench-delivery-ceiling.ts';
+import type { CeilingClient, CeilingJob, CeilingResult } from './bench-delivery-ceiling.ts';
 import type { LatencySummary, PhaseArrivals, ReceiverStats } from './bench-delivery-receiver.ts';
 import { cleanEnv, createTls, startReceiverProcess, startScriptNodeFlags, type ReceiverProcess } from './receiver-control.ts';
 
@@ -215,16 +216,19 @@ function ceilingBody(org: string, index: number): string {
   );
 }
 
+const CEILING_CLIENTS: readonly CeilingClient[] = ['undici', 'got', 'raw'];
+
 interface CeilingSummary {
   readonly runs: CeilingResult[];
   readonly medianRequestsPerSecond: number;
 }
 
-async function measureCeilings(urls: readonly string[], secrets: Readonly<Record<string, string>>, caPem: string): Promise<{ got: CeilingSummary; raw: CeilingSummary; bodyBytes: number }> {
+async function measureCeilings(urls: readonly string[], secrets: Readonly<Record<string, string>>, caPem: string): Promise<Record<CeilingClient, CeilingSummary> & { bodyBytes: number }> {
   const results: CeilingResult[] = [];
   let bodyBytes = 0;
   for (let run = 1; run <= options.ceilingRuns; run++) {
-    const order: Array<'got' | 'raw'> = run % 2 === 1 ? ['got', 'raw'] : ['raw', 'got'];
+    // Alternated, so that no client always runs first (or last) on a machine that drifts.
+    const order: CeilingClient[] = run % 2 === 1 ? [...CEILING_CLIENTS] : [...CEILING_CLIENTS].reverse();
     for (const client of order) {
       // Signed now, so the receiver's 5-minute timestamp tolerance holds for the whole run.
       const when = new Date();
@@ -260,11 +264,11 @@ async function measureCeilings(urls: readonly string[], secrets: Readonly<Record
       if (result.failures > 0) fail(`ceiling ${client}: ${result.failures} failed requests (${result.firstFailure})`);
     }
   }
-  const summary = (client: 'got' | 'raw'): CeilingSummary => {
+  const summary = (client: CeilingClient): CeilingSummary => {
     const runs = results.filter((r) => r.client === client);
     return { runs, medianRequestsPerSecond: Math.round(median(runs.map((r) => r.requestsPerSecond))) };
   };
-  return { got: summary('got'), raw: summary('raw'), bodyBytes };
+  return { undici: summary('undici'), got: summary('got'), raw: summary('raw'), bodyBytes };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -795,12 +799,15 @@ for (const row of table) console.log(row.map((cell, i) => (i === 0 ? cell.padEnd
 
 const bulk = results.find((r) => r.phase === 'bulk');
 const backlog = results.find((r) => r.phase === 'backlog');
-const ratio = bulk?.deliveredPerSecond && ceilings ? bulk.deliveredPerSecond / ceilings.got.medianRequestsPerSecond : null;
+const overCeiling = (client: CeilingClient): number | null => (bulk?.deliveredPerSecond && ceilings ? bulk.deliveredPerSecond / ceilings[client].medianRequestsPerSecond : null);
 console.log('');
 if (ceilings) {
-  console.log(`ceilings at concurrency ${options.concurrency}, ${ceilings.bodyBytes}-byte bodies (the daemon's averaged ${receiverStats?.meanBodyBytes ?? '?'}): got (hookrelay's client) ${ceilings.got.medianRequestsPerSecond} req/s, raw https.request ${ceilings.raw.medianRequestsPerSecond} req/s`);
+  console.log(
+    `ceilings at concurrency ${options.concurrency}, ${ceilings.bodyBytes}-byte bodies (the daemon's averaged ${receiverStats?.meanBodyBytes ?? '?'}): ` +
+      `undici (hookrelay's client) ${ceilings.undici.medianRequestsPerSecond} req/s, got (the client before issue 26) ${ceilings.got.medianRequestsPerSecond} req/s, raw https.request ${ceilings.raw.medianRequestsPerSecond} req/s`,
+  );
 }
-if (ratio !== null) console.log(`bulk / got ceiling: ${(ratio * 100).toFixed(1)} % (target >= 70 %)`);
+if (overCeiling('got') !== null) console.log(`bulk / got ceiling: ${overCeiling('got')!.toFixed(2)}x (target >= 2x); bulk / undici ceiling: ${(overCeiling('undici')! * 100).toFixed(1)} %`);
 if (backlog) {
   const b = backlog as PhaseResult & BacklogFigures;
   console.log(
@@ -823,7 +830,8 @@ const report = {
   daemon: { path: options.daemon, commit: gitDescribe(dirname(options.daemon)), builtAt: statSync(options.daemon).mtime.toISOString(), config: existsSync(configPath) ? JSON.parse(readFileSync(configPath, 'utf8')) : null, exit: daemonExit, stopSeconds, stderrLines, nonJsonLines, nonJsonStderr, database: dbSummary },
   options,
   ceilings,
-  bulkOverGotCeiling: ratio === null ? null : round(ratio, 3),
+  bulkOverGotCeiling: overCeiling('got') === null ? null : round(overCeiling('got')!, 3),
+  bulkOverUndiciCeiling: overCeiling('undici') === null ? null : round(overCeiling('undici')!, 3),
   phases: results,
   receiver: receiverStats,
   missingByPhase,

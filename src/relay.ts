@@ -293,6 +293,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       allowHttp: config.delivery.allowHttp,
       userAgent: `hookrelay/${VERSION}`,
       extraCa,
+      concurrency: config.delivery.concurrency,
     });
     const { deliveries } = services;
     // Attempts recorded since the last release of memory (see STEADY_RELEASE_MS).
@@ -374,7 +375,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       dispatcher = null;
       await wakeups?.close();
       wakeups = null;
-      deliverer?.close();
+      await deliverer?.close();
       deliverer = null;
       await Promise.all([server, metricsServer].map((s) => (s === null ? null : close(s, deadlineMs))));
       server = null;

@@ -44,8 +44,9 @@ test('bench-delivery --tiny runs every phase and delivers every event, signed', 
   const report = JSON.parse(readFileSync(jsonPath, 'utf8')) as {
     ok: boolean;
     failures: string[];
-    ceilings: { got: { medianRequestsPerSecond: number }; raw: { medianRequestsPerSecond: number } } | null;
+    ceilings: Record<'undici' | 'got' | 'raw', { medianRequestsPerSecond: number }> | null;
     bulkOverGotCeiling: number | null;
+    bulkOverUndiciCeiling: number | null;
     phases: Array<{ phase: string; events: number; deliveredPerSecond: number | null; latencyMs: { p50: number; p99: number; max: number } | null; cpuMsPerEvent: number; rssMaxMiB: number; missing: number; duplicates: number; drainPerSecond?: number }>;
     receiver: { signatureFailures: number; unexpected: number };
     missingByPhase: Record<string, number>;
@@ -72,7 +73,9 @@ test('bench-delivery --tiny runs every phase and delivers every event, signed', 
     }
     if (p.phase === 'backlog') positive(p.drainPerSecond, 'backlog.drainPerSecond');
   }
+  positive(report.ceilings?.undici.medianRequestsPerSecond, 'ceilings.undici');
   positive(report.ceilings?.got.medianRequestsPerSecond, 'ceilings.got');
   positive(report.ceilings?.raw.medianRequestsPerSecond, 'ceilings.raw');
   positive(report.bulkOverGotCeiling, 'bulkOverGotCeiling');
+  positive(report.bulkOverUndiciCeiling, 'bulkOverUndiciCeiling');
 });

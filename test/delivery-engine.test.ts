@@ -91,6 +91,7 @@ test('one TLS context for every attempt with delivery.caFile: new connections re
     allowHttp: false,
     userAgent: 'hookrelay-test',
     extraCa: readFileSync(testTls.caFile, 'utf8'),
+    concurrency: 8,
   });
   t.after(() => deliverer.close());
   const created = countSecureContexts(t);
@@ -100,7 +101,10 @@ test('one TLS context for every attempt with delivery.caFile: new connections re
     assert.equal(result.statusCode, 200, result.errorDetail ?? '');
   };
   for (let i = 0; i < 20; i++) await send(i);
-  assert.equal(receiver.connections(), 1, 'twenty attempts one after the other did not share one kept-alive connection');
+  // undici opens a second connection for the attempt right after the first one of a new
+  // connection (it counts that connection busy until a tick after the answer); from then on the
+  // two are reused. Without keep-alive this would be twenty.
+  assert.ok(receiver.connections() <= 2, `twenty attempts one after the other opened ${receiver.connections()} connections, not kept-alive ones`);
 
   // Every answer closes its connection: each attempt opens a new TLS connection, and none builds a context.
   closeEach = true;

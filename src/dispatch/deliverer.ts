@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { isIP } from 'node:net';
-import type { Request } from 'got';
+import { isIP, type LookupFunction } from 'node:net';
 import pRetry from 'p-retry';
 import { urlRefusal, type NetworkPolicies } from '../domain/address-policy.ts';
 import type { Clock } from '../domain/clock.ts';
@@ -39,10 +38,16 @@ export interface DelivererOptions {
   readonly userAgent: string;
   /** PEM text of extra trusted CAs. */
   readonly extraCa: string | null;
+  /** Most attempts in flight at once (delivery.concurrency): bounds the connections to one origin. */
+  readonly concurrency: number;
 }
 
 const TLS_CODES = /^(ERR_TLS_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|ERR_SSL_|EPROTO$)/;
-const TRANSIENT_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH']);
+/**
+ * Errors before any response that are worth trying again at once, inside the attempt. undici
+ * reports a kept-alive connection the receiver closed as UND_ERR_SOCKET ("other side closed").
+ */
+const TRANSIENT_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'EAI_AGAIN', 'ENETUNREACH', 'EHOSTUNREACH', 'UND_ERR_SOCKET']);
 
 /** Reads the operator's extra CA certificates (delivery.caFile). */
 export function loadExtraCa(caFile: string | null): string | null {
@@ -52,6 +57,12 @@ export function loadExtraCa(caFile: string | null): string | null {
   } catch (err) {
     throw new HookrelayError(ErrorCode.config, `cannot read delivery.caFile ${caFile}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
   }
+}
+
+/** The connections and the address guard of one network policy (the shared one, or an organization's own). */
+interface Route {
+  readonly guard: NetworkGuard;
+  readonly client: DeliveryClient;
 }
 
 class Refused extends Error {
@@ -68,6 +79,9 @@ function classify(err: unknown, deadlineHit: boolean): { error: AttemptError; de
   if (deadlineHit) return { error: AttemptError.timeout, detail: 'no complete response within the attempt deadline' };
   if (code === BLOCKED_CODE || e.cause?.code === BLOCKED_CODE) return { error: AttemptError.blocked, detail: (e.cause ?? e).message };
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME') return { error: AttemptError.dns, detail: `DNS lookup failed (${code})` };
+  // undici's name for a connection the receiver closed before its answer was complete; got and
+  // node:http called it a socket hang up, and the attempt log keeps saying so.
+  if (code === 'UND_ERR_SOCKET') return { error: AttemptError.connection, detail: 'ECONNRESET: socket hang up (the receiver closed the connection)' };
   if (TLS_CODES.test(code)) return { error: AttemptError.tls, detail: `TLS failed (${code}): ${e.message}`.slice(0, 500) };
   return { error: AttemptError.connection, detail: `${code || e.name}: ${e.message}`.slice(0, 500) };
 }
@@ -76,16 +90,19 @@ function classify(err: unknown, deadlineHit: boolean): { error: AttemptError; de
  * Makes one delivery attempt: POST the stored bytes with Standard Webhooks headers, under
  * one overall deadline, without following redirects, reading at most 20 KiB of the answer.
  * Never throws: every outcome is an AttemptResult. A connection error before any response
- * is retried briefly inside the attempt (p-retry); got's own retry is off.
+ * is retried briefly inside the attempt (p-retry); undici retries nothing of its own.
  */
 export function createDeliverer(options: DelivererOptions) {
   const { networks } = options;
-  const connect = (guard: NetworkGuard) => ({ guard, client: createDeliveryClient({ extraCa: options.extraCa, lookup: guard.lookup as never, userAgent: options.userAgent }) });
+  const connect = (guard: NetworkGuard): Route => ({
+    guard,
+    client: createDeliveryClient({ extraCa: options.extraCa, lookup: guard.lookup as LookupFunction, connectionsPerOrigin: options.concurrency, connectTimeoutMs: options.timeoutMs }),
+  });
   const shared = connect(createNetworkGuard(networks.shared));
   // An organization granted networks of its own gets connections of its own: a kept-alive
   // connection to an internal receiver must never carry another organization's attempt.
-  const own = new Map<string, ReturnType<typeof connect>>();
-  function route(orgId: string): ReturnType<typeof connect> {
+  const own = new Map<string, Route>();
+  function route(orgId: string): Route {
     if (!networks.hasOwnNetworks(orgId)) return shared;
     let r = own.get(orgId);
     if (r === undefined) own.set(orgId, (r = connect(createNetworkGuard(networks.forOrg(orgId)))));
@@ -106,46 +123,50 @@ export function createDeliverer(options: DelivererOptions) {
     }
   }
 
-  async function send(url: URL, request: DeliveryRequest, signal: AbortSignal, client: DeliveryClient): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
+  async function send(url: URL, request: DeliveryRequest, signal: AbortSignal, route: Route): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
     const timestamp = Math.floor(options.clock.now() / 1000);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
+      'user-agent': options.userAgent,
       'webhook-id': request.eventId,
       'webhook-timestamp': String(timestamp),
     };
     if (request.secrets.length > 0) headers['webhook-signature'] = signatureHeader(request.secrets, request.eventId, timestamp, request.payload);
-    const stream: Request = client.got.stream(url, { body: request.payload, headers, signal });
-    const statusCode = await new Promise<number>((resolve, reject) => {
-      stream.once('response', (res: { statusCode: number }) => resolve(res.statusCode));
-      stream.once('error', reject);
+    const res = await route.client.dispatcher.request({
+      origin: url.origin,
+      path: url.pathname + url.search,
+      method: 'POST',
+      headers,
+      body: request.payload,
+      signal,
     });
-    const retryAfter = stream.response?.headers['retry-after'];
     const chunks: Buffer[] = [];
     let size = 0;
     // Read to the end, so that the connection goes back to the pool for the next attempt; only
-    // an answer longer than what is kept is cut off (leaving the loop destroys the stream, and
-    // with it that connection).
-    for await (const chunk of stream as AsyncIterable<Buffer>) {
+    // an answer longer than what is kept is cut off (leaving the loop destroys the body, and
+    // with it that connection), so a receiver answering a gigabyte costs 20 KiB of memory.
+    for await (const chunk of res.body as AsyncIterable<Buffer>) {
       const take = chunk.subarray(0, MAX_RESPONSE_BYTES - size);
       chunks.push(take);
       size += take.length;
       if (size >= MAX_RESPONSE_BYTES) break;
     }
+    const retryAfter = res.headers['retry-after'];
     const header = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter;
     // An answer from a receiver reached through a granted internal network: its status and size
-    // are logged, not its body, unless the operator keeps them for this organization.
-    const remote = stream.ip;
-    if (remote !== undefined && networks.isInternal(remote) && !networks.storesInternalResponses(request.orgId)) {
-      return { statusCode, body: internalBodyWithheld(size, size >= MAX_RESPONSE_BYTES), retryAfter: header };
+    // are logged, not its body, unless the operator keeps them for this organization. The
+    // connection went to an address the guard checked for this host: an IP literal, or what the
+    // name resolved to (withheld when any of its addresses is internal).
+    if (!networks.storesInternalResponses(request.orgId) && route.guard.reachesInternal(url.hostname.replace(/^\[(.*)\]$/, '$1'), networks.isInternal)) {
+      return { statusCode: res.statusCode, body: internalBodyWithheld(size, size >= MAX_RESPONSE_BYTES), retryAfter: header };
     }
-    return { statusCode, body: Buffer.concat(chunks).toString('utf8'), retryAfter: header };
+    return { statusCode: res.statusCode, body: Buffer.concat(chunks).toString('utf8'), retryAfter: header };
   }
 
   return {
     /** Closes the kept-alive connections; call once no attempt is in flight. */
-    close(): void {
-      shared.client.destroy();
-      for (const r of own.values()) r.client.destroy();
+    async close(): Promise<void> {
+      await Promise.all([shared, ...own.values()].map((r) => r.client.destroy()));
     },
     /** @param shutdown aborts the attempt when the daemon stops. */
     async deliver(request: DeliveryRequest, shutdown?: AbortSignal): Promise<AttemptResult> {
@@ -177,9 +198,9 @@ export function createDeliverer(options: DelivererOptions) {
     const base = { statusCode: null, responseBody: null, retryAfterMs: null };
     try {
       const url = new URL(request.url);
-      const { guard, client } = route(request.orgId);
-      checkTarget(url, guard);
-      const res = await pRetry(() => send(url, request, signal, client), {
+      const via = route(request.orgId);
+      checkTarget(url, via.guard);
+      const res = await pRetry(() => send(url, request, signal, via), {
         retries: 2,
         minTimeout: 100,
         factor: 4,

@@ -1,30 +1,42 @@
-import { Agent as HttpAgent } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
-import got, { type Got } from 'got';
+import { Agent } from 'undici';
 
 export interface DeliveryClientOptions {
   /** PEM text of extra trusted CAs (delivery.caFile), added to Node's bundled roots; null for the roots alone. */
   readonly extraCa: string | null;
   /** Resolves webhook host names (the network guard's checked lookup); Node's own when absent. */
   readonly lookup?: LookupFunction;
-  /** Sent as `user-agent`. */
-  readonly userAgent: string;
+  /**
+   * Most connections kept to one origin (scheme, host and port): delivery.concurrency, since no
+   * more attempts than that are ever in flight at once. Fewer are opened when fewer are needed.
+   */
+  readonly connectionsPerOrigin: number;
+  /** Longest wait for a connection (TCP and TLS), in ms: the attempt deadline. */
+  readonly connectTimeoutMs: number;
 }
 
 export interface DeliveryClient {
-  /** got, with every option of a delivery attempt that does not change per request already set. */
-  readonly got: Got;
+  /** An undici dispatcher with every option of a delivery connection already set. */
+  readonly dispatcher: Agent;
   /** Closes every kept-alive connection (the daemon is stopping, or the TLS material changed). */
-  destroy(): void;
+  destroy(): Promise<void>;
 }
+
+/**
+ * An idle kept-alive connection is closed after this long, or after what the receiver's own
+ * `Keep-Alive: timeout=N` asks (less a second), up to IDLE_SOCKET_MAX_MS. A receiver that closes
+ * idle connections sooner without saying so makes one attempt meet a closed connection: that is
+ * retried at once inside the attempt (the deliverer's TRANSIENT_CODES).
+ */
+export const IDLE_SOCKET_MS = 10_000;
+export const IDLE_SOCKET_MAX_MS = 60_000;
 
 /**
  * One TLS secure context for every connection. With `extraCa` set, building a context means
  * parsing Node's ~145 bundled root certificates plus the operator's: about 137 ms of CPU and
  * a few MB each time (measured), which per connection, or worse per attempt, dominated the cost
- * of a delivery. Built once here, it is shared by every socket of the agent.
+ * of a delivery. Built once here, it is shared by every socket of the dispatcher.
  */
 export function deliverySecureContext(extraCa: string | null): SecureContext | undefined {
   if (extraCa === null) return undefined;
@@ -32,35 +44,36 @@ export function deliverySecureContext(extraCa: string | null): SecureContext | u
 }
 
 /**
- * The HTTP client every delivery attempt goes through: keep-alive agents (one connection pool
- * per receiver host and port, reused across attempts), one TLS context built at start, and
- * got set as delivery needs it: POST, no redirects followed, no exception on HTTP errors, no
- * retry of its own (in-attempt reconnects are p-retry's, the schedule is the database's), no
- * decompression, and host names resolved through `lookup`.
+ * The HTTP client every delivery attempt goes through: an undici Agent (a keep-alive connection
+ * pool per receiver origin, HTTP/1.1, no pipelining), one TLS context built at start, and host
+ * names resolved through `lookup`, which hands the socket only addresses it has checked (the
+ * connection goes where the URL policy looked: no DNS rebinding between check and connect).
+ * undici never follows redirects, retries nothing on its own (a POST is not idempotent) and does
+ * not decompress: what delivery wants. Its own headers and body timeouts are off: an attempt has
+ * one overall deadline, the deliverer's AbortSignal.
  *
  * The benchmark (scripts/bench-delivery.ts) measures this same client as the ceiling of what
  * hookrelay can deliver, so a change here shows in both.
  */
 export function createDeliveryClient(options: DeliveryClientOptions): DeliveryClient {
   const secureContext = deliverySecureContext(options.extraCa);
-  const agentOptions = { keepAlive: true, scheduling: 'lifo' as const };
-  const http = new HttpAgent(agentOptions);
-  const https = new HttpsAgent({ ...agentOptions, ...(secureContext ? { secureContext } : {}) });
-  const instance = got.extend({
-    method: 'POST',
-    agent: { http, https },
-    followRedirect: false,
-    throwHttpErrors: false,
-    retry: { limit: 0 },
-    decompress: false,
-    headers: { 'user-agent': options.userAgent },
-    ...(options.lookup ? { dnsLookup: options.lookup } : {}),
+  const dispatcher = new Agent({
+    connections: options.connectionsPerOrigin,
+    pipelining: 1,
+    keepAliveTimeout: IDLE_SOCKET_MS,
+    keepAliveMaxTimeout: IDLE_SOCKET_MAX_MS,
+    headersTimeout: 0,
+    bodyTimeout: 0,
+    connect: {
+      timeout: options.connectTimeoutMs,
+      ...(secureContext ? { secureContext } : {}),
+      ...(options.lookup ? { lookup: options.lookup } : {}),
+    },
   });
   return {
-    got: instance,
-    destroy() {
-      http.destroy();
-      https.destroy();
+    dispatcher,
+    async destroy() {
+      await dispatcher.destroy();
     },
   };
 }

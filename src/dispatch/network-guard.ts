@@ -20,7 +20,17 @@ export interface NetworkGuard {
    * goes to an address that was checked (no DNS rebinding between check and connect).
    */
   lookup(hostname: string, options: { all?: boolean; family?: number } | number, callback: LookupCallback): void;
+  /**
+   * Whether a connection to `host` (an IP literal, or a name this guard's lookup resolved) may
+   * have reached an address `isInternal` calls internal: for a name, any of the addresses it
+   * last resolved to. A name it has not resolved (or has forgotten) counts as internal: the
+   * caller withholds what it would have kept, the safe side.
+   */
+  reachesInternal(host: string, isInternal: (address: string) => boolean): boolean;
 }
+
+/** Names whose last resolution a guard remembers (for reachesInternal); the oldest is forgotten first. */
+const REMEMBERED_NAMES = 10_000;
 
 /** A guard for the networks listed (tests, tools), or for an organization's policy (see createNetworkPolicies). */
 export function createNetworkGuard(networks: readonly string[] | AddressPolicy): NetworkGuard {
@@ -33,8 +43,19 @@ export function createNetworkGuard(networks: readonly string[] | AddressPolicy):
     return why === null ? null : `${bare} is in a refused range (${why.label}); allow its network with delivery.organizationNetworks or delivery.allowNetworks if this receiver is meant to be internal`;
   }
 
+  const resolved = new Map<string, readonly string[]>();
+  function remember(hostname: string, addresses: readonly LookupAddress[]): void {
+    resolved.delete(hostname);
+    if (resolved.size >= REMEMBERED_NAMES) resolved.delete(resolved.keys().next().value!);
+    resolved.set(hostname, addresses.map((a) => a.address));
+  }
+
   return {
     refusal,
+    reachesInternal(host, isInternal) {
+      if (isIP(host) !== 0) return isInternal(host);
+      return resolved.get(host)?.some(isInternal) ?? true;
+    },
     lookup(hostname, options, callback) {
       const family = typeof options === 'number' ? options : (options.family ?? 0);
       const wantAll = typeof options === 'object' && options.all === true;
@@ -50,6 +71,7 @@ export function createNetworkGuard(networks: readonly string[] | AddressPolicy):
           }
         }
         if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), wantAll ? [] : '');
+        remember(hostname, addresses);
         if (wantAll) return callback(null, addresses);
         return callback(null, addresses[0]!.address, addresses[0]!.family);
       });
