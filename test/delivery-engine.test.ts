@@ -373,8 +373,10 @@ test('the clock steps forward then back: fresh deliveries go out at once, before
 });
 
 test('new work is claimed at once while slots are free, not at the next group commit', async (t) => {
-  // A group-commit window of a second, and no polls: only the claim that new work asks for
-  // can explain a delivery within a fraction of it.
+  // A group-commit window of a second (the longest allowed), and no polls: only the claim that
+  // new work asks for can explain a delivery within a fraction of it. (Without it, each line,
+  // appended 30 ms after the arrival that a commit followed, would wait for the next commit:
+  // nearly a second.)
   // Slots enough for every attempt whose outcome waits for that window.
   const rig = await startDeliveryRig(t, { ...NO_POLLS, 'delivery.groupCommitInterval': '1s', 'delivery.perWebhookConcurrency': '8' });
   const receiver = await startReceiver(t, rig.tls);
@@ -384,10 +386,11 @@ test('new work is claimed at once while slots are free, not at the next group co
   await receiver.waitForRequests(1, 10_000);
 
   const latencies = await appendOneByOne(rig, receiver, 'evt_claim', 30);
-  // Before, each waited for the window to end: anywhere up to a second after the last commit.
-  assert.ok(Math.max(...latencies) < 400, `append-to-arrival ${latencies.join(', ')} ms with a 1 s group-commit window`);
+  // Before, each waited for the window to end. The bound sits between: a busy machine takes
+  // tens of ms, not most of a second.
+  assert.ok(Math.max(...latencies) < 600, `append-to-arrival ${latencies.join(', ')} ms with a 1 s group-commit window`);
   // Outcomes still wait for their group commit, and are all recorded.
-  await waitFor('every outcome recorded', () => deliveriesOf(rig.relay.store, 'org-a').filter((d) => d.status === DeliveryStatus.delivered).length === 6, 5_000);
+  await waitFor('every outcome recorded', () => deliveriesOf(rig.relay.store, 'org-a').filter((d) => d.status === DeliveryStatus.delivered).length === 6, 10_000);
 });
 
 test('a change that waits behind its request\'s attempt goes out when that attempt ends, without a poll', async (t) => {

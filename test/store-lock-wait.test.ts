@@ -32,7 +32,14 @@ function holdLock(t: TestContext, path: string): { release(): void } {
   return { release };
 }
 
-/** The longest gap between ticks of a 5 ms interval while it runs: how long the event loop was held. */
+/**
+ * The longest gap between ticks of a 5 ms interval while it runs: how long the event loop was
+ * held (performance.now(), a monotonic clock). A wait for the lock inside SQLite holds it for as
+ * long as the lock is held (300 ms and more in these tests); a busy 2-core machine holds it for
+ * tens of ms at times, so the tests compare it with LOOP_HELD_BOUND_MS, between the two.
+ */
+const LOOP_HELD_BOUND_MS = 250;
+
 function loopWatch(): { stop(): number } {
   let last = performance.now();
   let longest = 0;
@@ -72,7 +79,7 @@ test("the daemon's connection does not wait in SQLite for a lock (the CLI's does
       (err: unknown) => err,
     );
   assert.ok(isLockWait(refused), `a lock error, got ${String(refused)}`);
-  assert.ok(performance.now() - started < 50, 'failed at once');
+  assert.ok(performance.now() - started < 1_000, 'failed at once (waiting in SQLite would take busy_timeout, 5 s)');
   assert.equal(ran, 0, 'nothing ran in the refused transaction');
   started = performance.now();
   await assert.rejects(
@@ -107,7 +114,7 @@ test('whenUnlocked runs the write again on timers until the lock is released, th
   const longest = watch.stop();
   assert.ok(performance.now() - started >= 290, 'it waited for the release');
   assert.ok(tries > 10, `tried again and again (${tries} tries)`);
-  assert.ok(longest < 50, `the event loop was held ${longest.toFixed(1)} ms at most`);
+  assert.ok(longest < LOOP_HELD_BOUND_MS, `the event loop was held ${longest.toFixed(1)} ms at most`);
   assert.equal((await store.read((tx) => tx.orgs.get('acme')))?.id, 'acme');
 
   holdLock(t, path);
@@ -196,7 +203,8 @@ test('an attempt that ends while another process holds the lock is recorded once
   await receiver.waitForRequests(1);
   const watch = loopWatch();
   await sleep(400);
-  assert.ok(watch.stop() < 50, 'the event loop stays free');
+  const held = watch.stop();
+  assert.ok(held < LOOP_HELD_BOUND_MS, `the event loop stays free (held ${held.toFixed(1)} ms)`);
   assert.equal(repos(rig.relay.store).deliveries.list('org-a', { limit: 10 })[0]?.status, 'pending', 'its outcome waits for the lock');
   lock!.release();
   await waitForDelivery(rig.relay.store, 'org-a', 'evt_1', (d) => d.status === 'delivered', 'the outcome recorded');
