@@ -70,6 +70,8 @@ export interface Receiver {
   readonly requests: RecordedRequest[];
   /** TCP connections accepted so far (any, even ones that never sent a request). */
   connections(): number;
+  /** TCP connections open now (accepted and not yet closed by either side). */
+  openConnections(): number;
   /** Replaces the responder for the requests that arrive from now on. */
   respond(responder: Responder): void;
   /** Resolves with the first `count` requests once they have arrived; throws after `timeoutMs`. */
@@ -165,6 +167,7 @@ export async function startReceiver(t: TestContext, tls: TestTls, responder: Res
     port,
     requests,
     connections: () => counter.n,
+    openConnections: () => sockets.size,
     respond(next) {
       current = next;
     },
@@ -202,6 +205,8 @@ export interface TricklingReceiver {
   readonly port: number;
   /** Requests (connections that sent something) so far. */
   requests(): number;
+  /** TCP connections open now (accepted and not yet closed by either side). */
+  openConnections(): number;
   close(): Promise<void>;
 }
 
@@ -250,6 +255,7 @@ export async function startTricklingReceiver(t: TestContext, tls: TestTls, optio
     url: `https://127.0.0.1:${port}/hook`,
     port,
     requests: () => requests,
+    openConnections: () => sockets.size,
     async close() {
       for (const timer of timers) clearInterval(timer);
       timers.clear();

@@ -74,9 +74,9 @@ class Refused extends Error {
 }
 
 function classify(err: unknown, deadlineHit: boolean): { error: AttemptError; detail: string } {
+  if (deadlineHit) return { error: AttemptError.timeout, detail: 'no complete response within the attempt deadline' };
   const e = err as NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException };
   const code = e.code ?? e.cause?.code ?? '';
-  if (deadlineHit) return { error: AttemptError.timeout, detail: 'no complete response within the attempt deadline' };
   if (code === BLOCKED_CODE || e.cause?.code === BLOCKED_CODE) return { error: AttemptError.blocked, detail: (e.cause ?? e).message };
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME') return { error: AttemptError.dns, detail: `DNS lookup failed (${code})` };
   // undici's name for a connection the receiver closed before its answer was complete; got and
@@ -183,14 +183,28 @@ export function createDeliverer(options: DelivererOptions) {
       const onShutdown = () => controller.abort(shutdown?.reason);
       if (shutdown?.aborted) onShutdown();
       else shutdown?.addEventListener('abort', onShutdown, { once: true });
+      // undici acts on an abort only once the request has a connection: an attempt still
+      // connecting (a TLS handshake never answered) would run on to the connect timeout. The
+      // attempt ends when its signal fires, whatever undici is doing; the connection it was
+      // opening is dropped once undici gets to it.
+      const cut = new Promise<AttemptResult>((resolve) => {
+        signal.addEventListener('abort', () => resolve(cutShort(started, deadlineHit)), { once: true });
+      });
       try {
-        return await attempt(request, signal, started, () => deadlineHit);
+        if (signal.aborted) return cutShort(started, deadlineHit);
+        return await Promise.race([attempt(request, signal, started, () => deadlineHit), cut]);
       } finally {
         clearTimeout(timer);
         shutdown?.removeEventListener('abort', onShutdown);
       }
     },
   };
+
+  /** The result of an attempt its deadline, or the daemon's shutdown, cut short. */
+  function cutShort(started: number, deadlineHit: boolean): AttemptResult {
+    const { error, detail } = deadlineHit ? classify(null, true) : { error: AttemptError.connection, detail: 'aborted: the daemon is stopping' };
+    return { statusCode: null, responseBody: null, retryAfterMs: null, error, errorDetail: detail, durationMs: Math.round(performance.now() - started) };
+  }
 
   /** One attempt under `signal` (deadline and shutdown); `deadlineHit` tells a timeout from a shutdown. */
   async function attempt(request: DeliveryRequest, signal: AbortSignal, started: number, deadlineHit: () => boolean): Promise<AttemptResult> {
