@@ -137,6 +137,10 @@ fi
 case $node_bin in
   /home/* | /root/* | /run/user/*)
     printf 'install.sh: warning: %s is under a home directory, which the unit hides from the service (ProtectHome=yes); install Node.js system-wide (README, Requirements)\n' "$node_bin" >&2 ;;
+  /tmp/* | /var/tmp/*)
+    tmp_dir=/tmp
+    [[ $node_bin == /var/tmp/* ]] && tmp_dir=/var/tmp
+    printf 'install.sh: warning: %s is under %s/, which the unit replaces with an empty directory of its own (PrivateTmp=yes): the service would not find it; install Node.js system-wide (README, Requirements)\n' "$node_bin" "$tmp_dir" >&2 ;;
 esac
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/hookrelay-install.XXXXXX")

@@ -10,6 +10,7 @@ import { registerFeedCommands } from './cli/feed.ts';
 import { registerOrgsCommands } from './cli/orgs.ts';
 import { registerRolesCommands } from './cli/roles.ts';
 import { registerServeCommands } from './cli/serve.ts';
+import { registerListenCommand } from './cli/listen.ts';
 import { registerStatusCommands } from './cli/status.ts';
 import { addGlobalOptions, fail, oneLineErrors } from './cli/shared.ts';
 import { registerTokenCommands } from './cli/token.ts';
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   registerDeliveriesCommands(program);
   registerDbCommands(program);
   registerStatusCommands(program);
+  registerListenCommand(program);
 
   oneLineErrors(program);
   return program;

@@ -1,13 +1,14 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { AddressInfo } from 'node:net';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
 import { createApi, createMetricsApp } from './api/app.ts';
 import type { MetricsEndpoint } from './api/metrics.ts';
 import type { Config } from './config/load.ts';
 import { createNetworkPolicies } from './domain/address-policy.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
+import { ErrorCode, HookrelayError } from './domain/errors.ts';
 import { isLoopbackHost, parseListen } from './domain/listen.ts';
 import { createMetrics, loadMetricsToken, type Metrics } from './metrics/metrics.ts';
 import { createFileTailer } from './feed/file-tailer.ts';
@@ -24,6 +25,7 @@ import { createServices } from './services/services.ts';
 import { createRetentionService, startRetention } from './services/retention.ts';
 import { createStorageHealth, type StorageHealth } from './services/storage-health.ts';
 import { createWorkSignal } from './services/work-signal.ts';
+import { acquireDaemonLock, type DaemonLock } from './store/daemon-lock.ts';
 import { availableBytes } from './store/directories.ts';
 import { StorageFault, storageFaultOf } from './store/storage-faults.ts';
 import { openStore } from './store/store.ts';
@@ -60,20 +62,46 @@ export function retryPolicyFrom(config: Config): RetryPolicy {
   };
 }
 
+/** The refusal of an address another process listens on: which setting to change, and how to see who holds it. */
+function addressInUse(what: string, setting: string, listenAddress: string, cause: unknown): HookrelayError {
+  return new HookrelayError(
+    ErrorCode.config,
+    `${what} address ${listenAddress} is already in use (another hookrelay daemon? \`hookrelay status --listen ${listenAddress}\` tells); stop that process, or choose another address with ${setting}`,
+    { cause },
+  );
+}
+
 /** An HTTP server for `handler`, listening on `listenAddress` (HOST:PORT) once this resolves. */
-async function listen(handler: RequestListener, listenAddress: string): Promise<Server> {
+async function listen(handler: RequestListener, listenAddress: string, what: string, setting: string): Promise<Server> {
   const server = createServer(handler);
   server.requestTimeout = 30_000;
   server.headersTimeout = 15_000;
   const { host, port } = parseListen(listenAddress);
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? addressInUse(what, setting, listenAddress, err) : err));
     server.listen(port, host, () => {
-      server.off('error', reject);
+      server.removeAllListeners('error');
       resolve();
     });
   });
   return server;
+}
+
+/**
+ * Fails at once when another process listens on `listenAddress`, before anything is created or
+ * opened (a daemon started twice by mistake must not touch the state directory first). The
+ * real listener is opened later, once the services exist; a port taken in between is refused
+ * the same way then.
+ */
+async function probeListen(listenAddress: string, what: string, setting: string): Promise<void> {
+  const { host, port } = parseListen(listenAddress);
+  if (port === 0) return;
+  const probe = createNetServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? addressInUse(what, setting, listenAddress, err) : err));
+    probe.listen({ port, host, exclusive: true }, () => resolve());
+  });
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
 }
 
 /** Stops accepting, lets requests in progress finish for up to `deadlineMs`, then cuts them. */
@@ -120,6 +148,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   const log = deps.log;
   const clock = deps.clock ?? systemClock;
   let store: Store | null = null;
+  let daemonLock: DaemonLock | null = null;
   let server: Server | null = null;
   let metricsServer: Server | null = null;
   let feed: { stop(): Promise<void> } | null = null;
@@ -227,6 +256,11 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   }
 
   async function startParts(): Promise<void> {
+    // Before anything is created: the addresses are free, and no other daemon runs on this
+    // state directory (it would read the same feed).
+    await probeListen(config.api.listen, 'the admin API', '--listen or api.listen');
+    if (config.metrics.enabled && config.metrics.listen !== null) await probeListen(config.metrics.listen, 'the metrics', 'metrics.listen');
+    daemonLock = acquireDaemonLock(config.stateDir);
     // Tests may wrap the opening (a fault-injected store: SQLITE_FULL where no file system can be mounted).
     const url = config.database.url;
     const opened = url === null ? await openWhenSpace() : await openPgWhenReachable(url);
@@ -275,17 +309,17 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       },
       ...(onAdminListener ? { metrics: endpoint } : {}),
     });
-    server = await listen(app.callback(), config.api.listen);
+    server = await listen(app.callback(), config.api.listen, 'the admin API', '--listen or api.listen');
     const bound = address();
     log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
     if (endpoint !== null && !onAdminListener) {
-      metricsServer = await listen(createMetricsApp({ log, metrics: endpoint }).callback(), config.metrics.listen!);
+      metricsServer = await listen(createMetricsApp({ log, metrics: endpoint }).callback(), config.metrics.listen!, 'the metrics', 'metrics.listen');
       const info = metricsServer.address() as AddressInfo;
       log.info({ host: info.address, port: info.port, token: endpoint.token !== null }, 'metrics listening');
     }
     if (endpoint?.refusal) log.warn({ listen: config.api.listen }, endpoint.refusal);
     // Background checkpoints in the daemon only while large batches are being ingested (see startBackgroundCheckpoints).
-    ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true });
+    ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true, noticeUndeliverable: true });
     deliverer = createDeliverer({
       networks: createNetworkPolicies(config.delivery),
       clock,
@@ -384,6 +418,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       ingestPath = null;
       await store?.close();
       store = null;
+      daemonLock?.release();
+      daemonLock = null;
       log.info('stopped');
     },
 

@@ -9,7 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, test } from 'node:test';
-import { assertBuilt, CLI, cleanEnv, defer, fields, jsonLine, runCli, scratchDir, WAIT_LIMIT_MS, type CliResult, type Exit } from './feed-helpers.ts';
+import { assertBuilt, CLI, cleanEnv, defer, fields, jsonLine, runCli, scratchDir, spawnServe, WAIT_LIMIT_MS, type CliResult, type Exit } from './feed-helpers.ts';
 
 before(assertBuilt);
 
@@ -93,6 +93,63 @@ test('usage mistakes: one line naming the problem and where to look, exit 2, not
   assert.equal(existsSync(join(dir, 'var')), false, 'a rejected command line must not create the state directory');
 });
 
+test('messages that say what was wrong: a missing config file, a misspelt variable, a missing file to check, a replay of a queued event', async (t) => {
+  const dir = scratchDir(t, 'hookrelay-cli-errors-');
+  const state = join(dir, 'state');
+  assertOneLine(
+    'missing --config',
+    await runCli(t, ['orgs', 'list', '--config', join(dir, 'nope.json')]),
+    EXIT_USAGE,
+    /^hookrelay: config file .*nope\.json does not exist; check the path given by --config or HOOKRELAY_CONFIG, or leave both out/,
+  );
+  // A slip of the keyboard is named, with the closest real name, on one short line (not the list of all names).
+  const misspelt = await runCli(t, ['orgs', 'list', '--state-dir', state], { env: { HOOKRELAY_DELIVERY_CONCURENCY: '3' } });
+  assertOneLine('misspelt variable', misspelt, EXIT_USAGE, /unknown environment variable HOOKRELAY_DELIVERY_CONCURENCY; did you mean HOOKRELAY_DELIVERY_CONCURRENCY\? docs\/configuration\.md lists/);
+  assert.ok(misspelt.stderr.length < 250, `${misspelt.stderr.length} characters`);
+  assertOneLine('far from any name', await runCli(t, ['orgs', 'list', '--state-dir', state], { env: { HOOKRELAY_WHATEVER_ELSE: '1' } }), EXIT_USAGE, /unknown environment variable HOOKRELAY_WHATEVER_ELSE; docs\/configuration\.md lists/);
+  // A file named on the command line that is not there: check the path (no advice about --config).
+  assertOneLine('db check of a missing file', await runCli(t, ['db', 'check', join(dir, 'missing.db'), '--state-dir', state]), EXIT_USAGE, /^hookrelay: there is no database file at .*missing\.db; check the path$/);
+
+  // A replay of an event whose delivery is still pending says so, as the API does (not "id the event has ...").
+  ok('migrate', await runCli(t, ['migrate', '--state-dir', state]));
+  ok('orgs add', await runCli(t, ['orgs', 'add', 'acme', '--state-dir', state]));
+  ok('webhook set', await runCli(t, ['webhook', 'set', '--org', 'acme', '--url', 'https://receiver.invalid/hook', '--state-dir', state]));
+  writeFileSync(join(dir, 'feed.jsonl'), '{"event_id":"evt_1","organization_id":"acme","anticipation_request_id":"ar_1","status":"approved","previous_status":"submitted","occurred_at":"2026-11-23T10:00:00.000Z"}\n');
+  ok('ingest', await runCli(t, ['ingest', join(dir, 'feed.jsonl'), '--state-dir', state]));
+  assertOneLine('replay of a queued event', await runCli(t, ['deliveries', 'replay', '1', '--org', 'acme', '--state-dir', state]), EXIT_USAGE, /^hookrelay: delivery 1's event is already queued \(a delivery of it is pending\); replay it once that one is delivered or dead$/);
+});
+
+test('one daemon per state directory: a second serve is refused naming the first one\'s pid; a busy port is refused before any state is created', async (t) => {
+  const dir = scratchDir(t, 'hookrelay-cli-errors-');
+  const state = join(dir, 'state');
+  const first = await spawnServe(t, state, []);
+  assertOneLine(
+    'second serve on the same state directory',
+    await runCli(t, ['serve', '--state-dir', state, '--listen', '127.0.0.1:0']),
+    EXIT_USAGE,
+    new RegExp(`^hookrelay: another hookrelay daemon \\(pid ${first.child.pid}\\) is running on the state directory .*state; stop it first .*--state-dir\\)$`),
+  );
+  // The first one is untouched, and the CLI still works beside it.
+  assert.equal((await fetch(`${first.baseUrl}/healthz`)).status, 200);
+  ok('orgs list beside the daemon', await runCli(t, ['orgs', 'list', '--state-dir', state]));
+  // The lock ends with its process, however it ends: after a SIGKILL a new daemon starts.
+  first.child.kill('SIGKILL');
+  await first.exited;
+  const next = await spawnServe(t, state, []);
+  assert.equal((await fetch(`${next.baseUrl}/healthz`)).status, 200);
+
+  // Its port taken: refused at once, and the state directory it was given is never created.
+  const port = Number(new URL(next.baseUrl).port);
+  const other = join(dir, 'other-state');
+  assertOneLine(
+    'serve on a busy port',
+    await runCli(t, ['serve', '--state-dir', other, '--listen', `127.0.0.1:${port}`]),
+    EXIT_USAGE,
+    new RegExp(`^hookrelay: the admin API address 127\\.0\\.0\\.1:${port} is already in use \\(another hookrelay daemon\\? \`hookrelay status --listen 127\\.0\\.0\\.1:${port}\` tells\\); stop that process, or choose another address with --listen or api\\.listen$`),
+  );
+  assert.equal(existsSync(other), false, 'a refused start created its state directory');
+});
+
 test('a state directory that cannot be created (/proc/nope, a file in the way) ends serve at once with one line', async (t) => {
   const dir = scratchDir(t, 'hookrelay-cli-errors-');
   writeFileSync(join(dir, 'file'), '');
@@ -137,7 +194,8 @@ test('an unwritable state directory: one line naming the path, the permission mi
   const user = isRoot ? 'nobody' : String(spawnSync('id', ['-un']).stdout).trim();
 
   const serve = await runCli(t, ['serve', '--listen', '127.0.0.1:0', '--state-dir', join(locked, 'var')], { ...as, cwd: dir });
-  assertOneLine('serve in a locked directory', serve, EXIT_USAGE, new RegExp(`cannot create the database directory ${join(locked, 'var')}: permission denied \\(EACCES\\): user ${user} needs write permission on ${locked} \\(owner uid \\d+, mode 0555\\); choose another state directory .* or fix the permissions`));
+  // serve takes the daemon lock in the state directory first, so that is what it tries to create.
+  assertOneLine('serve in a locked directory', serve, EXIT_USAGE, new RegExp(`cannot create the state directory ${join(locked, 'var')}: permission denied \\(EACCES\\): user ${user} needs write permission on ${locked} \\(owner uid \\d+, mode 0555\\); choose another state directory .* or fix the permissions`));
   assertOneLine('orgs add in a locked directory', await runCli(t, ['orgs', 'add', 'acme', '--state-dir', join(locked, 'var')], { ...as, cwd: dir }), EXIT_USAGE, /permission denied \(EACCES\)/);
 
   // A database file this user may not open (made by root, or made unreadable).
@@ -180,6 +238,36 @@ function onTerminal(args: readonly string[], cwd: string): { status: number | nu
   const result = spawnSync('script', ['-qec', command, '/dev/null'], { cwd, env: { ...cleanEnv(), TERM: 'xterm' }, encoding: 'utf8', timeout: WAIT_LIMIT_MS });
   return { status: result.status, output: result.stdout };
 }
+
+test('Ctrl-C during ingest: what was read is stored and summed up, the rest is said to be unread, exit 130', async (t) => {
+  const dir = scratchDir(t, 'hookrelay-cli-errors-');
+  const state = join(dir, 'state');
+  ok('migrate', await runCli(t, ['migrate', '--state-dir', state]));
+  const child = spawn(process.execPath, [CLI, 'ingest', '-', '--state-dir', state], { env: cleanEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
+  defer(t, () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const exited = new Promise<Exit>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+  // Twenty lines, then the producer goes quiet without closing its end: only the signal ends it.
+  child.stdin!.write(Array.from({ length: 20 }, (_, i) => jsonLine(fields(i))).join(''));
+  const stored = async (): Promise<number> => {
+    const status = await runCli(t, ['feed', 'status', '--json', '--state-dir', state]);
+    return (JSON.parse(status.stdout || '{"sources":[]}') as { sources: Array<{ accepted: number }> }).sources[0]?.accepted ?? 0;
+  };
+  const deadline = performance.now() + WAIT_LIMIT_MS;
+  while ((await stored()) < 20) assert.ok(performance.now() < deadline, 'the twenty lines were not stored in time');
+  child.kill('SIGINT');
+  const timer = setTimeout(() => child.kill('SIGKILL'), WAIT_LIMIT_MS);
+  const exit = await exited;
+  clearTimeout(timer);
+  assert.equal(exit.code, 130, `exit ${exit.code} (${exit.signal}); stderr: ${stderr}`);
+  assert.match(stdout, /^20 accepted, 0 duplicate, 0 quarantined/m);
+  assert.match(stderr, /^hookrelay: ingest interrupted \(SIGINT\) after 20 line\(s\), all of them stored as counted above; what was not sent yet was not read\n$/);
+});
 
 test('long operations show progress on a terminal, rewritten in place and cleared, and nothing without one', async (t) => {
   const dir = scratchDir(t, 'hookrelay-cli-errors-');

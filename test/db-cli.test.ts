@@ -153,7 +153,7 @@ test('db backup while the daemon ingests and delivers: the copy opens, passes in
   // Refused without --force, and nothing is changed.
   const again = await runCli(t, ['db', 'backup', file, ...common]);
   assert.equal(again.code, 2);
-  assert.equal(again.stderr, `hookrelay: FILE ${file} exists; choose another file, or pass --force to replace it\n`);
+  assert.equal(again.stderr, `hookrelay: ${file} already exists; choose another file, or pass --force to replace it\n`);
   assert.deepEqual(snapshotOf(file), a);
 
   const forced = await runCli(t, ['db', 'backup', file, '--force', ...common]);
@@ -166,7 +166,7 @@ test('db backup while the daemon ingests and delivers: the copy opens, passes in
 
   const missingDir = await runCli(t, ['db', 'backup', join(backups, 'no', 'such', 'x.db'), ...common]);
   assert.equal(missingDir.code, 2);
-  assert.match(missingDir.stderr, /^hookrelay: FILE is in .*no\/such, which does not exist\n$/);
+  assert.match(missingDir.stderr, /^hookrelay: the backup's directory .*no\/such does not exist; create it first, or choose another file\n$/);
 
   writing = false;
   await writer;

@@ -11,6 +11,7 @@ import { test } from 'node:test';
 import { systemClock } from '../src/domain/clock.ts';
 import { createIngestService, type RawLine } from '../src/services/ingest.ts';
 import { openStore } from '../src/store/store.ts';
+import { createLogger } from '../src/log.ts';
 import { silentLog, tempDir } from './helpers.ts';
 
 const line = (value: unknown): RawLine => ({ bytes: Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)), position: null });
@@ -64,4 +65,24 @@ test('a line without occurred_at read again later is a duplicate (the stored tim
   assert.deepEqual(await ingest.ingest('feed', [line(timeless)], null), { accepted: 0, duplicates: 1, quarantined: 0, undeliverable: 0 });
   // The stored event's time is the first reading's; a line that names another one conflicts.
   assert.equal((await ingest.ingest('feed', [line({ ...timeless, occurred_at: new Date(now).toISOString() })], null)).quarantined, 1);
+});
+
+test('events of an organization without a webhook (or that does not exist) are stored and said at warn, once per organization in ten minutes', async (t) => {
+  const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
+  t.after(() => store.close());
+  const records: Array<Record<string, unknown>> = [];
+  const ingest = createIngestService(store, createLogger('info', { write: (text: string) => void records.push(JSON.parse(text) as Record<string, unknown>) }), undefined, { noticeUndeliverable: true });
+  const of = (orgId: string, n: number) => line({ ...original, event_id: `chg_${orgId}_${n}`, organization_id: orgId });
+  assert.deepEqual(await ingest.ingest('feed', [of('ghost', 1), of('ghost', 2), of('typo-org', 1)], null), { accepted: 3, duplicates: 0, quarantined: 0, undeliverable: 3 });
+  assert.deepEqual(await ingest.ingest('feed', [of('ghost', 3)], null), { accepted: 1, duplicates: 0, quarantined: 0, undeliverable: 1 });
+  const notices = records.filter((r) => r.level === 40).map((r) => ({ organization: r.organization, events: r.events, msg: r.msg }));
+  assert.deepEqual(
+    notices.map((n) => [n.organization, n.events]),
+    [
+      ['ghost', 2],
+      ['typo-org', 1],
+    ],
+    'one notice per organization for the first batch; the next batch of the same organization within ten minutes is not said again',
+  );
+  assert.match(String(notices[0]!.msg), /no webhook \(or does not exist\): they are kept, not delivered; check the feed's organization_id, or register its webhook and recover them/);
 });

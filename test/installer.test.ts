@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -184,6 +184,18 @@ test('install again with --prefix: the unit and the launcher follow the prefix, 
   assert.equal(twice.code, 2);
   assert.match(twice.stderr, /^install\.sh: no hookrelay installed by this script in .*; nothing removed\n$/);
   assert.deepEqual(tree(dest), before);
+});
+
+test('a Node.js under /tmp is warned about: the unit gives the service a private /tmp, where it would not be found', async (t) => {
+  const dest = tempDir(t);
+  // tempDir is under /tmp: a node there, first in PATH, is the one the installer finds.
+  const bin = join(tempDir(t), 'bin');
+  mkdirSync(bin);
+  symlinkSync(process.execPath, join(bin, 'node'));
+  assert.match(bin, /^\/tmp\//, 'the test needs a directory under /tmp');
+  const result = await run('bash', [SCRIPT, '--no-build'], { DESTDIR: dest, PATH: `${bin}${delimiter}${process.env.PATH ?? ''}` });
+  assert.equal(result.code, 0, result.stderr);
+  assert.match(result.stderr, new RegExp(`^install\\.sh: warning: ${bin}/node is under /tmp/, which the unit replaces with an empty directory of its own \\(PrivateTmp=yes\\)`, 'm'));
 });
 
 test('mistakes get one line and change nothing: a relative or system prefix, a directory holding something else, an unknown option', async (t) => {

@@ -203,3 +203,26 @@ test('delivery.organizationNetworks and storeInternalResponses refuse entries th
   }
   assert.deepEqual(loadConfig({ env: { HOOKRELAY_DELIVERY_ORGANIZATION_NETWORKS: 'acme=10.20.0.0/16,acme=fd00:1::/32' }, overrides: {} }).delivery.organizationNetworks, ['acme=10.20.0.0/16', 'acme=fd00:1::/32']);
 });
+
+test('a refusal names the setting that would allow the target; localhost says that 127.0.0.1 and ::1 must both be allowed', async (t) => {
+  const relay = await startRelay(t, { 'delivery.allowNetworks': '127.0.0.1/32' });
+  const { admin } = await seedOrg(relay.services, 'acme');
+  const token = relay.token('acme', admin);
+  const register = (url: string) => call(relay.baseUrl, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: url } });
+
+  const localhost = await register('https://localhost:8443/hook');
+  assert.equal(localhost.status, 422, localhost.text);
+  assert.equal(localhost.body.reason, 'loopback_address');
+  assert.match(localhost.body.detail, /localhost is this machine, 127\.0\.0\.1 and ::1 both, and 127\.0\.0\.1 is allowed but ::1 is not; use http\(s\):\/\/127\.0\.0\.1:PORT\/ instead/);
+  assert.match(localhost.body.detail, /delivery\.organizationNetworks \["acme=127\.0\.0\.1\/32","acme=::1\/128"\] \(or for all with delivery\.allowNetworks\)/);
+
+  const literal = await register('https://10.1.2.3/hook');
+  assert.equal(literal.status, 422, literal.text);
+  assert.match(literal.body.detail, /10\.1\.2\.3 is in a refused range \(private.*\); if this receiver is meant to be internal, the operator allows it for this organization with delivery\.organizationNetworks \["acme=10\.1\.2\.3\/32"\]/);
+
+  const http = await register('http://127.0.0.1:8090/hook');
+  assert.equal(http.status, 422, http.text);
+  assert.match(http.body.detail, /must use the https scheme \(http only when the operator sets delivery\.allowHttp\)/);
+  // What the messages point at works: 127.0.0.1 is allowed here, so its https URL registers.
+  assert.equal((await register('https://127.0.0.1:8443/hook')).status, 201);
+});

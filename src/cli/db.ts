@@ -113,7 +113,7 @@ export function registerDbCommands(program: Command): void {
     const options = optionsOf(cmd);
     const config = configFrom(options);
     if (file === undefined) sqliteOnly(config, 'check', "the server checks its own pages (data checksums; pg_amcheck); give a SQLite file to check one");
-    const report = checkDatabase(file ?? config.database.path, { busyTimeoutMs: config.database.busyTimeoutMs });
+    const report = checkDatabase(file ?? config.database.path, { busyTimeoutMs: config.database.busyTimeoutMs, named: file !== undefined });
     const d = report.disk;
     const view = {
       path: report.path,

@@ -62,17 +62,37 @@ export function registerFeedCommands(program: Command): void {
           },
         };
         const started = performance.now();
-        const counts = await ingestStream(input, { ...config.feed, source, ingest, log, parser: path.parser }).finally(async () => {
+        // Ctrl-C (or SIGTERM) stops the reading: what was read is committed (a line cut in the
+        // middle is quarantined, not dropped), the summary says what was stored, and the exit
+        // status is 130 (143 for SIGTERM), as for any command a signal interrupted.
+        const interrupt = new AbortController();
+        let interruptedBy: NodeJS.Signals | null = null;
+        const onSignal = (signal: NodeJS.Signals) => {
+          interruptedBy ??= signal;
+          interrupt.abort();
+        };
+        process.once('SIGINT', onSignal);
+        process.once('SIGTERM', onSignal);
+        const counts = await ingestStream(input, { ...config.feed, source, ingest, log, parser: path.parser, signal: interrupt.signal }).finally(async () => {
+          process.off('SIGINT', onSignal);
+          process.off('SIGTERM', onSignal);
           progress.end();
           await path.close();
         });
         const rate = rateSummary(lines, 'lines', (performance.now() - started) / 1000);
-        print(options, { ...counts, lines, seconds: rate.seconds, lines_per_second: rate.perSecond }, () =>
+        print(options, { ...counts, lines, seconds: rate.seconds, lines_per_second: rate.perSecond, ...(interruptedBy === null ? {} : { interrupted: interruptedBy }) }, () =>
           `${counts.accepted} accepted, ${counts.duplicates} duplicate, ${counts.quarantined} quarantined` +
           (counts.undeliverable > 0 ? ` (${counts.undeliverable} of the accepted are undeliverable: their organization has no webhook)` : '') +
           `\n${rate.text}` +
           (counts.quarantined > 0 ? '\nsee: hookrelay feed rejects' : ''),
         );
+        if (interruptedBy !== null) {
+          process.stderr.write(
+            `hookrelay: ingest interrupted (${interruptedBy}) after ${lines} line(s), all of them stored as counted above; ` +
+              `${source === 'stdin' ? 'what was not sent yet was not read' : 'run the same command again to read the rest (lines already stored count as duplicates)'}\n`,
+          );
+          process.exitCode = interruptedBy === 'SIGINT' ? 130 : 143;
+        }
       } finally {
         await store.close();
       }

@@ -213,8 +213,12 @@ export function fail(err: unknown): number {
     return EXIT_USAGE;
   }
   if (isHookrelayError(err)) {
+    // A validation error's message says it best when it is about one thing ("delivery 7's event
+    // is already queued; ..."); a generic one ("the request body is invalid") is replaced by what
+    // was wrong with each part.
     const details = err.invalidParams.map((p) => `${p.name} ${p.reason}`).join('; ');
-    const message = err.code === ErrorCode.validation && details !== '' ? details : err.message;
+    const generic = /\bis invalid$/.test(err.message);
+    const message = err.code === ErrorCode.validation && details !== '' && generic ? details : err.message;
     process.stderr.write(`hookrelay: ${message}\n`);
     if (err.code === ErrorCode.databaseDamaged) return EXIT_DATABASE_DAMAGED;
     return err.code === ErrorCode.config || err.code === ErrorCode.validation ? EXIT_USAGE : EXIT_RUNTIME;

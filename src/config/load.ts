@@ -209,7 +209,9 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
     try {
       text = readFileSync(file, 'utf8');
     } catch (err) {
-      throw configError(`cannot read config file ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') throw configError(`config file ${file} does not exist; check the path given by --config or HOOKRELAY_CONFIG, or leave both out to run on the defaults (docs/configuration.md)`);
+      throw configError(`cannot read config file ${file}: ${code ?? String(err)}`);
     }
     let data: unknown;
     try {
@@ -225,7 +227,8 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
     if (!name.startsWith('HOOKRELAY_') || name === 'HOOKRELAY_CONFIG' || raw === undefined) continue;
     const entry = envNames.get(name);
     if (entry === undefined) {
-      throw configError(`unknown environment variable ${name}; hookrelay reads ${[...envNames.keys(), 'HOOKRELAY_CONFIG'].join(', ')}`);
+      const near = closestName(name, [...envNames.keys(), 'HOOKRELAY_CONFIG']);
+      throw configError(`unknown environment variable ${name}; ${near === null ? '' : `did you mean ${near}? `}docs/configuration.md lists the ones hookrelay reads (unset it, or rename it)`);
     }
     const result = coerceLeaf(entry.leaf, raw, true);
     if (!result.ok) throw configError(`environment variable ${name} (${entry.path}) must be ${result.expected}; got ${describe(entry.path, raw)}`);
@@ -313,4 +316,31 @@ function checkCoherence(config: Config): void {
   } else if (auth.publicKeyFile === null) {
     throw configError(`key "auth.algorithm" is ${auth.algorithm}, which needs "auth.publicKeyFile" (a PEM public key)`);
   }
+}
+
+/**
+ * The name in `names` closest to `name` (Levenshtein distance), if it is close enough to be a
+ * slip (at most a third of the name's length): the suggestion of an unknown variable's error.
+ */
+export function closestName(name: string, names: readonly string[]): string | null {
+  let best: string | null = null;
+  let bestDistance = Math.floor(name.length / 3) + 1;
+  for (const candidate of names) {
+    const d = editDistance(name, candidate);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = current;
+  }
+  return previous[b.length]!;
 }

@@ -49,6 +49,8 @@ export interface IngestPath {
 export interface IngestPathOptions {
   /** Hears of queued deliveries (the daemon's dispatcher); nobody by default. */
   readonly work?: WorkSignal;
+  /** Logs events stored for organizations without a webhook, at warn (the daemon; see createIngestService). */
+  readonly noticeUndeliverable?: boolean;
   /**
    * The daemon's mode: background checkpoints only while large batches arrive (see
    * startBackgroundCheckpoints), otherwise the writer checkpoints itself in small steps. Off
@@ -65,7 +67,7 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
   const whileBusy = options.checkpointsWhileBusy ?? false;
   const checkpoints = await store.startCheckpoints(log, { whileBusy });
   const parser = createWorkerLineParser(log);
-  const service = createIngestService(store, log, options.work ?? nobodyListens);
+  const service = createIngestService(store, log, options.work ?? nobodyListens, { noticeUndeliverable: options.noticeUndeliverable === true });
   // The daemon gives back what a burst took once it is over: the parser thread's heap goes with
   // the thread and the page cache shrinks, but glibc keeps the freed pages in its arenas (they
   // were most of the daemon's memory after a large ingest) until asked to release them.

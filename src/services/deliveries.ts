@@ -412,7 +412,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         if (!row) throw notFound(id);
         const ref = (await tx.deliveries.eventOf(id))!;
         if (await tx.deliveries.hasPendingDelivery(ref.eventSeq)) {
-          throw validationError(`delivery ${id}'s event is already queued; wait for it or see GET /webhook/deliveries`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
+          throw validationError(`delivery ${id}'s event is already queued (a delivery of it is pending); replay it once that one is delivered or dead`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
         }
         const newId = await tx.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, await queueTime(tx));
         return (await tx.deliveries.get(orgId, newId))!;

@@ -4,6 +4,9 @@ import type { Logger } from '../log.ts';
 import type { DeliveryToQueue, EventToStore, FeedPosition, FeedReject, Store } from '../store/repos.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
+/** Least time between two notices of events stored for the same organization without a webhook (see createIngestService). */
+export const UNDELIVERABLE_NOTICE_MS = 10 * 60_000;
+
 /** At most this many bytes of a rejected line are kept in the quarantine table. */
 export const MAX_QUARANTINED_BYTES = 16 * 1024;
 
@@ -49,8 +52,34 @@ export function addCounts(into: IngestCounts, more: IngestCounts): void {
  * `parsed`, when given, holds the lines already parsed (one result per line, null for a line
  * with `rejected` set), by a parser on another thread; otherwise they are parsed here.
  */
-export function createIngestService(store: Store, log: Logger, work: WorkSignal = nobodyListens) {
+export function createIngestService(store: Store, log: Logger, work: WorkSignal = nobodyListens, options: { noticeUndeliverable?: boolean } = {}) {
   const feedLog = log.child({ subsystem: 'ingest' });
+  /**
+   * Events stored for an organization without a webhook (or one that does not exist: a typo in
+   * the feed, an organization not created yet) are kept, never delivered, until a webhook is
+   * registered and they are recovered. Said at warn, per organization at most once every
+   * UNDELIVERABLE_NOTICE_MS (performance.now(): a clock step neither floods nor silences it),
+   * with how many events since the last notice.
+   */
+  const undeliverableNotice = new Map<string, { lastMono: number; since: number }>();
+  function noticeUndeliverable(byOrg: ReadonlyMap<string, number>): void {
+    const mono = performance.now();
+    for (const [orgId, events] of byOrg) {
+      let notice = undeliverableNotice.get(orgId);
+      if (notice === undefined) {
+        if (undeliverableNotice.size >= 10_000) undeliverableNotice.clear();
+        undeliverableNotice.set(orgId, (notice = { lastMono: -Infinity, since: 0 }));
+      }
+      notice.since += events;
+      if (mono - notice.lastMono < UNDELIVERABLE_NOTICE_MS) continue;
+      feedLog.warn(
+        { organization: orgId, events: notice.since },
+        'events stored for an organization that has no webhook (or does not exist): they are kept, not delivered; check the feed\'s organization_id, or register its webhook and recover them (docs/feed.md)',
+      );
+      notice.lastMono = mono;
+      notice.since = 0;
+    }
+  }
 
   /**
    * Same id: a duplicate if the line would send the same notification as the stored event;
@@ -86,10 +115,13 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
       const rejected: Array<{ position: number | null; reason: string; detail: string }> = [];
       /** Ordering keys queued per organization (see WorkSignal.notify). */
       const queuedKeys = new Map<string, Set<number>>();
+      /** Events stored for organizations without a webhook, per organization. */
+      const undeliverable = new Map<string, number>();
       await store.transaction(async (tx) => {
         counts.accepted = counts.duplicates = counts.quarantined = counts.undeliverable = 0;
         rejected.length = 0;
         queuedKeys.clear();
+        undeliverable.clear();
         // Never before the newest stored event: fresh deliveries are dispatched in
         // (next_attempt_at, id) order, which must be the order in which they were queued even
         // if the clock stepped back (NTP), and time windows map to seq ranges (recovery).
@@ -156,6 +188,7 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
           }
           if (!queued) {
             counts.undeliverable++;
+            undeliverable.set(event.orgId, (undeliverable.get(event.orgId) ?? 0) + 1);
             continue;
           }
           const key = orderingKey(event.orgId, event.anticipationRequestId);
@@ -175,6 +208,8 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
       });
       for (const [orgId, keys] of queuedKeys) work.notify(orgId, 'queued', keys);
       for (const r of rejected) feedLog.warn({ source, position: r.position, reason: r.reason, detail: r.detail }, 'feed line quarantined');
+      // The daemon says so in its log; `hookrelay ingest` says so in its summary.
+      if (undeliverable.size > 0 && options.noticeUndeliverable === true) noticeUndeliverable(undeliverable);
       return counts;
     },
 

@@ -22,6 +22,10 @@ function lookupAll(hostname: string, timeoutMs: number): Promise<LookupAddress[]
  * to all organizations and to `orgId` are allowed.
  */
 export function createTargetCheck(networks: NetworkPolicies, allowHttp: boolean): (url: URL, orgId: string) => Promise<TargetRefusal | null> {
+  /** What the operator would set to allow `cidrs` for this organization only (or for all). */
+  const grant = (orgId: string, cidrs: readonly string[]) =>
+    `; if this receiver is meant to be internal, the operator allows it for this organization with delivery.organizationNetworks ${JSON.stringify(cidrs.map((c) => `${orgId}=${c}`))} (or for all with delivery.allowNetworks)`;
+  const hostCidr = (address: string) => (isIP(address) === 6 ? `${address}/128` : `${address}/32`);
   return async (url, orgId) => {
     const policy = networks.forOrg(orgId);
     const refused = urlRefusal(url, allowHttp);
@@ -29,14 +33,19 @@ export function createTargetCheck(networks: NetworkPolicies, allowHttp: boolean)
     const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
     if (isIP(host) !== 0) {
       const why = policy.refusal(host);
-      return why === null ? null : { reason: why.category, message: `must not point at ${CATEGORY_WORDS[why.category]}: ${host} is in a refused range (${why.label})` };
+      return why === null ? null : { reason: why.category, message: `must not point at ${CATEGORY_WORDS[why.category]}: ${host} is in a refused range (${why.label})${grant(orgId, [hostCidr(host)])}` };
     }
     // RFC 6761: localhost and every name under it are the machine itself (127.0.0.1 or ::1),
     // whatever DNS says.
     const name = host.toLowerCase().replace(/\.$/, '');
     if (name === 'localhost' || name.endsWith('.localhost')) {
       const open = policy.refusal('127.0.0.1') === null && policy.refusal('::1') === null;
-      return open ? null : { reason: 'loopback_address', message: `must not point at ${CATEGORY_WORDS.loopback_address}: ${name} is this machine` };
+      if (open) return null;
+      const half = policy.refusal('127.0.0.1') === null ? '127.0.0.1 is allowed but ::1 is not' : policy.refusal('::1') === null ? '::1 is allowed but 127.0.0.1 is not' : 'neither is allowed';
+      return {
+        reason: 'loopback_address',
+        message: `must not point at ${CATEGORY_WORDS.loopback_address}: ${name} is this machine, 127.0.0.1 and ::1 both, and ${half}; use http(s)://127.0.0.1:PORT/ instead${grant(orgId, ['127.0.0.1/32', '::1/128'])}`,
+      };
     }
     // A name that does not resolve now is let through: it reaches nothing, and every attempt
     // resolves it again and checks what it finds. The addresses are not named in the answer:
@@ -44,7 +53,7 @@ export function createTargetCheck(networks: NetworkPolicies, allowHttp: boolean)
     const addresses = await lookupAll(host, REGISTRATION_LOOKUP_MS);
     for (const { address } of addresses ?? []) {
       const why = policy.refusal(address);
-      if (why !== null) return { reason: why.category, message: `must not point at ${CATEGORY_WORDS[why.category]}: ${host} resolves to one` };
+      if (why !== null) return { reason: why.category, message: `must not point at ${CATEGORY_WORDS[why.category]}: ${host} resolves to one; if this receiver is meant to be internal, the operator allows its network for this organization with delivery.organizationNetworks ("${orgId}=CIDR") or for all with delivery.allowNetworks` };
     }
     return null;
   };

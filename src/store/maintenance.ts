@@ -44,8 +44,17 @@ function sizeOf(path: string): number {
   }
 }
 
-function missing(path: string): HookrelayError {
-  return new HookrelayError(ErrorCode.config, `there is no database at ${path}; pass the daemon's --config and --state-dir (or HOOKRELAY_CONFIG / HOOKRELAY_STATE_DIR)`);
+/**
+ * No database where one was expected: `given` when the path was named on the command line (check
+ * the path), otherwise it came from the configuration (point at the daemon's).
+ */
+function missing(path: string, given = false): HookrelayError {
+  return new HookrelayError(
+    ErrorCode.config,
+    given
+      ? `there is no database file at ${path}; check the path`
+      : `there is no database at ${path}; pass the daemon's --config and --state-dir (or HOOKRELAY_CONFIG / HOOKRELAY_STATE_DIR)`,
+  );
 }
 
 /**
@@ -54,9 +63,9 @@ function missing(path: string): HookrelayError {
  * the daemon may keep writing meanwhile (the check sees one snapshot). Takes about as long as
  * reading the whole file. A file that cannot be read as a database is reported, not thrown.
  */
-export function checkDatabase(path: string, options: { busyTimeoutMs?: number } = {}): CheckReport {
+export function checkDatabase(path: string, options: { busyTimeoutMs?: number; named?: boolean } = {}): CheckReport {
   const file = resolve(path);
-  if (!existsSync(file)) throw missing(file);
+  if (!existsSync(file)) throw missing(file, options.named === true);
   const base = { path: file, codeSchemaVersion: SCHEMA_VERSION };
   let db: Database.Database | null = null;
   let error: string | null = null;
@@ -121,9 +130,9 @@ export async function backupDatabase(
   if (!existsSync(from)) throw missing(from);
   if (from === to) throw validationError(`the backup file must not be the database itself (${to})`, [{ name: 'FILE', reason: 'is the database itself' }]);
   if (existsSync(to) && !options.overwrite) {
-    throw validationError(`${to} exists; choose another file, or pass --force to replace it`, [{ name: 'FILE', reason: `${to} exists; choose another file, or pass --force to replace it` }]);
+    throw validationError(`${to} already exists; choose another file, or pass --force to replace it`, [{ name: 'FILE', reason: 'already exists' }]);
   }
-  if (!existsSync(dirname(to))) throw validationError(`directory ${dirname(to)} does not exist`, [{ name: 'FILE', reason: `is in ${dirname(to)}, which does not exist` }]);
+  if (!existsSync(dirname(to))) throw validationError(`the backup's directory ${dirname(to)} does not exist; create it first, or choose another file`, [{ name: 'FILE', reason: `is in ${dirname(to)}, which does not exist` }]);
 
   const started = performance.now();
   const expected = expectedBytes(from);
