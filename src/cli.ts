@@ -42,6 +42,13 @@ export function buildProgram(): Command {
   return program;
 }
 
+// A reader that goes away early (`hookrelay deliveries list | head -1`) ends the output, not the
+// command with an unhandled EPIPE and a stack trace: what was done is done, the rest unread.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'EPIPE') throw err;
+  process.exit(process.exitCode ?? 0);
+});
+
 try {
   await buildProgram().parseAsync(process.argv);
 } catch (err) {

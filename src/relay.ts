@@ -8,7 +8,6 @@ import type { MetricsEndpoint } from './api/metrics.ts';
 import type { Config } from './config/load.ts';
 import { createNetworkPolicies } from './domain/address-policy.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
-import { ErrorCode, HookrelayError } from './domain/errors.ts';
 import { isLoopbackHost, parseListen } from './domain/listen.ts';
 import { createMetrics, loadMetricsToken, type Metrics } from './metrics/metrics.ts';
 import { createFileTailer } from './feed/file-tailer.ts';
@@ -62,10 +61,13 @@ export function retryPolicyFrom(config: Config): RetryPolicy {
   };
 }
 
-/** The refusal of an address another process listens on: which setting to change, and how to see who holds it. */
-function addressInUse(what: string, setting: string, listenAddress: string, cause: unknown): HookrelayError {
-  return new HookrelayError(
-    ErrorCode.config,
+/**
+ * The refusal of an address another process listens on: which setting to change, and how to see
+ * who holds it. A failure at run time (exit status 1: the address may be free again at the
+ * next start), not a configuration error.
+ */
+function addressInUse(what: string, setting: string, listenAddress: string, cause: unknown): Error {
+  return new Error(
     `${what} address ${listenAddress} is already in use (another hookrelay daemon? \`hookrelay status --listen ${listenAddress}\` tells); stop that process, or choose another address with ${setting}`,
     { cause },
   );

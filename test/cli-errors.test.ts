@@ -119,7 +119,7 @@ test('messages that say what was wrong: a missing config file, a misspelt variab
   assertOneLine('replay of a queued event', await runCli(t, ['deliveries', 'replay', '1', '--org', 'acme', '--state-dir', state]), EXIT_USAGE, /^hookrelay: delivery 1's event is already queued \(a delivery of it is pending\); replay it once that one is delivered or dead$/);
 });
 
-test('one daemon per state directory: a second serve is refused naming the first one\'s pid; a busy port is refused before any state is created', async (t) => {
+test('one daemon per state directory: a second serve is refused naming the first one\'s pid (exit 2); a busy port is refused before any state is created (exit 1)', async (t) => {
   const dir = scratchDir(t, 'hookrelay-cli-errors-');
   const state = join(dir, 'state');
   const first = await spawnServe(t, state, []);
@@ -144,7 +144,7 @@ test('one daemon per state directory: a second serve is refused naming the first
   assertOneLine(
     'serve on a busy port',
     await runCli(t, ['serve', '--state-dir', other, '--listen', `127.0.0.1:${port}`]),
-    EXIT_USAGE,
+    EXIT_RUNTIME,
     new RegExp(`^hookrelay: the admin API address 127\\.0\\.0\\.1:${port} is already in use \\(another hookrelay daemon\\? \`hookrelay status --listen 127\\.0\\.0\\.1:${port}\` tells\\); stop that process, or choose another address with --listen or api\\.listen$`),
   );
   assert.equal(existsSync(other), false, 'a refused start created its state directory');
@@ -267,6 +267,22 @@ test('Ctrl-C during ingest: what was read is stored and summed up, the rest is s
   assert.equal(exit.code, 130, `exit ${exit.code} (${exit.signal}); stderr: ${stderr}`);
   assert.match(stdout, /^20 accepted, 0 duplicate, 0 quarantined/m);
   assert.match(stderr, /^hookrelay: ingest interrupted \(SIGINT\) after 20 line\(s\), all of them stored as counted above; what was not sent yet was not read\n$/);
+});
+
+test('output into a pipe closed early (| head -1) ends quietly: no EPIPE stack trace, exit 0', async (t) => {
+  const dir = scratchDir(t, 'hookrelay-cli-errors-');
+  const state = join(dir, 'state');
+  ok('migrate', await runCli(t, ['migrate', '--state-dir', state]));
+  for (let i = 0; i < 3; i++) ok('orgs add', await runCli(t, ['orgs', 'add', `org-${i}`, '--state-dir', state]));
+  // The reader is gone before the command writes (closed as soon as the process is spawned,
+  // long before Node.js has started): its first write meets a closed pipe, EPIPE.
+  const child = spawn(process.execPath, [CLI, 'orgs', 'list', '--state-dir', state], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout!.destroy();
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const code = await new Promise<number | null>((resolve) => child.once('close', (c) => resolve(c)));
+  assert.equal(stderr, '', 'nothing on stderr');
+  assert.equal(code, 0);
 });
 
 test('long operations show progress on a terminal, rewritten in place and cleared, and nothing without one', async (t) => {

@@ -37,7 +37,9 @@ export function acquireDaemonLock(stateDir: string): DaemonLock {
   try {
     db.pragma('busy_timeout = 0');
     // An exclusive transaction that never ends: it takes the file's exclusive lock at once and
-    // writes nothing, so a daemon started on a full disk still gets it (and waits for space).
+    // writes nothing (its journal, were it to need one, in memory), so a daemon started on a
+    // full disk still gets it, and then waits for space to open its database.
+    db.pragma('journal_mode = MEMORY');
     db.exec('BEGIN EXCLUSIVE');
   } catch (err) {
     db.close();
