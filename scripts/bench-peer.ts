@@ -68,7 +68,7 @@ import { EVENT_TYPE, statusChangeBody } from '../src/domain/feed-event.ts';
 import { generateWebhookSecret } from '../src/domain/secrets.ts';
 import { signatureHeader } from '../src/domain/signature.ts';
 import type { PhaseArrivals, ReceiverStats } from './bench-delivery-receiver.ts';
-import { cleanEnv, createTls, startReceiverProcess, type ReceiverProcess } from './receiver-control.ts';
+import { cleanEnv, createTls, ipcCaller, startReceiverProcess, type ReceiverProcess } from './receiver-control.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const THIS_FILE = fileURLToPath(import.meta.url);
@@ -286,25 +286,7 @@ function startWorkerProcess(nodeArgs: readonly string[]) {
     env: cleanEnv(),
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  let nextId = 1;
-  const waiting = new Map<number, { resolve: (r: WorkerReply) => void; reject: (e: Error) => void }>();
-  child.on('message', (reply: WorkerReply) => {
-    const w = waiting.get(reply.id);
-    waiting.delete(reply.id);
-    if (!w) return;
-    if (reply.ok) w.resolve(reply);
-    else w.reject(new Error(`peer worker: ${reply.error ?? 'failed'}`));
-  });
-  child.on('exit', (code, signal) => {
-    for (const w of waiting.values()) w.reject(new Error(`the peer worker exited (${code ?? signal})`));
-    waiting.clear();
-  });
-  const call = (command: WorkerCommand): Promise<WorkerReply> =>
-    new Promise((resolvePromise, reject) => {
-      const id = nextId++;
-      waiting.set(id, { resolve: resolvePromise, reject });
-      child.send({ ...command, id });
-    });
+  const call = ipcCaller<WorkerCommand, WorkerReply>(child, 'peer worker');
   return {
     child,
     call,
@@ -941,7 +923,6 @@ async function main(): Promise<void> {
     },
   };
 
-  const fmt = (v: number | null | undefined, digits = 0) => (v == null ? '-' : digits === 0 ? Math.round(v).toLocaleString('en-US') : v.toFixed(digits));
   console.log(`\n=== medians over ${runs.length} run(s), ${options.events} events each`);
   printTable([
     ['', 'ev/s', 'ev/s arrivals', 'seconds', 'CPU ms/ev', 'worker', 'redis', 'producer', 'peak RSS MiB'],
@@ -951,17 +932,7 @@ async function main(): Promise<void> {
         ['peer end-to-end', medians.peerEndToEnd],
         ['peer worker alone', medians.peerWorkerAlone],
       ] as const
-    ).map(([label, m]) => [
-      label,
-      fmt(m.eventsPerSecond),
-      fmt(m.arrivalsPerSecond),
-      fmt(m.seconds, 2),
-      fmt(m.cpuMsPerEvent.relay, 3),
-      fmt(m.cpuMsPerEvent.worker, 3),
-      fmt(m.cpuMsPerEvent.redis, 3),
-      fmt(m.cpuMsPerEvent.producer, 3),
-      `${fmt(m.peakRssMiB.worker, 1)} + ${fmt(m.peakRssMiB.redis, 1)}`,
-    ]),
+    ).map(([label, m]) => [label, ...peerFigures(m)]),
   ]);
   const list = (key: keyof RunResult['ratios']) => runs.map((r) => fmt(r.ratios[key], 2)).join(', ');
   console.log(`hookrelay / peer end-to-end, events/s: per run ${list('overEndToEnd')}; median ${fmt(medians.ratios.overEndToEnd, 2)}`);
@@ -1000,30 +971,33 @@ async function main(): Promise<void> {
   }
 }
 
+/** A figure as the tables print it: thousands separated, or `digits` decimals; '-' when absent. */
+function fmt(v: number | null | undefined, digits = 0): string {
+  return v == null ? '-' : digits === 0 ? Math.round(v).toLocaleString('en-US') : v.toFixed(digits);
+}
+
+/** A peer measure's columns of the tables: rates, seconds, CPU per event (relay, worker, redis, producer), peak RSS. */
+interface PeerFigures {
+  readonly eventsPerSecond: number | null;
+  readonly arrivalsPerSecond: number | null;
+  readonly seconds: number | null;
+  readonly cpuMsPerEvent: { readonly relay: number | null; readonly worker: number | null; readonly redis: number | null; readonly producer: number | null };
+  readonly peakRssMiB: { readonly worker: number | null; readonly redis: number | null };
+}
+function peerFigures(m: PeerFigures): string[] {
+  const cpu = m.cpuMsPerEvent;
+  return [fmt(m.eventsPerSecond), fmt(m.arrivalsPerSecond), fmt(m.seconds, 2), fmt(cpu.relay, 3), fmt(cpu.worker, 3), fmt(cpu.redis, 3), fmt(cpu.producer, 3), `${fmt(m.peakRssMiB.worker, 1)} + ${fmt(m.peakRssMiB.redis, 1)}`];
+}
+
 function printTable(rows: ReadonlyArray<readonly string[]>): void {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => (row[i] ?? '').length)));
   for (const row of rows) console.log(row.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  '));
 }
 
 function printRun(r: RunResult): void {
-  const fmt = (v: number | null | undefined, digits = 0) => (v == null ? '-' : digits === 0 ? Math.round(v).toLocaleString('en-US') : v.toFixed(digits));
   const h = r.hookrelay;
   const peerRow = (label: string, m: PeerMeasure | null) =>
-    m === null ? [label, 'failed', '', '', '', '', '', '', '', '', '', '']
-    : [
-        label,
-        fmt(m.eventsPerSecond),
-        fmt(m.arrivalsPerSecond),
-        fmt(m.seconds, 2),
-        fmt(m.cpuMsPerEvent.relay, 3),
-        fmt(m.cpuMsPerEvent.worker, 3),
-        fmt(m.cpuMsPerEvent.redis, 3),
-        fmt(m.cpuMsPerEvent.producer, 3),
-        `${fmt(m.peakRssMiB.worker, 1)} + ${fmt(m.peakRssMiB.redis, 1)}`,
-        String(m.missing),
-        String(m.duplicates),
-        String(m.failedAttempts),
-      ];
+    m === null ? [label, 'failed', '', '', '', '', '', '', '', '', '', ''] : [label, ...peerFigures(m), String(m.missing), String(m.duplicates), String(m.failedAttempts)];
   console.log(`\nrun ${r.run} (${r.order.join(' first, then ')})`);
   printTable([
     ['', 'ev/s', 'ev/s arrivals', 'seconds', 'CPU ms/ev', 'worker', 'redis', 'producer', 'peak RSS MiB', 'missing', 'dups', 'failed attempts'],

@@ -3,7 +3,7 @@
  * fault-suite.ts): the test TLS material, and the receiver process (bench-delivery-receiver.ts)
  * started with fork and driven over IPC.
  */
-import { execFileSync, fork } from 'node:child_process';
+import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -69,31 +69,40 @@ export function createTls(dir: string, name = 'hookrelay bench CA'): { caFile: s
 /** A receiver command without its id (distributes over the union). */
 type Command = ReceiverCommand extends infer C ? (C extends ReceiverCommand ? Omit<C, 'id'> : never) : never;
 
+/**
+ * Requests to a forked child over IPC, each answered by one reply with the same `id`: `call`
+ * sends a command and resolves with its reply (rejects when the reply says it failed, or when
+ * the child exits first). `name` says who failed in the errors.
+ */
+export function ipcCaller<C extends object, R extends { readonly id: number; readonly ok: boolean; readonly error?: string }>(child: ChildProcess, name: string): (command: C) => Promise<R> {
+  let nextId = 1;
+  const waiting = new Map<number, { resolve: (r: R) => void; reject: (e: Error) => void }>();
+  child.on('message', (reply: R) => {
+    const w = waiting.get(reply.id);
+    waiting.delete(reply.id);
+    if (!w) return;
+    if (reply.ok) w.resolve(reply);
+    else w.reject(new Error(`${name}: ${reply.error ?? 'failed'}`));
+  });
+  child.on('exit', (code, signal) => {
+    for (const w of waiting.values()) w.reject(new Error(`the ${name} exited (${code ?? signal})`));
+    waiting.clear();
+  });
+  return (command) =>
+    new Promise((resolvePromise, reject) => {
+      const id = nextId++;
+      waiting.set(id, { resolve: resolvePromise, reject });
+      child.send({ ...command, id });
+    });
+}
+
 export function startReceiverProcess() {
   const child = fork(fileURLToPath(new URL('./bench-delivery-receiver.ts', import.meta.url)), [], {
     execArgv: ['--import', TSX],
     env: cleanEnv(),
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  let nextId = 1;
-  const waiting = new Map<number, { resolve: (r: ReceiverReply) => void; reject: (e: Error) => void }>();
-  child.on('message', (reply: ReceiverReply) => {
-    const w = waiting.get(reply.id);
-    waiting.delete(reply.id);
-    if (!w) return;
-    if (reply.ok) w.resolve(reply);
-    else w.reject(new Error(`receiver: ${reply.error ?? 'failed'}`));
-  });
-  child.on('exit', (code, signal) => {
-    for (const w of waiting.values()) w.reject(new Error(`the receiver exited (${code ?? signal})`));
-    waiting.clear();
-  });
-  const call = (command: Command): Promise<ReceiverReply> =>
-    new Promise((resolvePromise, reject) => {
-      const id = nextId++;
-      waiting.set(id, { resolve: resolvePromise, reject });
-      child.send({ ...command, id });
-    });
+  const call = ipcCaller<Command, ReceiverReply>(child, 'receiver');
   return {
     child,
     call,
