@@ -66,21 +66,29 @@ export function retryPolicyFrom(config: Config): RetryPolicy {
  * who holds it. A failure at run time (exit status 1: the address may be free again at the
  * next start), not a configuration error.
  */
-function addressInUse(what: string, setting: string, listenAddress: string, cause: unknown): Error {
+function addressInUse(listener: Listener, listenAddress: string, cause: unknown): Error {
   return new Error(
-    `${what} address ${listenAddress} is already in use (another hookrelay daemon? \`hookrelay status --listen ${listenAddress}\` tells); stop that process, or choose another address with ${setting}`,
+    `${listener.what} address ${listenAddress} is already in use (another hookrelay daemon? \`hookrelay status --listen ${listenAddress}\` tells); stop that process, or choose another address with ${listener.setting}`,
     { cause },
   );
 }
 
+/** A listener of the daemon, as its errors name it: what it serves, and the setting of its address. */
+interface Listener {
+  readonly what: string;
+  readonly setting: string;
+}
+const ADMIN_LISTENER: Listener = { what: 'the admin API', setting: '--listen or api.listen' };
+const METRICS_LISTENER: Listener = { what: 'the metrics', setting: 'metrics.listen' };
+
 /** An HTTP server for `handler`, listening on `listenAddress` (HOST:PORT) once this resolves. */
-async function listen(handler: RequestListener, listenAddress: string, what: string, setting: string): Promise<Server> {
+async function listen(handler: RequestListener, listenAddress: string, listener: Listener): Promise<Server> {
   const server = createServer(handler);
   server.requestTimeout = 30_000;
   server.headersTimeout = 15_000;
   const { host, port } = parseListen(listenAddress);
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? addressInUse(what, setting, listenAddress, err) : err));
+    server.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? addressInUse(listener, listenAddress, err) : err));
     server.listen(port, host, () => {
       server.removeAllListeners('error');
       resolve();
@@ -95,12 +103,12 @@ async function listen(handler: RequestListener, listenAddress: string, what: str
  * real listener is opened later, once the services exist; a port taken in between is refused
  * the same way then.
  */
-async function probeListen(listenAddress: string, what: string, setting: string): Promise<void> {
+async function probeListen(listenAddress: string, listener: Listener): Promise<void> {
   const { host, port } = parseListen(listenAddress);
   if (port === 0) return;
   const probe = createNetServer();
   await new Promise<void>((resolve, reject) => {
-    probe.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? addressInUse(what, setting, listenAddress, err) : err));
+    probe.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? addressInUse(listener, listenAddress, err) : err));
     probe.listen({ port, host, exclusive: true }, () => resolve());
   });
   await new Promise<void>((resolve) => probe.close(() => resolve()));
@@ -260,8 +268,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   async function startParts(): Promise<void> {
     // Before anything is created: the addresses are free, and no other daemon runs on this
     // state directory (it would read the same feed).
-    await probeListen(config.api.listen, 'the admin API', '--listen or api.listen');
-    if (config.metrics.enabled && config.metrics.listen !== null) await probeListen(config.metrics.listen, 'the metrics', 'metrics.listen');
+    await probeListen(config.api.listen, ADMIN_LISTENER);
+    if (config.metrics.enabled && config.metrics.listen !== null) await probeListen(config.metrics.listen, METRICS_LISTENER);
     daemonLock = acquireDaemonLock(config.stateDir);
     // Tests may wrap the opening (a fault-injected store: SQLITE_FULL where no file system can be mounted).
     const url = config.database.url;
@@ -311,11 +319,11 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       },
       ...(onAdminListener ? { metrics: endpoint } : {}),
     });
-    server = await listen(app.callback(), config.api.listen, 'the admin API', '--listen or api.listen');
+    server = await listen(app.callback(), config.api.listen, ADMIN_LISTENER);
     const bound = address();
     log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
     if (endpoint !== null && !onAdminListener) {
-      metricsServer = await listen(createMetricsApp({ log, metrics: endpoint }).callback(), config.metrics.listen!, 'the metrics', 'metrics.listen');
+      metricsServer = await listen(createMetricsApp({ log, metrics: endpoint }).callback(), config.metrics.listen!, METRICS_LISTENER);
       const info = metricsServer.address() as AddressInfo;
       log.info({ host: info.address, port: info.port, token: endpoint.token !== null }, 'metrics listening');
     }

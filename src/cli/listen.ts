@@ -75,12 +75,10 @@ export function registerListenCommand(program: Command): void {
               const body = Buffer.concat(chunks).toString('utf8');
               const header = (name: string) => (typeof req.headers[name] === 'string' ? (req.headers[name] as string) : undefined);
               const current = await secret();
-              const problem =
-                current === null
-                  ? header('webhook-signature') === undefined
-                    ? null
-                    : 'signed, but the webhook has no signing secret here (another install?)'
-                  : verifySignature([current], { id: header('webhook-id'), timestamp: header('webhook-timestamp'), signature: header('webhook-signature') }, body, Math.floor(Date.now() / 1000));
+              const signature = header('webhook-signature');
+              let problem: string | null;
+              if (current !== null) problem = verifySignature([current], { id: header('webhook-id'), timestamp: header('webhook-timestamp'), signature }, body, Math.floor(Date.now() / 1000));
+              else problem = signature === undefined ? null : 'signed, but the webhook has no signing secret here (another install?)';
               let data: Record<string, unknown> = {};
               try {
                 data = ((JSON.parse(body) as { data?: Record<string, unknown> }).data ?? {}) as Record<string, unknown>;
@@ -100,7 +98,7 @@ export function registerListenCommand(program: Command): void {
                   `-> ${answer}`,
                 ].join('  '),
               );
-              if (options.verbose) out(`  ${body.length > MAX_BODY_BYTES ? `${body.slice(0, 2000)}...` : body}`);
+              if (options.verbose) out(`  ${body}`);
               res.writeHead(answer, answer === 401 ? { 'content-type': 'text/plain' } : {});
               res.end(answer === 401 ? 'signature does not verify\n' : undefined);
             })().catch((err: unknown) => {

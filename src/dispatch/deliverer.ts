@@ -73,8 +73,11 @@ class Refused extends Error {
   }
 }
 
+/** An attempt its deadline ended. */
+const TIMED_OUT = { error: AttemptError.timeout, detail: 'no complete response within the attempt deadline' } as const;
+
 function classify(err: unknown, deadlineHit: boolean): { error: AttemptError; detail: string } {
-  if (deadlineHit) return { error: AttemptError.timeout, detail: 'no complete response within the attempt deadline' };
+  if (deadlineHit) return TIMED_OUT;
   const e = err as NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException };
   const code = e.code ?? e.cause?.code ?? '';
   if (code === BLOCKED_CODE || e.cause?.code === BLOCKED_CODE) return { error: AttemptError.blocked, detail: (e.cause ?? e).message };
@@ -109,7 +112,8 @@ export function createDeliverer(options: DelivererOptions) {
     return r;
   }
 
-  function checkTarget(url: URL, guard: NetworkGuard): void {
+  /** Applies the URL policy before an attempt; returns the host without IPv6 brackets. */
+  function checkTarget(url: URL, guard: NetworkGuard): string {
     // The policy registration applied, again: a webhook registered before it (or before the
     // operator changed delivery.allowHttp) is held to it too.
     const refused = urlRefusal(url, options.allowHttp);
@@ -121,9 +125,10 @@ export function createDeliverer(options: DelivererOptions) {
       const why = guard.refusal(host);
       if (why !== null) throw new Refused(AttemptError.blocked, why);
     }
+    return host;
   }
 
-  async function send(url: URL, request: DeliveryRequest, signal: AbortSignal, route: Route): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
+  async function send(url: URL, host: string, request: DeliveryRequest, signal: AbortSignal, route: Route): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
     const timestamp = Math.floor(options.clock.now() / 1000);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -157,7 +162,7 @@ export function createDeliverer(options: DelivererOptions) {
     // are logged, not its body, unless the operator keeps them for this organization. The
     // connection went to an address the guard checked for this host: an IP literal, or what the
     // name resolved to (withheld when any of its addresses is internal).
-    if (!networks.storesInternalResponses(request.orgId) && route.guard.reachesInternal(url.hostname.replace(/^\[(.*)\]$/, '$1'), networks.isInternal)) {
+    if (!networks.storesInternalResponses(request.orgId) && route.guard.reachesInternal(host, networks.isInternal)) {
       return { statusCode: res.statusCode, body: internalBodyWithheld(size, size >= MAX_RESPONSE_BYTES), retryAfter: header };
     }
     return { statusCode: res.statusCode, body: Buffer.concat(chunks).toString('utf8'), retryAfter: header };
@@ -202,7 +207,7 @@ export function createDeliverer(options: DelivererOptions) {
 
   /** The result of an attempt its deadline, or the daemon's shutdown, cut short. */
   function cutShort(started: number, deadlineHit: boolean): AttemptResult {
-    const { error, detail } = deadlineHit ? classify(null, true) : { error: AttemptError.connection, detail: 'aborted: the daemon is stopping' };
+    const { error, detail } = deadlineHit ? TIMED_OUT : { error: AttemptError.connection, detail: 'aborted: the daemon is stopping' };
     return { statusCode: null, responseBody: null, retryAfterMs: null, error, errorDetail: detail, durationMs: Math.round(performance.now() - started) };
   }
 
@@ -213,8 +218,8 @@ export function createDeliverer(options: DelivererOptions) {
     try {
       const url = new URL(request.url);
       const via = route(request.orgId);
-      checkTarget(url, via.guard);
-      const res = await pRetry(() => send(url, request, signal, via), {
+      const host = checkTarget(url, via.guard);
+      const res = await pRetry(() => send(url, host, request, signal, via), {
         retries: 2,
         minTimeout: 100,
         factor: 4,

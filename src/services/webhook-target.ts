@@ -39,9 +39,10 @@ export function createTargetCheck(networks: NetworkPolicies, allowHttp: boolean)
     // whatever DNS says.
     const name = host.toLowerCase().replace(/\.$/, '');
     if (name === 'localhost' || name.endsWith('.localhost')) {
-      const open = policy.refusal('127.0.0.1') === null && policy.refusal('::1') === null;
-      if (open) return null;
-      const half = policy.refusal('127.0.0.1') === null ? '127.0.0.1 is allowed but ::1 is not' : policy.refusal('::1') === null ? '::1 is allowed but 127.0.0.1 is not' : 'neither is allowed';
+      const v4 = policy.refusal('127.0.0.1') === null;
+      const v6 = policy.refusal('::1') === null;
+      if (v4 && v6) return null;
+      const half = v4 ? '127.0.0.1 is allowed but ::1 is not' : v6 ? '::1 is allowed but 127.0.0.1 is not' : 'neither is allowed';
       return {
         reason: 'loopback_address',
         message: `must not point at ${CATEGORY_WORDS.loopback_address}: ${name} is this machine, 127.0.0.1 and ::1 both, and ${half}; use http(s)://127.0.0.1:PORT/ instead${grant(orgId, ['127.0.0.1/32', '::1/128'])}`,
