@@ -132,6 +132,7 @@ try {
       log: { level: 'warn' },
     }),
   );
+  await cli('migrate'); // the CLI works only on an existing install
   await cli('orgs', 'add', 'org-tail');
   await cli('orgs', 'add', 'org-bulk-a');
   await cli('orgs', 'add', 'org-bulk-b');

@@ -181,6 +181,7 @@ try {
       log: { level: values['log-level'] },
     }),
   );
+  await cli('migrate'); // the CLI works only on an existing install
   const secrets: Record<string, string> = {};
   for (let i = 0; i < ORGS; i++) {
     await cli('orgs', 'add', orgId(i));

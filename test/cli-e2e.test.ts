@@ -125,6 +125,15 @@ class Sandbox {
   }
 
   /**
+   * Creates the install (./var and its database) with `hookrelay migrate`, as a user does before
+   * any other command when the daemon has not run yet: only `serve` and `migrate` create one.
+   */
+  async install(): Promise<void> {
+    const stdout = await this.ok(['migrate']);
+    assert.ok(stdout.startsWith(`migrated ${this.databasePath} from 0 to `), stdout);
+  }
+
+  /**
    * Starts `serve --listen 127.0.0.1:0`, learns the port from the "admin API listening" log
    * record and waits until GET /readyz answers 200.
    */
@@ -258,6 +267,9 @@ function userVersion(path: string): number {
 
 test('newcomer flow: CLI set-up and token, then a daemon started afterwards serves the four endpoints', async (t) => {
   const sandbox = new Sandbox(t);
+
+  // The CLI works on an existing install only: the newcomer creates it first.
+  await sandbox.install();
 
   assert.equal(await sandbox.ok(['orgs', 'add', 'acme']), 'added organization acme (acme)\n');
   assert.equal(await sandbox.ok(['users', 'add', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'saas_admin']), 'added ada@acme.test to acme as saas_admin\n');
@@ -398,6 +410,7 @@ test('daemon first: it generates the secret, CLI tokens work against it, CLI rol
 
 test('--json output of list and get commands; webhook set shows the secret once; token issue --json', async (t) => {
   const sandbox = new Sandbox(t);
+  await sandbox.install();
   assert.deepEqual(JSON.parse(await sandbox.ok(['orgs', 'list', '--json'])), []);
   await sandbox.ok(['orgs', 'add', 'acme', '--name', 'Acme Corp']);
   await sandbox.ok(['orgs', 'add', 'globex']);
@@ -467,6 +480,8 @@ test('--json output of list and get commands; webhook set shows the secret once;
 
 test('usage errors exit with 2 and change nothing', async (t) => {
   const sandbox = new Sandbox(t);
+  // An install, so that each mistake is what stops the command (not a missing install).
+  await sandbox.install();
   const cases: Array<{ args: string[]; stderr: RegExp }> = [
     { args: ['orgs', 'list', '--bogus'], stderr: /unknown option '--bogus'/ },
     { args: ['users', 'add', '--org', 'acme', '--role', 'saas_admin'], stderr: /required option '--email <email>' not specified/ },
@@ -527,6 +542,7 @@ test('configuration errors exit with 2 and one line naming the key', async (t) =
 
 test('runtime errors exit with 1 and one line on stderr', async (t) => {
   const sandbox = new Sandbox(t);
+  await sandbox.install();
   await sandbox.ok(['orgs', 'add', 'acme']);
   await sandbox.ok(['users', 'add', '--org', 'acme', '--email', 'ada@acme.test', '--role', 'saas_admin']);
 

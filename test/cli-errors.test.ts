@@ -9,7 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, test } from 'node:test';
-import { assertBuilt, CLI, cleanEnv, defer, fields, jsonLine, runCli, scratchDir, spawnServe, WAIT_LIMIT_MS, type CliResult, type Exit } from './feed-helpers.ts';
+import { assertBuilt, CLI, cleanEnv, defer, fields, jsonLine, migrateCli, runCli, scratchDir, spawnServe, WAIT_LIMIT_MS, type CliResult, type Exit } from './feed-helpers.ts';
 
 before(assertBuilt);
 
@@ -43,6 +43,7 @@ test('--config and --state-dir work before and after the command, for nested com
 
   assert.match(ok('--config before migrate', await runCli(t, ['--config', join(dir, 'conf.json'), 'migrate'])), new RegExp(`migrated ${database} from 0 to \\d+\\n`));
   assert.match(ok('--config after migrate', await runCli(t, ['migrate', '--config', join(dir, 'conf.json')])), new RegExp(`database ${database} is at schema version \\d+\\n`));
+  ok('--state-dir before migrate', await runCli(t, ['--state-dir', join(dir, 'flag'), 'migrate']));
   ok('--state-dir before orgs add', await runCli(t, ['--state-dir', join(dir, 'flag'), 'orgs', 'add', 'acme']));
   ok('--state-dir between', await runCli(t, ['orgs', '--state-dir', join(dir, 'flag'), 'add', 'globex']));
   const orgs = JSON.parse(ok('--state-dir after orgs list', await runCli(t, ['orgs', 'list', '--json', '--state-dir', join(dir, 'flag')]))) as Array<{ id: string }>;
@@ -150,14 +151,18 @@ test('one daemon per state directory: a second serve is refused naming the first
   assert.equal(existsSync(other), false, 'a refused start created its state directory');
 });
 
-test('a state directory that cannot be created (/proc/nope, a file in the way) ends serve at once with one line', async (t) => {
+test('a state directory that cannot be created (/proc/nope, a file in the way) ends serve and migrate at once with one line; other commands find no install there', async (t) => {
   const dir = scratchDir(t, 'hookrelay-cli-errors-');
   writeFileSync(join(dir, 'file'), '');
+  const noInstall = (stateDir: string) => new RegExp(`^hookrelay: no hookrelay install here: the state directory ${stateDir} does not exist\\. .*--state-dir DIR.*\`hookrelay migrate\` creates a new install$`);
   const cases: Array<{ args: string[]; stderr: RegExp }> = [
     { args: ['serve', '--listen', '127.0.0.1:0', '--state-dir', '/proc/nope'], stderr: /cannot create .* \/proc\/nope: \/proc does not allow creating directories in it \(ENOENT\); choose another state directory/ },
-    { args: ['--state-dir', '/proc/nope', 'orgs', 'list'], stderr: /\/proc\/nope/ },
+    { args: ['--state-dir', '/proc/nope', 'migrate'], stderr: /cannot create .* \/proc\/nope: \/proc does not allow creating directories in it \(ENOENT\); choose another state directory/ },
+    // Only serve and migrate create a state directory: the others say there is no install.
+    { args: ['--state-dir', '/proc/nope', 'orgs', 'list'], stderr: noInstall('/proc/nope') },
     { args: ['serve', '--listen', '127.0.0.1:0', '--state-dir', join(dir, 'file', 'var')], stderr: /a part of the path is a file, not a directory \(ENOTDIR\)/ },
-    { args: ['ingest', '-', '--state-dir', join(dir, 'file', 'var')], stderr: /ENOTDIR/ },
+    { args: ['migrate', '--state-dir', join(dir, 'file', 'var')], stderr: /a part of the path is a file, not a directory \(ENOTDIR\)/ },
+    { args: ['ingest', '-', '--state-dir', join(dir, 'file', 'var')], stderr: noInstall(join(dir, 'file', 'var')) },
   ];
   for (const { args, stderr } of cases) {
     // Before the fix, /proc/nope spun in a synchronous loop and ignored SIGTERM: the time limit
@@ -196,7 +201,11 @@ test('an unwritable state directory: one line naming the path, the permission mi
   const serve = await runCli(t, ['serve', '--listen', '127.0.0.1:0', '--state-dir', join(locked, 'var')], { ...as, cwd: dir });
   // serve takes the daemon lock in the state directory first, so that is what it tries to create.
   assertOneLine('serve in a locked directory', serve, EXIT_USAGE, new RegExp(`cannot create the state directory ${join(locked, 'var')}: permission denied \\(EACCES\\): user ${user} needs write permission on ${locked} \\(owner uid \\d+, mode 0555\\); choose another state directory .* or fix the permissions`));
-  assertOneLine('orgs add in a locked directory', await runCli(t, ['orgs', 'add', 'acme', '--state-dir', join(locked, 'var')], { ...as, cwd: dir }), EXIT_USAGE, /permission denied \(EACCES\)/);
+  // migrate, which creates the database directory, says the same.
+  const migrate = await runCli(t, ['migrate', '--state-dir', join(locked, 'var')], { ...as, cwd: dir });
+  assertOneLine('migrate in a locked directory', migrate, EXIT_USAGE, new RegExp(`cannot create the database directory ${join(locked, 'var')}: permission denied \\(EACCES\\): user ${user} needs write permission on ${locked} \\(owner uid \\d+, mode 0555\\); choose another state directory .* or fix the permissions`));
+  // The other commands create nothing: there is no install there.
+  assertOneLine('orgs add in a locked directory', await runCli(t, ['orgs', 'add', 'acme', '--state-dir', join(locked, 'var')], { ...as, cwd: dir }), EXIT_USAGE, new RegExp(`^hookrelay: no hookrelay install here: the state directory ${join(locked, 'var')} does not exist\\.`));
 
   // A database file this user may not open (made by root, or made unreadable).
   const othersDb = join(dir, 'others');
@@ -205,6 +214,18 @@ test('an unwritable state directory: one line naming the path, the permission mi
   ok('migrate', await runCli(t, ['migrate', '--state-dir', othersDb]));
   if (!isRoot) chmodSync(join(othersDb, 'hookrelay.db'), 0o000);
   assertOneLine('orgs list on a database of another user', await runCli(t, ['orgs', 'list', '--state-dir', othersDb], { ...as, cwd: dir }), EXIT_USAGE, new RegExp(`cannot use the database ${join(othersDb, 'hookrelay.db')}: permission denied \\(EACCES\\): user ${user} needs read and write permission on it \\(owner uid \\d+, mode 0[0-7]{3}\\); choose another state directory`));
+
+  // The service's own state directory (mode 0700, as systemd's StateDirectory=) run as another
+  // user: the install exists but cannot be looked into, which is said as such, not as missing.
+  const privateDir = join(dir, 'private');
+  mkdirSync(privateDir, { mode: 0o777 });
+  ok('migrate in the private directory', await runCli(t, ['migrate', '--state-dir', privateDir]));
+  chmodSync(privateDir, 0o700);
+  if (!isRoot) chmodSync(privateDir, 0o000);
+  const hidden = await runCli(t, ['orgs', 'list', '--state-dir', privateDir], { ...as, cwd: dir });
+  assert.doesNotMatch(hidden.stderr, /does not exist/, 'an install this user cannot look into is reported as missing');
+  assertOneLine('orgs list in a state directory of mode 0700 of another user', hidden, EXIT_USAGE, new RegExp(`${privateDir}.*permission denied \\(EACCES\\).*user ${user}`));
+  chmodSync(privateDir, 0o755);
 
   // The database is this user's, but its directory is not writable: SQLite cannot create its -wal file.
   const readOnly = join(dir, 'read-only');
@@ -222,6 +243,7 @@ test('ingest ends with its time and rate, in human and --json output', async (t)
   const path = join(dir, 'feed.jsonl');
   writeFileSync(path, Array.from({ length: 50 }, (_, i) => jsonLine(fields(i, { event_id: `chg_${i}` }))).join('') + 'nope\n');
 
+  await migrateCli(t, ['--state-dir', join(dir, 'var')]);
   const human = ok('ingest', await runCli(t, ['ingest', path, '--state-dir', join(dir, 'var')]));
   assert.match(human, /^50 accepted, 0 duplicate, 1 quarantined \(50 of the accepted are undeliverable: their organization has no webhook\)\n51 lines in \d+\.\d\d s, \d+ lines\/s\nsee: hookrelay feed rejects\n$/);
 
@@ -290,6 +312,7 @@ test('long operations show progress on a terminal, rewritten in place and cleare
   const state = join(dir, 'var');
   const path = join(dir, 'feed.jsonl');
   writeFileSync(path, Array.from({ length: 3000 }, (_, i) => jsonLine(fields(i, { organization_id: 'acme', event_id: `chg_${i}` }))).join(''));
+  await migrateCli(t, ['--state-dir', state]);
   ok('orgs add', await runCli(t, ['orgs', 'add', 'acme', '--state-dir', state]));
   ok('webhook set', await runCli(t, ['webhook', 'set', '--org', 'acme', '--url', 'https://hooks.example.com/acme', '--state-dir', state]));
 
@@ -315,6 +338,7 @@ test('long operations show progress on a terminal, rewritten in place and cleare
 
 test('runtime errors keep exit code 1 and one line', async (t) => {
   const dir = scratchDir(t, 'hookrelay-cli-errors-');
+  await migrateCli(t, ['--state-dir', join(dir, 'var')]);
   const result = await runCli(t, ['webhook', 'get', '--org', 'acme', '--state-dir', join(dir, 'var')]);
   assertOneLine('webhook get without a webhook', result, EXIT_RUNTIME, /"acme" has no webhook/);
 });

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
-import { databaseIn, runCli, scratchDir, WAIT_LIMIT_MS } from './feed-helpers.ts';
+import { databaseIn, migrateCli, runCli, scratchDir, WAIT_LIMIT_MS } from './feed-helpers.ts';
 import { appendFeed, feedLine } from './receivers.ts';
 
 /** Polls the async `probe` every 50 ms until it returns something other than undefined or false. */
@@ -32,6 +32,7 @@ export async function readyz(baseUrl: string): Promise<{ status: number; body: R
 export async function seededState(t: TestContext, url: string, events: number): Promise<{ stateDir: string; db: string; feed: string }> {
   const stateDir = scratchDir(t, 'hookrelay-damaged-');
   const common = ['--state-dir', stateDir];
+  await migrateCli(t, common);
   for (const args of [['orgs', 'add', 'acme'], ['webhook', 'set', '--org', 'acme', '--url', url]]) {
     // The receivers of these tests are on 127.0.0.1, which registration refuses unless allowed.
     const r = await runCli(t, [...args, ...common], { env: { HOOKRELAY_DELIVERY_ALLOW_NETWORKS: '127.0.0.1/32' } });

@@ -81,6 +81,7 @@ test('a daemon killed mid-delivery loses nothing: every event is delivered, only
     }
   });
 
+  await run(process.execPath, [CLI, 'migrate', ...common], { env: cleanEnv() });
   await run(process.execPath, [CLI, 'orgs', 'add', 'org-a', ...common], { env: cleanEnv() });
   await run(process.execPath, [CLI, 'webhook', 'set', '--org', 'org-a', '--url', receiver.url, ...common], { env: cleanEnv() });
   const feedPath = join(stateDir, 'feed.jsonl');
@@ -178,6 +179,7 @@ test('kill -9 in the middle of group commits under load: every event delivered, 
   });
   const receiver = await startReceiver(t, tls);
   const orgs = ['org-a', 'org-b', 'org-c', 'org-d'];
+  await run(process.execPath, [CLI, 'migrate', ...common], { env: cleanEnv() });
   for (const org of orgs) {
     await run(process.execPath, [CLI, 'orgs', 'add', org, ...common], { env: cleanEnv() });
     await run(process.execPath, [CLI, 'webhook', 'set', '--org', org, '--url', receiver.url, ...common], { env: cleanEnv() });

@@ -24,6 +24,7 @@ test('ingest FILE and ingest -: counts printed (human and --json), rejects liste
   const path = join(stateDir, 'batch.jsonl');
   const cli = (...args: string[]) => runCli(t, [...args, '--state-dir', stateDir]);
 
+  ok(await cli('migrate'), 'migrate');
   ok(await cli('orgs', 'add', 'org-hooked'), 'orgs add');
   ok(await cli('webhook', 'set', '--org', 'org-hooked', '--url', 'https://hooks.example.com/hookrelay'), 'webhook set');
 

@@ -1,7 +1,8 @@
 /**
  * Fixtures for the feed tests: feed lines, an in-process relay that can be stopped and started
  * again on the same state directory, a second database connection for assertions, bounded
- * polling of the database, and the built CLI run or spawned as a user would.
+ * polling of the database, and the built CLI run or spawned as a user would (an install created
+ * with `migrate` first, as the CLI's other commands require).
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -241,6 +242,17 @@ export async function runCli(t: TestContext, args: readonly string[], options: {
   });
   clearTimeout(timer);
   return { code, signal, stdout, stderr };
+}
+
+/**
+ * Creates an install the way a user does, with `hookrelay migrate` and `args` (the same
+ * --state-dir / --config as the commands that follow): the other commands work only on an
+ * existing one. Fails the test if migrate fails.
+ */
+export async function migrateCli(t: TestContext, args: readonly string[], options: { cwd?: string; env?: Record<string, string>; uid?: number } = {}): Promise<CliResult> {
+  const result = await runCli(t, ['migrate', ...args], options);
+  assert.equal(result.code, 0, `hookrelay migrate ${args.join(' ')}: exit ${result.code} (${result.signal}); stderr: ${result.stderr}`);
+  return result;
 }
 
 function exitOf(child: ChildProcess): Promise<Exit> {

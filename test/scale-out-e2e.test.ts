@@ -236,6 +236,7 @@ test('the CLI moves a SQLite install to PostgreSQL (db copy), then works against
   const onPg = (args: string[]) => runCli(t, [...args, '--state-dir', stateDir], { env: { HOOKRELAY_DATABASE_URL: url, HOOKRELAY_INSTANCE_NAME: 'relay-1' } });
 
   // A SQLite install with an organization, a webhook and ingested events.
+  assert.equal((await sqlite(['migrate'])).code, 0);
   assert.equal((await sqlite(['orgs', 'add', 'acme'])).code, 0);
   assert.equal((await sqlite(['webhook', 'set', '--org', 'acme', '--url', 'https://hooks.example.com/acme'])).code, 0);
   const feed = join(stateDir, 'in.jsonl');

@@ -8,7 +8,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { readinessUrl } from '../src/cli/status.ts';
-import { assertBuilt, runCli, scratchDir, spawnServe, waitFor } from './feed-helpers.ts';
+import { assertBuilt, migrateCli, runCli, scratchDir, spawnServe, waitFor } from './feed-helpers.ts';
 
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
@@ -35,6 +35,7 @@ test('hookrelay status --json with the daemon up, then down: daemon, feed positi
     return r.stdout;
   };
   const refused = await closedPort();
+  await cli('migrate');
   await cli('orgs', 'add', 'acme');
   await cli('orgs', 'add', 'beta');
   await cli('webhook', 'set', '--org', 'acme', '--url', `http://127.0.0.1:${refused}/hook?token=abc`, '--no-hmac');
@@ -125,6 +126,7 @@ test('hookrelay status --json with the daemon up, then down: daemon, feed positi
 test('hookrelay status with no webhook, no feed file, and a daemon that listens on port 0', async (t) => {
   assertBuilt();
   const dir = scratchDir(t, 'hookrelay-status-');
+  await migrateCli(t, ['--state-dir', join(dir, 'var')]);
   const r = await runCli(t, ['status', '--state-dir', join(dir, 'var'), '--listen', '127.0.0.1:0']);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /^daemon: +not reachable: api\.listen is 127\.0\.0\.1:0: with port 0 the daemon picks its port at start; pass --listen HOST:PORT$/m);

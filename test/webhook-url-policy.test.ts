@@ -122,6 +122,7 @@ test('names are resolved at registration and every address checked; the answer d
       return { code: e.code, stdout: e.stdout, stderr: e.stderr };
     }
   };
+  assert.equal((await cli('migrate')).code, 0);
   assert.equal((await cli('orgs', 'add', 'acme')).code, 0);
   for (const [name, words] of [
     ['billing.internal.example', /must not point at a private address: billing\.internal\.example resolves to one/],

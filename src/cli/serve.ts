@@ -3,7 +3,8 @@ import { databaseName } from '../store/open.ts';
 import { createLogger, logFatalErrors, syslogPrefixWanted } from '../log.ts';
 import { createRelay } from '../relay.ts';
 import { VERSION } from '../version.ts';
-import { configFrom, EXIT_RUNTIME, logLevelOption, optionsOf, withServices } from './shared.ts';
+import { ensureGeneratedSecret } from '../services/auth-keys.ts';
+import { configFrom, EXIT_RUNTIME, logLevelOption, optionsOf, withCreatedServices } from './shared.ts';
 
 /** `serve` (the daemon) and `migrate` (its database schema). */
 export function registerServeCommands(program: Command): void {
@@ -42,9 +43,11 @@ export function registerServeCommands(program: Command): void {
 
   program
     .command('migrate')
-    .description('apply pending database migrations and exit')
+    .description('create the install if there is none (state directory, database, JWT secret), apply pending database migrations, and exit')
     .action((_options: unknown, cmd: Command) => {
-      return withServices(optionsOf(cmd), ({ store, config }) => {
+      return withCreatedServices(optionsOf(cmd), ({ store, config, log }) => {
+        // What the daemon's first start would create, so that `token issue` works before it.
+        ensureGeneratedSecret(config, log);
         // Opening the store applies pending migrations; report what it did.
         const { from, to } = store.migrated;
         const name = databaseName(config);

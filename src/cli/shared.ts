@@ -15,10 +15,12 @@
  *   4. Add one `register<Group>Commands(program)` line to buildProgram in src/cli.ts, and document
  *      the commands in the README's CLI section.
  */
+import { statSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { loadConfig, type Config } from '../config/load.ts';
 import { systemClock } from '../domain/clock.ts';
-import { ErrorCode, isHookrelayError } from '../domain/errors.ts';
+import { ErrorCode, HookrelayError, isHookrelayError } from '../domain/errors.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createServices, type Services } from '../services/services.ts';
 import { CLI_LOCK_GAP_MS } from '../store/lock-wait.ts';
@@ -88,7 +90,44 @@ export function cliLogger(config: Config): Logger {
   return createLogger(config.log.level === 'info' ? 'warn' : config.log.level, process.stderr);
 }
 
+function isMissing(path: string): boolean {
+  try {
+    statSync(path);
+    return false;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR';
+  }
+}
+
+/**
+ * Refuses to work on an install that does not exist: only `serve` and `migrate` create one. A
+ * command run from the wrong directory would otherwise make a second install there (a database,
+ * a JWT secret) and answer from it ("No organizations") while the daemon works elsewhere. On
+ * PostgreSQL the database is the server's; nothing is created by accident.
+ */
+export function requireInstall(config: Config): void {
+  if (config.database.url !== null) return;
+  const database = resolve(config.database.path);
+  // Only a path that is not there: one that cannot be read (a state directory of mode 0700 and
+  // another user) is left to opening, whose error names the permission missing.
+  if (!isMissing(database)) return;
+  const stateDir = resolve(config.stateDir);
+  const where = isMissing(stateDir) ? `the state directory ${stateDir} does not exist` : `the database ${database} does not exist`;
+  throw new HookrelayError(
+    ErrorCode.config,
+    `no hookrelay install here: ${where}. Run the command from the daemon's working directory, or point at its state with --state-dir DIR or --config FILE (HOOKRELAY_STATE_DIR, HOOKRELAY_CONFIG); \`hookrelay serve\` or \`hookrelay migrate\` creates a new install`,
+  );
+}
+
+/** Opens the configured store for a one-shot command; the install must exist (requireInstall). */
 export function openConfiguredStore(config: Config): Promise<Store> {
+  requireInstall(config);
+  return openCreatingStore(config);
+}
+
+/** Opens the configured store, creating the install when there is none: `migrate` only. */
+function openCreatingStore(config: Config): Promise<Store> {
   // SQLite: leaves the lock free between two of its transactions, for a daemon that may be waiting for it (store/lock-wait.ts).
   return openStoreFor(config, systemClock, { sqlite: { busyTimeoutMs: config.database.busyTimeoutMs, lockGapMs: CLI_LOCK_GAP_MS }, log: cliLogger(config) });
 }
@@ -106,9 +145,9 @@ export interface CommandContext {
  * daemons sharing the database (store/pg/wakeups.ts), which then act at once; a daemon on
  * SQLite finds them at its next poll.
  */
-async function withOpened<T>(options: CommonOptions, quiet: boolean, fn: (ctx: CommandContext) => T | Promise<T>): Promise<T> {
+async function withOpened<T>(options: CommonOptions, quiet: boolean, fn: (ctx: CommandContext) => T | Promise<T>, create = false): Promise<T> {
   const config = configFrom(options);
-  const store = await openConfiguredStore(config);
+  const store = await (create ? openCreatingStore(config) : openConfiguredStore(config));
   const log = cliLogger(config);
   const url = config.database.url;
   const work = url === null ? nobodyListens : createWorkSignal();
@@ -129,6 +168,11 @@ export function withStore<T>(options: CommonOptions, fn: (ctx: CommandContext) =
 /** `withStore` whose services log nothing of their own (the command prints what it did). */
 export function withServices<T>(options: CommonOptions, fn: (ctx: CommandContext) => T | Promise<T>): Promise<T> {
   return withOpened(options, true, fn);
+}
+
+/** `withServices` that creates the install when there is none (`migrate`). */
+export function withCreatedServices<T>(options: CommonOptions, fn: (ctx: CommandContext) => T | Promise<T>): Promise<T> {
+  return withOpened(options, true, fn, true);
 }
 
 /** Prints `json` with `--json`, otherwise the human text. */

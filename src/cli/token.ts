@@ -16,7 +16,7 @@ export function registerTokenCommands(program: Command): void {
       if (options.ttl !== undefined && (ttl === null || ttl < 1000)) throw new UsageError(`--ttl must be a duration such as 15m, 1h or 7d; got "${options.ttl}"`);
       return withServices(options, async ({ config, store, services, log }) => {
         const ttlMs = ttl ?? config.auth.tokenTtl;
-        const keys = loadAuthKeys(config, log);
+        const keys = loadAuthKeys(config, log, { create: false });
         const issued = await issueToken({ keys, auth: config.auth, users: services.users, clock: store.clock }, { orgId: options.org, email: options.email, ttlMs });
         print(options, { token: issued.token, expires_at: iso(issued.expiresAt) }, () => issued.token);
       });

@@ -29,7 +29,7 @@ export const CONFIG_SCHEMA = {
   stateDir: {
     type: { kind: 'string' },
     default: './var',
-    doc: 'Directory for the database, the generated JWT secret and the feed position; created if missing.',
+    doc: 'Directory for the database, the generated JWT secret and the feed position; created if missing by `serve` and `migrate`, which other commands require.',
   },
   database: {
     path: {
