@@ -149,12 +149,22 @@ test('a daemon killed mid-delivery loses nothing: every event is delivered, only
 
   const byEvent = new Map<string, number>();
   for (const r of receiver.requests) byEvent.set(eventIdOf(r)!, (byEvent.get(eventIdOf(r)!) ?? 0) + 1);
+  // Every attempt the restarted daemon made is recorded; the first one recorded none (checked above).
+  const recorded = new Map(
+    (store.db.prepare("SELECT e.id AS event_id, count(a.id) AS n FROM deliveries d JOIN events e ON e.seq = d.event_seq LEFT JOIN delivery_attempts a ON a.delivery_id = d.id WHERE d.org_id = 'org-a' GROUP BY e.id").all() as Array<{ event_id: string; n: number }>).map(
+      (r) => [r.event_id, r.n],
+    ),
+  );
   for (const id of all) {
     const answered = receiver.requestsFor(id).filter((r) => r.answeredStatus === 200);
     assert.ok(answered.length >= 1, `${id} was never delivered`);
-    // Sent once, plus once more when it was in flight at the kill (its lease lapsed, then it went out again).
-    const expected = inFlight.has(id) ? 2 : 1;
-    assert.equal(byEvent.get(id), expected, `${id} was sent ${byEvent.get(id)} time(s), expected ${expected}`);
+    // Sent once, plus once more when it was in flight at the kill (its lease lapsed, then it went
+    // out again). On a busy machine an attempt may also run past the 1 s deadline and be tried
+    // again: such a send is an attempt the restarted daemon recorded. Nothing else is ever sent twice.
+    const crashCopy = inFlight.has(id) ? 1 : 0;
+    const sends = byEvent.get(id) ?? 0;
+    const attempts = recorded.get(id) ?? 0;
+    assert.ok(sends >= 1 + crashCopy && sends <= attempts + crashCopy, `${id} was sent ${sends} time(s), expected ${1 + crashCopy} (or up to ${attempts + crashCopy}, for the ${attempts} attempt(s) recorded)`);
     const copies = receiver.requestsFor(id);
     for (const copy of copies) {
       assert.equal(copy.headers['webhook-id'], id);
