@@ -3,7 +3,8 @@
  * with N queued deliveries (default 1,000,000, spread over 16 organizations, a tenth of them
  * tried and waiting for a retry), then prints the query plan of every gauge read, and times a
  * full read of the gauges (status.queue(), then a whole /metrics exposition) together with the
- * longest the event loop was held meanwhile (a 1 ms timer's worst lateness).
+ * longest the event loop was held meanwhile (a 1 ms timer's worst lateness); then times pages of
+ * the delivery log (GET /webhook/deliveries, the console's table) at the front and deep down.
  *
  *   node --import tsx scripts/bench-metrics.ts [--deliveries 1000000] [--orgs 16] [--runs 3] [--keep DIR]
  */
@@ -17,6 +18,8 @@ import { createMetrics } from '../src/metrics/metrics.ts';
 import { createStatusService } from '../src/services/status.ts';
 import { QUEUE_GAUGE_SQL } from '../src/store/deliveries-repo.ts';
 import { openStore } from '../src/store/store.ts';
+import { createDeliveryService } from '../src/services/deliveries.ts';
+import type { ListFilter } from '../src/store/repos.ts';
 
 const { values } = parseArgs({ options: { deliveries: { type: 'string' }, orgs: { type: 'string' }, runs: { type: 'string' }, keep: { type: 'string' } } });
 const total = Number(values.deliveries ?? 1_000_000);
@@ -88,6 +91,34 @@ for (let run = 1; run <= runs; run++) {
     `  run ${run}: status.queue() ${q.ms.toFixed(0)} ms (event loop held at most ${q.heldMs.toFixed(1)} ms), counted ${t.new} new + ${t.retrying} retrying + ${t.held} held; ` +
       `whole /metrics exposition ${m.ms.toFixed(0)} ms (held at most ${m.heldMs.toFixed(1)} ms)`,
   );
+}
+// The delivery log as the console and GET /webhook/deliveries page through it: 50 rows a page,
+// keyset on the delivery id (the cursor), with and without filters, at the front of one
+// organization's million-row share and deep into it.
+const deliveries = createDeliveryService(store, createLogger('warn'), { failingAfterFailures: 5, disableAfterMs: 5 * 86_400_000, secretRotationGraceMs: 86_400_000 });
+const ids = db.prepare("SELECT min(id) AS low, max(id) AS high FROM deliveries WHERE org_id = 'org-0'").get() as { low: number; high: number };
+const deep = Math.floor((ids.low + ids.high) / 2);
+const at = Date.now() - Math.floor(total / 2);
+const pages: Array<[string, ListFilter]> = [
+  ['first page', { limit: 51 }],
+  ['a page half-way down (cursor)', { limit: 51, beforeId: deep }],
+  ['status=pending, half-way down', { limit: 51, status: 'pending', beforeId: deep }],
+  ['status=failed (one in ten)', { limit: 51, status: 'failed' }],
+  ['status=delivered (none)', { limit: 51, status: 'delivered' }],
+  ['since/until, a window half-way', { limit: 51, since: at - 60_000, until: at }],
+];
+console.log(`
+the delivery log of org-0 (${Math.round(total / orgCount)} deliveries), a page of 50, median of ${Math.max(runs, 5)} reads:`);
+for (const [what, filter] of pages) {
+  const times: number[] = [];
+  let rows = 0;
+  for (let i = 0; i < Math.max(runs, 5); i++) {
+    const r = await timed(() => deliveries.list('org-0', filter));
+    times.push(r.ms);
+    rows = r.result.length;
+  }
+  times.sort((a, b) => a - b);
+  console.log(`  ${what}: ${times[Math.floor(times.length / 2)]!.toFixed(2)} ms (${rows} rows)`);
 }
 store.close();
 if (values.keep === undefined) rmSync(dir, { recursive: true, force: true });

@@ -4,6 +4,7 @@
  * (see src/cli/shared.ts for how to add one) and maps any error to one line and an exit code.
  */
 import { Command } from 'commander';
+import { registerConsoleCommands } from './cli/console.ts';
 import { registerDbCommands } from './cli/db.ts';
 import { registerDeliveriesCommands } from './cli/deliveries.ts';
 import { registerFeedCommands } from './cli/feed.ts';
@@ -37,6 +38,7 @@ export function buildProgram(): Command {
   registerDbCommands(program);
   registerStatusCommands(program);
   registerListenCommand(program);
+  registerConsoleCommands(program);
 
   oneLineErrors(program);
   return program;

@@ -452,7 +452,7 @@ test('roles, users and the webhook: the daemon gives only documented answers', a
   for (const path of ['/healthz', '/readyz', '/openapi.json']) await contract.call(relay, 'GET', path);
 
   // Authenticated GETs, and the errors every authenticated operation shares.
-  const gets = ['/users/get_roles', '/webhook/get_webhook', '/webhook/get_secret'];
+  const gets = ['/users/me', '/users/get_roles', '/webhook/get_webhook', '/webhook/get_secret'];
   for (const path of gets) {
     await contract.call(relay, 'GET', path);
     await contract.call(relay, 'GET', path, { token: relay.sign({ sub: admin, org: 'acme' }) });
@@ -526,7 +526,7 @@ test('the delivery log, replay, recover, test events and secret rotation: only d
   const hook = await receiver(t);
   const { relay, adminToken, viewerToken, nobodyToken } = await seededRelay(t, { 'delivery.allowHttp': 'true', 'delivery.allowNetworks': '127.0.0.1/32' });
   const token = adminToken;
-  const posts = ['/webhook/test', '/webhook/rotate_secret', '/webhook/recover', '/webhook/deliveries/{id}/replay'];
+  const posts = ['/webhook/test', '/webhook/rotate_secret', '/webhook/recover', '/webhook/deliveries/{id}/replay', '/webhook/disable', '/webhook/enable'];
   const since = new Date(Date.now() - 3_600_000).toISOString();
 
   // Shared errors, and everything before a webhook exists.
@@ -557,6 +557,10 @@ test('the delivery log, replay, recover, test events and secret rotation: only d
   const off = await contract.call(relay, 'POST', '/webhook/rotate_secret', { token });
   assert.equal(off.body.code, 'secret_not_configured');
   await contract.call(relay, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: hook.url } });
+  const disabled = await contract.call(relay, 'POST', '/webhook/disable', { token });
+  assert.equal(disabled.body.status, 'disabled');
+  const enabled = await contract.call(relay, 'POST', '/webhook/enable', { token });
+  assert.equal(enabled.body.status, 'active');
   const rotated = await contract.call(relay, 'POST', '/webhook/rotate_secret', { token });
   assert.equal(rotated.status, 200);
 

@@ -23,6 +23,7 @@ import { registerDeliveryRoutes } from './routes/deliveries.ts';
 import type { DeliveryService } from '../services/deliveries.ts';
 import { metricsHandler, type MetricsEndpoint } from './metrics.ts';
 import { whenUnlocked } from '../store/lock-wait.ts';
+import { registerConsoleRoutes } from './console.ts';
 
 export interface ApiDeps {
   readonly config: Pick<Config, 'api' | 'auth'>;
@@ -114,6 +115,8 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   });
 
   if (deps.metrics) publicRoute('/metrics', metricsHandler(deps.metrics));
+  // The console's static files (not part of the API: no version, no token; the page sends its token to the API).
+  registerConsoleRoutes(router);
 
   registerUserRoutes(secured, deps.services);
   registerWebhookRoutes(secured, deps.services);

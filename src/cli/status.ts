@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { parseListen } from '../domain/listen.ts';
+import { localBaseUrl } from '../domain/listen.ts';
 import type { FeedReport, QueueSnapshot, WebhookReport } from '../services/status.ts';
 import { webhookHealthView } from '../services/views.ts';
 import { configFrom, jsonOption, optionsOf, print, table, withStore } from './shared.ts';
@@ -18,10 +18,8 @@ export interface DaemonProbe {
 
 /** The URL of the daemon's /readyz for a listen address: a wildcard address is asked on loopback. */
 export function readinessUrl(listen: string): string | null {
-  const { host, port } = parseListen(listen);
-  if (port === 0) return null;
-  const target = host === '0.0.0.0' ? '127.0.0.1' : host === '::' || host === '[::]' ? '::1' : host;
-  return `http://${target.includes(':') ? `[${target}]` : target}:${port}/readyz`;
+  const base = localBaseUrl(listen);
+  return base === null ? null : `${base}/readyz`;
 }
 
 /** Asks the daemon's /readyz, for at most `timeoutMs`. Never throws. */

@@ -43,6 +43,7 @@ export interface Config {
     readonly batchBytes: number;
     readonly pollIntervalMs: number;
   };
+  readonly console: { readonly publicUrl: string | null };
   readonly delivery: {
     readonly allowHttp: boolean;
     readonly allowNetworks: readonly string[];

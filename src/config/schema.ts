@@ -334,6 +334,13 @@ export const CONFIG_SCHEMA = {
       doc: 'Export hookrelay_webhook_status per organization (3 series per webhook); turn off with thousands of organizations.',
     },
   },
+  console: {
+    publicUrl: {
+      type: { kind: 'string', nullable: true, pattern: /^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/, expect: 'an http(s) URL without query or fragment, such as https://relay.example.com' },
+      default: null,
+      doc: 'Address at which browsers reach the admin listener, for the links `hookrelay console link` prints (behind a reverse proxy, say); null builds them from api.listen.',
+    },
+  },
 } as const satisfies SchemaNode;
 
 export interface SchemaNode {

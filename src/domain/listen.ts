@@ -19,3 +19,20 @@ export function isLoopbackHost(host: string): boolean {
   if (isIP(h) === 6) return h === '::1' || h === '0:0:0:0:0:0:0:1' || /^::ffff:127\./.test(h);
   return false;
 }
+
+/** A wildcard listen host (every address of the machine). */
+export function isWildcardHost(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '[::]';
+}
+
+/**
+ * The base URL (`http://HOST:PORT`, no trailing slash) at which this machine reaches a listener
+ * bound to `listen`: a wildcard address is reached on loopback. Null for port 0, which the
+ * listener picks when it starts.
+ */
+export function localBaseUrl(listen: string): string | null {
+  const { host, port } = parseListen(listen);
+  if (port === 0) return null;
+  const target = host === '0.0.0.0' ? '127.0.0.1' : host === '::' || host === '[::]' ? '::1' : host;
+  return `http://${target.includes(':') ? `[${target}]` : target}:${port}`;
+}

@@ -4,6 +4,12 @@ import type { UserService } from '../../services/users.ts';
 import type { SecuredRouter } from '../secured-router.ts';
 
 export function registerUserRoutes(router: SecuredRouter, services: { roles: RoleService; users: UserService }): void {
+  // Who the token is, for clients such as the console that show the caller and enable only the
+  // actions its role grants (the API checks each call anyway).
+  router.route(['GET'], '/users/me', Permission.webhookRead, (ctx, principal) => {
+    ctx.body = { email: principal.email, organization_id: principal.orgId, role: principal.roleName, permissions: [...principal.permissions] };
+  });
+
   router.route(['GET'], '/users/get_roles', Permission.rolesRead, async (ctx) => {
     ctx.body = (await services.roles.list()).map((role) => ({ name: role.name, description: role.description }));
   });

@@ -1,9 +1,10 @@
 import { Permission } from '../../domain/permissions.ts';
 import { webhookHealthView, webhookView } from '../../services/views.ts';
 import type { WebhookService } from '../../services/webhooks.ts';
+import type { DeliveryService } from '../../services/deliveries.ts';
 import type { SecuredRouter } from '../secured-router.ts';
 
-export function registerWebhookRoutes(router: SecuredRouter, services: { webhooks: WebhookService }): void {
+export function registerWebhookRoutes(router: SecuredRouter, services: { webhooks: WebhookService; deliveries: DeliveryService }): void {
   router.route(
     ['POST', 'PUT'],
     '/webhook/register_webhook',
@@ -36,4 +37,18 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
   router.route(['GET'], '/webhook/get_secret', Permission.webhookManage, async (ctx, principal) => {
     ctx.body = { secret: await services.webhooks.getSecret(principal.orgId) };
   });
+
+  // Disabling holds the webhook's deliveries (kept, not dropped); enabling lets them go out and
+  // starts the failure count over. The same as `hookrelay webhook disable|enable`.
+  for (const [action, enabled] of [['disable', false], ['enable', true]] as const) {
+    router.route(['POST'], `/webhook/${action}`, Permission.webhookManage, async (ctx, principal) => {
+      await services.deliveries.setEnabled(principal.orgId, enabled);
+      const { webhook, health } = await services.webhooks.getWithHealth(principal.orgId);
+      ctx.body = {
+        message: enabled ? 'Webhook enabled: held deliveries go out' : 'Webhook disabled: its deliveries are held, not dropped, until it is enabled',
+        ...webhookView(webhook),
+        ...webhookHealthView(health),
+      };
+    });
+  }
 }

@@ -1,0 +1,254 @@
+/**
+ * The admin API as the console uses it (docs/openapi.json): every call sends `Version`, the
+ * token only as `Authorization: Bearer`, never in a URL; failures become an `ApiError` holding
+ * the problem+json `title`/`detail`/`code`, or a network failure. Given a fetch function, no
+ * DOM access (unit-tested under Node).
+ */
+
+export const API_VERSION = 'v1.2';
+
+export type DeliveryStatus = 'pending' | 'failed' | 'delivered' | 'dead';
+export const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'failed', 'delivered', 'dead'];
+
+export interface Webhook {
+  readonly webhook_url: string;
+  readonly active_hmac: boolean;
+  readonly status: 'active' | 'failing' | 'disabled';
+  readonly created_at: string;
+  readonly updated_at: string;
+  readonly status_detail: string;
+  readonly consecutive_failures: number;
+  readonly failing_since: string | null;
+  readonly last_success_at: string | null;
+  readonly disabled_reason: string | null;
+  readonly last_error: { readonly at: string; readonly status_code: number | null; readonly error: string } | null;
+  /** Not in the API (yet): read when a later version returns it. */
+  readonly previous_secret_expires_at?: string | null;
+}
+
+export interface Delivery {
+  readonly id: number;
+  readonly event_id: string;
+  readonly event_type: string;
+  readonly anticipation_request_id: string | null;
+  readonly status: DeliveryStatus;
+  readonly attempts: number;
+  readonly next_attempt_at: string | null;
+  readonly last_attempt_at: string | null;
+  readonly last_status_code: number | null;
+  readonly last_error: string | null;
+  readonly created_at: string;
+  readonly updated_at: string;
+}
+
+export interface DeliveryAttempt {
+  readonly attempt: number;
+  readonly started_at: string;
+  readonly duration_ms: number;
+  readonly url: string;
+  readonly status_code: number | null;
+  readonly error: string | null;
+  readonly error_detail: string | null;
+  readonly response_body: string | null;
+  readonly outcome: string;
+}
+
+export interface DeliveryDetail extends Delivery {
+  readonly attempt_log: readonly DeliveryAttempt[];
+}
+
+export interface DeliveryPage {
+  readonly data: readonly Delivery[];
+  readonly next_cursor: string | null;
+}
+
+export interface DeliveryQueued {
+  readonly message: string;
+  readonly delivery: Delivery;
+}
+
+export interface RecoverResult {
+  readonly message: string;
+  readonly requeued: number;
+  readonly retried_now: number;
+}
+
+/** GET /users/me: who the token is. */
+export interface Me {
+  readonly email: string;
+  readonly organization_id: string;
+  readonly role: string;
+  readonly permissions: readonly string[];
+}
+
+/** POST /webhook/disable, /webhook/enable: the webhook after the change. */
+export interface WebhookChange extends Webhook {
+  readonly message: string;
+}
+
+/** The permission the console's actions need (saas_admin has it, saas_viewer not). */
+export const MANAGE_PERMISSION = 'webhook:manage';
+
+export interface SecretRotation {
+  readonly message: string;
+  readonly secret: string;
+  readonly previous_secret_expires_at: string;
+}
+
+export interface DeliveryQuery {
+  readonly status?: DeliveryStatus | undefined;
+  /** RFC 3339. */
+  readonly since?: string | undefined;
+  /** RFC 3339. */
+  readonly until?: string | undefined;
+  readonly cursor?: string | undefined;
+  readonly limit?: number | undefined;
+}
+
+/** What a failed call amounts to. */
+export type ApiFailure =
+  | { readonly kind: 'network'; readonly message: string }
+  | {
+      readonly kind: 'problem';
+      readonly status: number;
+      readonly title: string;
+      readonly detail: string;
+      /** The problem's stable `code`, or null when the answer was not problem+json. */
+      readonly code: string | null;
+    };
+
+export class ApiError extends Error {
+  readonly failure: ApiFailure;
+  constructor(failure: ApiFailure) {
+    super(failure.kind === 'network' ? failure.message : `${failure.title}: ${failure.detail}`);
+    this.name = 'ApiError';
+    this.failure = failure;
+  }
+}
+
+export const NETWORK_MESSAGE = 'The hookrelay daemon cannot be reached: check that it is running and that this page is served by it.';
+
+/** A 401 whose problem says the token has expired (`invalid_token`, "The token has expired; ..."). */
+export function isExpiredTokenFailure(failure: ApiFailure): boolean {
+  return failure.kind === 'problem' && failure.status === 401 && /expired/i.test(failure.detail);
+}
+
+export const isUnauthorized = (failure: ApiFailure): boolean => failure.kind === 'problem' && failure.status === 401;
+export const isForbidden = (failure: ApiFailure): boolean => failure.kind === 'problem' && failure.status === 403;
+
+/** The parts of a fetch Response the client reads (the browser's `Response` fits). */
+export interface ResponseLike {
+  readonly status: number;
+  readonly headers: { get(name: string): string | null };
+  text(): Promise<string>;
+}
+
+export interface RequestLike {
+  readonly method: string;
+  readonly headers: Record<string, string>;
+  readonly body?: string;
+  readonly credentials: 'omit';
+  readonly cache: 'no-store';
+}
+
+/** The browser's `fetch` fits. */
+export type FetchLike = (url: string, init: RequestLike) => Promise<ResponseLike>;
+
+export interface ApiClientOptions {
+  readonly fetch: FetchLike;
+  /** Where the API is: an origin-relative path ending in `/` (`/`), or an absolute URL ending in `/`. */
+  readonly base: string;
+  /** The current token, or null when signed out. */
+  readonly token: () => string | null;
+}
+
+/** The query string of `GET /webhook/deliveries` (with its `?`), empty when there is nothing to send. */
+export function deliveriesQueryString(query: DeliveryQuery): string {
+  const params = new URLSearchParams();
+  if (query.status !== undefined) params.set('status', query.status);
+  if (query.since !== undefined) params.set('since', query.since);
+  if (query.until !== undefined) params.set('until', query.until);
+  if (query.limit !== undefined) params.set('limit', String(query.limit));
+  if (query.cursor !== undefined) params.set('cursor', query.cursor);
+  const text = params.toString();
+  return text === '' ? '' : `?${text}`;
+}
+
+/** The failure an answer with status >= 400 amounts to, from its problem+json body when it has one. */
+export function problemFromResponse(status: number, contentType: string | null, bodyText: string): ApiFailure {
+  let body: unknown = null;
+  if (contentType !== null && /json/i.test(contentType)) {
+    try {
+      body = JSON.parse(bodyText);
+    } catch {
+      body = null;
+    }
+  }
+  const field = (name: string): string | null => {
+    if (typeof body !== 'object' || body === null) return null;
+    const value = (body as Record<string, unknown>)[name];
+    return typeof value === 'string' && value !== '' ? value : null;
+  };
+  return {
+    kind: 'problem',
+    status,
+    title: field('title') ?? `HTTP ${status}`,
+    detail: field('detail') ?? `The daemon answered ${status} without an explanation.`,
+    code: field('code'),
+  };
+}
+
+export function createApiClient(options: ApiClientOptions) {
+  const base = options.base.endsWith('/') ? options.base : `${options.base}/`;
+
+  async function call<T>(method: 'GET' | 'POST', path: string, body?: Record<string, unknown>): Promise<T> {
+    const token = options.token();
+    if (token === null) {
+      throw new ApiError({ kind: 'problem', status: 401, title: 'Authentication required', detail: 'Sign in first.', code: 'missing_token' });
+    }
+    const headers: Record<string, string> = {
+      Accept: 'application/json, application/problem+json',
+      Authorization: `Bearer ${token}`,
+      Version: API_VERSION,
+    };
+    const init: RequestLike =
+      body === undefined
+        ? { method, headers, credentials: 'omit', cache: 'no-store' }
+        : { method, headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify(body), credentials: 'omit', cache: 'no-store' };
+    let response: ResponseLike;
+    let text: string;
+    try {
+      response = await options.fetch(`${base}${path.replace(/^\//, '')}`, init);
+      text = await response.text();
+    } catch {
+      throw new ApiError({ kind: 'network', message: NETWORK_MESSAGE });
+    }
+    const contentType = response.headers.get('Content-Type');
+    if (response.status >= 400) throw new ApiError(problemFromResponse(response.status, contentType, text));
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new ApiError({ kind: 'problem', status: response.status, title: 'Unexpected answer', detail: `The daemon answered ${response.status} with a body that is not JSON.`, code: null });
+    }
+  }
+
+  const id = (value: number) => {
+    if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`not a delivery id: ${value}`);
+    return String(value);
+  };
+
+  return {
+    me: () => call<Me>('GET', '/users/me'),
+    getWebhook: () => call<Webhook>('GET', '/webhook/get_webhook'),
+    disableWebhook: () => call<WebhookChange>('POST', '/webhook/disable'),
+    enableWebhook: () => call<WebhookChange>('POST', '/webhook/enable'),
+    sendTest: () => call<DeliveryQueued>('POST', '/webhook/test'),
+    rotateSecret: () => call<SecretRotation>('POST', '/webhook/rotate_secret'),
+    listDeliveries: (query: DeliveryQuery) => call<DeliveryPage>('GET', `/webhook/deliveries${deliveriesQueryString(query)}`),
+    getDelivery: (deliveryId: number) => call<DeliveryDetail>('GET', `/webhook/deliveries/${id(deliveryId)}`),
+    replay: (deliveryId: number) => call<DeliveryQueued>('POST', `/webhook/deliveries/${id(deliveryId)}/replay`),
+    recover: (since: string, until?: string) => call<RecoverResult>('POST', '/webhook/recover', until === undefined ? { since } : { since, until }),
+  };
+}
+
+export type ApiClient = ReturnType<typeof createApiClient>;

@@ -1,0 +1,61 @@
+/**
+ * Filters and keyset paging of the delivery log: what the table shows, kept while the page
+ * refreshes itself and while the reader looks at a delivery and comes back. No DOM access.
+ */
+import { DELIVERY_STATUSES, type DeliveryQuery, type DeliveryStatus } from './api-client.ts';
+import { localInputToIso } from './format.ts';
+
+/** Rows per page. */
+export const PAGE_SIZE = 50;
+
+export interface DeliveryFilters {
+  readonly status: DeliveryStatus | null;
+  /** RFC 3339 (UTC). */
+  readonly since: string | null;
+  readonly until: string | null;
+}
+
+export interface DeliveriesState {
+  readonly filters: DeliveryFilters;
+  /** The cursor of the page shown; null for the newest page. */
+  readonly cursor: string | null;
+  /** 1 for the newest page. */
+  readonly page: number;
+}
+
+export const INITIAL_STATE: DeliveriesState = { filters: { status: null, since: null, until: null }, cursor: null, page: 1 };
+
+/** The filters of the form's values (a `<select>` value, two `datetime-local` values). */
+export function filtersFromForm(values: { status: string; since: string; until: string }): DeliveryFilters {
+  const status = (DELIVERY_STATUSES as readonly string[]).includes(values.status) ? (values.status as DeliveryStatus) : null;
+  return { status, since: localInputToIso(values.since), until: localInputToIso(values.until) };
+}
+
+/** New filters start again from the newest page. */
+export const withFilters = (_state: DeliveriesState, filters: DeliveryFilters): DeliveriesState => ({ filters, cursor: null, page: 1 });
+
+/** The next (older) page: the API's `next_cursor` of the page shown. */
+export const older = (state: DeliveriesState, nextCursor: string): DeliveriesState => ({ ...state, cursor: nextCursor, page: state.page + 1 });
+
+export const newest = (state: DeliveriesState): DeliveriesState => ({ ...state, cursor: null, page: 1 });
+
+export function queryOf(state: DeliveriesState): DeliveryQuery {
+  const { status, since, until } = state.filters;
+  return {
+    limit: PAGE_SIZE,
+    ...(status === null ? {} : { status }),
+    ...(since === null ? {} : { since }),
+    ...(until === null ? {} : { until }),
+    ...(state.cursor === null ? {} : { cursor: state.cursor }),
+  };
+}
+
+/** The table's caption: what it shows. */
+export function describe(state: DeliveriesState): string {
+  const parts: string[] = [];
+  if (state.filters.status !== null) parts.push(`status ${state.filters.status}`);
+  if (state.filters.since !== null) parts.push(`since ${state.filters.since}`);
+  if (state.filters.until !== null) parts.push(`until ${state.filters.until}`);
+  const filter = parts.length === 0 ? 'all' : parts.join(', ');
+  return `Deliveries, newest first (${filter}; page ${state.page})`;
+}

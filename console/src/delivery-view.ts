@@ -1,0 +1,147 @@
+/** #/deliveries/ID: one delivery, its attempts, how to verify it, and Replay. */
+import type { DeliveryAttempt, DeliveryDetail } from './api-client.ts';
+import { h, headerRow, replace, scrollingTable, time, type Child } from './dom.ts';
+import { formatDuration, formatRelative, NONE, orNone } from './format.ts';
+import { deliveryHref } from './route.ts';
+import { VERIFY_SNIPPETS } from './snippets.ts';
+import { actionGuard, confirmDialog, createMessages, heading, type Session } from './ui.ts';
+
+export const ATTEMPT_COLUMNS = ['Attempt', 'Started', 'Duration', 'Status code', 'Error', 'Response'] as const;
+
+function row(term: string, field: string, ...value: Child[]): HTMLElement[] {
+  return [h('dt', null, term), h('dd', { 'data-field': field }, ...value)];
+}
+
+function facts(d: DeliveryDetail): HTMLElement[] {
+  const relative = formatRelative(d.next_attempt_at, Date.now());
+  const sentTo = d.attempt_log[d.attempt_log.length - 1]?.url ?? null;
+  return [
+    ...row('Event', 'event', h('span', { class: 'mono' }, d.event_id)),
+    ...row('Type', 'type', h('span', { class: 'mono' }, d.event_type)),
+    ...row('Request', 'request', h('span', { class: 'mono' }, d.anticipation_request_id ?? (d.event_type === 'webhook.test' ? 'test event' : NONE))),
+    ...row('Status', 'status', h('span', { class: `badge badge-${d.status}` }, d.status)),
+    ...row('Attempts', 'attempts', String(d.attempts)),
+    ...row('Next attempt', 'next-attempt', time(d.next_attempt_at), relative === null ? null : ` (${relative})`),
+    ...row('Created', 'created', time(d.created_at)),
+    ...(sentTo === null ? [] : row('Sent to', 'url', h('span', { class: 'url' }, sentTo))),
+  ];
+}
+
+function errorText(a: DeliveryAttempt): string {
+  if (a.error === null && a.error_detail === null) return NONE;
+  if (a.error === null) return a.error_detail ?? NONE;
+  return a.error_detail === null ? a.error : `${a.error}: ${a.error_detail}`;
+}
+
+function attemptRows(d: DeliveryDetail): HTMLTableRowElement[] {
+  if (d.attempt_log.length === 0) return [h('tr', null, h('td', { colspan: ATTEMPT_COLUMNS.length, class: 'empty' }, 'No attempt yet.'))];
+  return d.attempt_log.map((a) =>
+    h(
+      'tr',
+      null,
+      h('td', { class: 'num' }, String(a.attempt), ' ', h('span', { class: 'outcome' }, a.outcome)),
+      h('td', null, time(a.started_at)),
+      h('td', { class: 'num' }, formatDuration(a.duration_ms)),
+      h('td', { class: 'num' }, orNone(a.status_code)),
+      h('td', { class: 'error' }, errorText(a)),
+      h(
+        'td',
+        null,
+        a.response_body === null ? NONE : h('pre', { class: 'response', tabindex: 0, 'aria-label': `Response to attempt ${a.attempt}` }, a.response_body === '' ? '(empty)' : a.response_body),
+      ),
+    ),
+  );
+}
+
+function verifySection(eventId: () => string): HTMLElement {
+  const idText = h('code', null, eventId());
+  return h(
+    'section',
+    { class: 'verify', 'aria-labelledby': 'verify-heading' },
+    h('h2', { id: 'verify-heading' }, 'Verify the signature'),
+    h(
+      'p',
+      null,
+      'Every attempt and replay of this event carries the header webhook-id: ',
+      idText,
+      ', with webhook-timestamp and webhook-signature (when signing is on). The receiver checks them with the webhook’s secret over the raw body, with any Standard Webhooks library:',
+    ),
+    ...VERIFY_SNIPPETS.flatMap((s) => [h('h3', null, s.language), h('pre', { class: 'snippet', tabindex: 0, 'aria-label': `${s.language} example` }, h('code', null, s.code))]),
+  );
+}
+
+export function deliveryView(id: number) {
+  return (root: HTMLElement, session: Session) => {
+    const messages = createMessages();
+    const list = h('dl', { class: 'facts', 'aria-busy': 'true' });
+    const attemptsBody = h('tbody', null, h('tr', null, h('td', { colspan: ATTEMPT_COLUMNS.length, class: 'empty' }, 'Loading…')));
+    const attempts = h('table', { class: 'attempts' }, h('caption', null, 'Attempts, oldest first'), headerRow(ATTEMPT_COLUMNS), attemptsBody);
+    const replayButton = h('button', { type: 'button' }, 'Replay');
+    const guard = actionGuard(session, [replayButton]);
+    let disposed = false;
+    let shown: string | null = null;
+    let detail: DeliveryDetail | null = null;
+    const verify = verifySection(() => detail?.event_id ?? '…');
+    verify.hidden = true;
+
+    const load = async (): Promise<void> => {
+      try {
+        const answer = await session.api.getDelivery(id);
+        if (disposed) return;
+        messages.clearAlert('load');
+        list.removeAttribute('aria-busy');
+        detail = answer;
+        const json = JSON.stringify(answer);
+        if (json === shown) return;
+        shown = json;
+        replace(list, ...facts(answer));
+        replace(attemptsBody, ...attemptRows(answer));
+        const code = verify.querySelector('p code');
+        if (code !== null) code.textContent = answer.event_id;
+        verify.hidden = false;
+      } catch (err) {
+        if (disposed) return;
+        list.removeAttribute('aria-busy');
+        session.fail(err, messages, 'load');
+      }
+    };
+
+    const dialog = confirmDialog({
+      title: 'Send this event again?',
+      text: 'The event is queued again as a new delivery, with a fresh retry schedule and the same webhook-id, so the receiver can tell it is a repeat.',
+      confirm: 'Replay now',
+      onConfirm: () =>
+        void guard.run(replayButton, async () => {
+          messages.clearStatus();
+          try {
+            const queued = await session.api.replay(id);
+            if (disposed) return;
+            messages.clearAlert();
+            messages.showStatus('Replayed as ', h('a', { href: deliveryHref(queued.delivery.id) }, `delivery ${queued.delivery.id}`));
+          } catch (err) {
+            if (!disposed) session.fail(err, messages, 'action');
+          }
+        }),
+    });
+    replayButton.addEventListener('click', () => dialog.open());
+
+    root.append(
+      heading(`Delivery ${id}`),
+      messages.alert,
+      messages.status,
+      guard.note,
+      list,
+      h('div', { class: 'actions' }, replayButton),
+      h('h2', null, 'Attempts'),
+      scrollingTable(attempts, 'Attempts'),
+      verify,
+      dialog.element,
+    );
+    void load();
+    session.live(load);
+    return () => {
+      disposed = true;
+      guard.dispose();
+    };
+  };
+}

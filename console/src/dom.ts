@@ -1,0 +1,56 @@
+/**
+ * Building the page: elements with attributes and text children only. Text from the API goes
+ * in as text nodes (`append` of a string), never as HTML: there is no innerHTML in the console.
+ */
+import { formatTime, NONE } from './format.ts';
+
+export type Child = Node | string | number | null | undefined | false;
+type AttrValue = string | number | boolean | null | undefined;
+export type Attrs = Record<string, AttrValue> & { on?: Partial<Record<keyof HTMLElementEventMap, (event: Event) => void>> };
+
+export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs | null = null, ...children: Child[]): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  if (attrs !== null) {
+    for (const [name, value] of Object.entries(attrs)) {
+      if (name === 'on') continue;
+      if (value === null || value === undefined || value === false) continue;
+      el.setAttribute(name, value === true ? '' : String(value));
+    }
+    for (const [type, listener] of Object.entries(attrs.on ?? {})) el.addEventListener(type, listener);
+  }
+  add(el, ...children);
+  return el;
+}
+
+/** Appends children; strings become text nodes. */
+export function add(el: Element, ...children: Child[]): void {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(typeof child === 'number' ? String(child) : child);
+  }
+}
+
+export function replace(el: Element, ...children: Child[]): void {
+  el.replaceChildren();
+  add(el, ...children);
+}
+
+/** An API time in the reader's locale, with the ISO time in `title` and `datetime`; "—" when absent. */
+export function time(iso: string | null | undefined): Node {
+  const formatted = formatTime(iso);
+  if (formatted === null) return document.createTextNode(NONE);
+  return h('time', { datetime: formatted.iso, title: formatted.iso }, formatted.text);
+}
+
+let counter = 0;
+/** An id unique in the page. */
+export const uid = (prefix: string): string => `${prefix}-${++counter}`;
+
+/** A table inside a wrapper that scrolls sideways on narrow screens (and can be scrolled by keyboard). */
+export function scrollingTable(table: HTMLTableElement, label: string): HTMLElement {
+  return h('div', { class: 'table-wrap', role: 'region', 'aria-label': label, tabindex: 0 }, table);
+}
+
+export function headerRow(names: readonly string[]): HTMLTableSectionElement {
+  return h('thead', null, h('tr', null, ...names.map((name) => h('th', { scope: 'col' }, name))));
+}

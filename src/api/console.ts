@@ -1,0 +1,99 @@
+/**
+ * The delivery console: static files (docs/console.md) served under /console/ on the admin
+ * listener, the same origin as the API they call. The files are built by `npm run build` into
+ * dist/console (from console/) and read once, when the app is created; they hold no secret
+ * and no data: the page signs in with the API's own bearer tokens and asks the API for
+ * everything, scoped to the token's organization like any other client.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { extname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Context } from 'koa';
+import type { Router } from '@koa/router';
+import { ErrorCode } from '../domain/errors.ts';
+import { problem } from './problem.ts';
+
+/** Where the build puts the console: <package>/dist/console, from src/api/ (tsx) and dist/api/ alike. */
+export const CONSOLE_DIR = fileURLToPath(new URL('../../dist/console/', import.meta.url));
+
+/**
+ * Sent with every console response. The page runs only its own scripts (no inline script, no
+ * eval), talks only to this origin, cannot be framed (clickjacking) and sends no Referer (its
+ * address may hold a delivery id).
+ */
+export const CONSOLE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+const CONTENT_TYPES: Readonly<Record<string, string>> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.json': 'application/json',
+};
+
+interface ConsoleFile {
+  readonly body: Buffer;
+  readonly type: string;
+}
+
+/** The console's files by their path under /console/ ("" is index.html); empty when it was not built. */
+export function loadConsoleFiles(dir: string = CONSOLE_DIR): Map<string, ConsoleFile> {
+  const files = new Map<string, ConsoleFile>();
+  const visit = (sub: string) => {
+    let names: string[];
+    try {
+      names = readdirSync(join(dir, sub));
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const rel = sub === '' ? name : `${sub}/${name}`;
+      const path = join(dir, rel);
+      if (statSync(path).isDirectory()) visit(rel);
+      else if (CONTENT_TYPES[extname(name)] !== undefined) files.set(rel, { body: readFileSync(path), type: CONTENT_TYPES[extname(name)]! });
+    }
+  };
+  visit('');
+  const index = files.get('index.html');
+  if (index) files.set('', index);
+  return files;
+}
+
+/** Registers GET /console (a redirect), /console/ and /console/<file> on `router`. */
+export function registerConsoleRoutes(router: Router, files: Map<string, ConsoleFile> = loadConsoleFiles()): void {
+  const secure = (ctx: Context) => {
+    ctx.set('Content-Security-Policy', CONSOLE_CSP);
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    ctx.set('Referrer-Policy', 'no-referrer');
+    ctx.set('X-Frame-Options', 'DENY');
+    ctx.set('Cross-Origin-Opener-Policy', 'same-origin');
+  };
+  const send = (ctx: Context, path: string) => {
+    secure(ctx);
+    const file = files.get(path);
+    if (!file) {
+      if (files.size === 0) throw problem(ErrorCode.notFound, 'The console was not built: run npm run build (npm ci does), then restart the daemon');
+      throw problem(ErrorCode.notFound, `There is no /console/${path} (the console is at /console/)`);
+    }
+    ctx.type = file.type;
+    ctx.body = file.body;
+  };
+  // The router matches /console and /console/ alike: the page's relative URLs need the slash.
+  router.register('/console', ['GET', 'HEAD'], [
+    (ctx) => {
+      if (ctx.path.endsWith('/')) return send(ctx, '');
+      secure(ctx);
+      // Relative, so that a reverse proxy's path prefix stays (/ops/console -> /ops/console/).
+      ctx.redirect('console/');
+    },
+  ]);
+  // Only names of the build's own files are looked up: no path is ever joined with what the client sent.
+  router.register('/console/*path', ['GET', 'HEAD'], [
+    (ctx) => {
+      const path = (ctx as Context & { params: Record<string, string | string[] | undefined> }).params.path;
+      send(ctx, Array.isArray(path) ? path.join('/') : (path ?? ''));
+    },
+  ]);
+}

@@ -1,0 +1,480 @@
+/**
+ * The browser console's own logic (console/src), without a browser: sign-in tokens, routes,
+ * formatting, the API client's requests and failures, the delivery log's paging state and the
+ * live refresh schedule. The page itself is tested end to end in test/console-e2e.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import {
+  API_VERSION,
+  ApiError,
+  createApiClient,
+  deliveriesQueryString,
+  isExpiredTokenFailure,
+  isForbidden,
+  isUnauthorized,
+  MANAGE_PERMISSION,
+  NETWORK_MESSAGE,
+  problemFromResponse,
+  type FetchLike,
+  type RequestLike,
+  type ResponseLike,
+} from '../console/src/api-client.ts';
+import { describe as describeState, filtersFromForm, INITIAL_STATE, newest, older, PAGE_SIZE, queryOf, withFilters } from '../console/src/deliveries-state.ts';
+import { formatDuration, formatRelative, formatTime, localInputToIso, msToLocalInput, NONE, orNone } from '../console/src/format.ts';
+import { createPoller, REFRESH_INTERVAL_MS } from '../console/src/live.ts';
+import { apiBaseFromPath, deliveryHref, parseRoute, routeHash } from '../console/src/route.ts';
+import { VERIFY_SNIPPETS } from '../console/src/snippets.ts';
+import { canManageFromRole, decodePayload, identityOf, isExpired, looksLikeJwt, normalizeToken, TOKEN_KEY, tokenFromHash } from '../console/src/token.ts';
+
+const b64url = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
+const jwt = (payload: unknown) => `${b64url({ alg: 'HS256', typ: 'JWT' })}.${b64url(payload)}.c2lnbmF0dXJl`;
+
+describe('token', () => {
+  const token = jwt({ sub: 'ada@acme.example', org: 'acme', exp: 2_000_000_000, iat: 1_999_996_400 });
+
+  test('the storage key is hookrelay.token', () => {
+    assert.equal(TOKEN_KEY, 'hookrelay.token');
+  });
+
+  test('reads the token of a sign-in link fragment', () => {
+    assert.equal(tokenFromHash(`#token=${token}`), token);
+    assert.equal(tokenFromHash(`token=${token}`), token);
+    assert.equal(tokenFromHash(`#token=${encodeURIComponent(token)}&next=%2Fdeliveries`), token);
+    assert.equal(tokenFromHash(`#x=1&token=${token}`), token);
+  });
+
+  test('a fragment without a token is a route, not a sign-in', () => {
+    assert.equal(tokenFromHash(''), null);
+    assert.equal(tokenFromHash('#/webhook'), null);
+    assert.equal(tokenFromHash('#/deliveries/12'), null);
+    assert.equal(tokenFromHash('#token='), null);
+    assert.equal(tokenFromHash('#token=%E0%A4%A'), null, 'a broken escape is no token');
+  });
+
+  test('a pasted token loses spaces, line breaks and a Bearer prefix', () => {
+    assert.equal(normalizeToken(`  Bearer ${token}\n`), token);
+    assert.equal(normalizeToken(`${token.slice(0, 20)}\n${token.slice(20)}`), token);
+    assert.equal(normalizeToken('bearer   abc.def.ghi'), 'abc.def.ghi');
+  });
+
+  test('looksLikeJwt accepts three base64url parts only', () => {
+    assert.equal(looksLikeJwt(token), true);
+    assert.equal(looksLikeJwt('abc.def.'), true, 'an empty signature has the form (the API refuses it)');
+    assert.equal(looksLikeJwt('abc.def'), false);
+    assert.equal(looksLikeJwt('a.b.c.d'), false);
+    assert.equal(looksLikeJwt('ab+c.def.ghi'), false);
+    assert.equal(looksLikeJwt(''), false);
+    assert.equal(looksLikeJwt(`a.${'b'.repeat(20_000)}.c`), false, 'too long');
+  });
+
+  test('decodes the payload, UTF-8 included', () => {
+    assert.deepEqual(decodePayload(jwt({ sub: 'zoë@acme.example', org: 'acme', n: 1 })), { sub: 'zoë@acme.example', org: 'acme', n: 1 });
+  });
+
+  test('decodePayload never throws: null for anything but a JSON object', () => {
+    assert.equal(decodePayload('not a token'), null);
+    assert.equal(decodePayload(`${b64url({})}.${b64url('{not json')}.x`), null);
+    assert.equal(decodePayload(`${b64url({})}.${b64url([1, 2])}.x`), null);
+    assert.equal(decodePayload(`${b64url({})}.${b64url('"text"')}.x`), null);
+    assert.equal(decodePayload(`${b64url({})}.${b64url('null')}.x`), null);
+    assert.equal(decodePayload(`${b64url({})}.${Buffer.from([0xff, 0xfe, 0x7b]).toString('base64url')}.x`), null, 'invalid UTF-8');
+    assert.equal(decodePayload(`${b64url({})}.a.x`), null, 'a base64 length that cannot be');
+  });
+
+  test('identityOf reads org, e-mail, role and exp', () => {
+    assert.deepEqual(identityOf({ sub: 'ada@acme.example', org: 'acme', exp: 1_900_000_000, role: 'saas_admin' }), {
+      org: 'acme',
+      email: 'ada@acme.example',
+      role: 'saas_admin',
+      expiresAt: 1_900_000_000_000,
+    });
+    assert.deepEqual(identityOf({ sub: 'user-42', email: 'bob@acme.example', organization_id: 'acme' }), {
+      org: 'acme',
+      email: 'bob@acme.example',
+      role: null,
+      expiresAt: null,
+    });
+    assert.deepEqual(identityOf({ sub: 'user-42', org: 7, exp: '1900000000', role: '' }), { org: null, email: 'user-42', role: null, expiresAt: null });
+  });
+
+  test('isExpired from exp; a token without exp is left to the API', () => {
+    const who = identityOf({ exp: 1000 });
+    assert.equal(isExpired(who, 999_999), false);
+    assert.equal(isExpired(who, 1_000_000), true);
+    assert.equal(isExpired(identityOf({}), Number.MAX_SAFE_INTEGER), false);
+  });
+
+  test('canManageFromRole knows the built-in roles only', () => {
+    assert.equal(canManageFromRole('saas_viewer'), false);
+    assert.equal(canManageFromRole('saas_admin'), true);
+    assert.equal(canManageFromRole('auditor'), null);
+    assert.equal(canManageFromRole(null), null);
+  });
+});
+
+describe('route', () => {
+  test('parses the hash routes', () => {
+    for (const hash of ['', '#', '#/', '#/webhook', '#/webhook/', '#/webhook?x=1']) assert.deepEqual(parseRoute(hash), { view: 'webhook' }, hash);
+    assert.deepEqual(parseRoute('#/deliveries'), { view: 'deliveries' });
+    assert.deepEqual(parseRoute('#/deliveries/'), { view: 'deliveries' });
+    assert.deepEqual(parseRoute('#/deliveries/42'), { view: 'delivery', id: 42 });
+    assert.deepEqual(parseRoute('#/deliveries/999999999999999'), { view: 'delivery', id: 999_999_999_999_999 });
+  });
+
+  test('anything else is not found', () => {
+    for (const hash of ['#/deliveries/0', '#/deliveries/01', '#/deliveries/-1', '#/deliveries/1e3', '#/deliveries/1234567890123456', '#/deliveries/4/x', '#/users', '#token']) {
+      assert.equal(parseRoute(hash).view, 'not-found', hash);
+    }
+  });
+
+  test('routeHash is the inverse of parseRoute', () => {
+    for (const hash of ['#/webhook', '#/deliveries', '#/deliveries/7']) assert.equal(routeHash(parseRoute(hash)), hash);
+    assert.equal(deliveryHref(15), '#/deliveries/15');
+  });
+
+  test('the API base is the console path without console/', () => {
+    assert.equal(apiBaseFromPath('/console/'), '/');
+    assert.equal(apiBaseFromPath('/console/index.html'), '/');
+    assert.equal(apiBaseFromPath('/console'), '/');
+    assert.equal(apiBaseFromPath('/hookrelay/console/'), '/hookrelay/');
+    assert.equal(apiBaseFromPath('/elsewhere/'), '/');
+  });
+});
+
+describe('format', () => {
+  const utc = { locale: 'en-US', timeZone: 'UTC' };
+
+  test('times in the given locale, with the ISO kept for the title', () => {
+    assert.deepEqual(formatTime('2026-11-22T08:05:09.123Z', utc), { text: 'Nov 22, 2026, 8:05:09 AM', iso: '2026-11-22T08:05:09.123Z' });
+    assert.equal(formatTime('2026-11-22T08:05:09.123Z', { locale: 'de-DE', timeZone: 'Europe/Berlin' })?.text, '22.11.2026, 09:05:09');
+    assert.equal(formatTime(null), null);
+    assert.equal(formatTime(undefined), null);
+    assert.equal(formatTime('yesterday'), null);
+  });
+
+  test('relative times', () => {
+    const now = Date.parse('2026-11-22T08:00:00Z');
+    assert.equal(formatRelative('2026-11-22T08:05:00Z', now, 'en'), 'in 5 minutes');
+    assert.equal(formatRelative('2026-11-22T06:00:00Z', now, 'en'), '2 hours ago');
+    assert.equal(formatRelative('2026-11-22T08:00:00.400Z', now, 'en'), 'now');
+    assert.equal(formatRelative('2026-11-22T08:00:30Z', now, 'en'), 'in 30 seconds');
+    assert.equal(formatRelative('2026-11-25T08:00:00Z', now, 'en'), 'in 3 days');
+    assert.equal(formatRelative(null, now), null);
+  });
+
+  test('durations', () => {
+    assert.equal(formatDuration(0), '0 ms');
+    assert.equal(formatDuration(85.4), '85 ms');
+    assert.equal(formatDuration(1000), '1.0 s');
+    assert.equal(formatDuration(1349), '1.3 s');
+    assert.equal(formatDuration(59_960), '60.0 s');
+    assert.equal(formatDuration(60_000), '1 min');
+    assert.equal(formatDuration(125_000), '2 min 5 s');
+    assert.equal(formatDuration(null), NONE);
+    assert.equal(formatDuration(-1), NONE);
+    assert.equal(formatDuration(Number.NaN), NONE);
+  });
+
+  test('datetime-local values are local time, sent as UTC', () => {
+    const local = new Date(2026, 10, 22, 8, 30); // 22 November 2026, 08:30 local
+    assert.equal(localInputToIso('2026-11-22T08:30'), local.toISOString());
+    assert.equal(localInputToIso('2026-11-22T08:30:15'), new Date(2026, 10, 22, 8, 30, 15).toISOString());
+    assert.equal(msToLocalInput(local.getTime()), '2026-11-22T08:30');
+    assert.equal(localInputToIso(msToLocalInput(local.getTime())), local.toISOString());
+    assert.equal(localInputToIso(''), null);
+    assert.equal(localInputToIso('2026-11-22'), null);
+    assert.equal(localInputToIso('2026-13-45T99:99'), null);
+  });
+
+  test('absent values', () => {
+    assert.equal(orNone(null), NONE);
+    assert.equal(orNone(undefined), NONE);
+    assert.equal(orNone(''), NONE);
+    assert.equal(orNone(0), '0');
+    assert.equal(orNone(503), '503');
+  });
+});
+
+interface Recorded {
+  readonly url: string;
+  readonly init: RequestLike;
+}
+
+function fakeFetch(answer: { status: number; type?: string; body?: string } | Error) {
+  const calls: Recorded[] = [];
+  const fetch: FetchLike = async (url, init) => {
+    calls.push({ url, init });
+    if (answer instanceof Error) throw answer;
+    const response: ResponseLike = {
+      status: answer.status,
+      headers: { get: (name) => (name.toLowerCase() === 'content-type' ? (answer.type ?? 'application/json; charset=utf-8') : null) },
+      text: async () => answer.body ?? '',
+    };
+    return response;
+  };
+  return { fetch, calls };
+}
+
+const TOKEN = jwt({ sub: 'ada@acme.example', org: 'acme', exp: 2_000_000_000 });
+
+async function failureOf(promise: Promise<unknown>) {
+  const err = await promise.then(
+    () => assert.fail('expected a failure'),
+    (e: unknown) => e,
+  );
+  assert.ok(err instanceof ApiError);
+  return err.failure;
+}
+
+describe('api client', () => {
+  test('sends Version and the bearer token, never the token in the URL', async () => {
+    const { fetch, calls } = fakeFetch({ status: 200, body: '{"webhook_url":"https://x.example/"}' });
+    const api = createApiClient({ fetch, base: '/', token: () => TOKEN });
+    const webhook = await api.getWebhook();
+    assert.equal(webhook.webhook_url, 'https://x.example/');
+    assert.equal(calls.length, 1);
+    const [call] = calls;
+    assert.equal(call?.url, '/webhook/get_webhook');
+    assert.equal(call?.init.method, 'GET');
+    assert.equal(call?.init.headers.Version, API_VERSION);
+    assert.equal(API_VERSION, 'v1.2');
+    assert.equal(call?.init.headers.Authorization, `Bearer ${TOKEN}`);
+    assert.equal(call?.init.credentials, 'omit');
+    assert.equal(call?.init.body, undefined);
+    assert.equal(call?.init.headers['Content-Type'], undefined);
+    assert.ok(!call?.url.includes(TOKEN));
+  });
+
+  test('every operation: method, path, body', async () => {
+    const { fetch, calls } = fakeFetch({ status: 202, body: '{}' });
+    const api = createApiClient({ fetch, base: '/prefix', token: () => TOKEN });
+    await api.me();
+    await api.disableWebhook();
+    await api.enableWebhook();
+    await api.sendTest();
+    await api.rotateSecret();
+    await api.listDeliveries({ status: 'failed', limit: 50, cursor: 'MTI' });
+    await api.getDelivery(12);
+    await api.replay(12);
+    await api.recover('2026-11-22T00:00:00.000Z');
+    await api.recover('2026-11-22T00:00:00.000Z', '2026-11-23T00:00:00.000Z');
+    assert.deepEqual(
+      calls.map((c) => [c.init.method, c.url, c.init.body ?? null, c.init.headers['Content-Type'] ?? null]),
+      [
+        ['GET', '/prefix/users/me', null, null],
+        ['POST', '/prefix/webhook/disable', null, null],
+        ['POST', '/prefix/webhook/enable', null, null],
+        ['POST', '/prefix/webhook/test', null, null],
+        ['POST', '/prefix/webhook/rotate_secret', null, null],
+        ['GET', '/prefix/webhook/deliveries?status=failed&limit=50&cursor=MTI', null, null],
+        ['GET', '/prefix/webhook/deliveries/12', null, null],
+        ['POST', '/prefix/webhook/deliveries/12/replay', null, null],
+        ['POST', '/prefix/webhook/recover', '{"since":"2026-11-22T00:00:00.000Z"}', 'application/json'],
+        ['POST', '/prefix/webhook/recover', '{"since":"2026-11-22T00:00:00.000Z","until":"2026-11-23T00:00:00.000Z"}', 'application/json'],
+      ],
+    );
+    for (const c of calls) {
+      assert.equal(c.init.headers.Version, 'v1.2');
+      assert.equal(c.init.headers.Authorization, `Bearer ${TOKEN}`);
+    }
+  });
+
+  test('the actions need webhook:manage (GET /users/me lists the caller\'s permissions)', () => {
+    assert.equal(MANAGE_PERMISSION, 'webhook:manage');
+  });
+
+  test('a delivery id must be a positive integer', async () => {
+    const { fetch, calls } = fakeFetch({ status: 200, body: '{}' });
+    const api = createApiClient({ fetch, base: '/', token: () => TOKEN });
+    assert.throws(() => api.getDelivery(0), RangeError);
+    assert.throws(() => api.replay(1.5), RangeError);
+    assert.throws(() => api.getDelivery(Number.NaN), RangeError);
+    assert.equal(calls.length, 0);
+  });
+
+  test('the deliveries query string', () => {
+    assert.equal(deliveriesQueryString({}), '');
+    assert.equal(
+      deliveriesQueryString({ status: 'dead', since: '2026-11-22T00:00:00.000Z', until: '2026-11-23T00:00:00.000Z', limit: 50, cursor: 'MTIz' }),
+      '?status=dead&since=2026-11-22T00%3A00%3A00.000Z&until=2026-11-23T00%3A00%3A00.000Z&limit=50&cursor=MTIz',
+    );
+  });
+
+  test('a problem+json answer becomes its title, detail and code', async () => {
+    const problem = {
+      type: 'urn:hookrelay:problem:validation_failed',
+      title: 'The request is invalid',
+      status: 422,
+      detail: 'event evt_1 already has a pending delivery (3)',
+      code: 'validation_failed',
+      instance: '/webhook/deliveries/2/replay',
+    };
+    const { fetch } = fakeFetch({ status: 422, type: 'application/problem+json', body: JSON.stringify(problem) });
+    const api = createApiClient({ fetch, base: '/', token: () => TOKEN });
+    assert.deepEqual(await failureOf(api.replay(2)), { kind: 'problem', status: 422, title: problem.title, detail: problem.detail, code: 'validation_failed' });
+  });
+
+  test('an answer that is not problem+json still says what happened', async () => {
+    const { fetch } = fakeFetch({ status: 502, type: 'text/html', body: '<html><b>Bad gateway</b></html>' });
+    const api = createApiClient({ fetch, base: '/', token: () => TOKEN });
+    const failure = await failureOf(api.getWebhook());
+    assert.deepEqual(failure, { kind: 'problem', status: 502, title: 'HTTP 502', detail: 'The daemon answered 502 without an explanation.', code: null });
+    assert.deepEqual(problemFromResponse(500, 'application/problem+json', '{broken'), { kind: 'problem', status: 500, title: 'HTTP 500', detail: 'The daemon answered 500 without an explanation.', code: null });
+  });
+
+  test('a success that is not JSON is a failure', async () => {
+    const { fetch } = fakeFetch({ status: 200, type: 'text/html', body: '<html>' });
+    const api = createApiClient({ fetch, base: '/', token: () => TOKEN });
+    const failure = await failureOf(api.getWebhook());
+    assert.equal(failure.kind, 'problem');
+  });
+
+  test('a network failure says the daemon cannot be reached', async () => {
+    const { fetch } = fakeFetch(new TypeError('Failed to fetch'));
+    const api = createApiClient({ fetch, base: '/', token: () => TOKEN });
+    const failure = await failureOf(api.listDeliveries({}));
+    assert.deepEqual(failure, { kind: 'network', message: NETWORK_MESSAGE });
+    assert.match(NETWORK_MESSAGE, /cannot be reached/);
+  });
+
+  test('without a token nothing is sent', async () => {
+    const { fetch, calls } = fakeFetch({ status: 200, body: '{}' });
+    const api = createApiClient({ fetch, base: '/', token: () => null });
+    const failure = await failureOf(api.getWebhook());
+    assert.equal(calls.length, 0);
+    assert.equal(isUnauthorized(failure), true);
+    assert.equal(isExpiredTokenFailure(failure), false);
+  });
+
+  test('an expired token is told apart from another 401', () => {
+    const expired = problemFromResponse(401, 'application/problem+json', JSON.stringify({ title: 'Invalid access token', detail: 'The token has expired; issue a new one', code: 'invalid_token' }));
+    const unverifiable = problemFromResponse(401, 'application/problem+json', JSON.stringify({ title: 'Invalid access token', detail: 'The token could not be verified', code: 'invalid_token' }));
+    const forbidden = problemFromResponse(403, 'application/problem+json', JSON.stringify({ title: 'Forbidden', detail: 'Your role (saas_viewer) does not allow this operation', code: 'forbidden' }));
+    assert.equal(isExpiredTokenFailure(expired), true);
+    assert.equal(isExpiredTokenFailure(unverifiable), false);
+    assert.equal(isUnauthorized(unverifiable), true);
+    assert.equal(isForbidden(forbidden), true);
+    assert.equal(isForbidden(unverifiable), false);
+    assert.equal(isExpiredTokenFailure({ kind: 'network', message: 'expired' }), false);
+  });
+});
+
+describe('delivery log state', () => {
+  test('the form values become filters; unknown values are dropped', () => {
+    assert.deepEqual(filtersFromForm({ status: '', since: '', until: '' }), { status: null, since: null, until: null });
+    assert.deepEqual(filtersFromForm({ status: 'sent', since: 'x', until: '' }), { status: null, since: null, until: null });
+    const f = filtersFromForm({ status: 'dead', since: '2026-11-22T08:00', until: '2026-11-23T08:00' });
+    assert.equal(f.status, 'dead');
+    assert.equal(f.since, new Date(2026, 10, 22, 8, 0).toISOString());
+    assert.equal(f.until, new Date(2026, 10, 23, 8, 0).toISOString());
+  });
+
+  test('keyset paging: Older follows next_cursor, Newest and new filters go back to the first page', () => {
+    const filtered = withFilters(INITIAL_STATE, { status: 'failed', since: null, until: null });
+    assert.deepEqual(queryOf(filtered), { limit: PAGE_SIZE, status: 'failed' });
+    const second = older(filtered, 'MTAw');
+    assert.deepEqual(second, { filters: filtered.filters, cursor: 'MTAw', page: 2 });
+    assert.deepEqual(queryOf(second), { limit: PAGE_SIZE, status: 'failed', cursor: 'MTAw' });
+    const third = older(second, 'NTA');
+    assert.equal(third.page, 3);
+    assert.deepEqual(newest(third), { filters: filtered.filters, cursor: null, page: 1 });
+    assert.deepEqual(withFilters(third, INITIAL_STATE.filters), INITIAL_STATE);
+  });
+
+  test('the caption says what is shown', () => {
+    assert.equal(describeState(INITIAL_STATE), 'Deliveries, newest first (all; page 1)');
+    const state = older(withFilters(INITIAL_STATE, { status: 'dead', since: '2026-11-22T00:00:00.000Z', until: null }), 'MQ');
+    assert.equal(describeState(state), 'Deliveries, newest first (status dead, since 2026-11-22T00:00:00.000Z; page 2)');
+  });
+});
+
+describe('live refresh', () => {
+  /** Timers run by hand: `fire()` runs the pending one. */
+  function manualTimers() {
+    const pending = new Map<number, { fn: () => void; ms: number }>();
+    let next = 0;
+    return {
+      setTimer: (fn: () => void, ms: number) => {
+        pending.set(++next, { fn, ms });
+        return next;
+      },
+      clearTimer: (handle: unknown) => void pending.delete(handle as number),
+      pending,
+      async fire(): Promise<void> {
+        const [entry] = pending;
+        assert.ok(entry, 'a timer is pending');
+        pending.delete(entry[0]);
+        entry[1].fn();
+        await new Promise((resolve) => setImmediate(resolve));
+      },
+    };
+  }
+
+  test('refreshes every 3 seconds while visible, and not while hidden', async () => {
+    assert.equal(REFRESH_INTERVAL_MS, 3000);
+    const timers = manualTimers();
+    let visible = true;
+    let runs = 0;
+    const poller = createPoller({ run: async () => void runs++, isVisible: () => visible, ...timers });
+    poller.start();
+    assert.equal(runs, 0, 'the first refresh is one interval away');
+    assert.deepEqual([...timers.pending.values()].map((t) => t.ms), [3000]);
+    await timers.fire();
+    assert.equal(runs, 1);
+    visible = false;
+    await timers.fire();
+    assert.equal(runs, 1, 'hidden: the turn is skipped');
+    assert.equal(timers.pending.size, 1, 'but the schedule goes on');
+    visible = true;
+    poller.now();
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(runs, 2, 'visible again: at once');
+    assert.equal(timers.pending.size, 1, 'one schedule, not two');
+    poller.stop();
+    assert.equal(timers.pending.size, 0);
+    poller.now();
+    assert.equal(runs, 2, 'stopped stays stopped');
+  });
+
+  test('refreshes never overlap, and a failed one does not stop the schedule', async () => {
+    const timers = manualTimers();
+    let release: () => void = () => {};
+    let runs = 0;
+    const poller = createPoller({
+      run: () => {
+        runs++;
+        return new Promise<void>((resolve, reject) => {
+          release = runs === 1 ? resolve : () => reject(new Error('refresh failed'));
+        });
+      },
+      isVisible: () => true,
+      ...timers,
+    });
+    poller.start();
+    await timers.fire();
+    assert.equal(runs, 1);
+    assert.equal(timers.pending.size, 0, 'nothing scheduled while a refresh runs');
+    poller.now();
+    assert.equal(runs, 1, 'no second refresh meanwhile');
+    release();
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(timers.pending.size, 1);
+    await timers.fire();
+    assert.equal(runs, 2);
+    release();
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(timers.pending.size, 1, 'scheduled again after a failure');
+    poller.stop();
+  });
+});
+
+describe('verification snippets', () => {
+  test('JavaScript, Python and Go with the Standard Webhooks libraries', () => {
+    const byLanguage = new Map(VERIFY_SNIPPETS.map((s) => [s.language, s.code]));
+    assert.deepEqual([...byLanguage.keys()], ['JavaScript', 'Python', 'Go']);
+    assert.match(byLanguage.get('JavaScript') ?? '', /from "standardwebhooks"[\s\S]*new Webhook\(secret\)\.verify\(payload, headers\)/);
+    assert.match(byLanguage.get('Python') ?? '', /from standardwebhooks\.webhooks import Webhook[\s\S]*Webhook\(secret\)\.verify\(payload, headers\)/);
+    assert.match(byLanguage.get('Go') ?? '', /"github\.com\/standard-webhooks\/standard-webhooks\/libraries\/go"[\s\S]*standardwebhooks\.NewWebhook\(secret\)[\s\S]*wh\.Verify\(payload, headers\)/);
+  });
+});
