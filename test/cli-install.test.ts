@@ -8,11 +8,10 @@
  * The built CLI, spawned as a user runs it (`npm test` builds it first).
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
-import { assertBuilt, CLI, cleanEnv, defer, fields, jsonLine, runCli, scratchDir, WAIT_LIMIT_MS, type CliResult } from './feed-helpers.ts';
+import { assertBuilt, CLI, fields, jsonLine, runCli, scratchDir, spawnWatched, type CliResult } from './feed-helpers.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
 
 before(assertBuilt);
@@ -93,29 +92,15 @@ test('a state directory without its database: the line names the database, and t
  * webhook signs, and its secret is read from the install), then Ctrl-C: it must end cleanly.
  */
 async function listenWorks(t: TestContext, args: readonly string[], cwd: string): Promise<void> {
-  const child = spawn(process.execPath, [CLI, ...args], { cwd, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-  defer(t, () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  let out = '';
-  let err = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
-  const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  const listener = spawnWatched(t, process.execPath, [CLI, ...args], { cwd });
   const what = `hookrelay ${args.join(' ')}`;
-  const deadline = performance.now() + WAIT_LIMIT_MS;
-  let listening: RegExpExecArray | null;
-  while ((listening = /^listening on (http:\/\/127\.0\.0\.1:\d+\/webhook) for organization x/m.exec(out)) === null) {
-    assert.equal(child.exitCode, null, `${what} exited (${child.exitCode}); stdout: ${out}; stderr: ${err}`);
-    assert.ok(performance.now() < deadline, `${what} did not start listening; stdout: ${out}; stderr: ${err}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  const listening = /^listening on (http:\/\/127\.0\.0\.1:\d+\/webhook) for organization x/.exec(await listener.line(/^listening on http:\/\/127\.0\.0\.1:\d+\/webhook for organization x/))!;
   // Answered once its start-up is over (its Ctrl-C handler in place).
   const res = await fetch(listening[1]!, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-  assert.equal(res.status, 401, `${what}: an unsigned request must be refused; stdout: ${out}`);
+  assert.equal(res.status, 401, `${what}: an unsigned request must be refused; stdout: ${listener.stdout()}`);
   await res.arrayBuffer();
-  child.kill('SIGINT');
-  assert.equal(await closed, 0, `${what}: Ctrl-C must end it cleanly; stderr: ${err}`);
+  listener.child.kill('SIGINT');
+  assert.equal(await listener.closed, 0, `${what}: Ctrl-C must end it cleanly; stderr: ${listener.stderr()}`);
 }
 
 test('migrate creates the install; then the same commands work, there and from another directory given --state-dir, HOOKRELAY_STATE_DIR or --config', async (t) => {

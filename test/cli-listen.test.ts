@@ -5,11 +5,11 @@
  * user's to choose.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
-import { assertBuilt, CLI, cleanEnv, defer, fields, jsonLine, runCli, scratchDir, spawnServe, WAIT_LIMIT_MS } from './feed-helpers.ts';
+import { assertBuilt, CLI, fields, jsonLine, runCli, scratchDir, spawnServe, spawnWatched } from './feed-helpers.ts';
 
 before(assertBuilt);
 
@@ -22,27 +22,10 @@ interface Listener {
 }
 
 async function startListener(t: TestContext, args: readonly string[]): Promise<Listener> {
-  const child = spawn(process.execPath, [CLI, 'listen', '--port', '0', ...args], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
-  defer(t, () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  let out = '';
-  let err = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
-  const waitFor = async (pattern: RegExp): Promise<string> => {
-    const deadline = performance.now() + WAIT_LIMIT_MS;
-    for (;;) {
-      const line = out.split('\n').find((l) => pattern.test(l));
-      if (line !== undefined) return line;
-      assert.ok(child.exitCode === null, `listen exited (${child.exitCode}); stdout: ${out}; stderr: ${err}`);
-      assert.ok(performance.now() < deadline, `no line matching ${pattern}; stdout: ${out}; stderr: ${err}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  };
-  const first = await waitFor(/^listening on /);
+  const listener = spawnWatched(t, process.execPath, [CLI, 'listen', '--port', '0', ...args]);
+  const first = await listener.line(/^listening on /);
   const url = /^listening on (http:\/\/127\.0\.0\.1:\d+\/webhook) /.exec(first)![1]!;
-  return { child, url, output: () => out, waitFor };
+  return { child: listener.child, url, output: listener.stdout, waitFor: (pattern) => listener.line(pattern) };
 }
 
 test('hookrelay listen: the setup it prints lets the daemon deliver to it; each delivery is verified and printed; a forged one is refused', { timeout: 120_000 }, async (t) => {

@@ -9,12 +9,11 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { accessSync, appendFileSync, constants, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
 import { delimiter, join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { signatureHeader } from '../src/domain/signature.ts';
-import { assertBuilt, cleanEnv, defer, fields, jsonLine, runCli, scratchDir, spawnServe, WAIT_LIMIT_MS } from './feed-helpers.ts';
+import { assertBuilt, fields, freePort, jsonLine, runCli, scratchDir, spawnServe, spawnWatched, WAIT_LIMIT_MS } from './feed-helpers.ts';
 
 const EXAMPLE = fileURLToPath(new URL('../docs/examples/receiver.py', import.meta.url));
 
@@ -49,14 +48,6 @@ before(() => {
   if (!SKIP) assertBuilt();
 });
 
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 interface Receiver {
   readonly child: ChildProcess;
   output(): string;
@@ -68,31 +59,18 @@ interface Receiver {
 
 /** Runs `python3 docs/examples/receiver.py` with HOOKRELAY_SECRET and PORT, as its header says. */
 async function startReceiver(t: TestContext, secret: string, port: number): Promise<Receiver> {
-  const child = spawn(PYTHON!, [EXAMPLE], { env: { ...cleanEnv(), HOOKRELAY_SECRET: secret, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
-  defer(t, () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  let out = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-  const printed = async (pattern: RegExp): Promise<void> => {
-    const deadline = performance.now() + WAIT_LIMIT_MS;
-    while (!pattern.test(out)) {
-      assert.ok(child.exitCode === null, `the example exited: ${out}`);
-      assert.ok(performance.now() < deadline, `the example did not print ${pattern}: ${out}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  };
+  const receiver = spawnWatched(t, PYTHON!, [EXAMPLE], { env: { HOOKRELAY_SECRET: secret, PORT: String(port) } });
+  const output = () => receiver.stdout() + receiver.stderr();
+  const printed = async (pattern: RegExp): Promise<void> => void (await receiver.line(pattern));
   await printed(new RegExp(`receiver listening on http://127\\.0\\.0\\.1:${port}/`));
   return {
-    child,
-    output: () => out,
+    child: receiver.child,
+    output,
     printed,
     stop: async () => {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), WAIT_LIMIT_MS);
-      const code = await exited;
+      receiver.child.kill('SIGTERM');
+      const timer = setTimeout(() => receiver.child.kill('SIGKILL'), WAIT_LIMIT_MS);
+      const code = await receiver.closed;
       clearTimeout(timer);
       return code;
     },

@@ -4,25 +4,15 @@
  * request. Keeps the documentation's code working.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { appendFileSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { assertBuilt, cleanEnv, defer, fields, jsonLine, runCli, scratchDir, spawnServe, WAIT_LIMIT_MS } from './feed-helpers.ts';
+import { assertBuilt, fields, freePort, jsonLine, runCli, scratchDir, spawnServe, spawnWatched } from './feed-helpers.ts';
 
 before(assertBuilt);
 
 const EXAMPLE = fileURLToPath(new URL('../docs/examples/receiver.mjs', import.meta.url));
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 test('docs/examples/receiver.mjs verifies a delivery from the daemon and refuses a forged one', { timeout: 120_000 }, async (t) => {
   const dir = scratchDir(t, 'hookrelay-example-');
@@ -37,21 +27,8 @@ test('docs/examples/receiver.mjs verifies a delivery from the daemon and refuses
   assert.equal(set.code, 0, set.stderr);
   const secret = /signing secret .*: (whsec_\S+)/.exec(set.stdout)![1]!;
 
-  const receiver = spawn(process.execPath, [EXAMPLE], { env: { ...cleanEnv(), HOOKRELAY_SECRET: secret, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
-  defer(t, () => {
-    if (receiver.exitCode === null) receiver.kill('SIGKILL');
-  });
-  let out = '';
-  receiver.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-  receiver.stderr!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-  const printed = async (pattern: RegExp): Promise<void> => {
-    const deadline = performance.now() + WAIT_LIMIT_MS;
-    while (!pattern.test(out)) {
-      assert.ok(receiver.exitCode === null, `the example exited: ${out}`);
-      assert.ok(performance.now() < deadline, `the example did not print ${pattern}: ${out}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  };
+  const receiver = spawnWatched(t, process.execPath, [EXAMPLE], { env: { HOOKRELAY_SECRET: secret, PORT: String(port) } });
+  const printed = async (pattern: RegExp): Promise<void> => void (await receiver.line(pattern));
   await printed(new RegExp(`receiver listening on http://127\\.0\\.0\\.1:${port}/`));
 
   await spawnServe(t, state, ['--config', config]);

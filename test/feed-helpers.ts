@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { TestContext } from 'node:test';
@@ -268,6 +269,55 @@ function killAtEnd(t: TestContext, child: ChildProcess): void {
     child.kill('SIGKILL');
     await exit;
   });
+}
+
+/** A TCP port free on 127.0.0.1 now, for a process that takes its port as an argument. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** A long-running process of a test (a receiver, `hookrelay listen`) whose output is watched. */
+export interface WatchedProcess {
+  readonly child: ChildProcess;
+  /** What it printed on stdout, and on stderr. */
+  stdout(): string;
+  stderr(): string;
+  /** The first stdout line matching `pattern`, once printed; fails the test when the process exits first or after WAIT_LIMIT_MS. */
+  line(pattern: RegExp): Promise<string>;
+  /** Resolves with its exit code once it has ended and its pipes are read to the end. */
+  readonly closed: Promise<number | null>;
+}
+
+/** Spawns `command` (SIGKILLed when the test ends, unless it has exited) and collects what it prints. */
+export function spawnWatched(t: TestContext, command: string, args: readonly string[], options: { cwd?: string; env?: Record<string, string> } = {}): WatchedProcess {
+  const child = spawn(command, args, { env: { ...cleanEnv(), ...options.env }, ...(options.cwd !== undefined ? { cwd: options.cwd } : {}), stdio: ['ignore', 'pipe', 'pipe'] });
+  killAtEnd(t, child);
+  const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  let out = '';
+  let err = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
+  const what = [command, ...args].map((a) => a.split('/').pop()).join(' ');
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    closed,
+    async line(pattern) {
+      const deadline = performance.now() + WAIT_LIMIT_MS;
+      for (;;) {
+        const found = out.split('\n').find((l) => pattern.test(l));
+        if (found !== undefined) return found;
+        assert.ok(child.exitCode === null && child.signalCode === null, `${what} exited (${child.exitCode ?? child.signalCode}) before printing ${pattern}; stdout: ${out}; stderr: ${err}`);
+        assert.ok(performance.now() < deadline, `${what} did not print ${pattern}; stdout: ${out}; stderr: ${err}`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    },
+  };
 }
 
 export interface Daemon {
