@@ -35,6 +35,20 @@ test.before(() => {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing; run npm run build first`);
 });
 
+test('the built CLI is an executable with its shebang, as `npx hookrelay` and the installed link run it', async () => {
+  // npm links the bin of a fresh clone before its prepare script builds dist/, so the build itself must mark it.
+  assert.notEqual(statSync(CLI).mode & 0o111, 0, `${CLI} is not executable: npx hookrelay would fail with "Permission denied"`);
+  const child = spawn(CLI, ['--version'], { env: newcomerEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', resolve);
+  });
+  assert.equal(code, 0);
+  assert.match(stdout, /^\d+\.\d+\.\d+\n$/);
+});
+
 /** The caller's environment minus everything that would change hookrelay's behaviour. */
 function newcomerEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
