@@ -1,9 +1,7 @@
 import type { Command } from 'commander';
-import { parseDuration } from '../domain/duration.ts';
 import { isWildcardHost, localBaseUrl, parseListen } from '../domain/listen.ts';
-import { loadAuthKeys } from '../services/auth-keys.ts';
-import { issueToken } from '../services/tokens.ts';
 import { iso, jsonOption, optionsOf, print, UsageError, withServices } from './shared.ts';
+import { issueUserToken, ttlOption } from './token.ts';
 
 /** Lifetime of a console link unless --ttl: long enough for a debugging session, short enough to leak little. */
 export const CONSOLE_LINK_TTL_MS = 60 * 60 * 1000;
@@ -27,9 +25,9 @@ export function registerConsoleCommands(program: Command): void {
     .option('--listen <host:port>', "the daemon's admin API address (default api.listen; console.publicUrl wins when set)")
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string; email: string; ttl?: string }>(cmd);
-      const ttl = options.ttl === undefined ? CONSOLE_LINK_TTL_MS : parseDuration(options.ttl);
-      if (ttl === null || ttl < 1000) throw new UsageError(`--ttl must be a duration such as 15m, 1h or 8h; got "${options.ttl}"`);
-      return withServices(options, async ({ config, store, services, log }) => {
+      const ttl = ttlOption(options.ttl, '15m, 1h or 8h') ?? CONSOLE_LINK_TTL_MS;
+      return withServices(options, async (ctx) => {
+        const { config } = ctx;
         let base = config.console.publicUrl;
         if (base === null) {
           base = localBaseUrl(config.api.listen);
@@ -38,8 +36,7 @@ export function registerConsoleCommands(program: Command): void {
             process.stderr.write(`hookrelay: the daemon listens on every address (${config.api.listen}); this link works on this machine: elsewhere, put this machine's name in it, or set console.publicUrl\n`);
           }
         }
-        const keys = loadAuthKeys(config, log, { create: false });
-        const issued = await issueToken({ keys, auth: config.auth, users: services.users, clock: store.clock }, { orgId: options.org, email: options.email, ttlMs: ttl });
+        const issued = await issueUserToken(ctx, options.org, options.email, ttl);
         const url = consoleLink(base, issued.token);
         print(options, { url, expires_at: iso(issued.expiresAt) }, () => url);
       });

@@ -2,7 +2,21 @@ import type { Command } from 'commander';
 import { parseDuration } from '../domain/duration.ts';
 import { loadAuthKeys } from '../services/auth-keys.ts';
 import { issueToken } from '../services/tokens.ts';
-import { iso, jsonOption, optionsOf, print, UsageError, withServices } from './shared.ts';
+import { iso, jsonOption, optionsOf, print, UsageError, withServices, type CommandContext } from './shared.ts';
+
+/** `--ttl`'s value in ms (at least 1 s), or null when not given. */
+export function ttlOption(text: string | undefined, examples: string): number | null {
+  if (text === undefined) return null;
+  const ttl = parseDuration(text);
+  if (ttl === null || ttl < 1000) throw new UsageError(`--ttl must be a duration such as ${examples}; got "${text}"`);
+  return ttl;
+}
+
+/** A token for an existing user, signed with the install's keys (never generating a secret: see loadAuthKeys). */
+export function issueUserToken({ config, store, services, log }: CommandContext, orgId: string, email: string, ttlMs: number) {
+  const keys = loadAuthKeys(config, log, { create: false });
+  return issueToken({ keys, auth: config.auth, users: services.users, clock: store.clock }, { orgId, email, ttlMs });
+}
 
 export function registerTokenCommands(program: Command): void {
   const token = program.command('token').description('access tokens for the admin API');
@@ -12,12 +26,9 @@ export function registerTokenCommands(program: Command): void {
     .option('--ttl <duration>', 'lifetime, such as 15m, 1h, 7d (default auth.tokenTtl)')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string; email: string; ttl?: string }>(cmd);
-      const ttl = options.ttl === undefined ? null : parseDuration(options.ttl);
-      if (options.ttl !== undefined && (ttl === null || ttl < 1000)) throw new UsageError(`--ttl must be a duration such as 15m, 1h or 7d; got "${options.ttl}"`);
-      return withServices(options, async ({ config, store, services, log }) => {
-        const ttlMs = ttl ?? config.auth.tokenTtl;
-        const keys = loadAuthKeys(config, log, { create: false });
-        const issued = await issueToken({ keys, auth: config.auth, users: services.users, clock: store.clock }, { orgId: options.org, email: options.email, ttlMs });
+      const ttl = ttlOption(options.ttl, '15m, 1h or 7d');
+      return withServices(options, async (ctx) => {
+        const issued = await issueUserToken(ctx, options.org, options.email, ttl ?? ctx.config.auth.tokenTtl);
         print(options, { token: issued.token, expires_at: iso(issued.expiresAt) }, () => issued.token);
       });
     });

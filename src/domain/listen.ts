@@ -33,6 +33,6 @@ export function isWildcardHost(host: string): boolean {
 export function localBaseUrl(listen: string): string | null {
   const { host, port } = parseListen(listen);
   if (port === 0) return null;
-  const target = host === '0.0.0.0' ? '127.0.0.1' : host === '::' || host === '[::]' ? '::1' : host;
+  const target = isWildcardHost(host) ? (host === '0.0.0.0' ? '127.0.0.1' : '::1') : host;
   return `http://${target.includes(':') ? `[${target}]` : target}:${port}`;
 }
