@@ -49,11 +49,11 @@ export const QUEUE_GAUGE_SQL = {
       ORDER BY id LIMIT @limit)`,
   oldestFresh: `
     SELECT next_attempt_at AS at FROM deliveries
-    WHERE org_id = @org AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL
+    WHERE org_id = +@org AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL
     ORDER BY id LIMIT 1`,
   earliestRetry: `
     SELECT next_attempt_at AS at FROM deliveries
-    WHERE org_id = @org AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL)
+    WHERE org_id = +@org AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL)
       AND (lease_expires_at IS NULL OR lease_expires_at <= @now)
     ORDER BY next_attempt_at LIMIT 1`,
   recentFailure: `
@@ -86,12 +86,12 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     SELECT ${DUE_COLUMNS}
     FROM (
       SELECT id FROM (SELECT d.id FROM deliveries d
-        WHERE d.org_id = @org AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL
+        WHERE d.org_id = +@org AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL
           AND NOT EXISTS (${HELD_BACK})
         ORDER BY d.id LIMIT ${limit})
       UNION ALL
       SELECT id FROM (SELECT d.id FROM deliveries d
-        WHERE d.org_id = @org AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at <= @now
+        WHERE d.org_id = +@org AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at <= @now
           AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= @now)
           AND NOT EXISTS (${HELD_BACK})
         ORDER BY d.next_attempt_at, d.id LIMIT ${limit})
@@ -111,7 +111,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   // read from the front of deliveries_org_due: when the dispatcher should look at it again.
   const nextRetry = db.prepare<{ org: string; now: number }, { at: number }>(`
     SELECT d.next_attempt_at AS at FROM deliveries d
-    WHERE d.org_id = @org AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at > @now
+    WHERE d.org_id = +@org AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at > @now
       AND d.lease_expires_at IS NULL
     ORDER BY d.next_attempt_at LIMIT 1`);
   const markUnsendable = db.prepare<{ id: number; error: string; now: number }>(`
