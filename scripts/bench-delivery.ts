@@ -57,6 +57,8 @@ const REPO = fileURLToPath(new URL('..', import.meta.url));
 const TSX = import.meta.resolve('tsx');
 const PHASES = ['bulk', 'paced', 'idle', 'backlog'] as const;
 type PhaseName = (typeof PHASES)[number];
+/** Phases whose events are appended at a steady rate: their append-to-arrival latency means something. */
+const PACED_PHASES: ReadonlySet<string> = new Set(['paced', 'idle', 'warmup-paced']);
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -794,9 +796,9 @@ const table = [
     r.phase,
     String(r.events),
     String(r.phase === 'backlog' ? `${r.drainPerSecond as number} (drain)` : r.deliveredPerSecond ?? '-'),
-    String(r.latencyMs?.p50 ?? '-'),
-    String(r.latencyMs?.p99 ?? '-'),
-    String(r.latencyMs?.max ?? '-'),
+    String(PACED_PHASES.has(r.phase) ? r.latencyMs?.p50 ?? '-' : '-'),
+    String(PACED_PHASES.has(r.phase) ? r.latencyMs?.p99 ?? '-' : '-'),
+    String(PACED_PHASES.has(r.phase) ? r.latencyMs?.max ?? '-' : '-'),
     String(r.cpuMsPerEvent),
     String(r.rssMaxMiB),
     String(r.missing),
