@@ -24,7 +24,9 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
     SELECT max(coalesce((SELECT received_at FROM events ORDER BY seq DESC LIMIT 1), 0),
       coalesce((SELECT created_at FROM deliveries ORDER BY id DESC LIMIT 1), 0)) AS at`);
   const firstAtOrAfter = db.prepare<[number], { seq: number; received_at: number }>('SELECT seq, received_at FROM events WHERE seq >= ? ORDER BY seq LIMIT 1');
-  const seqBounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT min(seq) AS lo, max(seq) AS hi FROM events');
+  // Two subqueries: SQLite reads min() or max() from the end of the primary key only when it is
+  // the query's one aggregate; `SELECT min(seq), max(seq)` reads the whole table.
+  const seqBounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT (SELECT min(seq) FROM events) AS lo, (SELECT max(seq) FROM events) AS hi');
   const insertReject = db.prepare<[string, number | null, number, Buffer, string, string, string | null, number]>(`
     INSERT INTO feed_rejects (source, position, line_bytes, raw, reason, detail, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
   const getPosition = db.prepare<[string], PositionRow>(
