@@ -224,7 +224,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   `,
   // 3: SQLite's schema 9: the console's chart of attempts per minute reads a window's attempts
   // from this index alone (see ../migrations.ts). Built in the migration's transaction, which
-  // holds off other instances' attempt inserts while it runs (seconds per ten million attempts).
+  // holds off other instances' attempt inserts while it runs (SQLite: about a second per million attempts).
   `
   CREATE INDEX delivery_attempts_started ON delivery_attempts (started_at, delivery_id, outcome);
   `,
