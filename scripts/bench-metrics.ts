@@ -4,7 +4,9 @@
  * tried and waiting for a retry), then prints the query plan of every gauge read, and times a
  * full read of the gauges (status.queue(), then a whole /metrics exposition) together with the
  * longest the event loop was held meanwhile (a 1 ms timer's worst lateness); then times pages of
- * the delivery log (GET /webhook/deliveries, the console's table) at the front and deep down.
+ * the delivery log (GET /webhook/deliveries, the console's table) at the front and deep down,
+ * of one organization as built and of another once settled (nine in ten delivered), and the
+ * console's chart of attempts (GET /webhook/stats) over a million attempts in a day.
  *
  *   node --import tsx scripts/bench-metrics.ts [--deliveries 1000000] [--orgs 16] [--runs 3] [--keep DIR]
  */
@@ -13,13 +15,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { systemClock } from '../src/domain/clock.ts';
+import { orderingKey } from '../src/domain/ordering.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics } from '../src/metrics/metrics.ts';
 import { createStatusService } from '../src/services/status.ts';
 import { QUEUE_GAUGE_SQL } from '../src/store/deliveries-repo.ts';
 import { openStore } from '../src/store/store.ts';
-import { createDeliveryService } from '../src/services/deliveries.ts';
-import type { ListFilter } from '../src/store/repos.ts';
+import { createDeliveryLogService, type LogQuery } from '../src/services/delivery-log.ts';
 
 const { values } = parseArgs({ options: { deliveries: { type: 'string' }, orgs: { type: 'string' }, runs: { type: 'string' }, keep: { type: 'string' } } });
 const total = Number(values.deliveries ?? 1_000_000);
@@ -48,7 +50,7 @@ if ((db.prepare('SELECT count(*) FROM deliveries').pluck().get() as number) < to
         const org = orgs[i % orgCount]!;
         const seq = Number(event.run(`evt_bench_${i}`, org, `ar_${i}`, now, '{"status":"approved"}', source, now - total + i).lastInsertRowid);
         const tried = i % 10 === 0;
-        delivery.run(seq, org, i, tried ? 1 : 0, tried ? now + 3_600_000 : now - total + i, now - total + i, now - total + i);
+        delivery.run(seq, org, orderingKey(org, `ar_${i}`), tried ? 1 : 0, tried ? now + 3_600_000 : now - total + i, now - total + i, now - total + i);
       }
     })();
   }
@@ -95,30 +97,135 @@ for (let run = 1; run <= runs; run++) {
 // The delivery log as the console and GET /webhook/deliveries page through it: 50 rows a page,
 // keyset on the delivery id (the cursor), with and without filters, at the front of one
 // organization's million-row share and deep into it.
-const deliveries = createDeliveryService(store, createLogger('warn'), { failingAfterFailures: 5, disableAfterMs: 5 * 86_400_000, secretRotationGraceMs: 86_400_000 });
-const ids = db.prepare("SELECT min(id) AS low, max(id) AS high FROM deliveries WHERE org_id = 'org-0'").get() as { low: number; high: number };
-const deep = Math.floor((ids.low + ids.high) / 2);
-const at = Date.now() - Math.floor(total / 2);
-const pages: Array<[string, ListFilter]> = [
-  ['first page', { limit: 51 }],
-  ['a page half-way down (cursor)', { limit: 51, beforeId: deep }],
-  ['status=pending, half-way down', { limit: 51, status: 'pending', beforeId: deep }],
-  ['status=failed (one in ten)', { limit: 51, status: 'failed' }],
-  ['status=delivered (none)', { limit: 51, status: 'delivered' }],
-  ['since/until, a window half-way', { limit: 51, since: at - 60_000, until: at }],
-];
+const deliveryLog = createDeliveryLogService(store, { userAgent: 'bench' });
+const reads = Math.max(runs, 5);
+/** Times each page `reads` times; prints the median, the rows and the longest the event loop was held. */
+async function timePages(orgId: string, pages: ReadonlyArray<[string, LogQuery]>): Promise<void> {
+  for (const [what, query] of pages) {
+    const times: number[] = [];
+    let rows = 0;
+    let held = 0;
+    let more = false;
+    for (let i = 0; i < reads; i++) {
+      const r = await timed(() => deliveryLog.page(orgId, query));
+      times.push(r.ms);
+      held = Math.max(held, r.heldMs);
+      rows = r.result.deliveries.length;
+      more = r.result.nextBeforeId !== null;
+    }
+    times.sort((a, b) => a - b);
+    console.log(`  ${what}: ${times[Math.floor(times.length / 2)]!.toFixed(2)} ms (${rows} rows${more ? ', more' : ''}; event loop held at most ${held.toFixed(1)} ms)`);
+  }
+}
+/**
+ * Times a search by request to its end, as a client follows next_cursor: the calls it takes, the
+ * time of the first and of all, the deliveries found; the median of `reads` searches.
+ */
+async function timeSearch(orgId: string, what: string, requestId: string): Promise<void> {
+  const firsts: number[] = [];
+  const totals: number[] = [];
+  let calls = 0;
+  let found = 0;
+  let held = 0;
+  for (let i = 0; i < reads; i++) {
+    let beforeId: number | undefined;
+    let total = 0;
+    calls = 0;
+    found = 0;
+    do {
+      const r = await timed(() => deliveryLog.page(orgId, { limit: 50, requestId, beforeId }));
+      if (calls === 0) firsts.push(r.ms);
+      total += r.ms;
+      calls++;
+      found += r.result.deliveries.length;
+      held = Math.max(held, r.heldMs);
+      beforeId = r.result.nextBeforeId ?? undefined;
+    } while (beforeId !== undefined);
+    totals.push(total);
+  }
+  const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!.toFixed(1);
+  console.log(`  ${what}: ${median(totals)} ms to the end of the log in ${calls} call(s), ${median(firsts)} ms the first (${found} found; event loop held at most ${held.toFixed(1)} ms)`);
+}
+/** The organization's ids and queue times: where half-way down is. */
+function halfWay(orgId: string): { id: number; at: number; requestId: string; requestIdInWindow: string } {
+  const r = db.prepare('SELECT min(id) AS low, max(id) AS high, min(created_at) AS first, max(created_at) AS last FROM deliveries WHERE org_id = ?').get(orgId) as { low: number; high: number; first: number; last: number };
+  const id = Math.floor((r.low + r.high) / 2);
+  const at = Math.floor((r.first + r.last) / 2);
+  const requestOf = (where: string, value: number) =>
+    db.prepare(`SELECT e.anticipation_request_id FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.org_id = ? AND ${where} ORDER BY d.id DESC LIMIT 1`).pluck().get(orgId, value) as string;
+  return { id, at, requestId: requestOf('d.id <= ?', id), requestIdInWindow: requestOf('d.created_at < ?', at - 30_000) };
+}
+const org0 = halfWay('org-0');
 console.log(`
-the delivery log of org-0 (${Math.round(total / orgCount)} deliveries), a page of 50, median of ${Math.max(runs, 5)} reads:`);
-for (const [what, filter] of pages) {
+the delivery log of org-0 (${Math.round(total / orgCount)} deliveries, a tenth tried and failed, the rest never attempted), a page of 50, median of ${reads} reads:`);
+await timePages('org-0', [
+  ['first page', { limit: 50 }],
+  ['a page half-way down (cursor)', { limit: 50, beforeId: org0.id }],
+  ['status=pending, half-way down', { limit: 50, status: 'pending', beforeId: org0.id }],
+  ['status=failed (one in ten)', { limit: 50, status: 'failed' }],
+  ['status=delivered (none)', { limit: 50, status: 'delivered' }],
+  ['since/until, a one-minute window half-way', { limit: 50, since: org0.at - 60_000, until: org0.at }],
+  ['request_id within that window', { limit: 50, since: org0.at - 60_000, until: org0.at, requestId: org0.requestIdInWindow }],
+]);
+await timeSearch('org-0', 'request_id of a delivery half-way down, the whole log searched', org0.requestId);
+
+// A settled log: org-1's deliveries tried once each, nine in ten delivered, one in ten failed
+// (waiting for a retry in an hour).
+const settled = db.prepare("SELECT count(*) FROM deliveries WHERE org_id = 'org-1' AND attempts > 0").pluck().get() as number;
+if (settled === 0) {
+  db.transaction(() => {
+    db.prepare("UPDATE deliveries SET status = 'delivered', attempts = 1, last_attempt_at = created_at + 100, last_status_code = 200, updated_at = created_at + 100 WHERE org_id = 'org-1' AND (id / 16) % 10 <> 0").run();
+    db.prepare("UPDATE deliveries SET attempts = 1, next_attempt_at = created_at + 3600000, last_attempt_at = created_at + 100, last_status_code = 500, last_error = 'HTTP 500', updated_at = created_at + 100 WHERE org_id = 'org-1' AND (id / 16) % 10 = 0").run();
+  })();
+}
+const org1 = halfWay('org-1');
+console.log(`
+the delivery log of org-1 (the same share, settled: nine in ten delivered, a tenth failed), a page of 50, median of ${reads} reads:`);
+await timePages('org-1', [
+  ['first page', { limit: 50 }],
+  ['a page half-way down (cursor)', { limit: 50, beforeId: org1.id }],
+  ['status=delivered, half-way down', { limit: 50, status: 'delivered', beforeId: org1.id }],
+  ['status=failed (one in ten)', { limit: 50, status: 'failed' }],
+  ['since/until, a one-minute window half-way', { limit: 50, since: org1.at - 60_000, until: org1.at }],
+]);
+
+// The console's chart (GET /webhook/stats): a million attempts over a day, one per delivery, in
+// the order of the deliveries (nine in ten delivered), read at the end of that day (a clock of
+// its own, so that a kept database gives the same figures later).
+const DAY = 86_400_000;
+if ((db.prepare('SELECT count(*) FROM delivery_attempts').pluck().get() as number) < total) {
+  const started = performance.now();
+  const first = Date.now() - DAY;
+  const insert = db.prepare("INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome) VALUES (?, 1, ?, 20, 'https://hooks.example/', ?, ?, ?, '', ?)");
+  const deliveryIds = db.prepare('SELECT id FROM deliveries ORDER BY id').pluck().all() as number[];
+  for (let from = 0; from < deliveryIds.length; from += 50_000) {
+    db.transaction(() => {
+      for (let i = from; i < Math.min(deliveryIds.length, from + 50_000); i++) {
+        const ok = i % 10 !== 0;
+        insert.run(deliveryIds[i]!, first + Math.floor((i * DAY) / deliveryIds.length), ok ? 200 : 500, ok ? null : 'http_status', ok ? null : 'HTTP 500', ok ? 'delivered' : 'retry');
+      }
+    })();
+  }
+  console.log(`\nadded ${deliveryIds.length} attempts over a day in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+}
+const endOfDay = (db.prepare('SELECT max(started_at) FROM delivery_attempts').pluck().get() as number) + 1;
+const chartStore = openStore(join(dir, 'hookrelay.db'), { now: () => endOfDay });
+const chart = createDeliveryLogService(chartStore, { userAgent: 'bench' });
+console.log(`
+the chart of org-0 (GET /webhook/stats) with a million attempts in the last day (${Math.round(total / orgCount)} of them org-0's), median of ${reads} reads:`);
+for (const window of ['1h', '24h'] as const) {
   const times: number[] = [];
-  let rows = 0;
-  for (let i = 0; i < Math.max(runs, 5); i++) {
-    const r = await timed(() => deliveries.list('org-0', filter));
+  let held = 0;
+  let counted = 0;
+  for (let i = 0; i < reads; i++) {
+    const r = await timed(() => chart.attemptStats('org-0', window));
     times.push(r.ms);
-    rows = r.result.length;
+    held = Math.max(held, r.heldMs);
+    counted = r.result.buckets.reduce((n, b) => n + b.succeeded + b.failed, 0);
   }
   times.sort((a, b) => a - b);
-  console.log(`  ${what}: ${times[Math.floor(times.length / 2)]!.toFixed(2)} ms (${rows} rows)`);
+  console.log(`  window=${window}: ${times[Math.floor(times.length / 2)]!.toFixed(1)} ms (${counted} attempts counted; event loop held at most ${held.toFixed(1)} ms)`);
 }
+chartStore.close();
 store.close();
 if (values.keep === undefined) rmSync(dir, { recursive: true, force: true });

@@ -17,7 +17,7 @@ import type { Logger } from './log.ts';
 import { createDeliverer, loadExtraCa, type Deliverer } from './dispatch/deliverer.ts';
 import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.ts';
 import type { RetryPolicy } from './domain/retry-policy.ts';
-import { VERSION } from './version.ts';
+import { DELIVERY_USER_AGENT, VERSION } from './version.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
 import type { FlushResult, FlushWork } from './services/deliveries.ts';
 import { createServices } from './services/services.ts';
@@ -335,7 +335,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       clock,
       timeoutMs: config.delivery.timeout,
       allowHttp: config.delivery.allowHttp,
-      userAgent: `hookrelay/${VERSION}`,
+      userAgent: DELIVERY_USER_AGENT,
       extraCa,
       concurrency: config.delivery.concurrency,
     });

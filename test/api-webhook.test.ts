@@ -101,7 +101,7 @@ test('active_hmac false registers without a secret; turning it on later generate
   assert.match(on.body.message, /^Webhook replaced: .*HMAC signing is on: give the secret below to your receiver, which verifies signatures with it \(an admin can read it again with GET \/webhook\/get_secret\)$/);
 });
 
-test('get_webhook returns { webhook_url, active_hmac, status, created_at, updated_at } with its health, and never the secret', async (t) => {
+test('get_webhook returns { webhook_url, active_hmac, status, created_at, updated_at } with its health and rotation state, and never the secret', async (t) => {
   const { relay, adminToken, viewerToken } = await setup(t);
   const created = await register(relay, adminToken, { webhook_url: 'https://hooks.example.com/h' });
   for (const token of [adminToken, viewerToken]) {
@@ -120,6 +120,7 @@ test('get_webhook returns { webhook_url, active_hmac, status, created_at, update
       last_success_at: null,
       disabled_reason: null,
       last_error: null,
+      previous_secret_expires_at: null,
     });
     assert.equal(res.text.includes(created.body.secret), false);
     assert.equal(res.text.includes('whsec_'), false);

@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Page } from 'playwright-core';
+import { Webhook } from 'standardwebhooks';
 import {
   definition,
   eventually,
@@ -38,6 +39,8 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-sr
 const RECEIVER_DOWN = '{"error":"receiver down for maintenance"}';
 const ACME_EVENT = 'evt_7c1f0e2a9b3d4c58';
 const ACME_REQUEST = 'ar_5e21d9';
+const ACME_OTHER_EVENT = 'evt_d4b28e61f0a94c3e';
+const ACME_OTHER_REQUEST = 'ar_7a0c13';
 const GLOBEX_EVENT = 'evt_3a90b6d2e15f4c07';
 const JWT = /^[\w-]+\.[\w-]+\.[\w-]+$/;
 
@@ -270,7 +273,6 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
       });
       for (const name of ['Send test event', 'Rotate secret']) assert.equal(await admin.getByRole('button', { name }).isEnabled(), true, `${name} is enabled for an admin`);
       assert.equal(await admin.getByText('Viewers cannot change anything').count(), 0);
-      await screenshot(admin, 'webhook');
     });
   });
 
@@ -434,6 +436,139 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
     await viewer.context().close();
   });
 
+  await step('chart', ['replay'], 'the webhook view charts the attempts: three failed and the replay that succeeded, over the last hour and the last day, as a sentence and a table too', async () => {
+    await onPage(admin, async () => {
+      await openFromHeader(admin, 'Webhook');
+      const chart = admin.getByRole('region', { name: 'Delivery attempts' });
+      await chart.waitFor({ state: 'visible' });
+      for (const [button, window] of [['Last hour', '1h'], ['Last day', '24h']] as const) {
+        await chart.getByRole('button', { name: button }).click();
+        assert.equal(await chart.getByRole('button', { name: button }).getAttribute('aria-pressed'), 'true');
+        const period = window === '1h' ? 'the last hour' : 'the last day';
+        const caption = chart.locator('figcaption');
+        await eventually(`the ${window} chart's sentence`, async () => assert.match(await caption.innerText(), new RegExp(`^In ${period}: 1 attempt succeeded, 3 failed\\.`)));
+        // The API says the same.
+        const stats = (await api<{ succeeded: number; failed: number }>(rig, apiToken, `/webhook/stats?window=${window}`)).body;
+        assert.deepEqual([stats.succeeded, stats.failed], [1, 3]);
+        // The picture: an image with a name, the failed parts and the succeeded one drawn as bars.
+        const image = chart.getByRole('img');
+        assert.match((await image.getAttribute('aria-labelledby')) ?? '', /\S+ \S+/);
+        assert.ok((await chart.locator('svg rect.bar-failed').count()) >= 1, 'a failed bar');
+        assert.equal(await chart.locator('svg rect.bar-ok').count(), 1, 'one bucket with a success');
+        // The figures: every attempt in one row or another.
+        await chart.getByText('The figures').click();
+        const figures = await readTable(chart.getByRole('table'));
+        assert.deepEqual(figures.headers, ['Time', 'Succeeded', 'Failed']);
+        const sums = figures.rows.reduce((acc, r) => [acc[0]! + Number(r[1]), acc[1]! + Number(r[2])], [0, 0]);
+        assert.deepEqual(sums, [1, 3], JSON.stringify(figures));
+        await chart.getByText('The figures').click();
+      }
+      await chart.getByRole('button', { name: 'Last hour' }).click();
+      await eventually('the hour again', async () => assert.match(await chart.locator('figcaption').innerText(), /^In the last hour/));
+      await screenshot(admin, 'webhook');
+    });
+  });
+
+  await step('rotation-api', ['sign-in'], 'a rotation made through the API, not the console, shows on the webhook view of a fresh tab, with its end as the API says it', async () => {
+    const rotated = await api<{ previous_secret_expires_at: string }>(rig, apiToken, '/webhook/rotate_secret', { method: 'POST' });
+    assert.equal(rotated.status, 200);
+    const until = rotated.body.previous_secret_expires_at;
+    assert.equal((await api<{ previous_secret_expires_at: string }>(rig, apiToken, '/webhook/get_webhook')).body.previous_secret_expires_at, until);
+    // The viewer, in a tab of its own that never rotated anything.
+    const viewer = await browser.page('acme-viewer-rotation');
+    await onPage(viewer, async () => {
+      await viewer.goto(acmeViewer.link);
+      await heading(viewer, 'Webhook');
+      const state = definition(viewer, 'Secret rotation');
+      await eventually('the rotation state', async () => assert.match(await state.innerText(), /^rotated; the previous secret keeps signing until /));
+      assert.equal(await state.locator('time').getAttribute('datetime'), until);
+    });
+    await viewer.context().close();
+  });
+
+  await step('request-filter', ['replay'], 'the delivery log filtered by anticipation request id: only that request\'s deliveries, then another request\'s, then none', async () => {
+    // Another request of acme, delivered now that the receiver answers 204.
+    appendFileSync(rig.feedPath, jsonLine({ event_id: ACME_OTHER_EVENT, organization_id: 'acme', anticipation_request_id: ACME_OTHER_REQUEST, status: 'approved', previous_status: 'submitted' }));
+    await eventually('the other request\'s delivery', async () => {
+      const d = (await deliveriesOf(rig, apiToken)).find((x) => x.event_id === ACME_OTHER_EVENT);
+      assert.equal(d?.status, 'delivered');
+    }, 20_000, 250);
+    await onPage(admin, async () => {
+      await openFromHeader(admin, 'Deliveries');
+      const table = deliveriesTable(admin);
+      await eventually('both requests listed', async () => {
+        const read = await readTable(table);
+        assert.ok(rowWith(read, ACME_OTHER_EVENT) && rowWith(read, ACME_EVENT), JSON.stringify(read));
+      });
+      const field = admin.getByLabel('Request', { exact: true });
+      const filterBy = async (requestId: string) => {
+        await field.fill(requestId);
+        const answered = admin.waitForResponse((r) => new URL(r.url()).pathname === '/webhook/deliveries' && new URL(r.url()).searchParams.get('request_id') === requestId);
+        await admin.getByRole('button', { name: 'Apply' }).click();
+        assert.equal((await answered).status(), 200);
+      };
+      await filterBy(ACME_REQUEST);
+      await eventually(`only ${ACME_REQUEST}'s deliveries`, async () => {
+        const read = await readTable(table);
+        assert.deepEqual(read.rows.map((r) => [r[0], r[1]]), [[ACME_EVENT, ACME_REQUEST], [ACME_EVENT, ACME_REQUEST]], JSON.stringify(read));
+      });
+      assert.match(await table.locator('caption').innerText(), new RegExp(`request ${ACME_REQUEST}`));
+      await screenshot(admin, 'deliveries-request');
+      await filterBy(ACME_OTHER_REQUEST);
+      await eventually(`only ${ACME_OTHER_REQUEST}'s delivery`, async () => {
+        const read = await readTable(table);
+        assert.deepEqual(read.rows.map((r) => [r[0], r[1]]), [[ACME_OTHER_EVENT, ACME_OTHER_REQUEST]], JSON.stringify(read));
+      });
+      await filterBy('ar_nobody');
+      await eventually('no delivery', async () => assert.deepEqual((await readTable(table)).rows, [['No deliveries match.']]));
+      // Back to the whole log for the steps after this one.
+      await field.fill('');
+      await admin.getByRole('button', { name: 'Apply' }).click();
+      await eventually('the whole log', async () => assert.ok(rowWith(await readTable(table), ACME_OTHER_EVENT)));
+    });
+  });
+
+  await step('request-sent', ['replay'], 'the delivery view shows the request as sent: the headers the receiver got, the exact body, and a signature that verifies against it; a viewer gets it without the signature', async () => {
+    await onPage(admin, async () => {
+      await admin.goto(`${origin}/console/#/deliveries/${replayedId}`);
+      await heading(admin, `Delivery ${replayedId}`);
+      const section = admin.getByRole('region', { name: 'The request as sent' });
+      await section.waitFor({ state: 'visible' });
+      const headers = section.getByRole('table');
+      const read = await eventually('the request headers', async () => {
+        const r = await readTable(headers);
+        assert.ok(r.rows.length >= 7, JSON.stringify(r));
+        return r;
+      });
+      assert.deepEqual(read.headers, ['Header', 'Value']);
+      const shown = Object.fromEntries(read.rows.map(([name, value]) => [name!, value!]));
+      // What the receiver got for this delivery (its fourth request for the event): every header, the same values but the time and the signature over it.
+      const sent = receiver.requestsFor(ACME_EVENT)[3]!;
+      assert.deepEqual(Object.keys(shown).sort(), Object.keys(sent.headers).sort());
+      for (const [name, value] of Object.entries(shown)) if (name !== 'webhook-timestamp' && name !== 'webhook-signature') assert.equal(value, sent.headers[name], name);
+      const body = await section.locator('pre.request-body').innerText();
+      assert.equal(body, sent.body.toString('utf8'), 'the exact body');
+      assert.match(await section.locator('.request-line').innerText(), new RegExp(`^POST ${receiver.url.replace(/\/hook$/, '/acme').replace(/[.]/g, '\\.')}$`));
+      // Signed as an attempt made now would be: standardwebhooks verifies it with the webhook's secret.
+      const secret = (await api<{ secret: string }>(rig, apiToken, '/webhook/get_secret')).body.secret;
+      assert.deepEqual(new Webhook(secret).verify(body, shown), JSON.parse(body));
+      assert.match(await section.locator('p').first().innerText(), /verify against this body with the webhook’s secret/);
+      await screenshot(admin, 'delivery-request');
+    });
+    const viewer = await browser.page('acme-viewer-request');
+    await onPage(viewer, async () => {
+      await viewer.goto(acmeViewer.link);
+      await heading(viewer, 'Webhook');
+      await viewer.goto(`${origin}/console/#/deliveries/${replayedId}`);
+      const section = viewer.getByRole('region', { name: 'The request as sent' });
+      await section.waitFor({ state: 'visible' });
+      await eventually('the viewer\'s request', async () => assert.match(await section.innerText(), /signature is shown to admins only/));
+      const names = (await readTable(section.getByRole('table'))).rows.map((r) => r[0]);
+      assert.ok(names.includes('webhook-id') && !names.includes('webhook-signature'), JSON.stringify(names));
+    });
+    await viewer.context().close();
+  });
+
   await step('globex', [], 'globex signs in with a pasted token: none of acme\'s deliveries, and acme\'s delivery by its id is an error; sign out', async () => {
     const globex = await browser.page('globex-admin');
     await onPage(globex, async () => {
@@ -499,6 +634,11 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
       await page.goto(acmeAdmin.link);
       await heading(page, 'Webhook');
       await definition(page, 'Status').waitFor({ state: 'visible' });
+      // The chart drawn, its table of figures open.
+      const chart = page.getByRole('region', { name: 'Delivery attempts' });
+      await eventually('the chart', async () => assert.match(await chart.locator('figcaption').innerText(), /^In the last hour/));
+      await chart.getByText('The figures').click();
+      await chart.getByRole('table').waitFor({ state: 'visible' });
       await check('webhook');
       await openFromHeader(page, 'Deliveries');
       await eventually('the rows', async () => assert.ok(rowWith(await readTable(deliveriesTable(page)), ACME_EVENT)));
@@ -506,17 +646,26 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
       await page.goto(`${origin}/console/#/deliveries/${failed.id}`);
       await heading(page, `Delivery ${failed.id}`);
       await eventually('the attempts', async () => assert.equal((await readTable(attemptsTable(page))).rows.length, 3));
+      await page.getByRole('region', { name: 'The request as sent' }).waitFor({ state: 'visible' });
       await check('delivery');
       assert.deepEqual(found, []);
     });
     await page.context().close();
   });
 
-  await step('narrow', [], 'at 390x844 the deliveries table is reachable: nothing is cut off, the table scrolls inside its wrapper', async () => {
+  await step('narrow', [], 'at 390x844 the chart fits the width, the deliveries table and the request as sent are reachable: nothing is cut off, tables scroll inside their wrapper', async () => {
     const page = await browser.page('narrow', { viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
+    const pageWidth = () => page.evaluate(() => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth);
     await onPage(page, async () => {
       await page.goto(acmeAdmin.link);
       await heading(page, 'Webhook');
+      // The chart is drawn for the width it has: its picture within the screen, its sentence there.
+      const chart = page.getByRole('region', { name: 'Delivery attempts' });
+      await eventually('the chart', async () => assert.match(await chart.locator('figcaption').innerText(), /^In the last hour/));
+      const picture = await chart.getByRole('img').boundingBox();
+      assert.ok(picture && picture.x >= 0 && picture.x + picture.width <= 391, `the chart is within the screen: ${JSON.stringify(picture)}`);
+      assert.ok((await pageWidth()) <= 391, `the webhook page is ${await pageWidth()} px wide at 390`);
+      await screenshot(page, 'webhook-narrow');
       await openFromHeader(page, 'Deliveries');
       const table = deliveriesTable(page);
       await eventually('the rows', async () => assert.ok(rowWith(await readTable(table), ACME_EVENT)));
@@ -540,6 +689,24 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
       await last.scrollIntoViewIfNeeded();
       const box = await last.boundingBox();
       assert.ok(box && box.x >= 0 && box.x + box.width <= 391, `"Created" is reachable: ${JSON.stringify(box)}`);
+    });
+    await page.context().close();
+  });
+
+  await step('narrow-request', ['replay'], 'at 390x844 the request as sent fits: its headers and body wrap within the screen', async () => {
+    const page = await browser.page('narrow-request', { viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
+    await onPage(page, async () => {
+      await page.goto(acmeAdmin.link);
+      await heading(page, 'Webhook');
+      await page.goto(`${origin}/console/#/deliveries/${replayedId}`);
+      const section = page.getByRole('region', { name: 'The request as sent' });
+      await section.locator('pre.request-body').waitFor({ state: 'visible' });
+      const width = await page.evaluate(() => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth);
+      assert.ok(width <= 391, `the delivery page is ${width} px wide at 390`);
+      for (const part of [section.getByRole('table'), section.locator('pre.request-body')]) {
+        const box = await part.boundingBox();
+        assert.ok(box && box.x >= 0 && box.x + box.width <= 391, `within the screen: ${JSON.stringify(box)}`);
+      }
     });
     await page.context().close();
   });

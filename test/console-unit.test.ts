@@ -20,7 +20,9 @@ import {
   type RequestLike,
   type ResponseLike,
 } from '../console/src/api-client.ts';
-import { describe as describeState, filtersFromForm, INITIAL_STATE, newest, older, PAGE_SIZE, queryOf, withFilters } from '../console/src/deliveries-state.ts';
+import { describe as describeState, filtersFromForm, INITIAL_STATE, newest, older, PAGE_SIZE, queryOf, searchGoesOn, withFilters } from '../console/src/deliveries-state.ts';
+import { chartModel, MARGIN, niceCeiling, PLOT_HEIGHT } from '../console/src/chart.ts';
+import type { AttemptStats } from '../console/src/api-client.ts';
 import { formatDuration, formatRelative, formatTime, localInputToIso, msToLocalInput, NONE, orNone } from '../console/src/format.ts';
 import { createPoller, REFRESH_INTERVAL_MS } from '../console/src/live.ts';
 import { apiBaseFromPath, deliveryHref, parseRoute, routeHash } from '../console/src/route.ts';
@@ -255,7 +257,10 @@ describe('api client', () => {
     await api.sendTest();
     await api.rotateSecret();
     await api.listDeliveries({ status: 'failed', limit: 50, cursor: 'MTI' });
+    await api.listDeliveries({ request_id: 'ar 5/é', limit: 50 });
     await api.getDelivery(12);
+    await api.stats('1h');
+    await api.stats('24h');
     await api.replay(12);
     await api.recover('2026-11-22T00:00:00.000Z');
     await api.recover('2026-11-22T00:00:00.000Z', '2026-11-23T00:00:00.000Z');
@@ -268,7 +273,10 @@ describe('api client', () => {
         ['POST', '/prefix/webhook/test', null, null],
         ['POST', '/prefix/webhook/rotate_secret', null, null],
         ['GET', '/prefix/webhook/deliveries?status=failed&limit=50&cursor=MTI', null, null],
+        ['GET', '/prefix/webhook/deliveries?request_id=ar+5%2F%C3%A9&limit=50', null, null],
         ['GET', '/prefix/webhook/deliveries/12', null, null],
+        ['GET', '/prefix/webhook/stats?window=1h', null, null],
+        ['GET', '/prefix/webhook/stats?window=24h', null, null],
         ['POST', '/prefix/webhook/deliveries/12/replay', null, null],
         ['POST', '/prefix/webhook/recover', '{"since":"2026-11-22T00:00:00.000Z"}', 'application/json'],
         ['POST', '/prefix/webhook/recover', '{"since":"2026-11-22T00:00:00.000Z","until":"2026-11-23T00:00:00.000Z"}', 'application/json'],
@@ -313,6 +321,27 @@ describe('api client', () => {
     const { fetch } = fakeFetch({ status: 422, type: 'application/problem+json', body: JSON.stringify(problem) });
     const api = createApiClient({ fetch, base: '/', token: () => TOKEN });
     assert.deepEqual(await failureOf(api.replay(2)), { kind: 'problem', status: 422, title: problem.title, detail: problem.detail, code: 'validation_failed' });
+  });
+
+  test('a problem that names invalid parameters says what was wrong with each', () => {
+    const body = JSON.stringify({
+      title: 'The request is invalid',
+      status: 422,
+      detail: 'the query is invalid',
+      code: 'validation_failed',
+      invalid_params: [
+        { name: 'request_id', reason: 'must be an anticipation request id: 1 to 200 characters, no control characters' },
+        { name: 'limit', reason: 'must be an integer from 1 to 200' },
+        { name: 42, reason: 'not a parameter' },
+      ],
+    });
+    assert.deepEqual(problemFromResponse(422, 'application/problem+json', body), {
+      kind: 'problem',
+      status: 422,
+      title: 'The request is invalid',
+      detail: 'the query is invalid: request_id must be an anticipation request id: 1 to 200 characters, no control characters; limit must be an integer from 1 to 200.',
+      code: 'validation_failed',
+    });
   });
 
   test('an answer that is not problem+json still says what happened', async () => {
@@ -362,16 +391,17 @@ describe('api client', () => {
 
 describe('delivery log state', () => {
   test('the form values become filters; unknown values are dropped', () => {
-    assert.deepEqual(filtersFromForm({ status: '', since: '', until: '' }), { status: null, since: null, until: null });
-    assert.deepEqual(filtersFromForm({ status: 'sent', since: 'x', until: '' }), { status: null, since: null, until: null });
-    const f = filtersFromForm({ status: 'dead', since: '2026-11-22T08:00', until: '2026-11-23T08:00' });
+    assert.deepEqual(filtersFromForm({ status: '', since: '', until: '', requestId: '' }), { status: null, since: null, until: null, requestId: null });
+    assert.deepEqual(filtersFromForm({ status: 'sent', since: 'x', until: '', requestId: '   ' }), { status: null, since: null, until: null, requestId: null });
+    const f = filtersFromForm({ status: 'dead', since: '2026-11-22T08:00', until: '2026-11-23T08:00', requestId: ' ar_5e21d9 ' });
     assert.equal(f.status, 'dead');
+    assert.equal(f.requestId, 'ar_5e21d9', 'spaces around the id dropped');
     assert.equal(f.since, new Date(2026, 10, 22, 8, 0).toISOString());
     assert.equal(f.until, new Date(2026, 10, 23, 8, 0).toISOString());
   });
 
   test('keyset paging: Older follows next_cursor, Newest and new filters go back to the first page', () => {
-    const filtered = withFilters(INITIAL_STATE, { status: 'failed', since: null, until: null });
+    const filtered = withFilters(INITIAL_STATE, { status: 'failed', since: null, until: null, requestId: null });
     assert.deepEqual(queryOf(filtered), { limit: PAGE_SIZE, status: 'failed' });
     const second = older(filtered, 'MTAw');
     assert.deepEqual(second, { filters: filtered.filters, cursor: 'MTAw', page: 2 });
@@ -384,8 +414,24 @@ describe('delivery log state', () => {
 
   test('the caption says what is shown', () => {
     assert.equal(describeState(INITIAL_STATE), 'Deliveries, newest first (all; page 1)');
-    const state = older(withFilters(INITIAL_STATE, { status: 'dead', since: '2026-11-22T00:00:00.000Z', until: null }), 'MQ');
+    const state = older(withFilters(INITIAL_STATE, { status: 'dead', since: '2026-11-22T00:00:00.000Z', until: null, requestId: null }), 'MQ');
     assert.equal(describeState(state), 'Deliveries, newest first (status dead, since 2026-11-22T00:00:00.000Z; page 2)');
+    assert.equal(describeState(withFilters(INITIAL_STATE, { status: null, since: null, until: null, requestId: 'ar_7' })), 'Deliveries, newest first (request ar_7; page 1)');
+  });
+
+  test('a search by request is sent as request_id, with the other filters', () => {
+    const state = withFilters(INITIAL_STATE, { status: 'failed', since: '2026-11-22T00:00:00.000Z', until: null, requestId: 'ar_7' });
+    assert.deepEqual(queryOf(state), { limit: PAGE_SIZE, status: 'failed', since: '2026-11-22T00:00:00.000Z', request_id: 'ar_7' });
+    assert.deepEqual(queryOf(older(state, 'OTk')), { limit: PAGE_SIZE, status: 'failed', since: '2026-11-22T00:00:00.000Z', request_id: 'ar_7', cursor: 'OTk' });
+  });
+
+  test('a short page of a search by request that has an older page means the search goes on', () => {
+    const search = withFilters(INITIAL_STATE, { status: null, since: null, until: null, requestId: 'ar_7' });
+    assert.equal(searchGoesOn(search, 0, 'MTA'), true);
+    assert.equal(searchGoesOn(search, PAGE_SIZE - 1, 'MTA'), true);
+    assert.equal(searchGoesOn(search, PAGE_SIZE, 'MTA'), false, 'a full page: ordinary paging');
+    assert.equal(searchGoesOn(search, 3, null), false, 'the end of the log');
+    assert.equal(searchGoesOn(INITIAL_STATE, 0, 'MTA'), false, 'not a search by request');
   });
 });
 
@@ -476,5 +522,86 @@ describe('verification snippets', () => {
     assert.match(byLanguage.get('JavaScript') ?? '', /from "standardwebhooks"[\s\S]*new Webhook\(secret\)\.verify\(payload, headers\)/);
     assert.match(byLanguage.get('Python') ?? '', /from standardwebhooks\.webhooks import Webhook[\s\S]*Webhook\(secret\)\.verify\(payload, headers\)/);
     assert.match(byLanguage.get('Go') ?? '', /"github\.com\/standard-webhooks\/standard-webhooks\/libraries\/go"[\s\S]*standardwebhooks\.NewWebhook\(secret\)[\s\S]*wh\.Verify\(payload, headers\)/);
+  });
+});
+
+describe('the chart of attempts', () => {
+  /** A window's stats: `counts` maps bucket numbers to [succeeded, failed]. */
+  function stats(window: '1h' | '24h', counts: Record<number, [number, number]>, first = '2026-11-22T08:00:00Z'): AttemptStats {
+    const bucketSeconds = window === '1h' ? 60 : 900;
+    const n = window === '1h' ? 60 : 96;
+    const from = Date.parse(first);
+    const buckets = Array.from({ length: n }, (_, i) => ({ start: new Date(from + i * bucketSeconds * 1000).toISOString(), succeeded: counts[i]?.[0] ?? 0, failed: counts[i]?.[1] ?? 0 }));
+    return {
+      window,
+      bucket_seconds: bucketSeconds,
+      from: buckets[0]!.start,
+      until: new Date(from + n * bucketSeconds * 1000).toISOString(),
+      succeeded: buckets.reduce((s, b) => s + b.succeeded, 0),
+      failed: buckets.reduce((s, b) => s + b.failed, 0),
+      buckets,
+    };
+  }
+  const utc = { locale: 'en-GB', timeZone: 'UTC' };
+
+  test('the scale ends on 1, 2 or 5 times a power of ten, at least the largest bar', () => {
+    const cases: Array<[number, number]> = [[0, 1], [0.5, 1], [1, 1], [2, 2], [3, 5], [5, 5], [7, 10], [10, 10], [11, 20], [49, 50], [51, 100], [101, 200], [999, 1000], [1001, 2000], [4200, 5000]];
+    for (const [n, expected] of cases) assert.equal(niceCeiling(n), expected, `niceCeiling(${n})`);
+  });
+
+  test('bars stack the failed on the succeeded, scaled to the plot; one per bucket, side by side with a gap', () => {
+    const m = chartModel(stats('1h', { 0: [1, 0], 7: [4, 3], 59: [0, 2] }), { width: 640, ...utc });
+    assert.deepEqual([m.width, m.height, m.plot], [640, MARGIN.top + PLOT_HEIGHT + MARGIN.bottom, { x: MARGIN.left, y: MARGIN.top, width: 640 - MARGIN.left - MARGIN.right, height: PLOT_HEIGHT }]);
+    assert.equal(m.bars.length, 60);
+    assert.equal(m.yMax, 10, 'the busiest minute has 7');
+    const slot = m.plot.width / 60;
+    const bottom = MARGIN.top + PLOT_HEIGHT;
+    const close = (a: number, b: number, what: string) => assert.ok(Math.abs(a - b) < 1e-9, `${what}: ${a} is not ${b}`);
+    const b7 = m.bars[7]!;
+    close(b7.x, MARGIN.left + 7 * slot + 0.5, 'x');
+    close(b7.width, slot - 1, 'width');
+    close(b7.okHeight, 0.4 * PLOT_HEIGHT, 'succeeded height');
+    close(b7.okY, bottom - 0.4 * PLOT_HEIGHT, 'succeeded y');
+    close(b7.failHeight, 0.3 * PLOT_HEIGHT, 'failed height');
+    close(b7.failY, bottom - 0.7 * PLOT_HEIGHT, 'failed on top');
+    assert.deepEqual([m.bars[1]!.okHeight, m.bars[1]!.failHeight], [0, 0], 'an empty minute');
+    close(m.bars[59]!.failY + m.bars[59]!.failHeight, bottom, 'failed alone starts at the bottom');
+    assert.deepEqual(m.yTicks.map((t) => [t.label, t.at]), [['0', bottom], ['5', bottom - PLOT_HEIGHT / 2], ['10', MARGIN.top]]);
+    assert.deepEqual(chartModel(stats('1h', { 3: [0, 1] }), { width: 640, ...utc }).yTicks.map((t) => t.label), ['0', '1'], 'no half of one');
+  });
+
+  test('time labels fall on round minutes or hours, as many as fit: fewer on a phone', () => {
+    const wide = chartModel(stats('1h', {}), { width: 640, ...utc });
+    assert.deepEqual(wide.xTicks.map((t) => t.label), ['8:00', '8:10', '8:20', '8:30', '8:40', '8:50']);
+    assert.deepEqual(wide.xTicks.map((t) => t.anchor), ['middle', 'middle', 'middle', 'middle', 'middle', 'middle']);
+    assert.ok(wide.xTicks.every((t, i) => i === 0 || t.at - wide.xTicks[i - 1]!.at >= 64), 'at least 64 px apart');
+    const phone = chartModel(stats('1h', {}), { width: 350, ...utc });
+    assert.deepEqual(phone.xTicks.map((t) => t.label), ['8:00', '8:15', '8:30', '8:45']);
+    // A label near an edge ends (or starts) at the chart's edge rather than past it.
+    const late = chartModel(stats('1h', {}, '2026-11-22T08:02:00Z'), { width: 350, locale: 'en-US', timeZone: 'UTC' });
+    assert.deepEqual(late.xTicks.map((t) => [t.label, t.anchor]), [['8:15 AM', 'middle'], ['8:30 AM', 'middle'], ['8:45 AM', 'middle'], ['9:00 AM', 'end']]);
+    const early = chartModel(stats('1h', {}, '2026-11-22T08:00:00Z'), { width: 350, locale: 'en-US', timeZone: 'UTC' });
+    assert.equal(early.xTicks[0]?.anchor, 'middle', 'the first label fits in the margin');
+    const day = chartModel(stats('24h', {}), { width: 640, ...utc });
+    assert.deepEqual(day.xTicks.map((t) => t.label), ['9:00', '12:00', '15:00', '18:00', '21:00', '0:00', '3:00', '6:00']);
+    assert.equal(day.bars.length, 96);
+    assert.equal(chartModel(stats('1h', {}), { width: 12, ...utc }).width, 160, 'never narrower than 160 px');
+  });
+
+  test('the sentence and the table of figures: totals, the busiest bucket, the buckets that had attempts', () => {
+    const m = chartModel(stats('1h', { 0: [1, 0], 7: [4, 3], 59: [0, 2] }), { width: 640, ...utc });
+    assert.equal(m.summary, 'In the last hour: 5 attempts succeeded, 5 failed. Busiest minute: 8:07, 7 attempts.');
+    assert.deepEqual(m.rows, [
+      { start: '2026-11-22T08:00:00.000Z', label: '8:00', succeeded: 1, failed: 0 },
+      { start: '2026-11-22T08:07:00.000Z', label: '8:07', succeeded: 4, failed: 3 },
+      { start: '2026-11-22T08:59:00.000Z', label: '8:59', succeeded: 0, failed: 2 },
+    ]);
+    const day = chartModel(stats('24h', { 2: [1, 0] }), { width: 640, ...utc });
+    assert.equal(day.summary, 'In the last day: 1 attempt succeeded, 0 failed. Busiest quarter hour: 8:30–8:45, 1 attempt.');
+    assert.deepEqual(day.rows.map((r) => r.label), ['8:30–8:45']);
+    const none = chartModel(stats('1h', {}), { width: 640, ...utc });
+    assert.equal(none.summary, 'In the last hour: 0 attempts succeeded, 0 failed.');
+    assert.deepEqual([none.rows, none.yMax], [[], 1]);
+    assert.ok(none.bars.every((b) => b.okHeight === 0 && b.failHeight === 0));
   });
 });

@@ -273,6 +273,125 @@ for (const backend of backends) {
       );
     });
 
+    test('list: an id range [fromId, beforeId); a search by request within it, by status, never another organization\'s nor a request whose key collides', async (t) => {
+      const { store } = await backend.open(t);
+      await seedOrgs(store);
+      const q: Queued[] = [];
+      const changes: Change[] = [
+        { id: 'evt_1', request: 'ar_x' },
+        { id: 'evt_2', request: 'ar_y' },
+        { id: 'evt_g', request: 'ar_x', org: 'globex' },
+        { id: 'evt_3', request: 'ar_x' },
+        { id: 'evt_4', request: 'ar_x' },
+        { id: 'evt_5', request: 'ar_y' },
+      ];
+      for (const [i, c] of changes.entries()) q.push(...(await queue(store, [c], 1000 * (i + 1))));
+      const [x1, y2, gx, x3, x4, y5] = q.map((d) => d.id) as [number, number, number, number, number, number];
+      // A delivery whose event is of another request but that carries ar_x's ordering key (as a
+      // collision of the 53-bit hash would): told apart by the request id on its event.
+      const collided = await store.transaction(async (tx) => {
+        const [seq] = await storeEvents(tx, [{ id: 'evt_c', request: 'ar_z' }], 7000);
+        return tx.deliveries.insert(seq!, 'acme', orderingKey('acme', 'ar_x'), 7000);
+      });
+      await finish(store, x3, deliveredAt(8000));
+      await finish(store, x4, failedAt(8000, 90_000));
+      const list = async (f: Parameters<Tx['deliveries']['list']>[1], orgId = 'acme') => ids(await store.read((tx) => tx.deliveries.list(orgId, f)));
+
+      assert.deepEqual(await list({ fromId: y2, beforeId: x4, limit: 100 }), [x3, y2], 'ids in [fromId, beforeId), of acme only');
+      assert.deepEqual(await list({ fromId: x4, limit: 100 }), [collided, y5, x4]);
+      assert.deepEqual(await list({ fromId: x3, beforeId: collided, status: 'delivered', limit: 100 }), [x3]);
+      assert.deepEqual(await list({ fromId: x3, beforeId: x3, limit: 100 }), [], 'an empty range');
+
+      const all = { fromId: 0, beforeId: Number.MAX_SAFE_INTEGER };
+      assert.deepEqual(await list({ ...all, requestId: 'ar_x', limit: 100 }), [x4, x3, x1], "ar_x's deliveries, newest first, not globex's nor the collided one");
+      assert.deepEqual(await list({ ...all, requestId: 'ar_x', limit: 100 }, 'globex'), [gx]);
+      assert.deepEqual(await list({ ...all, requestId: 'ar_y', limit: 1 }), [y5]);
+      assert.deepEqual(await list({ ...all, requestId: 'ar_z', limit: 100 }), [], "ar_z's key is not the one its delivery carries");
+      assert.deepEqual(await list({ ...all, requestId: 'ar_none', limit: 100 }), []);
+      assert.deepEqual(await list({ fromId: x3, beforeId: x4 + 1, requestId: 'ar_x', limit: 100 }), [x4, x3]);
+      assert.deepEqual(await list({ ...all, requestId: 'ar_x', status: 'delivered', limit: 100 }), [x3]);
+      assert.deepEqual(await list({ ...all, requestId: 'ar_x', status: 'failed', limit: 100 }), [x4]);
+      assert.deepEqual(await list({ ...all, requestId: 'ar_x', status: 'pending', limit: 100 }), [x1]);
+      assert.deepEqual(await list({ ...all, requestId: 'ar_x', status: 'dead', limit: 100 }), []);
+      assert.deepEqual(await list({ ...all, requestId: 'ar_x', since: 3000, until: 5000, limit: 100 }), [x3], 'queued in [since, until)');
+      const [row] = await store.read((tx) => tx.deliveries.list('acme', { ...all, requestId: 'ar_x', limit: 1 }));
+      assert.deepEqual([row?.eventId, row?.anticipationRequestId, row?.status, row?.attempts], ['evt_4', 'ar_x', 'pending', 1]);
+    });
+
+    test('idsCreated: the ids queued in [since, until) by a binary search over the id; queue times never go back, even when deliveries were queued without an event under a clock that stepped back', async (t) => {
+      const { store } = await backend.open(t);
+      assert.deepEqual(await store.read((tx) => tx.deliveries.idsCreated(null, null)), { from: 0, to: 0 }, 'no delivery');
+      assert.deepEqual(await store.read((tx) => tx.deliveries.idsCreated(1000, 2000)), { from: 0, to: 0 });
+      await seedOrgs(store);
+      const q: Queued[] = [];
+      for (const at of [1000, 2000, 2000, 3000, 5000]) q.push(...(await queue(store, [{ id: `evt_${q.length}`, request: 'ar_1', org: q.length % 2 === 0 ? 'acme' : 'globex' }], at)));
+      const [d0, d1, , d3, d4] = q.map((d) => d.id) as [number, number, number, number, number];
+      const range = (since: number | null, until: number | null) => store.read((tx) => tx.deliveries.idsCreated(since, until));
+      assert.deepEqual(await range(null, null), { from: d0, to: d4 + 1 });
+      assert.deepEqual(await range(2000, 3000), { from: d1, to: d3 }, 'both deliveries queued at 2000, of either organization');
+      assert.deepEqual(await range(2001, 5000), { from: d3, to: d4 });
+      assert.deepEqual(await range(null, 1000), { from: d0, to: d0 }, 'nothing before the first');
+      assert.deepEqual(await range(5001, null), { from: d4 + 1, to: d4 + 1 }, 'nothing after the last');
+      assert.deepEqual(await range(0, 99_999), { from: d0, to: d4 + 1 });
+
+      // A replay queues a delivery without an event; the clock then steps back: the next queue
+      // time is still the replay's, so created_at never goes back along the id.
+      const replayed = await store.transaction(async (tx) => tx.deliveries.insert(q[0]!.seq, 'acme', q[0]!.key, await tx.feed.receivedAt(9000)));
+      const at = await store.transaction((tx) => tx.feed.receivedAt(6000));
+      assert.equal(at, 9000);
+      const [later] = await queue(store, [{ id: 'evt_later', request: 'ar_2' }], at);
+      assert.deepEqual(await range(9000, null), { from: replayed, to: later!.id + 1 });
+      assert.deepEqual(await range(5001, 9000), { from: replayed, to: replayed });
+    });
+
+    test('attemptCounts: the organization\'s attempts by the time they started, succeeded and failed, per bucket of [from, to)', async (t) => {
+      const { store } = await backend.open(t);
+      await seedOrgs(store);
+      const [a1, a2, g1] = await queue(
+        store,
+        [
+          { id: 'evt_1', request: 'ar_1' },
+          { id: 'evt_2', request: 'ar_2' },
+          { id: 'evt_g', request: 'ar_g', org: 'globex' },
+        ],
+        1000,
+      );
+      const attempt = (d: Queued, n: number, startedAt: number, outcome: string, statusCode: number | null): AttemptToStore => ({
+        deliveryId: d.id,
+        attempt: n,
+        startedAt,
+        durationMs: 5,
+        url: hookUrl(d.orgId),
+        statusCode,
+        errorClass: outcome === 'delivered' ? null : 'http_status',
+        errorDetail: null,
+        responseBody: null,
+        outcome,
+      });
+      await store.transaction((tx) =>
+        tx.deliveries.insertAttempts([
+          attempt(a1!, 1, 60_000, 'retry', 500), // bucket 0 of a window from 60,000 by the minute
+          attempt(a1!, 2, 119_999, 'retry', null), // still bucket 0
+          attempt(a2!, 1, 120_000, 'delivered', 200), // bucket 1
+          attempt(a1!, 3, 150_000, 'dead', 503), // bucket 1
+          attempt(a2!, 2, 240_000, 'delivered', 204), // bucket 3
+          attempt(g1!, 1, 120_000, 'delivered', 200), // globex
+          attempt(a2!, 3, 59_999, 'delivered', 200), // before the window
+          attempt(a2!, 4, 300_000, 'disabled', 410), // at its end: not in it
+        ]),
+      );
+      const counts = (orgId: string, from: number, to: number, bucketMs: number) => store.read((tx) => tx.deliveries.attemptCounts(orgId, from, to, bucketMs));
+      assert.deepEqual(await counts('acme', 60_000, 300_000, 60_000), [
+        { bucket: 0, succeeded: 0, failed: 2 },
+        { bucket: 1, succeeded: 1, failed: 1 },
+        { bucket: 3, succeeded: 1, failed: 0 },
+      ]);
+      assert.deepEqual(await counts('acme', 0, 400_000, 400_000), [{ bucket: 0, succeeded: 3, failed: 4 }], 'one bucket for all');
+      assert.deepEqual(await counts('globex', 60_000, 300_000, 60_000), [{ bucket: 1, succeeded: 1, failed: 0 }]);
+      assert.deepEqual(await counts('initech', 0, 400_000, 60_000), []);
+      assert.deepEqual(await counts('acme', 400_000, 500_000, 60_000), []);
+    });
+
     test('dueRows: fresh in queue order, retries by due time, merged; leased rows left out until the lease lapses; a disabled webhook has none', async (t) => {
       const { store } = await backend.open(t);
       await seedOrgs(store);

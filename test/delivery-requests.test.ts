@@ -7,8 +7,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import { deliveryHeaders, requestHeadersOnTheWire } from '../src/domain/delivery-request.ts';
 import { storedBody } from '../src/domain/feed-event.ts';
-import { VERSION } from '../src/version.ts';
+import { DELIVERY_USER_AGENT, VERSION } from '../src/version.ts';
 import { call, seedOrg } from './helpers.ts';
 import { attemptsOf, deliveriesOfEvent, feedLine, startDeliveryRig, startReceiver, waitFor, waitForDelivery, type RecordedRequest } from './receivers.ts';
 
@@ -58,6 +59,9 @@ test('a delivery is a signed POST of the stored bytes that standardwebhooks veri
   assert.match(timestamp, /^\d{10}$/, 'webhook-timestamp is unix seconds');
   assert.ok(Math.abs(Number(timestamp) - req.receivedAt / 1000) < 300, 'webhook-timestamp is the time of the attempt');
   assert.equal(req.headers['content-length'], String(req.body.length));
+  // Every header the receiver got is what the delivery page shows as the request sent (domain/delivery-request.ts), and only those.
+  const shown = requestHeadersOnTheWire(receiver.url, deliveryHeaders({ eventId: 'evt_shape_1', timestampSeconds: Number(timestamp), body: req.body.toString('utf8'), secrets: [secret], userAgent: DELIVERY_USER_AGENT }), req.body.toString('utf8'));
+  assert.deepEqual(req.headers, shown);
 
   // The exact bytes stored at ingestion, and the documented shape.
   assert.ok(req.body.equals(Buffer.from(storedPayload(rig, 'evt_shape_1'), 'utf8')), 'the body is not the stored bytes');

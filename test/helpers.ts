@@ -12,6 +12,7 @@ import Database from 'better-sqlite3';
 import jwt from 'jsonwebtoken';
 import { loadConfig, type Config } from '../src/config/load.ts';
 import { systemClock } from '../src/domain/clock.ts';
+import { emailKey } from '../src/domain/validation.ts';
 import { createLogger, type Logger } from '../src/log.ts';
 import { createRelay, type Relay } from '../src/relay.ts';
 import { loadAuthKeys } from '../src/services/auth-keys.ts';
@@ -222,6 +223,8 @@ export function writeKeyPair(
 export function databaseAtVersion(path: string, version: number, secret: string | null = null): Database.Database {
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
+  // Migration 7 calls the function migrate() registers (see db.ts).
+  db.function('hookrelay_email_key', { deterministic: true }, (email: unknown) => emailKey(String(email)));
   db.transaction(() => {
     for (const sql of MIGRATIONS.slice(0, version)) db.exec(sql);
     db.pragma(`user_version = ${version}`);

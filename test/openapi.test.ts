@@ -452,7 +452,7 @@ test('roles, users and the webhook: the daemon gives only documented answers', a
   for (const path of ['/healthz', '/readyz', '/openapi.json']) await contract.call(relay, 'GET', path);
 
   // Authenticated GETs, and the errors every authenticated operation shares.
-  const gets = ['/users/me', '/users/get_roles', '/webhook/get_webhook', '/webhook/get_secret'];
+  const gets = ['/users/me', '/users/get_roles', '/webhook/get_webhook', '/webhook/get_secret', '/webhook/stats'];
   for (const path of gets) {
     await contract.call(relay, 'GET', path);
     await contract.call(relay, 'GET', path, { token: relay.sign({ sub: admin, org: 'acme' }) });
@@ -462,6 +462,9 @@ test('roles, users and the webhook: the daemon gives only documented answers', a
   await contract.call(relay, 'GET', '/users/get_roles', { token: viewerToken, headers: v('v1') });
   await contract.call(relay, 'GET', '/webhook/get_webhook', { token: adminToken });
   await contract.call(relay, 'GET', '/webhook/get_secret', { token: adminToken });
+  for (const query of ['', '?window=1h', '?window=24h']) await contract.call(relay, 'GET', '/webhook/stats', { token: viewerToken, query });
+  const badWindow = await contract.call(relay, 'GET', '/webhook/stats', { token: adminToken, query: '?window=7d' });
+  assert.deepEqual(badWindow.body.invalid_params, [{ name: 'window', reason: 'must be one of 1h, 24h' }]);
 
   // Registration: created (201, secret once), replaced (200), for each method; HMAC off; bad bodies.
   const registrations: Array<[string, string]> = [['POST', 'acme'], ['PUT', 'put-org']];
@@ -544,6 +547,7 @@ test('the delivery log, replay, recover, test events and secret rotation: only d
   }
   await contract.call(relay, 'GET', '/webhook/deliveries', { token: viewerToken });
   await contract.call(relay, 'GET', '/webhook/deliveries', { token, query: '?status=bogus&limit=0&since=yesterday' });
+  await contract.call(relay, 'GET', '/webhook/deliveries', { token, query: `?request_id=${'x'.repeat(201)}` });
   await contract.call(relay, 'GET', '/webhook/deliveries/{id}', { token, params: { id: 'abc' } });
   await contract.call(relay, 'GET', '/webhook/deliveries/{id}', { token, params: { id: '999' } });
   await contract.call(relay, 'POST', '/webhook/deliveries/{id}/replay', { token, params: { id: 'abc' } });
@@ -563,6 +567,8 @@ test('the delivery log, replay, recover, test events and secret rotation: only d
   assert.equal(enabled.body.status, 'active');
   const rotated = await contract.call(relay, 'POST', '/webhook/rotate_secret', { token });
   assert.equal(rotated.status, 200);
+  const rotating = await contract.call(relay, 'GET', '/webhook/get_webhook', { token: viewerToken });
+  assert.equal(rotating.body.previous_secret_expires_at, rotated.body.previous_secret_expires_at, 'get_webhook says until when the previous secret signs');
 
   // A test event is delivered to the receiver; replaying it sends the same webhook-id again.
   const queued = await contract.call(relay, 'POST', '/webhook/test', { token });
@@ -574,6 +580,12 @@ test('the delivery log, replay, recover, test events and secret rotation: only d
   await waitForStatus(relay, token, replayed.body.delivery.id, 'delivered');
   assert.deepEqual(hook.requests.map((h) => h['webhook-id']), [queued.body.delivery.event_id, queued.body.delivery.event_id]);
 
+  // The request as sent: the signature for an admin, withheld from a viewer; a search by request (a test event has none).
+  assert.equal(delivered.request.signature, 'included');
+  const seen = await contract.call(relay, 'GET', '/webhook/deliveries/{id}', { token: viewerToken, params: { id: String(queued.body.delivery.id) } });
+  assert.equal(seen.body.request.signature, 'withheld');
+  assert.equal(seen.body.request.headers['webhook-signature'], undefined);
+  assert.deepEqual((await contract.call(relay, 'GET', '/webhook/deliveries', { token, query: '?request_id=ar_1' })).body, { data: [], next_cursor: null });
   const page = await contract.call(relay, 'GET', '/webhook/deliveries', { token, query: '?status=delivered&limit=1' });
   assert.equal(page.body.data.length, 1);
   assert.equal(typeof page.body.next_cursor, 'string');

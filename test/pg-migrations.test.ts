@@ -15,6 +15,7 @@ import { inspect } from 'node:util';
 import pg, { type Pool } from 'pg';
 import { createTls } from '../scripts/receiver-control.ts';
 import { ErrorCode, HookrelayError } from '../src/domain/errors.ts';
+import { PG_ATTEMPT_COUNTS_SQL } from '../src/store/pg/deliveries-repo.ts';
 import { PG_MIGRATIONS, PG_SCHEMA_VERSION, migratePostgres } from '../src/store/pg/migrations.ts';
 import { bigintAsNumber, createPgPool, loggableDatabaseUrl, parseDatabaseUrl, SslMode, tlsPlan, type PgPoolOptions } from '../src/store/pg/pool.ts';
 import { pgServer, stopPgServer, type PgTestServer } from './pg-harness.ts';
@@ -271,6 +272,7 @@ describe('migrations', () => {
         ['deliveries_org_leased', '(org_id)', "status = 'pending'::text AND lease_expires_at IS NOT NULL"],
         ['deliveries_org_status', '(org_id, status, id)', "status <> 'pending'::text OR attempts > 0 OR lease_expires_at IS NOT NULL"],
         ['delivery_attempts_delivery', '(delivery_id, id)', null],
+        ['delivery_attempts_started', '(started_at, delivery_id, outcome)', null],
         ['feed_rejects_received', '(received_at)', null],
         ['users_role_name', '(role_name)', null],
       ],
@@ -305,6 +307,31 @@ describe('migrations', () => {
     assert.deepEqual(await migratePostgres(pool), { from: PG_SCHEMA_VERSION, to: PG_SCHEMA_VERSION });
     assert.equal((await pool.query('SELECT count(*) AS n FROM hookrelay_schema')).rows[0].n, PG_SCHEMA_VERSION);
     assert.equal((await pool.query('SELECT count(*) AS n FROM roles')).rows[0].n, 2);
+  });
+
+  test('a database at version 2 migrates to 3: its attempt log is indexed by start time, the attempts already in it counted', async (t) => {
+    const { pool } = await freshDatabase(t);
+    // Version 2 as an earlier hookrelay left it, with an attempt in the log.
+    await pool.query('CREATE TABLE hookrelay_schema (version integer PRIMARY KEY, applied_at bigint NOT NULL)');
+    for (const [i, sql] of PG_MIGRATIONS.slice(0, 2).entries()) {
+      await pool.query(sql);
+      await pool.query('INSERT INTO hookrelay_schema (version, applied_at) VALUES ($1, 0)', [i + 1]);
+    }
+    await pool.query(`
+      INSERT INTO organizations (id, name, created_at) VALUES ('acme', 'Acme', 1);
+      INSERT INTO feed_sources (id, instance, name) VALUES (1, 'host-a', 'api');
+      INSERT INTO events (seq, id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at) VALUES (1, 'evt_1', 'acme', 'ar_1', 1, '"status":"approved"', 1, 1000);
+      INSERT INTO deliveries (id, event_seq, org_id, ordering_key, status, attempts, next_attempt_at, created_at, updated_at) VALUES (1, 1, 'acme', 7, 'delivered', 1, 1000, 1000, 2000);
+      INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, outcome) VALUES (1, 1, 1500, 9, 'https://hooks.example/', 200, 'delivered')`);
+    assert.equal((await pool.query("SELECT to_regclass('delivery_attempts_started') AS i")).rows[0].i, null);
+    assert.deepEqual(await migratePostgres(pool), { from: 2, to: PG_SCHEMA_VERSION });
+    assert.equal(
+      (await pool.query("SELECT pg_get_indexdef('delivery_attempts_started'::regclass) AS def")).rows[0].def,
+      'CREATE INDEX delivery_attempts_started ON public.delivery_attempts USING btree (started_at, delivery_id, outcome)',
+    );
+    // Which plan reads it on a realistic table: pg-query-plans.test.ts.
+    const { rows } = await pool.query(PG_ATTEMPT_COUNTS_SQL, ['acme', 0, 60_000, 60_000]);
+    assert.deepEqual(rows, [{ bucket: 0, succeeded: 1, failed: 0 }]);
   });
 
   test('four instances migrating a fresh database at the same moment: it is migrated exactly once, without an error', async (t) => {

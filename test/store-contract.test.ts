@@ -330,13 +330,31 @@ for (const backend of backends) {
       assert.equal(await set('disabled', 'operator', 500, 'globex'), null);
     });
 
-    test('webhooks: rotateSecret makes the current secret the previous one', async (t) => {
+    test('webhooks: rotateSecret makes the current secret the previous one; previousSecretExpiresAt and signingKeys read it back', async (t) => {
       const { store, column } = await backend.open(t);
       await store.transaction(async (tx) => {
         await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
         await tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 1);
       });
+      assert.equal(await store.read((tx) => tx.webhooks.previousSecretExpiresAt('acme')), null, 'never rotated');
+      assert.deepEqual(await store.read((tx) => tx.webhooks.signingKeys('acme')), {
+        url: 'https://hooks.example.com/a',
+        activeHmac: true,
+        secret: 'whsec_one',
+        previousSecret: null,
+        previousSecretExpiresAt: null,
+      });
       await store.transaction((tx) => tx.webhooks.rotateSecret('acme', 'whsec_two', 90_000, 50));
+      assert.equal(await store.read((tx) => tx.webhooks.previousSecretExpiresAt('acme')), 90_000);
+      assert.deepEqual(await store.read((tx) => tx.webhooks.signingKeys('acme')), {
+        url: 'https://hooks.example.com/a',
+        activeHmac: true,
+        secret: 'whsec_two',
+        previousSecret: 'whsec_one',
+        previousSecretExpiresAt: 90_000,
+      });
+      assert.equal(await store.read((tx) => tx.webhooks.previousSecretExpiresAt('globex')), null, 'no webhook');
+      assert.equal(await store.read((tx) => tx.webhooks.signingKeys('globex')), null);
       const after = await store.read((tx) => tx.webhooks.getWithSecret('acme'));
       assert.equal(after?.secret, 'whsec_two');
       assert.equal(after?.updatedAt, 50);

@@ -523,4 +523,40 @@ describe('the partial indexes of migration 5', () => {
     assert.ok(indexesUsed(store, reads.oldestFresh).has('deliveries_org_fresh'), 'oldestDueAt() searches deliveries_org_fresh');
     assert.ok(indexesUsed(store, reads.earliestRetry).has('deliveries_org_due'), 'oldestDueAt() searches deliveries_org_due');
   });
+
+  test("list() reads each part of the log within the page's id range, newest first, and stops at the page's end: never the organization's whole log", async (t) => {
+    const { store } = await deliveryLog(t);
+    const window = { since: 2000, until: 8000, fromId: 2, beforeId: 9 };
+    const shapes: Array<[string, ListFilter, string[]]> = [
+      ['all', { limit: 50 }, ['deliveries_org_fresh', 'deliveries_org_status']],
+      ['pending', { status: 'pending', limit: 50 }, ['deliveries_org_fresh', 'deliveries_org_status']],
+      ['failed', { status: 'failed', limit: 50 }, ['deliveries_org_status']],
+      ['delivered', { status: 'delivered', beforeId: 5, limit: 50 }, ['deliveries_org_status']],
+      ['dead', { status: 'dead', limit: 50 }, ['deliveries_org_status']],
+      ['a time window', { ...window, limit: 50 }, ['deliveries_org_fresh', 'deliveries_org_status']],
+      ['a time window, delivered', { ...window, status: 'delivered', limit: 50 }, ['deliveries_org_status']],
+    ];
+    for (const [name, filter, indexes] of shapes) {
+      const statement = statementRunBy(store, (repo) => repo.list(ORG, filter));
+      const plan = (store.db.prepare(`EXPLAIN QUERY PLAN ${statement.sql}`).all(statement.params[0]) as Array<{ detail: string }>).map((r) => r.detail);
+      const reads = plan.filter((d) => /^(SEARCH|SCAN) d\b/.test(d) && !/PRIMARY KEY \(rowid=\?\)/.test(d));
+      assert.ok(reads.length > 0, `${name}: ${plan.join(' | ')}`);
+      // Each part: one organization (and status) of its index, between two ids.
+      for (const d of reads) assert.match(d, /^SEARCH d USING INDEX deliveries_org_(fresh|status) \(org_id=\? (AND status=\? )?AND id>\? AND id<\?\)$/, `${name}: ${plan.join(' | ')}`);
+      assert.deepEqual([...new Set(reads.map((d) => /INDEX (\w+)/.exec(d)![1]))].sort(), indexes.sort(), `${name}: ${plan.join(' | ')}`);
+    }
+    // A search by request reads the deliveries between two ids (its caller bounds them), by id.
+    const search = statementRunBy(store, (repo) => repo.list(ORG, { requestId: 'ar_3', fromId: 1, beforeId: 100, limit: 50 }));
+    const plan = (store.db.prepare(`EXPLAIN QUERY PLAN ${search.sql}`).all(search.params[0]) as Array<{ detail: string }>).map((r) => r.detail);
+    assert.match(plan[0] ?? '', /^SEARCH d USING INTEGER PRIMARY KEY \(rowid>\? AND rowid<\?\)$/, plan.join(' | '));
+    assert.ok(!plan.some((d) => /TEMP B-TREE/.test(d)), `no sort: ${plan.join(' | ')}`);
+  });
+
+  test("attemptCounts() reads a window's attempts from delivery_attempts_started alone, and each one's delivery by its id", async (t) => {
+    const { store } = await deliveryLog(t);
+    const statement = statementRunBy(store, (repo) => repo.attemptCounts(ORG, 0, 60_000, 1000));
+    const plan = (store.db.prepare(`EXPLAIN QUERY PLAN ${statement.sql}`).all(statement.params[0]) as Array<{ detail: string }>).map((r) => r.detail);
+    assert.ok(plan.includes('SEARCH a USING COVERING INDEX delivery_attempts_started (started_at>? AND started_at<?)'), plan.join(' | '));
+    assert.ok(plan.includes('SEARCH d USING INTEGER PRIMARY KEY (rowid=?)'), plan.join(' | '));
+  });
 });

@@ -93,3 +93,25 @@ test('a migration that would leave a broken foreign key rolls back and leaves th
   assert.equal(after.pragma('user_version', { simple: true }), 3);
   assert.equal(after.prepare("SELECT count(*) FROM sqlite_schema WHERE name = 'events_org_received'").pluck().get(), 1);
 });
+
+test('a version 8 database upgrades to 9: its attempt log is indexed by start time, and the attempts already in it are counted through that index', (t) => {
+  const path = join(tempDir(t), 'hookrelay.db');
+  const db = databaseAtVersion(path, 8, 'whsec_x');
+  db.exec(`
+    INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at) VALUES ('evt_1', 'acme', 'ar_1', 1000, '"status":"approved"', 1, 5000);
+    INSERT INTO deliveries (event_seq, org_id, ordering_key, status, attempts, next_attempt_at, created_at, updated_at) VALUES (1, 'acme', 7, 'delivered', 2, 5000, 5000, 5000);
+    INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, outcome) VALUES (1, 1, 61000, 12, 'https://hooks.example/acme', 500, 'retry');
+    INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, outcome) VALUES (1, 2, 62000, 12, 'https://hooks.example/acme', 200, 'delivered');
+  `);
+  assert.equal(db.prepare("SELECT count(*) FROM sqlite_schema WHERE name = 'delivery_attempts_started'").pluck().get(), 0);
+  db.close();
+
+  const store = openStore(path, { now: () => 100_000 });
+  t.after(() => store.close());
+  assert.deepEqual(store.migrated, { from: 8, to: SCHEMA_VERSION });
+  assert.equal(
+    store.db.prepare("SELECT sql FROM sqlite_schema WHERE name = 'delivery_attempts_started'").pluck().get(),
+    'CREATE INDEX delivery_attempts_started ON delivery_attempts (started_at, delivery_id, outcome)',
+  );
+  assert.deepEqual(repos(store).deliveries.attemptCounts('acme', 60_000, 120_000, 60_000), [{ bucket: 0, succeeded: 1, failed: 1 }]);
+});

@@ -22,8 +22,8 @@ export interface Webhook {
   readonly last_success_at: string | null;
   readonly disabled_reason: string | null;
   readonly last_error: { readonly at: string; readonly status_code: number | null; readonly error: string } | null;
-  /** Not in the API (yet): read when a later version returns it. */
-  readonly previous_secret_expires_at?: string | null;
+  /** While a secret rotation's grace period runs: until when the previous secret signs too. */
+  readonly previous_secret_expires_at: string | null;
 }
 
 export interface Delivery {
@@ -53,8 +53,37 @@ export interface DeliveryAttempt {
   readonly outcome: string;
 }
 
+/** How a delivery's request shows its signature (see DeliveryRequest). */
+export type SignatureShown = 'included' | 'withheld' | 'unsigned';
+
+/** The request hookrelay sends for a delivery: every header by lower-case name, and the exact body. */
+export interface DeliveryRequest {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string;
+  /** When webhook-timestamp and webhook-signature were made: when the API answered. */
+  readonly signed_at: string;
+  readonly signature: SignatureShown;
+}
+
 export interface DeliveryDetail extends Delivery {
   readonly attempt_log: readonly DeliveryAttempt[];
+  readonly request: DeliveryRequest;
+}
+
+export type StatsWindow = '1h' | '24h';
+export const STATS_WINDOWS: readonly StatsWindow[] = ['1h', '24h'];
+
+/** GET /webhook/stats: attempts per bucket of the window, oldest first. */
+export interface AttemptStats {
+  readonly window: StatsWindow;
+  readonly bucket_seconds: number;
+  readonly from: string;
+  readonly until: string;
+  readonly succeeded: number;
+  readonly failed: number;
+  readonly buckets: ReadonlyArray<{ readonly start: string; readonly succeeded: number; readonly failed: number }>;
 }
 
 export interface DeliveryPage {
@@ -101,6 +130,8 @@ export interface DeliveryQuery {
   readonly since?: string | undefined;
   /** RFC 3339. */
   readonly until?: string | undefined;
+  /** An anticipation request id. */
+  readonly request_id?: string | undefined;
   readonly cursor?: string | undefined;
   readonly limit?: number | undefined;
 }
@@ -168,6 +199,7 @@ export function deliveriesQueryString(query: DeliveryQuery): string {
   if (query.status !== undefined) params.set('status', query.status);
   if (query.since !== undefined) params.set('since', query.since);
   if (query.until !== undefined) params.set('until', query.until);
+  if (query.request_id !== undefined) params.set('request_id', query.request_id);
   if (query.limit !== undefined) params.set('limit', String(query.limit));
   if (query.cursor !== undefined) params.set('cursor', query.cursor);
   const text = params.toString();
@@ -189,11 +221,19 @@ export function problemFromResponse(status: number, contentType: string | null, 
     const value = (body as Record<string, unknown>)[name];
     return typeof value === 'string' && value !== '' ? value : null;
   };
+  const detail = field('detail') ?? `The daemon answered ${status} without an explanation.`;
+  // What was wrong with each parameter (`invalid_params`), said after the detail.
+  const params = typeof body === 'object' && body !== null ? (body as Record<string, unknown>).invalid_params : undefined;
+  const reasons = Array.isArray(params)
+    ? params
+        .filter((p): p is { name: string; reason: string } => typeof p === 'object' && p !== null && typeof p.name === 'string' && typeof p.reason === 'string')
+        .map((p) => `${p.name} ${p.reason}`)
+    : [];
   return {
     kind: 'problem',
     status,
     title: field('title') ?? `HTTP ${status}`,
-    detail: field('detail') ?? `The daemon answered ${status} without an explanation.`,
+    detail: reasons.length === 0 ? detail : `${detail}: ${reasons.join('; ')}.`,
     code: field('code'),
   };
 }
@@ -246,6 +286,7 @@ export function createApiClient(options: ApiClientOptions) {
     rotateSecret: () => call<SecretRotation>('POST', '/webhook/rotate_secret'),
     listDeliveries: (query: DeliveryQuery) => call<DeliveryPage>('GET', `/webhook/deliveries${deliveriesQueryString(query)}`),
     getDelivery: (deliveryId: number) => call<DeliveryDetail>('GET', `/webhook/deliveries/${id(deliveryId)}`),
+    stats: (window: StatsWindow) => call<AttemptStats>('GET', `/webhook/stats?window=${window === '24h' ? '24h' : '1h'}`),
     replay: (deliveryId: number) => call<DeliveryQueued>('POST', `/webhook/deliveries/${id(deliveryId)}/replay`),
     recover: (since: string, until?: string) => call<RecoverResult>('POST', '/webhook/recover', until === undefined ? { since } : { since, until }),
   };

@@ -11,7 +11,7 @@ import { createPoller, type Poller } from './live.ts';
 import { apiBaseFromPath, parseRoute, type Route } from './route.ts';
 import { canManageFromRole, decodePayload, identityOf, isExpired, looksLikeJwt, normalizeToken, TOKEN_KEY, tokenFromHash, type Identity } from './token.ts';
 import { createMessages, heading, type Cleanup, type Session, type View } from './ui.ts';
-import { forgetRotation, webhookView } from './webhook-view.ts';
+import { webhookView } from './webhook-view.ts';
 
 type Notice = 'expired' | 'malformed' | { readonly refused: string };
 
@@ -103,7 +103,6 @@ function signOut(why: Notice | null, show = true): void {
   notice = why;
   clearTimeout(expiryTimer);
   resetDeliveriesState();
-  forgetRotation();
   if (show) render(true);
 }
 
@@ -172,8 +171,8 @@ const session: Session = {
     if (failure.status === 403) markReadOnly();
     messages.showAlert(source, h('strong', null, failure.title), ' ', failure.detail);
   },
-  live(refresh) {
-    const poller = createPoller({ run: refresh, isVisible: () => document.visibilityState === 'visible' });
+  live(refresh, intervalMs) {
+    const poller = createPoller({ run: refresh, isVisible: () => document.visibilityState === 'visible', ...(intervalMs === undefined ? {} : { intervalMs }) });
     pollers.push(poller);
     poller.start();
   },

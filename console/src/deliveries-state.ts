@@ -13,6 +13,8 @@ export interface DeliveryFilters {
   /** RFC 3339 (UTC). */
   readonly since: string | null;
   readonly until: string | null;
+  /** An anticipation request id. */
+  readonly requestId: string | null;
 }
 
 export interface DeliveriesState {
@@ -23,12 +25,16 @@ export interface DeliveriesState {
   readonly page: number;
 }
 
-export const INITIAL_STATE: DeliveriesState = { filters: { status: null, since: null, until: null }, cursor: null, page: 1 };
+export const INITIAL_STATE: DeliveriesState = { filters: { status: null, since: null, until: null, requestId: null }, cursor: null, page: 1 };
 
-/** The filters of the form's values (a `<select>` value, two `datetime-local` values). */
-export function filtersFromForm(values: { status: string; since: string; until: string }): DeliveryFilters {
+/**
+ * The filters of the form's values (a `<select>` value, two `datetime-local` values, a request
+ * id: spaces around it dropped, empty for none; the API says what is wrong with one it refuses).
+ */
+export function filtersFromForm(values: { status: string; since: string; until: string; requestId: string }): DeliveryFilters {
   const status = (DELIVERY_STATUSES as readonly string[]).includes(values.status) ? (values.status as DeliveryStatus) : null;
-  return { status, since: localInputToIso(values.since), until: localInputToIso(values.until) };
+  const requestId = values.requestId.trim();
+  return { status, since: localInputToIso(values.since), until: localInputToIso(values.until), requestId: requestId === '' ? null : requestId };
 }
 
 /** New filters start again from the newest page. */
@@ -40,12 +46,13 @@ export const older = (state: DeliveriesState, nextCursor: string): DeliveriesSta
 export const newest = (state: DeliveriesState): DeliveriesState => ({ ...state, cursor: null, page: 1 });
 
 export function queryOf(state: DeliveriesState): DeliveryQuery {
-  const { status, since, until } = state.filters;
+  const { status, since, until, requestId } = state.filters;
   return {
     limit: PAGE_SIZE,
     ...(status === null ? {} : { status }),
     ...(since === null ? {} : { since }),
     ...(until === null ? {} : { until }),
+    ...(requestId === null ? {} : { request_id: requestId }),
     ...(state.cursor === null ? {} : { cursor: state.cursor }),
   };
 }
@@ -56,6 +63,15 @@ export function describe(state: DeliveriesState): string {
   if (state.filters.status !== null) parts.push(`status ${state.filters.status}`);
   if (state.filters.since !== null) parts.push(`since ${state.filters.since}`);
   if (state.filters.until !== null) parts.push(`until ${state.filters.until}`);
+  if (state.filters.requestId !== null) parts.push(`request ${state.filters.requestId}`);
   const filter = parts.length === 0 ? 'all' : parts.join(', ');
   return `Deliveries, newest first (${filter}; page ${state.page})`;
+}
+
+/**
+ * A search by request reads part of the log per call (docs/console.md): a page shorter than a
+ * full one that still has an older page means the older deliveries are not searched yet.
+ */
+export function searchGoesOn(state: DeliveriesState, rows: number, nextCursor: string | null): boolean {
+  return state.filters.requestId !== null && rows < PAGE_SIZE && nextCursor !== null;
 }

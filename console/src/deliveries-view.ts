@@ -1,6 +1,6 @@
 /** #/deliveries: the delivery log, newest first, with filters, keyset paging and recovery. */
 import { DELIVERY_STATUSES, type DeliveryPage } from './api-client.ts';
-import { describe, filtersFromForm, INITIAL_STATE, newest, older, queryOf, withFilters, type DeliveriesState } from './deliveries-state.ts';
+import { describe, filtersFromForm, INITIAL_STATE, newest, older, queryOf, searchGoesOn, withFilters, type DeliveriesState } from './deliveries-state.ts';
 import { h, headerRow, replace, scrollingTable, time } from './dom.ts';
 import { localInputToIso, msToLocalInput, NONE, orNone } from './format.ts';
 import { REFRESH_INTERVAL_MS } from './live.ts';
@@ -18,8 +18,11 @@ export function resetDeliveriesState(): void {
 
 const inputValue = (iso: string | null) => (iso === null ? '' : msToLocalInput(Date.parse(iso)));
 
-function rows(page: DeliveryPage): HTMLTableRowElement[] {
-  if (page.data.length === 0) return [h('tr', null, h('td', { colspan: DELIVERY_COLUMNS.length, class: 'empty' }, 'No deliveries match.'))];
+function rows(page: DeliveryPage, searching: boolean): HTMLTableRowElement[] {
+  if (page.data.length === 0) {
+    const text = searching ? 'No delivery of this request among the newest deliveries searched; Older searches further back.' : 'No deliveries match.';
+    return [h('tr', null, h('td', { colspan: DELIVERY_COLUMNS.length, class: 'empty' }, text))];
+  }
   return page.data.map((d) =>
     h(
       'tr',
@@ -46,17 +49,22 @@ export const deliveriesView: View = (root: HTMLElement, session: Session) => {
   const status = h('select', { id: 'filter-status', name: 'status' }, h('option', { value: '' }, 'All'), ...DELIVERY_STATUSES.map((s) => h('option', { value: s }, s)));
   const since = h('input', { id: 'filter-since', name: 'since', type: 'datetime-local' });
   const until = h('input', { id: 'filter-until', name: 'until', type: 'datetime-local' });
+  const request = h('input', { id: 'filter-request', name: 'request_id', type: 'search', maxlength: 200, autocomplete: 'off', spellcheck: 'false', class: 'mono' });
   status.value = state.filters.status ?? '';
   since.value = inputValue(state.filters.since);
   until.value = inputValue(state.filters.until);
+  request.value = state.filters.requestId ?? '';
   const filters = h(
     'form',
     { class: 'filters', 'aria-label': 'Filter deliveries' },
     h('div', { class: 'field' }, h('label', { for: 'filter-status' }, 'Status'), status),
     h('div', { class: 'field' }, h('label', { for: 'filter-since' }, 'Since'), since),
     h('div', { class: 'field' }, h('label', { for: 'filter-until' }, 'Until'), until),
+    h('div', { class: 'field' }, h('label', { for: 'filter-request' }, 'Request'), request),
     h('div', { class: 'field field-button' }, h('button', { type: 'submit' }, 'Apply')),
   );
+  // A search by request that has read only part of the log so far (see searchGoesOn).
+  const searchNote = h('p', { class: 'hint', hidden: true }, 'The search by request reads the log a part at a time: Older searches the older deliveries.');
 
   // Table and paging
   const caption = h('caption', null, describe(state));
@@ -81,13 +89,15 @@ export const deliveriesView: View = (root: HTMLElement, session: Session) => {
       table.removeAttribute('aria-busy');
       nextCursor = page.next_cursor;
       updatePaging();
-      const json = JSON.stringify(page.data);
+      const searching = searchGoesOn(state, page.data.length, page.next_cursor);
+      searchNote.hidden = !searching;
+      const json = JSON.stringify([page.data, searching]);
       if (json === shown) return;
       shown = json;
       // Keep the keyboard focus on the same delivery link across a refresh.
       const focused = document.activeElement;
       const href = focused instanceof HTMLAnchorElement && body.contains(focused) ? focused.getAttribute('href') : null;
-      replace(body, ...rows(page));
+      replace(body, ...rows(page, searching));
       if (href !== null) body.querySelector<HTMLAnchorElement>(`a[href="${CSS.escape(href)}"]`)?.focus();
     } catch (err) {
       if (disposed || mine !== sequence) return;
@@ -104,7 +114,7 @@ export const deliveriesView: View = (root: HTMLElement, session: Session) => {
 
   filters.addEventListener('submit', (event) => {
     event.preventDefault();
-    state = withFilters(state, filtersFromForm({ status: status.value, since: since.value, until: until.value }));
+    state = withFilters(state, filtersFromForm({ status: status.value, since: since.value, until: until.value, requestId: request.value }));
     nextCursor = null;
     reload();
   });
@@ -159,6 +169,7 @@ export const deliveriesView: View = (root: HTMLElement, session: Session) => {
     filters,
     h('p', { class: 'hint' }, `The table refreshes itself every ${REFRESH_INTERVAL_MS / 1000} seconds.`),
     scrollingTable(table, 'Deliveries'),
+    searchNote,
     h('nav', { class: 'paging', 'aria-label': 'Pages of deliveries' }, newestButton, olderButton, pageLabel),
     h(
       'section',

@@ -1,5 +1,5 @@
 /** #/deliveries/ID: one delivery, its attempts, how to verify it, and Replay. */
-import type { DeliveryAttempt, DeliveryDetail } from './api-client.ts';
+import type { DeliveryAttempt, DeliveryDetail, DeliveryRequest } from './api-client.ts';
 import { h, headerRow, replace, scrollingTable, time, type Child } from './dom.ts';
 import { formatDuration, formatRelative, NONE, orNone } from './format.ts';
 import { deliveryHref } from './route.ts';
@@ -53,6 +53,74 @@ function attemptRows(d: DeliveryDetail): HTMLTableRowElement[] {
   );
 }
 
+/** The headers that change with the time they are made (webhook-timestamp and the signature over it). */
+const TIMED_HEADERS = new Set(['webhook-timestamp', 'webhook-signature']);
+
+/** What the request section shows but for its time: when only the time changed, the section is updated in place. */
+const requestShape = (r: DeliveryRequest) => JSON.stringify([r.url, r.body, r.signature, Object.keys(r.headers), Object.entries(r.headers).filter(([name]) => !TIMED_HEADERS.has(name))]);
+
+/**
+ * "The request as sent": every header and the exact body. The timestamp and the signature are
+ * made when the API answers (attempts do not record their own), which the text says; the values
+ * of those two are updated in place on each refresh, so that a reader's selection elsewhere in
+ * the section stays.
+ */
+function requestSection() {
+  const note = h('p');
+  const line = h('p', { class: 'request-line' });
+  const headersBody = h('tbody');
+  const body = h('pre', { class: 'request-body', tabindex: 0, 'aria-label': 'Request body' });
+  const section = h(
+    'section',
+    { class: 'request', 'aria-labelledby': 'request-heading' },
+    h('h2', { id: 'request-heading' }, 'The request as sent'),
+    note,
+    line,
+    h('div', { class: 'table-wrap', role: 'region', 'aria-label': 'Request headers', tabindex: 0 }, h('table', { class: 'headers' }, h('caption', null, 'Headers'), headerRow(['Header', 'Value']), headersBody)),
+    h('h3', null, 'Body'),
+    body,
+  );
+  section.hidden = true;
+  let shape: string | null = null;
+  const timed = new Map<string, HTMLElement>();
+  return {
+    element: section,
+    show(r: DeliveryRequest): void {
+      section.hidden = false;
+      const next = requestShape(r);
+      if (next === shape) {
+        for (const [name, cell] of timed) cell.textContent = r.headers[name] ?? '';
+        replace(note, ...noteText(r));
+        return;
+      }
+      shape = next;
+      replace(note, ...noteText(r));
+      replace(line, h('span', { class: 'method' }, r.method), ' ', h('span', { class: 'url' }, r.url));
+      timed.clear();
+      replace(
+        headersBody,
+        ...Object.entries(r.headers).map(([name, value]) => {
+          const cell = h('td', { class: 'header-value', 'data-header': name }, value);
+          if (TIMED_HEADERS.has(name)) timed.set(name, cell);
+          return h('tr', null, h('th', { scope: 'row', class: 'mono' }, name), cell);
+        }),
+      );
+      body.textContent = r.body;
+    },
+  };
+}
+
+function noteText(r: DeliveryRequest): Child[] {
+  const base: Child[] = [
+    'Every attempt and replay sends this body and webhook-id. Attempts do not record their own webhook-timestamp, so the timestamp and the signature below are those of a request signed at ',
+    time(r.signed_at),
+    ', as the next attempt would carry them',
+  ];
+  if (r.signature === 'included') return [...base, ': they verify against this body with the webhook’s secret.'];
+  if (r.signature === 'withheld') return [...base, '. The signature is shown to admins only: a fresh one would let whoever holds it have the receiver accept this request.'];
+  return [...base, '. This webhook does not sign its requests (signing is off).'];
+}
+
 function verifySection(eventId: () => string): HTMLElement {
   const idText = h('code', null, eventId());
   return h(
@@ -83,6 +151,7 @@ export function deliveryView(id: number) {
     let detail: DeliveryDetail | null = null;
     const verify = verifySection(() => detail?.event_id ?? '…');
     verify.hidden = true;
+    const request = requestSection();
 
     const load = async (): Promise<void> => {
       try {
@@ -91,7 +160,9 @@ export function deliveryView(id: number) {
         messages.clearAlert('load');
         list.removeAttribute('aria-busy');
         detail = answer;
-        const json = JSON.stringify(answer);
+        request.show(answer.request);
+        // The request's time changes on every answer: the rest is redrawn only when it changed.
+        const json = JSON.stringify({ ...answer, request: null });
         if (json === shown) return;
         shown = json;
         replace(list, ...facts(answer));
@@ -134,6 +205,7 @@ export function deliveryView(id: number) {
       h('div', { class: 'actions' }, replayButton),
       h('h2', null, 'Attempts'),
       scrollingTable(attempts, 'Attempts'),
+      request.element,
       verify,
       dialog.element,
     );

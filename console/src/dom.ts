@@ -54,3 +54,13 @@ export function scrollingTable(table: HTMLTableElement, label: string): HTMLElem
 export function headerRow(names: readonly string[]): HTMLTableSectionElement {
   return h('thead', null, h('tr', null, ...names.map((name) => h('th', { scope: 'col' }, name))));
 }
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+/** An SVG element with attributes (presentation attributes, never `style`: the CSP allows no inline style) and children. */
+export function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number> | null = null, ...children: Child[]): SVGElementTagNameMap[K] {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs ?? {})) el.setAttribute(name, String(value));
+  add(el, ...children);
+  return el;
+}

@@ -59,8 +59,8 @@ export interface Session {
   onReadOnly(listener: () => void): () => void;
   /** Shows what a failed call means (signs out on 401, viewer mode on 403). */
   fail(error: unknown, messages: Messages, source: Source): void;
-  /** Runs `refresh` every REFRESH_INTERVAL_MS while the view is shown and the page visible. */
-  live(refresh: () => Promise<void>): void;
+  /** Runs `refresh` every `intervalMs` (REFRESH_INTERVAL_MS by default) while the view is shown and the page visible. */
+  live(refresh: () => Promise<void>, intervalMs?: number): void;
 }
 
 export type Cleanup = () => void;

@@ -1,23 +1,18 @@
 /** #/webhook: the organization's webhook, its health, test event and secret rotation. */
 import type { SecretRotation, Webhook } from './api-client.ts';
+import { chartSection, CHART_REFRESH_MS } from './chart-view.ts';
 import { h, replace, time, type Child } from './dom.ts';
 import { deliveryHref } from './route.ts';
 import { actionGuard, confirmDialog, createMessages, heading, type Session, type View } from './ui.ts';
-
-/** The last rotation made from this page (the API does not report rotations in get_webhook). */
-let lastRotation: { previousExpiresAt: string } | null = null;
-
-export function forgetRotation(): void {
-  lastRotation = null;
-}
 
 function row(term: string, ...value: Child[]): HTMLElement[] {
   return [h('dt', null, term), h('dd', null, ...value)];
 }
 
-function rotationState(webhook: Webhook, nowMs: number): Child[] {
-  const until = webhook.previous_secret_expires_at ?? lastRotation?.previousExpiresAt ?? null;
-  if (typeof until === 'string' && Date.parse(until) > nowMs) return ['rotated; the previous secret keeps signing until ', time(until)];
+/** The rotation under way, as GET /webhook/get_webhook says (whoever rotated, from wherever). */
+function rotationState(webhook: Webhook): Child[] {
+  const until = webhook.previous_secret_expires_at;
+  if (until !== null) return ['rotated; the previous secret keeps signing until ', time(until)];
   if (!webhook.active_hmac) return ['none (signing is off)'];
   return ['none'];
 }
@@ -30,7 +25,7 @@ function facts(webhook: Webhook): HTMLElement[] {
     ...row('Status', h('span', { class: `badge badge-${webhook.status}` }, webhook.status), ' ', h('span', { class: 'detail' }, webhook.status_detail)),
     ...row('Last success', time(webhook.last_success_at)),
     ...row('Last failure', ...(lastError === null ? [time(null)] : [time(lastError.at), ': ', lastError.error])),
-    ...row('Secret rotation', ...rotationState(webhook, Date.now())),
+    ...row('Secret rotation', ...rotationState(webhook)),
   ];
 }
 
@@ -96,7 +91,6 @@ export const webhookView: View = (root: HTMLElement, session: Session) => {
           const rotation = await session.api.rotateSecret();
           if (disposed) return;
           messages.clearAlert();
-          lastRotation = { previousExpiresAt: rotation.previous_secret_expires_at };
           showSecret(rotation);
           webhook = null; // redraw the rotation state
           await load();
@@ -147,6 +141,10 @@ export const webhookView: View = (root: HTMLElement, session: Session) => {
     dialog.open();
   });
 
+  const chart = chartSection(session.api, (err) => {
+    if (!disposed) session.fail(err, messages, 'load');
+  });
+
   root.append(
     heading('Webhook'),
     messages.alert,
@@ -155,13 +153,17 @@ export const webhookView: View = (root: HTMLElement, session: Session) => {
     list,
     h('div', { class: 'actions' }, sendTest, rotate, disable, enable),
     secretBox,
+    chart.element,
     dialog.element,
     disableDialog.element,
   );
   void load();
+  void chart.load();
   session.live(load);
+  session.live(() => chart.load(), CHART_REFRESH_MS);
   return () => {
     disposed = true;
     guard.dispose();
+    chart.dispose();
   };
 };

@@ -21,6 +21,7 @@ import { registerUserRoutes } from './routes/users.ts';
 import { registerWebhookRoutes } from './routes/webhook.ts';
 import { registerDeliveryRoutes } from './routes/deliveries.ts';
 import type { DeliveryService } from '../services/deliveries.ts';
+import type { DeliveryLogService } from '../services/delivery-log.ts';
 import { metricsHandler, type MetricsEndpoint } from './metrics.ts';
 import { whenUnlocked } from '../store/lock-wait.ts';
 import { registerConsoleRoutes } from './console.ts';
@@ -30,7 +31,13 @@ export interface ApiDeps {
   readonly keys: AuthKeys;
   readonly clock: Clock;
   readonly log: Logger;
-  readonly services: { readonly roles: RoleService; readonly users: UserService; readonly webhooks: WebhookService; readonly deliveries: DeliveryService };
+  readonly services: {
+    readonly roles: RoleService;
+    readonly users: UserService;
+    readonly webhooks: WebhookService;
+    readonly deliveries: DeliveryService;
+    readonly deliveryLog: DeliveryLogService;
+  };
   /** Readiness: throws, returns false or says why not while the relay cannot serve (database gone or unwritable, shutting down). */
   readonly isReady: () => boolean | NotReady | Promise<boolean | NotReady>;
   /** GET /metrics on this listener, when the metrics are served here. */

@@ -2,6 +2,7 @@ import type { Config } from '../config/load.ts';
 import { createNetworkPolicies } from '../domain/address-policy.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createDeliveryService } from './deliveries.ts';
+import { createDeliveryLogService } from './delivery-log.ts';
 import type { Store } from '../store/store.ts';
 import { createOrgService } from './orgs.ts';
 import { createRoleService } from './roles.ts';
@@ -10,6 +11,7 @@ import { createUserService } from './users.ts';
 import { createTargetCheck } from './webhook-target.ts';
 import { createWebhookService } from './webhooks.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
+import { DELIVERY_USER_AGENT } from '../version.ts';
 
 /**
  * The core operations shared by the admin API and the CLI. `work` hears of every change that
@@ -27,7 +29,8 @@ export function createServices(store: Store, config: Pick<Config, 'delivery'>, l
     disableAfterMs: config.delivery.disableAfter,
     secretRotationGraceMs: config.delivery.secretRotationGrace,
   }, work);
+  const deliveryLog = createDeliveryLogService(store, { userAgent: DELIVERY_USER_AGENT });
   const status = createStatusService(store, { disableAfterMs: config.delivery.disableAfter });
-  return { orgs, roles, users, webhooks, deliveries, status };
+  return { orgs, roles, users, webhooks, deliveries, deliveryLog, status };
 }
 export type Services = ReturnType<typeof createServices>;

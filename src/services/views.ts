@@ -1,5 +1,6 @@
 import type { Webhook } from '../domain/types.ts';
 import type { DeliveryRow } from '../store/repos.ts';
+import type { AttemptStats } from './delivery-log.ts';
 import { publicStatus, TEST_EVENT_TYPE } from './deliveries.ts';
 import type { WebhookHealthReport } from './webhooks.ts';
 
@@ -45,5 +46,26 @@ export function webhookHealthView(h: WebhookHealthReport) {
     last_success_at: iso(h.lastSuccessAt),
     disabled_reason: h.disabledReason,
     last_error: h.lastFailure === null ? null : { at: iso(h.lastFailure.at), status_code: h.lastFailure.statusCode, error: h.lastFailure.error },
+  };
+}
+
+/**
+ * A secret rotation under way (GET /webhook/get_webhook): until when the previous secret keeps
+ * signing beside the new one, null when no rotation's grace period is running.
+ */
+export function secretRotationView(previousSecretExpiresAt: number | null) {
+  return { previous_secret_expires_at: iso(previousSecretExpiresAt) };
+}
+
+/** GET /webhook/stats: attempts per bucket of the window, oldest first, with the window's totals. */
+export function attemptStatsView(stats: AttemptStats) {
+  return {
+    window: stats.window,
+    bucket_seconds: stats.bucketMs / 1000,
+    from: iso(stats.from),
+    until: iso(stats.until),
+    succeeded: stats.buckets.reduce((sum, b) => sum + b.succeeded, 0),
+    failed: stats.buckets.reduce((sum, b) => sum + b.failed, 0),
+    buckets: stats.buckets.map((b) => ({ start: iso(b.start), succeeded: b.succeeded, failed: b.failed })),
   };
 }

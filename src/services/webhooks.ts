@@ -103,13 +103,19 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
       return webhook;
     },
 
-    /** The organization's webhook with why it has its status (GET /webhook/get_webhook, `hookrelay status`). */
-    getWithHealth(orgId: string): Promise<{ webhook: Webhook; health: WebhookHealthReport }> {
+    /**
+     * The organization's webhook with why it has its status (GET /webhook/get_webhook, `hookrelay
+     * status`), and until when the previous secret keeps signing (epoch ms; null unless a
+     * rotation's grace period is under way and the webhook signs).
+     */
+    getWithHealth(orgId: string): Promise<{ webhook: Webhook; health: WebhookHealthReport; previousSecretExpiresAt: number | null }> {
       return store.read(async (tx) => {
         const webhook = await tx.webhooks.get(orgId);
         const health = await tx.webhooks.health(orgId);
         if (!webhook || !health) throw notConfigured(orgId);
-        return { webhook, health: await healthReport(tx, { ...webhook, ...health }, options.disableAfterMs) };
+        const expires = await tx.webhooks.previousSecretExpiresAt(orgId);
+        const previousSecretExpiresAt = webhook.activeHmac && expires !== null && expires > store.clock.now() ? expires : null;
+        return { webhook, health: await healthReport(tx, { ...webhook, ...health }, options.disableAfterMs), previousSecretExpiresAt };
       });
     },
 

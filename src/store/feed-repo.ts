@@ -18,9 +18,15 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
   const eventById = db.prepare<[string], { id: string; org_id: string; anticipation_request_id: string; payload: string; occurred_at: number }>(
     'SELECT id, org_id, anticipation_request_id, payload, occurred_at FROM events WHERE id = ?',
   );
-  const newestReceivedAt = db.prepare<[], { received_at: number }>('SELECT received_at FROM events ORDER BY seq DESC LIMIT 1');
+  // The newest event's time and the newest delivery's queue time (a replay or a recovery queues
+  // deliveries without storing an event): two primary-key lookups.
+  const newestStoredAt = db.prepare<[], { at: number }>(`
+    SELECT max(coalesce((SELECT received_at FROM events ORDER BY seq DESC LIMIT 1), 0),
+      coalesce((SELECT created_at FROM deliveries ORDER BY id DESC LIMIT 1), 0)) AS at`);
   const firstAtOrAfter = db.prepare<[number], { seq: number; received_at: number }>('SELECT seq, received_at FROM events WHERE seq >= ? ORDER BY seq LIMIT 1');
-  const seqBounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT min(seq) AS lo, max(seq) AS hi FROM events');
+  // Two subqueries: SQLite reads min() or max() from the end of the primary key only when it is
+  // the query's one aggregate; `SELECT min(seq), max(seq)` reads the whole table.
+  const seqBounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT (SELECT min(seq) FROM events) AS lo, (SELECT max(seq) FROM events) AS hi');
   const insertReject = db.prepare<[string, number | null, number, Buffer, string, string, string | null, number]>(`
     INSERT INTO feed_rejects (source, position, line_bytes, raw, reason, detail, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
   const getPosition = db.prepare<[string], PositionRow>(
@@ -84,13 +90,14 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
       return found;
     },
     /**
-     * The time (epoch ms) the next stored event is received at: `now`, or the newest event's
-     * time if the clock is behind it (stepped back, or another process's clock). Keeps
-     * received_at non-decreasing along seq, which seqRange relies on. Call inside the write
-     * transaction that inserts.
+     * The time (epoch ms) the next stored event is received at, or the next delivery queued:
+     * `now`, or the newest event's or delivery's time if the clock is behind it (stepped back,
+     * or another process's clock). Keeps received_at non-decreasing along seq, which seqRange
+     * relies on, and created_at along the delivery id, which the delivery log's time windows
+     * rely on (DeliveriesRepo.idsCreated). Call inside the write transaction that inserts.
      */
     receivedAt(now: number): number {
-      return Math.max(now, newestReceivedAt.get()?.received_at ?? 0);
+      return Math.max(now, newestStoredAt.get()?.at ?? 0);
     },
     /**
      * The seqs of events received in [since, until) (epoch ms) as a half-open range

@@ -68,11 +68,35 @@ export interface AttemptRow {
 
 export interface ListFilter {
   readonly status?: DeliveryStatus | 'failed' | undefined;
+  /** Queued at or after (epoch ms). */
   readonly since?: number | undefined;
+  /** Queued before (epoch ms). */
   readonly until?: number | undefined;
   /** Cursor: only deliveries with a smaller id (newest first). */
   readonly beforeId?: number | undefined;
+  /**
+   * Only deliveries with this id or a larger one. A time window becomes this and beforeId
+   * (DeliveriesRepo.idsCreated), so that a page deep in a large log is found without reading
+   * the newer deliveries first.
+   */
+  readonly fromId?: number | undefined;
+  /**
+   * Only deliveries of this anticipation request. No index holds deliveries by request (one
+   * would be written at a random place for every ingested event), so the deliveries with ids
+   * in [fromId, beforeId) are read one by one: the caller bounds that range.
+   */
+  readonly requestId?: string | undefined;
   readonly limit: number;
+}
+
+/** Attempts of one bucket of time (see DeliveriesRepo.attemptCounts). */
+export interface AttemptCount {
+  /** The bucket's number: 0 for the one starting at the window's start. */
+  readonly bucket: number;
+  /** Attempts that delivered (a 2xx answer). */
+  readonly succeeded: number;
+  /** Every other attempt: an error answer, a timeout, a connection failure, a refusal. */
+  readonly failed: number;
 }
 
 
@@ -263,6 +287,15 @@ export interface UsersRepo {
   countOthersWithPermission(orgId: string, exceptUserId: number, permission: Permission): Promise<number>;
 }
 
+/** Where a webhook's requests go and what signs them: only services that sign a request load it. */
+export interface WebhookSigningKeys {
+  readonly url: string;
+  readonly activeHmac: boolean;
+  readonly secret: string | null;
+  readonly previousSecret: string | null;
+  readonly previousSecretExpiresAt: number | null;
+}
+
 export interface WebhooksRepo {
   /** The webhook without its secret: what every read path gets. */
   get(orgId: string): Promise<Webhook | null>;
@@ -290,6 +323,13 @@ export interface WebhooksRepo {
   setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): Promise<WebhookStatusChange | null>;
   /** The current secret becomes the previous one (signing until `previousExpiresAt`); `secret` becomes current. */
   rotateSecret(orgId: string, secret: string, previousExpiresAt: number, now: number): Promise<void>;
+  /**
+   * Until when (epoch ms) the previous secret of the organization's webhook keeps signing, as
+   * rotateSecret stored it; null when it was never rotated (or has no webhook). Never a secret.
+   */
+  previousSecretExpiresAt(orgId: string): Promise<number | null>;
+  /** The URL and the secrets of the organization's webhook (see signingSecrets), or null when it has none. */
+  signingKeys(orgId: string): Promise<WebhookSigningKeys | null>;
   /** Creates or replaces the organization's one webhook; status goes back to active. */
   upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number): Promise<void>;
 }
@@ -321,9 +361,11 @@ export interface FeedRepo {
   /** The stored columns of the events with these ids (what their webhook bodies are built from), by id. */
   storedEvents(ids: readonly string[]): Promise<Map<string, StoredEvent>>;
   /**
-   * The time (epoch ms) the next stored event is received at: `now`, or the newest event's
-   * time if the clock is behind it. Keeps received_at non-decreasing along seq, which seqRange
-   * relies on. Call inside the write transaction that inserts.
+   * The time (epoch ms) the next stored event is received at, or the next delivery queued (every
+   * writer that queues deliveries takes their created_at from here): `now`, or the newest
+   * event's or delivery's time if the clock is behind it. Keeps received_at non-decreasing along
+   * seq, which seqRange relies on, and created_at along the delivery id, which
+   * DeliveriesRepo.idsCreated relies on. Call inside the write transaction that inserts.
    */
   receivedAt(now: number): Promise<number>;
   /** The seqs of events received in [since, until) (epoch ms), as a half-open range [from, to). */
@@ -380,8 +422,28 @@ export interface DeliveriesRepo {
   release(ids: readonly number[], now: number): Promise<void>;
   get(orgId: string, id: number): Promise<DeliveryRow | null>;
   attempts(deliveryId: number): Promise<AttemptRow[]>;
-  /** Newest first. `status` is the public status: `pending` is never attempted, `failed` attempted and waiting for a retry. */
+  /**
+   * Newest first. `status` is the public status: `pending` is never attempted, `failed` attempted
+   * and waiting for a retry. Each part of the log (fresh, pending and tried, delivered, dead) is
+   * read newest first through its own index, within [fromId, beforeId), and the parts merged:
+   * a page costs the same at the front of the log and deep in it.
+   */
   list(orgId: string, f: ListFilter): Promise<DeliveryRow[]>;
+  /**
+   * The ids of the deliveries queued in [since, until) (epoch ms; null: unbounded on that side),
+   * as a half-open range [from, to): a binary search over the delivery id, in O(log n)
+   * primary-key lookups, as seqRange over seq, since created_at never decreases along the id
+   * (see FeedRepo.receivedAt). Deliveries of every organization: the range bounds a read of one
+   * organization's. `{ from: 0, to: 0 }` when there is no delivery.
+   */
+  idsCreated(since: number | null, until: number | null): Promise<{ from: number; to: number }>;
+  /**
+   * The organization's attempts that started in [from, to) (epoch ms), counted per bucket of
+   * `bucketMs` from `from`; buckets without attempts are left out. Read through
+   * delivery_attempts_started: the window's attempts of every organization, each kept or not by
+   * its delivery's organization.
+   */
+  attemptCounts(orgId: string, from: number, to: number, bucketMs: number): Promise<AttemptCount[]>;
   eventOf(deliveryId: number): Promise<{ eventSeq: number; orderingKey: number } | null>;
   hasPendingDelivery(eventSeq: number): Promise<boolean>;
   /** Events of the organization with seq in [from, to) that were never delivered and are not queued. */

@@ -1,6 +1,6 @@
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../domain/types.ts';
 import type { Db } from './db.ts';
-import type { WebhooksRepo, WebhookHealth, WebhookStatusChange, WebhookWithHealth } from './repos.ts';
+import type { WebhooksRepo, WebhookHealth, WebhookSigningKeys, WebhookStatusChange, WebhookWithHealth } from './repos.ts';
 import { toWebhook } from './rows.ts';
 import type { Sync } from './sync-repo.ts';
 
@@ -58,6 +58,7 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
   const rotate = db.prepare<{ org: string; secret: string; expires: number; now: number }>(`
     UPDATE webhooks SET previous_secret = secret, previous_secret_expires_at = @expires, secret = @secret, updated_at = @now
     WHERE org_id = @org`);
+  const previousExpiresAt = db.prepare<[string], { at: number | null }>('SELECT previous_secret_expires_at AS at FROM webhooks WHERE org_id = ? AND previous_secret IS NOT NULL');
   const upsert = db.prepare<{ org_id: string; url: string; active_hmac: number; secret: string | null; now: number }>(`
     INSERT INTO webhooks (org_id, url, active_hmac, secret, status, created_at, updated_at)
     VALUES (@org_id, @url, @active_hmac, @secret, 'active', @now, @now)
@@ -123,6 +124,15 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     /** The current secret becomes the previous one (signing until `previousExpiresAt`); `secret` becomes current. */
     rotateSecret(orgId: string, secret: string, previousExpiresAt: number, now: number): void {
       rotate.run({ org: orgId, secret, expires: previousExpiresAt, now });
+    },
+    signingKeys(orgId: string): WebhookSigningKeys | null {
+      const row = byOrg.get(orgId);
+      return row
+        ? { url: row.url, activeHmac: row.active_hmac === 1, secret: row.secret, previousSecret: row.previous_secret, previousSecretExpiresAt: row.previous_secret_expires_at }
+        : null;
+    },
+    previousSecretExpiresAt(orgId: string): number | null {
+      return previousExpiresAt.get(orgId)?.at ?? null;
     },
     /** Creates or replaces the organization's one webhook; status goes back to active. */
     upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number): void {

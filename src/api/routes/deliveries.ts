@@ -3,11 +3,16 @@ import { validationError, type InvalidParam } from '../../domain/errors.ts';
 import { Permission } from '../../domain/permissions.ts';
 import type { AttemptRow } from '../../store/repos.ts';
 import type { DeliveryService } from '../../services/deliveries.ts';
-import { deliveryView } from '../../services/views.ts';
+import { STATS_WINDOWS, type DeliveryLogService, type RequestAsSent, type StatsWindow } from '../../services/delivery-log.ts';
+import { attemptStatsView, deliveryView } from '../../services/views.ts';
 import type { SecuredRouter } from '../secured-router.ts';
 
 const STATUSES = ['pending', 'failed', 'delivered', 'dead'] as const;
 const MAX_PAGE = 200;
+/** An anticipation request id as the feed accepts one (domain/feed-event.ts). */
+const MAX_REQUEST_ID = 200;
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+const WINDOWS = Object.keys(STATS_WINDOWS) as StatsWindow[];
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 function attemptView(a: AttemptRow) {
@@ -34,6 +39,19 @@ function parseTime(name: string, value: unknown, invalid: InvalidParam[]): numbe
   return ms;
 }
 
+function parseRequestId(value: string | undefined, invalid: InvalidParam[]): string | undefined {
+  if (value === undefined) return undefined;
+  if (value === '' || [...value].length > MAX_REQUEST_ID || CONTROL_CHARACTER.test(value)) {
+    invalid.push({ name: 'request_id', reason: `must be an anticipation request id: 1 to ${MAX_REQUEST_ID} characters, no control characters` });
+    return undefined;
+  }
+  return value;
+}
+
+function requestView(r: RequestAsSent) {
+  return { method: 'POST', url: r.url, headers: r.headers, body: r.body, signed_at: iso(r.signedAt), signature: r.signature };
+}
+
 function deliveryId(ctx: Context): number {
   const raw = (ctx as Context & { params: Record<string, string> }).params.id ?? '';
   if (!/^\d{1,15}$/.test(raw)) throw validationError('the delivery id must be a positive integer', [{ name: 'id', reason: 'must be a positive integer' }]);
@@ -44,7 +62,7 @@ function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-export function registerDeliveryRoutes(router: SecuredRouter, services: { deliveries: DeliveryService }, lockWait: { readonly maxWaitMs?: number }): void {
+export function registerDeliveryRoutes(router: SecuredRouter, services: { deliveries: DeliveryService; deliveryLog: DeliveryLogService }, lockWait: { readonly maxWaitMs?: number }): void {
   router.route(['GET'], '/webhook/deliveries', Permission.webhookRead, async (ctx, principal) => {
     const invalid: InvalidParam[] = [];
     const q = ctx.query;
@@ -52,6 +70,7 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
     if (status !== undefined && !(STATUSES as readonly string[]).includes(status)) invalid.push({ name: 'status', reason: `must be one of ${STATUSES.join(', ')}` });
     const since = parseTime('since', single(q.since), invalid);
     const until = parseTime('until', single(q.until), invalid);
+    const requestId = parseRequestId(single(q.request_id), invalid);
     const limitText = single(q.limit) ?? '50';
     const limit = Number(limitText);
     if (!/^\d+$/.test(limitText) || limit < 1 || limit > MAX_PAGE) invalid.push({ name: 'limit', reason: `must be an integer from 1 to ${MAX_PAGE}` });
@@ -63,23 +82,33 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
       else beforeId = Number(decoded);
     }
     if (invalid.length > 0) throw validationError('the query is invalid', invalid);
-    const rows = await services.deliveries.list(principal.orgId, {
+    const page = await services.deliveryLog.page(principal.orgId, {
       status: status as (typeof STATUSES)[number] | undefined,
       since,
       until,
       beforeId,
-      limit: limit + 1,
+      requestId,
+      limit,
     });
-    const page = rows.slice(0, limit);
     ctx.body = {
-      data: page.map(deliveryView),
-      next_cursor: rows.length > limit ? Buffer.from(String(page[page.length - 1]!.id)).toString('base64url') : null,
+      data: page.deliveries.map(deliveryView),
+      next_cursor: page.nextBeforeId === null ? null : Buffer.from(String(page.nextBeforeId)).toString('base64url'),
     };
   });
 
   router.route(['GET'], '/webhook/deliveries/:id', Permission.webhookRead, async (ctx, principal) => {
-    const { delivery, attempts } = await services.deliveries.get(principal.orgId, deliveryId(ctx));
-    ctx.body = { ...deliveryView(delivery), attempt_log: attempts.map(attemptView) };
+    // The signature only to those who may read the secret (see DeliveryLogService.detail).
+    const withSignature = principal.permissions.includes(Permission.webhookManage);
+    const { delivery, attempts, request } = await services.deliveryLog.detail(principal.orgId, deliveryId(ctx), withSignature);
+    ctx.body = { ...deliveryView(delivery), attempt_log: attempts.map(attemptView), request: requestView(request) };
+  });
+
+  router.route(['GET'], '/webhook/stats', Permission.webhookRead, async (ctx, principal) => {
+    const window = single(ctx.query.window) ?? '1h';
+    if (!(WINDOWS as string[]).includes(window)) {
+      throw validationError('the query is invalid', [{ name: 'window', reason: `must be one of ${WINDOWS.join(', ')}` }]);
+    }
+    ctx.body = attemptStatsView(await services.deliveryLog.attemptStats(principal.orgId, window as StatsWindow));
   });
 
   router.route(['POST'], '/webhook/deliveries/:id/replay', Permission.webhookManage, async (ctx, principal) => {

@@ -1,5 +1,5 @@
 import { Permission } from '../../domain/permissions.ts';
-import { webhookHealthView, webhookView } from '../../services/views.ts';
+import { secretRotationView, webhookHealthView, webhookView } from '../../services/views.ts';
 import type { WebhookService } from '../../services/webhooks.ts';
 import type { DeliveryService } from '../../services/deliveries.ts';
 import type { SecuredRouter } from '../secured-router.ts';
@@ -30,8 +30,8 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
   );
 
   router.route(['GET'], '/webhook/get_webhook', Permission.webhookRead, async (ctx, principal) => {
-    const { webhook, health } = await services.webhooks.getWithHealth(principal.orgId);
-    ctx.body = { ...webhookView(webhook), ...webhookHealthView(health) };
+    const { webhook, health, previousSecretExpiresAt } = await services.webhooks.getWithHealth(principal.orgId);
+    ctx.body = { ...webhookView(webhook), ...webhookHealthView(health), ...secretRotationView(previousSecretExpiresAt) };
   });
 
   router.route(['GET'], '/webhook/get_secret', Permission.webhookManage, async (ctx, principal) => {
@@ -43,11 +43,12 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
   for (const [action, enabled] of [['disable', false], ['enable', true]] as const) {
     router.route(['POST'], `/webhook/${action}`, Permission.webhookManage, async (ctx, principal) => {
       await services.deliveries.setEnabled(principal.orgId, enabled);
-      const { webhook, health } = await services.webhooks.getWithHealth(principal.orgId);
+      const { webhook, health, previousSecretExpiresAt } = await services.webhooks.getWithHealth(principal.orgId);
       ctx.body = {
         message: enabled ? 'Webhook enabled: held deliveries go out' : 'Webhook disabled: its deliveries are held, not dropped, until it is enabled',
         ...webhookView(webhook),
         ...webhookHealthView(health),
+        ...secretRotationView(previousSecretExpiresAt),
       };
     });
   }

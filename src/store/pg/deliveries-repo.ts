@@ -2,6 +2,7 @@ import { EVENT_TYPE } from '../../domain/feed-event.ts';
 import {
   DeliveryStatus,
   RECENT_FAILURE_WINDOW,
+  type AttemptCount,
   type AttemptRow,
   type AttemptToStore,
   type ClaimTurn,
@@ -12,6 +13,7 @@ import {
   type ListFilter,
   type Settlement,
 } from '../repos.ts';
+import { listParams, listSql, type ListParams } from '../delivery-log.ts';
 import { ATTEMPT_COLUMNS, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
 import { createPgFeedRepo } from './feed-repo.ts';
@@ -104,6 +106,46 @@ export const PG_QUEUE_GAUGE_SQL = {
     WHERE org_id = ANY($1::text[]) AND status = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > $2 AND leased_by IS DISTINCT FROM $3
     GROUP BY org_id`,
 } as const;
+
+/**
+ * idsCreated's binary search over the delivery id, as feed-repo.ts's SEQ_RANGE over seq: for
+ * each bound t ($1 as k = 0, $2 as k = 1) the smallest id i in [min(id), max(id) + 1] such that
+ * the first delivery at or after i was queued at or after t, one primary-key lookup a step.
+ * The bounds are float8, so that an unbounded side is -Infinity or Infinity.
+ */
+const ID_RANGE = `WITH RECURSIVE bounds AS (
+    SELECT min(id) AS lo, max(id) AS hi FROM deliveries
+  ), search (k, t, low, high) AS (
+    SELECT w.k, w.t, b.lo, b.hi + 1 FROM bounds b CROSS JOIN (VALUES (0, $1::float8), (1, $2::float8)) AS w (k, t) WHERE b.lo IS NOT NULL
+    UNION ALL
+    SELECT s.k, s.t,
+      CASE WHEN r.id IS NULL OR r.created_at >= s.t THEN s.low ELSE r.id + 1 END,
+      CASE WHEN r.id IS NULL OR r.created_at >= s.t THEN (s.low + s.high) / 2 ELSE s.high END
+    FROM search s
+    LEFT JOIN LATERAL (SELECT d.id, d.created_at FROM deliveries d WHERE d.id >= (s.low + s.high) / 2 ORDER BY d.id LIMIT 1) r ON true
+    WHERE s.low < s.high
+  )
+  SELECT k, low FROM search WHERE low >= high`;
+
+/** attemptCounts, as on SQLite (see ../deliveries-repo.ts), exported for the EXPLAIN checks. */
+export const PG_ATTEMPT_COUNTS_SQL = `
+  SELECT ((a.started_at - $2::bigint) / $4::bigint)::int AS bucket,
+    count(*) FILTER (WHERE a.outcome = 'delivered')::int AS succeeded,
+    count(*) FILTER (WHERE a.outcome <> 'delivered')::int AS failed
+  FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
+  WHERE a.started_at >= $2::bigint AND a.started_at < $3::bigint AND d.org_id = $1
+  GROUP BY 1 ORDER BY 1`;
+
+/**
+ * The delivery log's statement for a filter, as on SQLite (listSql), with its parameters
+ * numbered in the order they first appear, and their values (exported for the EXPLAIN checks).
+ */
+export function pgListStatement(orgId: string, f: ListFilter): { sql: string; values: unknown[] } {
+  const params = listParams(orgId, f);
+  const used: Array<keyof ListParams> = [];
+  const sql = listSql(f, (name) => `$${(used.includes(name) ? used.indexOf(name) : used.push(name) - 1) + 1}`, ROW_COLUMNS);
+  return { sql, values: used.map((name) => params[name]) };
+}
 
 const nullableText = (text: string | null): string | null => (text === null ? null : withoutNul(text));
 
@@ -248,38 +290,25 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       const { rows } = await db.query<AttemptLogRow>(`SELECT ${ATTEMPT_COLUMNS} FROM delivery_attempts WHERE delivery_id = $1 ORDER BY id`, [deliveryId]);
       return rows.map(toAttempt);
     },
-    /** As on SQLite: fresh deliveries and the others read apart, each newest first up to the limit, then merged. */
     async list(orgId: string, f: ListFilter): Promise<DeliveryRow[]> {
-      const pendingRow = f.status === 'failed' || f.status === 'pending';
-      const { rows } = await db.query<DeliveryLogRow>(
-        `SELECT ${ROW_COLUMNS}
-         FROM (
-           (SELECT d.id FROM deliveries d
-             WHERE $2::boolean AND d.org_id = $1 AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL
-               AND ($5::bigint IS NULL OR d.created_at >= $5) AND ($6::bigint IS NULL OR d.created_at < $6) AND ($7::bigint IS NULL OR d.id < $7)
-             ORDER BY d.id DESC LIMIT $8)
-           UNION ALL
-           (SELECT d.id FROM deliveries d
-             WHERE d.org_id = $1 AND (d.status <> 'pending' OR d.attempts > 0 OR d.lease_expires_at IS NOT NULL)
-               AND ($3::text IS NULL OR d.status = $3)
-               AND ($4::boolean IS NULL OR (d.attempts > 0) = $4)
-               AND ($5::bigint IS NULL OR d.created_at >= $5) AND ($6::bigint IS NULL OR d.created_at < $6) AND ($7::bigint IS NULL OR d.id < $7)
-             ORDER BY d.id DESC LIMIT $8)
-         ) c
-         JOIN deliveries d ON d.id = c.id JOIN events e ON e.seq = d.event_seq
-         ORDER BY d.id DESC LIMIT $8`,
-        [
-          orgId,
-          f.status === undefined || f.status === 'pending',
-          pendingRow ? 'pending' : (f.status ?? null),
-          pendingRow ? f.status === 'failed' : null,
-          f.since ?? null,
-          f.until ?? null,
-          f.beforeId ?? null,
-          f.limit,
-        ],
-      );
+      const { sql, values } = pgListStatement(orgId, f);
+      const { rows } = await db.query<DeliveryLogRow>(sql, values);
       return rows.map(toDeliveryRow);
+    },
+    /** SQLite's binary search (see ../deliveries-repo.ts), in one statement on the server (ID_RANGE). */
+    async idsCreated(since: number | null, until: number | null): Promise<{ from: number; to: number }> {
+      const { rows } = await db.query<{ k: number; low: number }>(ID_RANGE, [since ?? '-Infinity', until ?? 'Infinity']);
+      if (rows.length === 0) return { from: 0, to: 0 };
+      const at = (k: number): number => {
+        const row = rows.find((r) => r.k === k);
+        if (row === undefined) throw new Error(`idsCreated found no bound ${k}`);
+        return row.low;
+      };
+      return { from: at(0), to: at(1) };
+    },
+    async attemptCounts(orgId: string, from: number, to: number, bucketMs: number): Promise<AttemptCount[]> {
+      const { rows } = await db.query<AttemptCount>(PG_ATTEMPT_COUNTS_SQL, [orgId, from, to, bucketMs]);
+      return rows;
     },
     async eventOf(deliveryId: number): Promise<{ eventSeq: number; orderingKey: number } | null> {
       const { rows } = await db.query<{ event_seq: number; ordering_key: number }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = $1', [deliveryId]);

@@ -18,17 +18,18 @@ export const EVENT_INSERT_LOCK_KEY = '7525356009630819190';
 
 /**
  * Two statements in one round trip (the simple query protocol, no parameters): take the event
- * insert lock, then read the newest event's received_at. Two statements, not one: under READ
+ * insert lock, then read the newest event's received_at and the newest delivery's created_at
+ * (a replay or a recovery queues deliveries without storing an event). Two statements, not one: under READ
  * COMMITTED each statement reads a snapshot taken when it starts, so a read in the statement
  * that waited for the lock would not see the events of the transaction that held it, which
- * committed in the meantime. The newest event is found by seq (a primary-key lookup): its
- * received_at is max(received_at), which this lock keeps true, and events have no index on
- * received_at to find the maximum otherwise. A read-only transaction (Store.read) skips the
+ * committed in the meantime. The newest event is found by seq, the newest delivery by id
+ * (primary-key lookups): their times are the maxima, which this lock keeps true, and neither
+ * table has an index on its time to find the maximum otherwise. A read-only transaction (Store.read) skips the
  * lock: it inserts nothing, its snapshot is fixed before the lock could be granted, and it
  * would only wait for an ingest to commit.
  */
 const LOCK_THEN_NEWEST = `SELECT CASE WHEN current_setting('transaction_read_only') = 'off' THEN pg_advisory_xact_lock(${EVENT_INSERT_LOCK_KEY}) END;
-  SELECT received_at FROM events ORDER BY seq DESC LIMIT 1`;
+  SELECT greatest((SELECT received_at FROM events ORDER BY seq DESC LIMIT 1), (SELECT created_at FROM deliveries ORDER BY id DESC LIMIT 1)) AS received_at`;
 
 /**
  * The events of a batch, in one statement: the arrays are unnested side by side and inserted
@@ -170,8 +171,11 @@ export function createPgFeedRepo(db: PgConnection, instance: string): FeedRepo {
     },
 
     /**
-     * The time (epoch ms) the next stored event is received at: `now`, or the newest event's
-     * time if the clock is behind it (stepped back, or another host's clock).
+     * The time (epoch ms) the next stored event is received at, or the next delivery queued:
+     * `now`, or the newest event's or delivery's time if the clock is behind it (stepped back,
+     * or another host's clock). Deliveries are queued only by transactions that call this first
+     * (under the lock below): created_at never decreases along the delivery id either, which
+     * the delivery log's time windows rely on (idsCreated).
      *
      * Several instances insert events into one table. received_at must never decrease along
      * seq: seqRange's binary search, recovery's and retention's time windows rely on it. Two

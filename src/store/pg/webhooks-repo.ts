@@ -1,5 +1,5 @@
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/types.ts';
-import type { WebhookHealth, WebhookStatusChange, WebhooksRepo, WebhookWithHealth } from '../repos.ts';
+import type { WebhookHealth, WebhookSigningKeys, WebhookStatusChange, WebhooksRepo, WebhookWithHealth } from '../repos.ts';
 import { toHealth, toWebhook, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
 
@@ -102,6 +102,20 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
         secret,
         now,
       ]);
+    },
+    async signingKeys(orgId: string): Promise<WebhookSigningKeys | null> {
+      const { rows } = await db.query<{ url: string; active_hmac: boolean; secret: string | null; previous_secret: string | null; previous_secret_expires_at: number | null }>(
+        'SELECT url, active_hmac, secret, previous_secret, previous_secret_expires_at FROM webhooks WHERE org_id = $1',
+        [orgId],
+      );
+      const row = rows[0];
+      return row === undefined
+        ? null
+        : { url: row.url, activeHmac: row.active_hmac, secret: row.secret, previousSecret: row.previous_secret, previousSecretExpiresAt: row.previous_secret_expires_at };
+    },
+    async previousSecretExpiresAt(orgId: string): Promise<number | null> {
+      const { rows } = await db.query<{ at: number | null }>('SELECT previous_secret_expires_at AS at FROM webhooks WHERE org_id = $1 AND previous_secret IS NOT NULL', [orgId]);
+      return rows[0]?.at ?? null;
     },
     async upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number): Promise<void> {
       await db.query(

@@ -1,0 +1,35 @@
+import { signatureHeader } from './signature.ts';
+
+/**
+ * The headers hookrelay sets on a delivery request, in the order the deliverer sets them
+ * (dispatch/deliverer.ts; test/delivery-requests.test.ts checks that the two agree):
+ * `content-type`, `user-agent`, the Standard Webhooks `webhook-id` (the event id, the same on
+ * every attempt and replay) and `webhook-timestamp` (seconds), and `webhook-signature` over
+ * `id.timestamp.body` with each of `secrets` (newest first; none when the webhook does not
+ * sign). The HTTP client adds `host`, `connection` and `content-length` (see requestHeadersOnTheWire).
+ */
+export function deliveryHeaders(request: {
+  readonly eventId: string;
+  readonly timestampSeconds: number;
+  readonly body: string;
+  readonly secrets: readonly string[];
+  readonly userAgent: string;
+}): Record<string, string> {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'user-agent': request.userAgent,
+    'webhook-id': request.eventId,
+    'webhook-timestamp': String(request.timestampSeconds),
+  };
+  if (request.secrets.length > 0) headers['webhook-signature'] = signatureHeader(request.secrets, request.eventId, request.timestampSeconds, request.body);
+  return headers;
+}
+
+/**
+ * Every header of a delivery request as it reaches the receiver: `headers` (deliveryHeaders)
+ * and those the HTTP client (undici) adds: `host` (the URL's host, with its port when not the
+ * scheme's default), `connection: keep-alive` and `content-length` (the body's bytes in UTF-8).
+ */
+export function requestHeadersOnTheWire(url: string, headers: Readonly<Record<string, string>>, body: string): Record<string, string> {
+  return { host: new URL(url).host, connection: 'keep-alive', ...headers, 'content-length': String(Buffer.byteLength(body, 'utf8')) };
+}

@@ -1,0 +1,213 @@
+/**
+ * The delivery log as the admin API and the console read it: pages of an organization's
+ * deliveries (filters, time windows, a search by request), one delivery with its attempts and
+ * the request hookrelay sends for it, and its attempts per minute for the console's chart.
+ * Reads only: what changes deliveries is in deliveries.ts.
+ */
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { deliveryHeaders, requestHeadersOnTheWire } from '../domain/delivery-request.ts';
+import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import { storedBody } from '../domain/feed-event.ts';
+import { signingSecrets } from '../domain/secrets.ts';
+import type { AttemptRow, DeliveryRow, ListFilter, Store } from '../store/repos.ts';
+
+/**
+ * A search by request reads the log's deliveries one by one, by id (no index holds them by
+ * request, see ListFilter.requestId), this many ids per read transaction, yielding to the
+ * event loop between two (measured on SQLite: about 5 ms a chunk, docs/console.md)...
+ */
+export const REQUEST_SEARCH_CHUNK_IDS = 50_000;
+/**
+ * ...and this many per call: a page not filled by then comes back with what was found (maybe
+ * nothing) and a cursor that goes on from there.
+ */
+export const REQUEST_SEARCH_MAX_IDS = 500_000;
+
+/** The chart's windows: how far back, and how long a bar is. */
+export const STATS_WINDOWS = {
+  '1h': { spanMs: 3_600_000, bucketMs: 60_000 },
+  '24h': { spanMs: 86_400_000, bucketMs: 900_000 },
+} as const;
+export type StatsWindow = keyof typeof STATS_WINDOWS;
+/** attemptStats reads a window an hour at a time, one read transaction each, yielding to the event loop between two. */
+export const STATS_CHUNK_MS = 3_600_000;
+
+/** One page of the delivery log. */
+export interface LogQuery {
+  readonly status?: ListFilter['status'];
+  /** Queued at or after (epoch ms). */
+  readonly since?: number | undefined;
+  /** Queued before (epoch ms). */
+  readonly until?: number | undefined;
+  /** The cursor: deliveries with a smaller id. */
+  readonly beforeId?: number | undefined;
+  readonly requestId?: string | undefined;
+  readonly limit: number;
+}
+
+export interface LogPage {
+  readonly deliveries: DeliveryRow[];
+  /** The next (older) page's beforeId; null when there is none. */
+  readonly nextBeforeId: number | null;
+}
+
+/** Attempts of one bar of the chart. */
+export interface AttemptBucket {
+  /** Epoch ms. */
+  readonly start: number;
+  readonly succeeded: number;
+  readonly failed: number;
+}
+
+export interface AttemptStats {
+  readonly window: StatsWindow;
+  readonly bucketMs: number;
+  /** Epoch ms: the first bucket's start. */
+  readonly from: number;
+  /** Epoch ms: the last bucket's end (the current bucket is under way: `until` is after now). */
+  readonly until: number;
+  /** Every bucket of the window, oldest first, empty ones included. */
+  readonly buckets: AttemptBucket[];
+}
+
+/** How the delivery page shows a request's signature. */
+export const SignatureShown = {
+  /** Signed now with the secrets that sign now. */
+  included: 'included',
+  /** The webhook signs, but the caller may not see a signature (it cannot read the secret either). */
+  withheld: 'withheld',
+  /** The webhook does not sign (active_hmac false). */
+  unsigned: 'unsigned',
+} as const;
+export type SignatureShown = (typeof SignatureShown)[keyof typeof SignatureShown];
+
+/** The request hookrelay sends for a delivery (see detail). */
+export interface RequestAsSent {
+  readonly url: string;
+  /** Every header as the receiver gets it, in the order they are set. */
+  readonly headers: Record<string, string>;
+  /** The exact body: the same bytes on every attempt and replay. */
+  readonly body: string;
+  /** Epoch ms of the second webhook-timestamp names (when the headers were made). */
+  readonly signedAt: number;
+  readonly signature: SignatureShown;
+}
+
+export interface DeliveryDetail {
+  readonly delivery: DeliveryRow;
+  readonly attempts: AttemptRow[];
+  readonly request: RequestAsSent;
+}
+
+function notFound(id: number): HookrelayError {
+  return new HookrelayError(ErrorCode.deliveryNotFound, `no delivery ${id} for this organization`);
+}
+
+export interface DeliveryLogOptions {
+  /** The deliverer's User-Agent (DELIVERY_USER_AGENT). */
+  readonly userAgent: string;
+  /** How much of the log a search by request reads (tests make it small): REQUEST_SEARCH_CHUNK_IDS and REQUEST_SEARCH_MAX_IDS by default. */
+  readonly requestSearch?: { readonly chunkIds: number; readonly maxIds: number };
+}
+
+export function createDeliveryLogService(store: Store, options: DeliveryLogOptions) {
+  const { chunkIds, maxIds } = options.requestSearch ?? { chunkIds: REQUEST_SEARCH_CHUNK_IDS, maxIds: REQUEST_SEARCH_MAX_IDS };
+  return {
+    /**
+     * A page of the organization's deliveries, newest first. A time window is first turned
+     * into a range of ids (idsCreated), so that a window deep in a large log is read from its
+     * own place in the indexes. A search by request reads the deliveries of that range one by
+     * one, newest first, REQUEST_SEARCH_CHUNK_IDS ids at a time, until the page is full, the
+     * range is read, or REQUEST_SEARCH_MAX_IDS ids were read: then the page may hold fewer
+     * deliveries than `limit` (even none) and still have a next page.
+     */
+    async page(orgId: string, q: LogQuery): Promise<LogPage> {
+      const filter = { status: q.status, since: q.since, until: q.until, requestId: q.requestId };
+      let fromId = 0;
+      let beforeId = q.beforeId;
+      if (q.since !== undefined || q.until !== undefined || q.requestId !== undefined) {
+        const ids = await store.read((tx) => tx.deliveries.idsCreated(q.since ?? null, q.until ?? null));
+        fromId = ids.from;
+        beforeId = Math.min(beforeId ?? ids.to, ids.to);
+        if (beforeId <= fromId) return { deliveries: [], nextBeforeId: null };
+      }
+      const pageOf = (rows: DeliveryRow[]): LogPage => {
+        const deliveries = rows.slice(0, q.limit);
+        return { deliveries, nextBeforeId: rows.length > q.limit ? deliveries[deliveries.length - 1]!.id : null };
+      };
+      if (q.requestId === undefined) {
+        return pageOf(await store.read((tx) => tx.deliveries.list(orgId, { ...filter, fromId, beforeId, limit: q.limit + 1 })));
+      }
+      const found: DeliveryRow[] = [];
+      let top = beforeId!;
+      const end = Math.max(fromId, top - maxIds);
+      while (top > end) {
+        const bottom = Math.max(end, top - chunkIds);
+        const upper = top;
+        found.push(...(await store.read((tx) => tx.deliveries.list(orgId, { ...filter, fromId: bottom, beforeId: upper, limit: q.limit + 1 - found.length }))));
+        if (found.length > q.limit) return pageOf(found);
+        top = bottom;
+        if (top > end) await yieldToEventLoop();
+      }
+      return { deliveries: found, nextBeforeId: end > fromId ? end : null };
+    },
+
+    /**
+     * One delivery, its attempts, and the request hookrelay sends for it: its exact body (the
+     * same bytes on every attempt) and every header. Attempts do not record the
+     * webhook-timestamp they were sent with, so the timestamp and the signature are made now,
+     * as an attempt made now would carry them, with the secrets that sign now. Only callers
+     * who may read the secret (`withSignature`) get the signature: a fresh one would let anyone
+     * who sees it make the receiver accept that request for five minutes.
+     */
+    detail(orgId: string, id: number, withSignature: boolean): Promise<DeliveryDetail> {
+      return store.read(async (tx) => {
+        const delivery = await tx.deliveries.get(orgId, id);
+        if (!delivery) throw notFound(id);
+        const attempts = await tx.deliveries.attempts(id);
+        const event = (await tx.feed.storedEvents([delivery.eventId])).get(delivery.eventId);
+        const keys = await tx.webhooks.signingKeys(orgId);
+        // A delivery's event and its organization's webhook outlive it (retention removes them together).
+        if (!event || !keys) throw notFound(id);
+        const now = store.clock.now();
+        const timestampSeconds = Math.floor(now / 1000);
+        const body = storedBody(event);
+        const secrets = signingSecrets(keys, now);
+        const signature = secrets.length === 0 ? SignatureShown.unsigned : withSignature ? SignatureShown.included : SignatureShown.withheld;
+        const headers = deliveryHeaders({ eventId: delivery.eventId, timestampSeconds, body, secrets: signature === SignatureShown.included ? secrets : [], userAgent: options.userAgent });
+        return {
+          delivery,
+          attempts,
+          request: { url: keys.url, headers: requestHeadersOnTheWire(keys.url, headers, body), body, signedAt: timestampSeconds * 1000, signature },
+        };
+      });
+    },
+
+    /**
+     * The organization's attempts per bucket of the window, succeeded (a 2xx answer) and failed
+     * (anything else), by the time they started. Buckets are aligned on their size (whole
+     * minutes, quarters of an hour, UTC) and the last one is the one under way. Read an hour
+     * at a time (STATS_CHUNK_MS), each through delivery_attempts_started.
+     */
+    async attemptStats(orgId: string, window: StatsWindow): Promise<AttemptStats> {
+      const { spanMs, bucketMs } = STATS_WINDOWS[window];
+      const until = (Math.floor(store.clock.now() / bucketMs) + 1) * bucketMs;
+      const from = until - spanMs;
+      const buckets = Array.from({ length: spanMs / bucketMs }, (_, i) => ({ start: from + i * bucketMs, succeeded: 0, failed: 0 }));
+      for (let start = from; start < until; start += STATS_CHUNK_MS) {
+        const end = Math.min(until, start + STATS_CHUNK_MS);
+        const first = (start - from) / bucketMs;
+        for (const c of await store.read((tx) => tx.deliveries.attemptCounts(orgId, start, end, bucketMs))) {
+          const bucket = buckets[first + c.bucket];
+          if (bucket) {
+            bucket.succeeded += c.succeeded;
+            bucket.failed += c.failed;
+          }
+        }
+        if (end < until) await yieldToEventLoop();
+      }
+      return { window, bucketMs, from, until, buckets };
+    },
+  };
+}
+export type DeliveryLogService = ReturnType<typeof createDeliveryLogService>;
