@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
-import { createApi, createMetricsApp } from './api/app.ts';
+import { createApi, createMetricsApp, type NotReady } from './api/app.ts';
 import type { MetricsEndpoint } from './api/metrics.ts';
 import type { Config } from './config/load.ts';
 import { createNetworkPolicies } from './domain/address-policy.ts';
@@ -44,6 +44,12 @@ export interface Relay {
   address(): { host: string; port: number };
   /** Where the metrics listener of its own (metrics.listen) listens, once started; null without one. */
   metricsAddress(): { host: string; port: number } | null;
+}
+
+/** The feed reader while it runs: how to stop it, and why it cannot read (see FileTailer.problem). */
+interface RunningFeed {
+  stop(): Promise<void>;
+  problem(): NotReady | null;
 }
 
 /** Less room than this (bytes) on the database's file system counts as a full disk when the database cannot be opened. */
@@ -161,7 +167,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let daemonLock: DaemonLock | null = null;
   let server: Server | null = null;
   let metricsServer: Server | null = null;
-  let feed: { stop(): Promise<void> } | null = null;
+  let feed: RunningFeed | null = null;
   let dispatcher: Dispatcher | null = null;
   let deliverer: Deliverer | null = null;
   let ingestPath: IngestPath | null = null;
@@ -174,12 +180,12 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   const opening = new AbortController();
   const health: StorageHealth = createStorageHealth(log, () => clock.now(), { lockNoticeMs: config.database.busyTimeoutMs });
 
-  function startFeed({ ingest, parser }: IngestPath): { stop(): Promise<void> } {
+  function startFeed({ ingest, parser }: IngestPath): RunningFeed {
     const { feed: options } = config;
     if (options.path !== '-') {
       const tailer = createFileTailer({ ...options, path: options.path, ingest, log, parser, health });
       tailer.start();
-      return { stop: () => tailer.stop() };
+      return { stop: () => tailer.stop(), problem: () => tailer.problem() };
     }
     const controller = new AbortController();
     const feedLog = log.child({ subsystem: 'feed', feed: 'stdin' });
@@ -192,6 +198,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         controller.abort();
         await done;
       },
+      problem: () => null,
     };
   }
 
@@ -315,7 +322,9 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
           if (health.failed('readiness', err) === null) throw err;
         }
         const problem = health.problem();
-        return problem === null ? true : { reason: problem.fault, detail: problem.detail, since: problem.since };
+        if (problem !== null) return { reason: problem.fault, detail: problem.detail, since: problem.since };
+        // Something other than a regular file at the feed path: the relay serves, but reads nothing.
+        return feed?.problem() ?? true;
       },
       ...(onAdminListener ? { metrics: endpoint } : {}),
     });

@@ -160,6 +160,8 @@ export interface FeedRelay {
   probe(): Probe;
   /** The relay's log records so far (level info and above). */
   logRecords(): Array<Record<string, unknown>>;
+  /** http://127.0.0.1:PORT of the running relay's admin API. */
+  baseUrl(): string;
 }
 
 /**
@@ -203,6 +205,10 @@ export function feedRelay(
       return probe;
     },
     logRecords: () => records,
+    baseUrl() {
+      assert.notEqual(running, null, 'the relay is not running');
+      return `http://127.0.0.1:${running!.address().port}`;
+    },
   };
 }
 

@@ -42,6 +42,7 @@ export interface Config {
     readonly batchLines: number;
     readonly batchBytes: number;
     readonly pollIntervalMs: number;
+    readonly followSymlinks: boolean;
   };
   readonly console: { readonly publicUrl: string | null };
   readonly delivery: {

@@ -175,6 +175,11 @@ export const CONFIG_SCHEMA = {
       default: 1000,
       doc: 'Safety net: how often an idle feed file is checked for new lines, rotation and truncation, in ms. New lines are normally noticed at once (file system notifications); this bounds the delay where notifications do not work (some network file systems).',
     },
+    followSymlinks: {
+      type: { kind: 'bool' },
+      default: false,
+      doc: 'Follow a symbolic link at feed.path. Off, a link there is refused like any other file that is not a regular file (a directory, a FIFO, a socket, a device): logged once, /readyz answers 503, and the daemon waits for a regular file. On, the link is resolved once, at start, and the file it then points at is read (a link changed later is not followed until a restart).',
+    },
   },
   delivery: {
     allowHttp: {
