@@ -68,7 +68,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   const routes: RouteInfo[] = [];
 
   const auth = authenticate({ keys: deps.keys, auth: deps.config.auth, users: deps.services.users, clock: deps.clock });
-  const limit = rateLimit({ perMinute: deps.config.api.rateLimitPerMinute, burst: deps.config.api.rateLimitBurst, clock: deps.clock });
+  const limit = rateLimit({ perMinute: deps.config.api.rateLimitPerMinute, burst: deps.config.api.rateLimitBurst });
   const body = jsonBody(deps.config.api.bodyLimitBytes);
   const lockWait = deps.lockWaitMs === undefined ? {} : { maxWaitMs: deps.lockWaitMs };
 

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import type { Context, Next } from 'koa';
-import type { Clock } from '../domain/clock.ts';
 import { ErrorCode } from '../domain/errors.ts';
 import { bearerCredentials } from './auth.ts';
 import { problem } from './problem.ts';
@@ -14,8 +13,13 @@ const MAX_TRACKED = 10_000;
  * has spare bits) does not buy a fresh bucket. It runs after authentication, so only verified
  * tokens get a bucket and a flood of made-up tokens cannot push real clients' buckets out.
  * `perMinute` 0 disables the limit.
+ *
+ * Refills are measured on a monotonic clock (`monotonicMs`, performance.now() by default): a
+ * step of the wall clock (NTP, a VM restored) neither empties every bucket for as long as it
+ * stepped back (a negative refill) nor fills them all at once when it steps forward.
  */
-export function rateLimit(options: { perMinute: number; burst: number; clock: Clock }) {
+export function rateLimit(options: { perMinute: number; burst: number; monotonicMs?: () => number }) {
+  const monotonicMs = options.monotonicMs ?? (() => performance.now());
   const buckets = new Map<string, { tokens: number; at: number }>();
   const perMs = options.perMinute / 60_000;
 
@@ -24,7 +28,7 @@ export function rateLimit(options: { perMinute: number; burst: number; clock: Cl
     if (token === null) return next();
     const signed = token.lastIndexOf('.') === -1 ? token : token.slice(0, token.lastIndexOf('.'));
     const key = createHash('sha256').update(signed).digest('base64url');
-    const now = options.clock.now();
+    const now = monotonicMs();
     let bucket = buckets.get(key);
     if (bucket === undefined) {
       if (buckets.size >= MAX_TRACKED) buckets.delete(buckets.keys().next().value!);
