@@ -332,7 +332,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     const bound = address();
     log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
     if (endpoint !== null && !onAdminListener) {
-      metricsServer = await listen(createMetricsApp({ log, metrics: endpoint }).callback(), config.metrics.listen!, METRICS_LISTENER);
+      metricsServer = await listen(createMetricsApp({ log, metrics: endpoint, rates: { perMinute: config.api.rateLimitPerMinute, burst: config.api.rateLimitBurst } }).callback(), config.metrics.listen!, METRICS_LISTENER);
       const info = metricsServer.address() as AddressInfo;
       log.info({ host: info.address, port: info.port, token: endpoint.token !== null }, 'metrics listening');
     }

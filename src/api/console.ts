@@ -10,7 +10,7 @@ import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Context } from 'koa';
 import type { Router } from '@koa/router';
-import { ErrorCode } from '../domain/errors.ts';
+import { ErrorCode, excerpt } from '../domain/errors.ts';
 import { problem } from './problem.ts';
 
 /** Where the build puts the console: <package>/dist/console, from src/api/ (tsx) and dist/api/ alike. */
@@ -75,7 +75,7 @@ export function registerConsoleRoutes(router: Router, files: Map<string, Console
     const file = files.get(path);
     if (!file) {
       if (files.size === 0) throw problem(ErrorCode.notFound, 'The console was not built: run npm run build (npm ci does), then restart the daemon');
-      throw problem(ErrorCode.notFound, `There is no /console/${path} (the console is at /console/)`);
+      throw problem(ErrorCode.notFound, `There is no ${excerpt(`/console/${path}`)} (the console is at /console/)`);
     }
     ctx.type = file.type;
     ctx.body = file.body;
