@@ -4,11 +4,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
 import { createApi, createMetricsApp, type NotReady } from './api/app.ts';
-import type { MetricsEndpoint } from './api/metrics.ts';
+import type { ListenerIdentity } from './api/host-check.ts';
+import { metricsRefusal, type MetricsEndpoint } from './api/metrics.ts';
 import type { Config } from './config/load.ts';
 import { createNetworkPolicies } from './domain/address-policy.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
-import { isLoopbackHost, parseListen } from './domain/listen.ts';
+import { parseListen } from './domain/listen.ts';
 import { createMetrics, loadMetricsToken, type Metrics } from './metrics/metrics.ts';
 import { createFileTailer } from './feed/file-tailer.ts';
 import { openIngestPath, type IngestPath } from './feed/ingest-path.ts';
@@ -202,18 +203,36 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     };
   }
 
-  /** GET /metrics: the token, and the refusal to serve without one on an admin listener that is not loopback. */
+  /** GET /metrics: the token, and whether it may be served without one anywhere (see metricsRefusal). */
   function metricsEndpoint(metrics: Metrics): MetricsEndpoint {
-    const token = loadMetricsToken(config);
-    const unprotected = token === null && !config.metrics.allowUnauthenticated && config.metrics.listen === null && !isLoopbackHost(parseListen(config.api.listen).host);
     return {
-      token,
-      refusal: unprotected
-        ? `GET /metrics is refused: the admin API listens on ${config.api.listen}, which is not a loopback address, and no metrics token is set. Set metrics.tokenFile (or HOOKRELAY_METRICS_TOKEN), serve metrics on a loopback address of their own (metrics.listen), or set metrics.allowUnauthenticated on a network you trust`
-        : null,
+      token: loadMetricsToken(config),
+      allowUnauthenticated: config.metrics.allowUnauthenticated,
       render: async () => ({ contentType: metrics.contentType, body: await metrics.render() }),
     };
   }
+
+  /**
+   * The names the listeners answer to besides their own (host-check.ts): api.allowedHosts, and
+   * on the admin listener the host of console.publicUrl, where browsers reach the console.
+   */
+  const allowedHosts = config.api.allowedHosts;
+  const adminListener: ListenerIdentity = {
+    listen: config.api.listen,
+    bound() {
+      const info = server?.address() as AddressInfo | null | undefined;
+      return info ? { address: info.address, port: info.port } : null;
+    },
+    extraHosts: config.console.publicUrl === null ? allowedHosts : [...allowedHosts, new URL(config.console.publicUrl).host],
+  };
+  const metricsListener: ListenerIdentity = {
+    listen: config.metrics.listen ?? config.api.listen,
+    bound() {
+      const info = metricsServer?.address() as AddressInfo | null | undefined;
+      return info ? { address: info.address, port: info.port } : null;
+    },
+    extraHosts: allowedHosts,
+  };
 
   /**
    * Opens the database. On a full disk (SQLite cannot even size its -shm file then) the daemon
@@ -327,16 +346,20 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         return feed?.problem() ?? true;
       },
       ...(onAdminListener ? { metrics: endpoint } : {}),
+      listener: adminListener,
     });
     server = await listen(app.callback(), config.api.listen, ADMIN_LISTENER);
     const bound = address();
     log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
     if (endpoint !== null && !onAdminListener) {
-      metricsServer = await listen(createMetricsApp({ log, metrics: endpoint, rates: { perMinute: config.api.rateLimitPerMinute, burst: config.api.rateLimitBurst } }).callback(), config.metrics.listen!, METRICS_LISTENER);
+      const rates = { perMinute: config.api.rateLimitPerMinute, burst: config.api.rateLimitBurst };
+      metricsServer = await listen(createMetricsApp({ log, metrics: endpoint, rates, listener: metricsListener }).callback(), config.metrics.listen!, METRICS_LISTENER);
       const info = metricsServer.address() as AddressInfo;
       log.info({ host: info.address, port: info.port, token: endpoint.token !== null }, 'metrics listening');
     }
-    if (endpoint?.refusal) log.warn({ listen: config.api.listen }, endpoint.refusal);
+    // Judged by the address each listener bound: a name (localhost) may have resolved to another address.
+    const refusal = endpoint === null ? null : metricsRefusal(endpoint, onAdminListener ? adminListener : metricsListener);
+    if (refusal !== null) log.warn({ listen: onAdminListener ? config.api.listen : config.metrics.listen }, refusal);
     // Background checkpoints in the daemon only while large batches are being ingested (see startBackgroundCheckpoints).
     ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true, noticeUndeliverable: true });
     deliverer = createDeliverer({

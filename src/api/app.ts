@@ -24,6 +24,7 @@ import type { DeliveryService } from '../services/deliveries.ts';
 import { metricsHandler, type MetricsEndpoint } from './metrics.ts';
 import { whenUnlocked } from '../store/lock-wait.ts';
 import { registerConsoleRoutes } from './console.ts';
+import { configuredListener, type ListenerIdentity } from './host-check.ts';
 
 export interface ApiDeps {
   readonly config: Pick<Config, 'api' | 'auth'>;
@@ -35,6 +36,11 @@ export interface ApiDeps {
   readonly isReady: () => boolean | NotReady | Promise<boolean | NotReady>;
   /** GET /metrics on this listener, when the metrics are served here. */
   readonly metrics?: MetricsEndpoint;
+  /**
+   * The listener this app is served on, for the Host check of /metrics and the console
+   * (host-check.ts); by default, api.listen as configured.
+   */
+  readonly listener?: ListenerIdentity;
   /**
    * How long a request waits for the database's write lock while another process (a CLI
    * command) holds it, then 503 `database_busy` (see store/lock-wait.ts). Unlimited without it,
@@ -115,9 +121,11 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
     ctx.body = openapi;
   });
 
-  if (deps.metrics) publicRoute('/metrics', metricsHandler(deps.metrics));
-  // The console's static files (not part of the API: no version, no token; the page sends its token to the API).
-  registerConsoleRoutes(router);
+  const listener = deps.listener ?? configuredListener(deps.config.api.listen);
+  if (deps.metrics) publicRoute('/metrics', metricsHandler(deps.metrics, listener));
+  // The console's static files (not part of the API: no version, no token; the page sends its
+  // token to the API), answered only to the listener's own names (host-check.ts).
+  registerConsoleRoutes(router, undefined, listener);
 
   registerUserRoutes(secured, deps.services);
   registerWebhookRoutes(secured, deps.services);
@@ -131,11 +139,11 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
  * The app of the metrics listener (metrics.listen): GET /metrics and nothing else, with the
  * admin API's error bodies and access log.
  */
-export function createMetricsApp(deps: { readonly log: Logger; readonly metrics: MetricsEndpoint; readonly rates: RateLimitOptions }): Koa {
+export function createMetricsApp(deps: { readonly log: Logger; readonly metrics: MetricsEndpoint; readonly rates: RateLimitOptions; readonly listener: ListenerIdentity }): Koa {
   const app = new Koa();
   app.silent = true;
   const router = new Router();
-  router.register('/metrics', ['GET'], [metricsHandler(deps.metrics)]);
+  router.register('/metrics', ['GET'], [metricsHandler(deps.metrics, deps.listener)]);
   serve(app, router, deps.log.child({ subsystem: 'metrics' }), 'this listener serves GET /metrics only', deps.rates);
   return app;
 }

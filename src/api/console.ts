@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { Context } from 'koa';
 import type { Router } from '@koa/router';
 import { ErrorCode, excerpt } from '../domain/errors.ts';
+import { requireOwnHost, type ListenerIdentity } from './host-check.ts';
 import { problem } from './problem.ts';
 
 /** Where the build puts the console: <package>/dist/console, from src/api/ (tsx) and dist/api/ alike. */
@@ -61,9 +62,15 @@ export function loadConsoleFiles(dir: string = CONSOLE_DIR): Map<string, Console
   return files;
 }
 
-/** Registers GET /console (a redirect), /console/ and /console/<file> on `router`. */
-export function registerConsoleRoutes(router: Router, files: Map<string, ConsoleFile> = loadConsoleFiles()): void {
+/**
+ * Registers GET /console (a redirect), /console/ and /console/<file> on `router`, answered only
+ * to requests whose Host names `listener` (see host-check.ts: no page on another origin may read
+ * them through DNS rebinding). The admin API always gives its listener; a router of a test's
+ * own, without one, checks no Host.
+ */
+export function registerConsoleRoutes(router: Router, files: Map<string, ConsoleFile> = loadConsoleFiles(), listener?: ListenerIdentity): void {
   const secure = (ctx: Context) => {
+    if (listener !== undefined) requireOwnHost(ctx, listener, 'The console');
     ctx.set('Content-Security-Policy', CONSOLE_CSP);
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.set('Referrer-Policy', 'no-referrer');

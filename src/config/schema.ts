@@ -81,6 +81,11 @@ export const CONFIG_SCHEMA = {
       default: 60,
       doc: 'Requests a token may make in a burst above the sustained rate.',
     },
+    allowedHosts: {
+      type: { kind: 'stringList' },
+      default: [],
+      doc: 'More names (such as "relay.example.com", or "relay.example.com:8443" for one port) that /metrics and the console answer to in the Host header, on the admin listener and the metrics listener, besides their own addresses, the names they listen on, localhost on loopback, and the host of console.publicUrl: the names a reverse proxy or a scraper reaches them by. Any other Host is refused (403), so that no web page can read them through DNS rebinding.',
+    },
   },
   auth: {
     algorithm: {
