@@ -205,7 +205,7 @@ export const CONFIG_SCHEMA = {
     storeInternalResponses: {
       type: { kind: 'stringList' },
       default: [],
-      doc: 'Organizations whose delivery log keeps the response bodies of receivers reached through an allowed internal network. For every other organization the log keeps the status and the size of such an answer, not its body: a tenant must not read internal services through the API.',
+      doc: 'Organizations whose delivery log keeps the response bodies of receivers reached through an allowed internal network, and the messages of their TLS and connection errors. For every other organization the log keeps the status and the size of such an answer, not its body, and an error\'s class and code, not its message (which names certificate names and addresses): a tenant must not read internal services through the API.',
     },
     caFile: {
       type: { kind: 'string', nullable: true },
