@@ -270,6 +270,14 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
 }
 
 /**
+ * One environment variable that a command was told to read by name (`db copy --to-env NAME`):
+ * the configuration stays the only reader of the environment.
+ */
+export function environmentVariable(name: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return env[name];
+}
+
+/**
  * The host name, as an instance name: its first label (a host's short name), with what the
  * name may not hold replaced by "-"; "hookrelay" if nothing is left.
  */
