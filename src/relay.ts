@@ -88,11 +88,20 @@ interface Listener {
 const ADMIN_LISTENER: Listener = { what: 'the admin API', setting: '--listen or api.listen' };
 const METRICS_LISTENER: Listener = { what: 'the metrics', setting: 'metrics.listen' };
 
+/** A request's headers must have arrived this long after its connection opened (docs/api.md, "Limits"). */
+export const HEADERS_TIMEOUT_MS = 15_000;
+/** A whole request (headers and body) must have arrived this long after its connection opened. */
+export const REQUEST_TIMEOUT_MS = 30_000;
+/**
+ * How often the server looks for requests past those times. Node's default, 30 s, let a slow
+ * request (a client that sends a byte now and then) hold its connection up to 30 s longer than
+ * either: 45 s for the headers, 60 s in all.
+ */
+const TIMEOUT_CHECK_INTERVAL_MS = 500;
+
 /** An HTTP server for `handler`, listening on `listenAddress` (HOST:PORT) once this resolves. */
 async function listen(handler: RequestListener, listenAddress: string, listener: Listener): Promise<Server> {
-  const server = createServer(handler);
-  server.requestTimeout = 30_000;
-  server.headersTimeout = 15_000;
+  const server = createServer({ headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS }, handler);
   const { host, port } = parseListen(listenAddress);
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? addressInUse(listener, listenAddress, err) : err));
