@@ -3,12 +3,13 @@ import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
-import { createApi, createMetricsApp } from './api/app.ts';
-import type { MetricsEndpoint } from './api/metrics.ts';
+import { createApi, createMetricsApp, type NotReady } from './api/app.ts';
+import type { ListenerIdentity } from './api/host-check.ts';
+import { metricsRefusal, type MetricsEndpoint } from './api/metrics.ts';
 import type { Config } from './config/load.ts';
 import { createNetworkPolicies } from './domain/address-policy.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
-import { isLoopbackHost, parseListen } from './domain/listen.ts';
+import { parseListen } from './domain/listen.ts';
 import { createMetrics, loadMetricsToken, type Metrics } from './metrics/metrics.ts';
 import { createFileTailer } from './feed/file-tailer.ts';
 import { openIngestPath, type IngestPath } from './feed/ingest-path.ts';
@@ -46,6 +47,12 @@ export interface Relay {
   metricsAddress(): { host: string; port: number } | null;
 }
 
+/** The feed reader while it runs: how to stop it, and why it cannot read (see FileTailer.problem). */
+interface RunningFeed {
+  stop(): Promise<void>;
+  problem(): NotReady | null;
+}
+
 /** Less room than this (bytes) on the database's file system counts as a full disk when the database cannot be opened. */
 const FULL_DISK_BYTES = 1 << 20;
 
@@ -81,11 +88,20 @@ interface Listener {
 const ADMIN_LISTENER: Listener = { what: 'the admin API', setting: '--listen or api.listen' };
 const METRICS_LISTENER: Listener = { what: 'the metrics', setting: 'metrics.listen' };
 
+/** A request's headers must have arrived this long after its connection opened (docs/api.md, "Limits"). */
+export const HEADERS_TIMEOUT_MS = 15_000;
+/** A whole request (headers and body) must have arrived this long after its connection opened. */
+export const REQUEST_TIMEOUT_MS = 30_000;
+/**
+ * How often the server looks for requests past those times. Node's default, 30 s, let a slow
+ * request (a client that sends a byte now and then) hold its connection up to 30 s longer than
+ * either: 45 s for the headers, 60 s in all.
+ */
+const TIMEOUT_CHECK_INTERVAL_MS = 500;
+
 /** An HTTP server for `handler`, listening on `listenAddress` (HOST:PORT) once this resolves. */
 async function listen(handler: RequestListener, listenAddress: string, listener: Listener): Promise<Server> {
-  const server = createServer(handler);
-  server.requestTimeout = 30_000;
-  server.headersTimeout = 15_000;
+  const server = createServer({ headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS }, handler);
   const { host, port } = parseListen(listenAddress);
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) => reject(err.code === 'EADDRINUSE' ? addressInUse(listener, listenAddress, err) : err));
@@ -161,7 +177,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let daemonLock: DaemonLock | null = null;
   let server: Server | null = null;
   let metricsServer: Server | null = null;
-  let feed: { stop(): Promise<void> } | null = null;
+  let feed: RunningFeed | null = null;
   let dispatcher: Dispatcher | null = null;
   let deliverer: Deliverer | null = null;
   let ingestPath: IngestPath | null = null;
@@ -174,12 +190,12 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   const opening = new AbortController();
   const health: StorageHealth = createStorageHealth(log, () => clock.now(), { lockNoticeMs: config.database.busyTimeoutMs });
 
-  function startFeed({ ingest, parser }: IngestPath): { stop(): Promise<void> } {
+  function startFeed({ ingest, parser }: IngestPath): RunningFeed {
     const { feed: options } = config;
     if (options.path !== '-') {
       const tailer = createFileTailer({ ...options, path: options.path, ingest, log, parser, health });
       tailer.start();
-      return { stop: () => tailer.stop() };
+      return { stop: () => tailer.stop(), problem: () => tailer.problem() };
     }
     const controller = new AbortController();
     const feedLog = log.child({ subsystem: 'feed', feed: 'stdin' });
@@ -192,21 +208,40 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
         controller.abort();
         await done;
       },
+      problem: () => null,
     };
   }
 
-  /** GET /metrics: the token, and the refusal to serve without one on an admin listener that is not loopback. */
+  /** GET /metrics: the token, and whether it may be served without one anywhere (see metricsRefusal). */
   function metricsEndpoint(metrics: Metrics): MetricsEndpoint {
-    const token = loadMetricsToken(config);
-    const unprotected = token === null && !config.metrics.allowUnauthenticated && config.metrics.listen === null && !isLoopbackHost(parseListen(config.api.listen).host);
     return {
-      token,
-      refusal: unprotected
-        ? `GET /metrics is refused: the admin API listens on ${config.api.listen}, which is not a loopback address, and no metrics token is set. Set metrics.tokenFile (or HOOKRELAY_METRICS_TOKEN), serve metrics on a loopback address of their own (metrics.listen), or set metrics.allowUnauthenticated on a network you trust`
-        : null,
+      token: loadMetricsToken(config),
+      allowUnauthenticated: config.metrics.allowUnauthenticated,
       render: async () => ({ contentType: metrics.contentType, body: await metrics.render() }),
     };
   }
+
+  /**
+   * The names the listeners answer to besides their own (host-check.ts): api.allowedHosts, and
+   * on the admin listener the host of console.publicUrl, where browsers reach the console.
+   */
+  const allowedHosts = config.api.allowedHosts;
+  const adminListener: ListenerIdentity = {
+    listen: config.api.listen,
+    bound() {
+      const info = server?.address() as AddressInfo | null | undefined;
+      return info ? { address: info.address, port: info.port } : null;
+    },
+    extraHosts: config.console.publicUrl === null ? allowedHosts : [...allowedHosts, new URL(config.console.publicUrl).host],
+  };
+  const metricsListener: ListenerIdentity = {
+    listen: config.metrics.listen ?? config.api.listen,
+    bound() {
+      const info = metricsServer?.address() as AddressInfo | null | undefined;
+      return info ? { address: info.address, port: info.port } : null;
+    },
+    extraHosts: allowedHosts,
+  };
 
   /**
    * Opens the database. On a full disk (SQLite cannot even size its -shm file then) the daemon
@@ -315,19 +350,25 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
           if (health.failed('readiness', err) === null) throw err;
         }
         const problem = health.problem();
-        return problem === null ? true : { reason: problem.fault, detail: problem.detail, since: problem.since };
+        if (problem !== null) return { reason: problem.fault, detail: problem.detail, since: problem.since };
+        // Something other than a regular file at the feed path: the relay serves, but reads nothing.
+        return feed?.problem() ?? true;
       },
       ...(onAdminListener ? { metrics: endpoint } : {}),
+      listener: adminListener,
     });
     server = await listen(app.callback(), config.api.listen, ADMIN_LISTENER);
     const bound = address();
     log.info({ host: bound.host, port: bound.port, algorithm: keys.algorithm }, 'admin API listening');
     if (endpoint !== null && !onAdminListener) {
-      metricsServer = await listen(createMetricsApp({ log, metrics: endpoint }).callback(), config.metrics.listen!, METRICS_LISTENER);
+      const rates = { perMinute: config.api.rateLimitPerMinute, burst: config.api.rateLimitBurst };
+      metricsServer = await listen(createMetricsApp({ log, metrics: endpoint, rates, listener: metricsListener }).callback(), config.metrics.listen!, METRICS_LISTENER);
       const info = metricsServer.address() as AddressInfo;
       log.info({ host: info.address, port: info.port, token: endpoint.token !== null }, 'metrics listening');
     }
-    if (endpoint?.refusal) log.warn({ listen: config.api.listen }, endpoint.refusal);
+    // Judged by the address each listener bound: a name (localhost) may have resolved to another address.
+    const refusal = endpoint === null ? null : metricsRefusal(endpoint, onAdminListener ? adminListener : metricsListener);
+    if (refusal !== null) log.warn({ listen: onAdminListener ? config.api.listen : config.metrics.listen }, refusal);
     // Background checkpoints in the daemon only while large batches are being ingested (see startBackgroundCheckpoints).
     ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true, noticeUndeliverable: true });
     deliverer = createDeliverer({

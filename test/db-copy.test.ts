@@ -5,7 +5,7 @@
  * and compared with what the SQLite ones answer.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test, type TestContext } from 'node:test';
@@ -21,6 +21,7 @@ import { createPgPool } from '../src/store/pg/pool.ts';
 import { openPgStore } from '../src/store/pg/store.ts';
 import type { Tx } from '../src/store/repos.ts';
 import { openStore, type SqliteStore } from '../src/store/store.ts';
+import { assertBuilt, migrateCli, runCli } from './feed-helpers.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
 
 after(stopPgServer);
@@ -475,5 +476,55 @@ describe('db copy: SQLite to PostgreSQL', () => {
     const { path, store } = sqliteStore(t);
     await store.close();
     await assert.rejects(copySqliteToPostgres({ from: path, to: url, instance: '' }), (err: unknown) => err instanceof HookrelayError && err.code === ErrorCode.config && /instance name is empty/.test(err.message));
+  });
+
+  test('the CLI takes the target from --to-env NAME or --to-file PATH, or --to without a password; a password on the command line is refused, saying why', async (t) => {
+    assertBuilt();
+    const dir = tempDir(t);
+    const stateDir = join(dir, 'state');
+    await migrateCli(t, ['--state-dir', stateDir]);
+    assert.equal((await runCli(t, ['orgs', 'add', 'acme', '--state-dir', stateDir])).code, 0);
+    const from = join(stateDir, 'hookrelay.db');
+    const server = await pgServer();
+    const copy = (args: readonly string[], env: Record<string, string> = {}) => runCli(t, ['db', 'copy', '--from', from, '--instance', INSTANCE, '--json', ...args, '--state-dir', stateDir], { env });
+    const copied = (r: { code: number | null; stdout: string; stderr: string }) => {
+      assert.equal(r.code, 0, r.stderr);
+      return (JSON.parse(r.stdout) as { tables: Array<{ table: string; rows: number }> }).tables.find((x) => x.table === 'organizations')?.rows;
+    };
+
+    const withPassword = await server.createDatabase();
+    const password = decodeURIComponent(new URL(withPassword).password);
+    assert.notEqual(password, '');
+    const refused = await copy(['--to', withPassword]);
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, /^hookrelay: --to must not carry a password \(postgres:\/\/.*\): a command line is visible to every user of this machine \(ps, \/proc\) and stays in the shell's history\. Give the URL in an environment variable \(--to-env NAME\) or a file \(--to-file PATH\), or keep the password in ~\/\.pgpass or PGPASSWORD\n$/);
+    assert.ok(!refused.stderr.includes(password), 'the refusal shows the password');
+    const asParameter = new URL(withPassword);
+    asParameter.password = '';
+    asParameter.searchParams.set('password', password);
+    assert.equal((await copy(['--to', asParameter.href])).code, 2);
+
+    // --to-env: the URL in a variable of the command's environment.
+    const unset = await copy(['--to-env', 'HR_COPY_TARGET']);
+    assert.equal(unset.code, 2);
+    assert.match(unset.stderr, /--to-env HR_COPY_TARGET: the environment variable HR_COPY_TARGET is not set/);
+    assert.equal(copied(await copy(['--to-env', 'HR_COPY_TARGET'], { HR_COPY_TARGET: withPassword })), 1);
+
+    // --to-file: the URL on the first line of a file.
+    const file = join(dir, 'target-url');
+    writeFileSync(file, `${await server.createDatabase()}\n`, { mode: 0o600 });
+    assert.equal(copied(await copy(['--to-file', file])), 1);
+    const missing = await copy(['--to-file', join(dir, 'nope')]);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /--to-file: cannot read .*nope \(ENOENT\)/);
+
+    // --to without a password: libpq's ways of giving it (PGPASSWORD here, ~/.pgpass) work.
+    const bare = new URL(await server.createDatabase());
+    bare.password = '';
+    assert.equal(copied(await copy(['--to', bare.href], { PGPASSWORD: password })), 1);
+
+    const twice = await copy(['--to', bare.href, '--to-env', 'HR_COPY_TARGET']);
+    assert.equal(twice.code, 2);
+    assert.match(twice.stderr, /give the target database once: --to and --to-env were both given/);
   });
 });

@@ -134,3 +134,24 @@ test('allowNetworks opens only what it lists: 127.0.0.1/32 reaches the receiver 
   assert.ok(reached.includes('evt_org-ip'));
   assert.ok(!reached.includes('evt_org-other'), '127.0.0.2 is outside 127.0.0.1/32');
 });
+
+test('IPv6 outside global unicast, its documentation range 3fff::/20 and the IPv4-translated form are refused at delivery too, before connecting (issue 31)', async (t) => {
+  const relay = await startRelay(t, { ...FAST_DELIVERY, 'delivery.retrySchedule': '1h' });
+  const cases: ReadonlyArray<readonly [string, RegExp]> = [
+    ['3fff::1', /^3fff::1 is in a refused range \(documentation\)/],
+    ['4000::1', /^4000::1 is in a refused range \(not global unicast \(outside 2000::\/3\)\)/],
+    ['1::1', /^1::1 is in a refused range \(not global unicast/],
+    ['::ffff:0:808:808', /^::ffff:0:808:808 is in a refused range \(IPv4-translated \(8\.8\.8\.8\), not a receiver's address\)/],
+  ];
+  for (const [i, [address]] of cases.entries()) {
+    await seedOrg(relay.services, `v6-${i}`);
+    registeredBeforeTheCheck(relay.store, `v6-${i}`, `https://[${address}]/hook`);
+  }
+  appendFeed(relay.config.feed.path, cases.map((_, i) => feedLine(`v6-${i}`, `evt_v6_${i}`)));
+  for (const [i, [address, words]] of cases.entries()) {
+    const tried = await waitForDelivery(relay.store, `v6-${i}`, `evt_v6_${i}`, (d) => d.attempts >= 1, `${address} to be attempted`);
+    const [attempt] = attemptsOf(relay.store, tried.id);
+    assert.equal(attempt!.errorClass, 'blocked_address', `${address}: ${attempt!.errorClass} ${attempt!.errorDetail}`);
+    assert.match(attempt!.errorDetail ?? '', words, address);
+  }
+});

@@ -65,8 +65,9 @@ test('ingest FILE and ingest -: counts printed (human and --json), rejects liste
     detail: '"anticipation_request_id" is required',
     event_id: 'chg_bad',
     line_bytes: lines[4]!.length - 1,
-    raw: lines[4]!.slice(0, -1),
-    raw_truncated: false,
+    // The quarantine keeps a 64-byte excerpt of a line.
+    raw: `${lines[4]!.slice(0, 64)}...`,
+    raw_truncated: true,
   };
   assert.deepEqual(
     rejects.map(({ received_at: _, detail, ...rest }) => (rest.reason === 'invalid_json' ? { ...rest, detailOk: /^not valid JSON: /.test(detail as string) } : { ...rest, detail })),
@@ -86,7 +87,7 @@ test('ingest FILE and ingest -: counts printed (human and --json), rejects liste
   assert.match(humanLines[0]!, new RegExp(`^#1 ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}@${at(3)} invalid_json: not valid JSON: `));
   assert.equal(humanLines[1], '    nope');
   assert.equal(humanLines[2], `#2 ${path}@${at(4)} missing_field: "anticipation_request_id" is required`);
-  assert.equal(humanLines[3], `    ${lines[4]!.slice(0, -1)}`);
+  assert.equal(humanLines[3], `    ${lines[4]!.slice(0, 64)}...`);
 
   const status = JSON.parse(ok(await cli('feed', 'status', '--json'), 'feed status --json')) as {
     sources: Array<Record<string, unknown>>;

@@ -160,6 +160,8 @@ export interface FeedRelay {
   probe(): Probe;
   /** The relay's log records so far (level info and above). */
   logRecords(): Array<Record<string, unknown>>;
+  /** http://127.0.0.1:PORT of the running relay's admin API. */
+  baseUrl(): string;
 }
 
 /**
@@ -203,6 +205,10 @@ export function feedRelay(
       return probe;
     },
     logRecords: () => records,
+    baseUrl() {
+      assert.notEqual(running, null, 'the relay is not running');
+      return `http://127.0.0.1:${running!.address().port}`;
+    },
   };
 }
 
@@ -332,11 +338,17 @@ export interface Daemon {
 
 /**
  * Spawns `node dist/cli.js serve --state-dir D --listen 127.0.0.1:0 ...args` with no HOOKRELAY_*
- * variable, and waits until it logs "admin API listening". SIGKILLed when the test ends.
+ * variable but those of `options.env`, and waits until it logs "admin API listening".
+ * `options.nodeArgs` go before the script (`--import` a preload). SIGKILLed when the test ends.
  */
-export async function spawnServe(t: TestContext, stateDir: string, args: readonly string[], options: { stdin?: boolean } = {}): Promise<Daemon> {
-  const child = spawn(process.execPath, [CLI, 'serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0', ...args], {
-    env: cleanEnv(),
+export async function spawnServe(
+  t: TestContext,
+  stateDir: string,
+  args: readonly string[],
+  options: { stdin?: boolean; env?: Record<string, string>; nodeArgs?: readonly string[] } = {},
+): Promise<Daemon> {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), CLI, 'serve', '--state-dir', stateDir, '--listen', '127.0.0.1:0', ...args], {
+    env: { ...cleanEnv(), ...options.env },
     stdio: [options.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
   });
   killAtEnd(t, child);

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { canonicalJson, EVENT_TYPE, MAX_EVENT_ID_LENGTH, parseFeedLine, sameNotification, statusChangeBody, type ParsedLine } from '../src/domain/feed-event.ts';
+import { canonicalJson, EVENT_TYPE, LINE_EXCERPT_BYTES, lineExcerpt, MAX_EVENT_ID_LENGTH, parseFeedLine, sameNotification, statusChangeBody, type ParsedLine } from '../src/domain/feed-event.ts';
 
 const RECEIVED_AT = Date.UTC(2026, 10, 22, 9, 0, 0, 250);
 const RECEIVED_ISO = '2026-11-22T09:00:00.250Z';
@@ -517,5 +517,61 @@ describe('sameNotification / canonicalJson', () => {
     assert.equal(sameNotification(statusChangeBody(one), statusChangeBody(two)), true);
     const other = accepted(parse('{"event_id":"chg_1","organization_id":"acme","anticipation_request_id":"ar_1","status":"rejected","data":{"x":1,"y":2}}'));
     assert.equal(sameNotification(statusChangeBody(one), statusChangeBody(other)), false);
+  });
+});
+
+describe('what a reject says of its line (issue 31, point 2)', () => {
+  test('invalid_json says where (the byte of the line) and why, and quotes nothing of the line', () => {
+    const cases: ReadonlyArray<readonly [line: string, detail: string]> = [
+      ['root:*:20228:0:99999:7:::', 'not valid JSON: an unexpected character where a value should be at byte 0 of the line'],
+      ['{"organization_id": "org-a", oops}', 'not valid JSON: an unexpected character where a field name in double quotes should be at byte 29 of the line'],
+      ['{"organization_id":"acme"', "not valid JSON: the text ends inside an object at byte 25 of the line"],
+      ['{"a":1} {"b":2}', 'not valid JSON: more text after the JSON value at byte 8 of the line'],
+      ['', 'not valid JSON: the text is empty at byte 0 of the line'],
+      ['   ', 'not valid JSON: the text holds only whitespace at byte 3 of the line'],
+      ["{'a':1}", 'not valid JSON: an unexpected character where a field name in double quotes should be at byte 1 of the line'],
+      ['{"a":"x\ty"}', 'not valid JSON: a control character inside a string (escape it) at byte 7 of the line'],
+      ['{"a":"\\q"}', 'not valid JSON: an invalid escape in a string at byte 7 of the line'],
+      ['{"a":"\\u12G4"}', 'not valid JSON: an invalid \\u escape in a string at byte 10 of the line'],
+      ['{"a":tru}', 'not valid JSON: an unexpected character (true, false or null misspelt?) at byte 8 of the line'],
+      ['{"a":01}', "not valid JSON: an unexpected character where ',' or '}' should be at byte 6 of the line"],
+      ['{"a":1.}', 'not valid JSON: an invalid number (no digit after its decimal point) at byte 7 of the line'],
+      ['{"a":[1,2}', "not valid JSON: an unexpected character where ',' or ']' should be at byte 9 of the line"],
+      ['{"a" 1}', "not valid JSON: an unexpected character where ':' should follow a field name at byte 5 of the line"],
+      ['{"ä":"é", x}', 'not valid JSON: an unexpected character where a field name in double quotes should be at byte 12 of the line'],
+      ['{"a":"never closed', 'not valid JSON: the text ends inside a string at byte 18 of the line'],
+      ['['.repeat(100_000), 'not valid JSON: the text ends inside an array at byte 100000 of the line'],
+    ];
+    for (const [line, detail] of cases) {
+      const r = rejected(parse(line));
+      assert.equal(r.reason, 'invalid_json', line.slice(0, 40));
+      assert.equal(r.detail, detail, line.slice(0, 40));
+    }
+  });
+
+  test('an unknown field and a conflicting event_id are quoted as short escaped excerpts', () => {
+    const key = `k${'\u202e'.repeat(3)}${'x'.repeat(5000)}`;
+    const r = rejected(parse(`{"${key}":1,"organization_id":"acme","anticipation_request_id":"ar_1","status":"approved"}`));
+    assert.equal(r.reason, 'unknown_field');
+    assert.equal(r.detail, `unknown field "k\\u202e\\u202e\\u202e${'x'.repeat(36)}..."; put extra fields under "data"`);
+  });
+
+  test('lineExcerpt: at most 64 bytes, escaped to one line of plain text, with "..." when the line is longer', () => {
+    assert.equal(LINE_EXCERPT_BYTES, 64);
+    const cases: ReadonlyArray<readonly [bytes: Buffer, lineBytes: number | undefined, excerpt: string]> = [
+      [Buffer.from('{"organization_id":"acme"}'), undefined, '{"organization_id":"acme"}'],
+      [Buffer.from('a\\b\nc\rd\te'), undefined, 'a\\\\b\\nc\\rd\\te'],
+      [Buffer.from('\u001b[2J\u0007\u007f\u0085x'), undefined, '\\u001b[2J\\u0007\\u007f\\u0085x'],
+      [Buffer.from('user\u202egpj.exe \u200b\ufeff'), undefined, 'user\\u202egpj.exe \\u200b\\ufeff'],
+      [Buffer.from([0x7b, 0xff, 0xfe, 0x7d, 0xc3, 0x28, 0xe0, 0x80, 0x80, 0xed, 0xa0, 0x80]), undefined, '{\\xff\\xfe}\\xc3(\\xe0\\x80\\x80\\xed\\xa0\\x80'],
+      [Buffer.from('é€𝄞'), undefined, 'é€𝄞'],
+      [Buffer.from('x'.repeat(100)), undefined, `${'x'.repeat(64)}...`],
+      [Buffer.from('x'.repeat(64)), 1_000_000, `${'x'.repeat(64)}...`],
+      // A character cut by the excerpt's end is left out, not shown as broken bytes.
+      [Buffer.from(`${'x'.repeat(63)}é`), undefined, `${'x'.repeat(63)}...`],
+      // A line that itself ends in the middle of a character shows the bytes it has.
+      [Buffer.from([0x61, 0xe2, 0x82]), undefined, 'a\\xe2\\x82'],
+    ];
+    for (const [bytes, lineBytes, excerpt] of cases) assert.equal(lineExcerpt(bytes, lineBytes), excerpt, JSON.stringify(bytes.toString('latin1')));
   });
 });

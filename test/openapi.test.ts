@@ -291,7 +291,7 @@ function servedRoutes(t: TestContext): readonly RouteInfo[] {
     services: createServices(store, config),
     isReady: () => true,
     // By default the relay serves /metrics on the admin listener (metrics.listen null).
-    metrics: { token: null, refusal: null, render: async () => ({ contentType: 'text/plain', body: '' }) },
+    metrics: { token: null, allowUnauthenticated: false, render: async () => ({ contentType: 'text/plain', body: '' }) },
   });
   return routes;
 }

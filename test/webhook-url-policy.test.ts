@@ -85,11 +85,12 @@ test('delivery.allowNetworks opens exactly what it lists at registration too; pu
   const { admin } = await seedOrg(relay.services, 'acme');
   const token = relay.token('acme', admin);
   const register = (url: string) => call(relay.baseUrl, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: url } });
-  for (const url of ['https://10.1.2.3/hook', 'https://[::ffff:10.1.2.3]/hook', 'https://[::ffff:0:a01:203]/hook', 'https://[fd00:1::5]/hook', 'https://93.184.216.34/hook', 'https://[2606:4700:4700::1111]/hook', 'https://[64:ff9b::808:808]/hook']) {
+  for (const url of ['https://10.1.2.3/hook', 'https://[::ffff:10.1.2.3]/hook', 'https://[fd00:1::5]/hook', 'https://93.184.216.34/hook', 'https://[2606:4700:4700::1111]/hook', 'https://[64:ff9b::808:808]/hook']) {
     const res = await register(url);
     assert.ok(res.status === 200 || res.status === 201, `${url}: ${res.text}`);
   }
-  for (const url of ['https://11.0.0.1/', 'https://172.16.0.1/', 'https://[fd00:2::5]/', 'https://127.0.0.1/']) {
+  // The IPv4-translated form is refused whatever it carries (issue 31), an allowed network included.
+  for (const url of ['https://11.0.0.1/', 'https://172.16.0.1/', 'https://[fd00:2::5]/', 'https://127.0.0.1/', 'https://[::ffff:0:a01:203]/hook']) {
     const res = await register(url);
     if (url === 'https://11.0.0.1/') assert.equal(res.status, 200, `${url} is public: ${res.text}`);
     else assert.equal(res.status, 422, `${url}: ${res.text}`);
@@ -152,7 +153,9 @@ test('address policy: embedded IPv4 forms are found and judged by the IPv4 addre
   for (const other of ['2606:4700::1111', '::1', '::', '2002:7f00:1::1', '64:ff9b:1::a00:1', 'ffff::7f00:1']) assert.equal(embeddedIpv4(other), null, other);
   const policy = createAddressPolicy([]);
   assert.deepEqual(policy.refusal('::ffff:0:7f00:1'), { category: 'loopback_address', label: 'IPv4-translated (127.0.0.1: loopback)' });
-  assert.equal(policy.refusal('::ffff:0:808:808'), null, 'a public address behind a translator');
+  assert.deepEqual(policy.refusal('::ffff:0:808:808'), { category: 'reserved_address', label: "IPv4-translated (8.8.8.8), not a receiver's address" });
+  assert.equal(policy.refusal('::ffff:808:808'), null, 'IPv4-mapped: the IPv4 address itself');
+  assert.equal(policy.refusal('64:ff9b::808:808'), null, 'a public address behind the well-known NAT64 prefix');
   assert.deepEqual(policy.refusal('fe80::1%eth0'), { category: 'link_local_address', label: 'link-local' });
 });
 
@@ -226,4 +229,40 @@ test('a refusal names the setting that would allow the target; localhost says th
   assert.match(http.body.detail, /must use the https scheme \(http only when the operator sets delivery\.allowHttp\)/);
   // What the messages point at works: 127.0.0.1 is allowed here, so its https URL registers.
   assert.equal((await register('https://127.0.0.1:8443/hook')).status, 201);
+});
+
+test('IPv6: only global unicast (2000::/3) less its special ranges may be registered; documentation 3fff::/20, 4000::/2, 1::/16 and the IPv4-translated form are refused (issue 31)', async (t) => {
+  const policy = createAddressPolicy([]);
+  const refused: ReadonlyArray<readonly [string, string, string]> = [
+    ['3fff::1', 'reserved_address', 'documentation'],
+    ['3fff:fff:ffff::1', 'reserved_address', 'documentation'],
+    ['2001:db8::1', 'reserved_address', 'documentation'],
+    ['2001:2::1', 'reserved_address', 'IETF protocol assignments'],
+    ['4000::1', 'reserved_address', 'not global unicast (outside 2000::/3)'],
+    ['7fff::1', 'reserved_address', 'not global unicast (outside 2000::/3)'],
+    ['5f00::1', 'reserved_address', 'not global unicast (outside 2000::/3)'],
+    ['1::1', 'reserved_address', 'not global unicast (outside 2000::/3)'],
+    ['1:ffff::1', 'reserved_address', 'not global unicast (outside 2000::/3)'],
+    ['8000::1', 'reserved_address', 'not global unicast (outside 2000::/3)'],
+    ['::ffff:0:808:808', 'reserved_address', "IPv4-translated (8.8.8.8), not a receiver's address"],
+    ['::ffff:0:5db8:d822', 'reserved_address', "IPv4-translated (93.184.216.34), not a receiver's address"],
+    ['fc00::1', 'private_address', 'unique-local'],
+    ['fe80::1', 'link_local_address', 'link-local'],
+    ['ff02::1', 'reserved_address', 'multicast'],
+  ];
+  for (const [address, category, label] of refused) assert.deepEqual(policy.refusal(address), { category, label }, address);
+  for (const address of ['2606:4700:4700::1111', '2a00:1450:4001::1', '2001:4860:4860::8888', '3ffe::1', '3fff:1000::1', '2c0f:fb50::1', '64:ff9b::5db8:d822', '::ffff:93.184.216.34']) {
+    assert.equal(policy.refusal(address), null, address);
+  }
+
+  const relay = await startRelay(t);
+  const { admin } = await seedOrg(relay.services, 'acme');
+  const token = relay.token('acme', admin);
+  for (const [address, reason] of refused) {
+    const res = await call(relay.baseUrl, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: `https://[${address}]/hook` } });
+    assert.equal(res.status, 422, `${address}: ${res.text}`);
+    assert.equal(res.body.reason, reason, address);
+  }
+  const ok = await call(relay.baseUrl, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: 'https://[2606:4700:4700::1111]/hook' } });
+  assert.equal(ok.status, 201, ok.text);
 });

@@ -3,7 +3,7 @@ import Koa, { type Context, type Middleware, type Next } from 'koa';
 import { Router } from '@koa/router';
 import type { Config } from '../config/load.ts';
 import type { Clock } from '../domain/clock.ts';
-import { ErrorCode, HookrelayError, isHookrelayError } from '../domain/errors.ts';
+import { ErrorCode, excerpt, HookrelayError, isHookrelayError } from '../domain/errors.ts';
 import type { Permission } from '../domain/permissions.ts';
 import type { Principal } from '../domain/types.ts';
 import type { Logger } from '../log.ts';
@@ -13,8 +13,8 @@ import type { UserService } from '../services/users.ts';
 import type { WebhookService } from '../services/webhooks.ts';
 import { AuthError, authenticate, requirePermission } from './auth.ts';
 import { jsonBody } from './body.ts';
-import { problem, writeProblem } from './problem.ts';
-import { rateLimit } from './rate-limit.ts';
+import { pathExcerpt, problem, writeProblem } from './problem.ts';
+import { notFoundRateLimit, rateLimit, type RateLimitOptions } from './rate-limit.ts';
 import { versionMiddleware } from './version.ts';
 import type { SecuredRouter } from './secured-router.ts';
 import { registerUserRoutes } from './routes/users.ts';
@@ -25,6 +25,7 @@ import type { DeliveryLogService } from '../services/delivery-log.ts';
 import { metricsHandler, type MetricsEndpoint } from './metrics.ts';
 import { whenUnlocked } from '../store/lock-wait.ts';
 import { registerConsoleRoutes } from './console.ts';
+import { configuredListener, type ListenerIdentity } from './host-check.ts';
 
 export interface ApiDeps {
   readonly config: Pick<Config, 'api' | 'auth'>;
@@ -42,6 +43,11 @@ export interface ApiDeps {
   readonly isReady: () => boolean | NotReady | Promise<boolean | NotReady>;
   /** GET /metrics on this listener, when the metrics are served here. */
   readonly metrics?: MetricsEndpoint;
+  /**
+   * The listener this app is served on, for the Host check of /metrics and the console
+   * (host-check.ts); by default, api.listen as configured.
+   */
+  readonly listener?: ListenerIdentity;
   /**
    * How long a request waits for the database's write lock while another process (a CLI
    * command) holds it, then 503 `database_busy` (see store/lock-wait.ts). Unlimited without it,
@@ -75,7 +81,8 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   const routes: RouteInfo[] = [];
 
   const auth = authenticate({ keys: deps.keys, auth: deps.config.auth, users: deps.services.users, clock: deps.clock });
-  const limit = rateLimit({ perMinute: deps.config.api.rateLimitPerMinute, burst: deps.config.api.rateLimitBurst, clock: deps.clock });
+  const rates: RateLimitOptions = { perMinute: deps.config.api.rateLimitPerMinute, burst: deps.config.api.rateLimitBurst };
+  const limit = rateLimit(rates);
   const body = jsonBody(deps.config.api.bodyLimitBytes);
   const lockWait = deps.lockWaitMs === undefined ? {} : { maxWaitMs: deps.lockWaitMs };
 
@@ -121,15 +128,17 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
     ctx.body = openapi;
   });
 
-  if (deps.metrics) publicRoute('/metrics', metricsHandler(deps.metrics));
-  // The console's static files (not part of the API: no version, no token; the page sends its token to the API).
-  registerConsoleRoutes(router);
+  const listener = deps.listener ?? configuredListener(deps.config.api.listen);
+  if (deps.metrics) publicRoute('/metrics', metricsHandler(deps.metrics, listener));
+  // The console's static files (not part of the API: no version, no token; the page sends its
+  // token to the API), answered only to the listener's own names (host-check.ts).
+  registerConsoleRoutes(router, undefined, listener);
 
   registerUserRoutes(secured, deps.services);
   registerWebhookRoutes(secured, deps.services);
   registerDeliveryRoutes(secured, deps.services, lockWait);
 
-  serve(app, router, log, 'see /openapi.json for the API');
+  serve(app, router, log, 'see /openapi.json for the API', rates);
   return { app, routes };
 }
 
@@ -137,25 +146,30 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
  * The app of the metrics listener (metrics.listen): GET /metrics and nothing else, with the
  * admin API's error bodies and access log.
  */
-export function createMetricsApp(deps: { readonly log: Logger; readonly metrics: MetricsEndpoint }): Koa {
+export function createMetricsApp(deps: { readonly log: Logger; readonly metrics: MetricsEndpoint; readonly rates: RateLimitOptions; readonly listener: ListenerIdentity }): Koa {
   const app = new Koa();
   app.silent = true;
   const router = new Router();
-  router.register('/metrics', ['GET'], [metricsHandler(deps.metrics)]);
-  serve(app, router, deps.log.child({ subsystem: 'metrics' }), 'this listener serves GET /metrics only');
+  router.register('/metrics', ['GET'], [metricsHandler(deps.metrics, deps.listener)]);
+  serve(app, router, deps.log.child({ subsystem: 'metrics' }), 'this listener serves GET /metrics only', deps.rates);
   return app;
 }
 
-/** The middleware every listener shares: access log, problem+json errors, no caching, 404 and 405 as problems, then the routes. */
-function serve(app: Koa, router: Router, log: Logger, notFoundHint: string): void {
+/**
+ * The middleware every listener shares: access log, the rate of 404s no token paid for,
+ * problem+json errors, no caching, 404 and 405 as problems, then the routes.
+ */
+function serve(app: Koa, router: Router, log: Logger, notFoundHint: string, rates: RateLimitOptions): void {
   app.use(accessLog(log));
+  app.use(notFoundRateLimit(rates));
   app.use(errorsAsProblems(log));
   app.use(async (ctx, next) => {
     ctx.set('Cache-Control', 'no-store');
     await next();
-    // Runs after the router and allowedMethods have had their say.
-    if (ctx.status === 405) throw problem(ErrorCode.methodNotAllowed, `${ctx.method} is not allowed on ${ctx.path}; allowed: ${ctx.response.get('Allow')}`);
-    if (ctx.status === 404 && ctx.body == null) throw problem(ErrorCode.notFound, `There is no ${ctx.path}; ${notFoundHint}`);
+    // Runs after the router and allowedMethods have had their say. The path is the client's,
+    // of any length: quoted as a short excerpt.
+    if (ctx.status === 405) throw problem(ErrorCode.methodNotAllowed, `${ctx.method} is not allowed on ${excerpt(ctx.path)}; allowed: ${ctx.response.get('Allow')}`);
+    if (ctx.status === 404 && ctx.body == null) throw problem(ErrorCode.notFound, `There is no ${excerpt(ctx.path)}; ${notFoundHint}`);
   });
   app.use(router.routes());
   app.use(router.allowedMethods());
@@ -177,7 +191,7 @@ function errorsAsProblems(log: Logger): Middleware {
         if (status === 413) known = problem(ErrorCode.payloadTooLarge, 'The request body is too large');
         else if (status === 400 && (err as { expose?: boolean }).expose) known = problem(ErrorCode.malformedJson, 'The request could not be read');
         else {
-          log.error({ err, method: ctx.method, path: ctx.path }, 'unhandled error in request');
+          log.error({ err, method: ctx.method, path: pathExcerpt(ctx.path, LOGGED_PATH_CHARS) }, 'unhandled error in request');
           known = new HookrelayError(ErrorCode.internal, 'internal error');
         }
       }
@@ -187,6 +201,8 @@ function errorsAsProblems(log: Logger): Middleware {
 }
 
 const ROUTINE_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+/** Longest part of a request path the access log writes (the API's own paths are far shorter); `pathChars` gives the whole length of a longer one. */
+const LOGGED_PATH_CHARS = 200;
 
 function accessLog(log: Logger): Middleware {
   return async function logRequest(ctx: Context, next: Next): Promise<void> {
@@ -200,7 +216,8 @@ function accessLog(log: Logger): Middleware {
       log[routine ? 'debug' : 'info'](
         {
           method: ctx.method,
-          path: ctx.path,
+          path: pathExcerpt(ctx.path, LOGGED_PATH_CHARS),
+          ...(ctx.path.length > LOGGED_PATH_CHARS ? { pathChars: ctx.path.length } : {}),
           status: ctx.status,
           ms: Math.round((performance.now() - started) * 10) / 10,
           ...(principal ? { org: principal.orgId, user: principal.email } : {}),

@@ -10,7 +10,8 @@ import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Context } from 'koa';
 import type { Router } from '@koa/router';
-import { ErrorCode } from '../domain/errors.ts';
+import { ErrorCode, excerpt } from '../domain/errors.ts';
+import { requireOwnHost, type ListenerIdentity } from './host-check.ts';
 import { problem } from './problem.ts';
 
 /** Where the build puts the console: <package>/dist/console, from src/api/ (tsx) and dist/api/ alike. */
@@ -61,9 +62,15 @@ export function loadConsoleFiles(dir: string = CONSOLE_DIR): Map<string, Console
   return files;
 }
 
-/** Registers GET /console (a redirect), /console/ and /console/<file> on `router`. */
-export function registerConsoleRoutes(router: Router, files: Map<string, ConsoleFile> = loadConsoleFiles()): void {
+/**
+ * Registers GET /console (a redirect), /console/ and /console/<file> on `router`, answered only
+ * to requests whose Host names `listener` (see host-check.ts: no page on another origin may read
+ * them through DNS rebinding). The admin API always gives its listener; a router of a test's
+ * own, without one, checks no Host.
+ */
+export function registerConsoleRoutes(router: Router, files: Map<string, ConsoleFile> = loadConsoleFiles(), listener?: ListenerIdentity): void {
   const secure = (ctx: Context) => {
+    if (listener !== undefined) requireOwnHost(ctx, listener, 'The console');
     ctx.set('Content-Security-Policy', CONSOLE_CSP);
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.set('Referrer-Policy', 'no-referrer');
@@ -75,7 +82,7 @@ export function registerConsoleRoutes(router: Router, files: Map<string, Console
     const file = files.get(path);
     if (!file) {
       if (files.size === 0) throw problem(ErrorCode.notFound, 'The console was not built: run npm run build (npm ci does), then restart the daemon');
-      throw problem(ErrorCode.notFound, `There is no /console/${path} (the console is at /console/)`);
+      throw problem(ErrorCode.notFound, `There is no ${excerpt(`/console/${path}`)} (the console is at /console/)`);
     }
     ctx.type = file.type;
     ctx.body = file.body;

@@ -1,5 +1,5 @@
 import type { Context } from 'koa';
-import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import { ErrorCode, EXCERPT_CHARS, HookrelayError } from '../domain/errors.ts';
 
 /** HTTP status and title of every error code: the only place codes meet HTTP. */
 const STATUS: Record<ErrorCode, { status: number; title: string; expose?: boolean }> = {
@@ -35,6 +35,19 @@ const STATUS: Record<ErrorCode, { status: number; title: string; expose?: boolea
 
 export const PROBLEM_TYPE_PREFIX = 'urn:hookrelay:problem:';
 
+/** Characters of a request path that must not be repeated as they are: controls (C0, DEL, C1), invisible and bidirectional ones. */
+const UNSHOWABLE = /[\u0000-\u0020\u007f-\u00a0\u00ad\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\ufeff]/g;
+
+/**
+ * A request path as an answer (`instance`) or the access log repeats it: at most `max`
+ * characters, then "...", with what cannot be shown as it is percent-encoded (so it stays a
+ * URI reference). A 15,000-character path comes back as a short excerpt, never whole.
+ */
+export function pathExcerpt(path: string, max: number = EXCERPT_CHARS): string {
+  const cut = path.length > max ? `${path.slice(0, max)}...` : path;
+  return cut.replace(UNSHOWABLE, (c) => encodeURIComponent(c));
+}
+
 export function statusOf(code: ErrorCode): number {
   return STATUS[code].status;
 }
@@ -53,7 +66,7 @@ export function writeProblem(ctx: Context, err: HookrelayError): void {
     status,
     detail: exposed ? err.message : 'An internal error occurred; the operator can find it in the daemon log.',
     code: exposed ? err.code : ErrorCode.internal,
-    instance: ctx.path,
+    instance: pathExcerpt(ctx.path),
   };
   if (exposed) {
     if (err.invalidParams.length > 0) body.invalid_params = err.invalidParams;

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import type { Config } from '../config/load.ts';
+import { readFileSync } from 'node:fs';
+import { environmentVariable, type Config } from '../config/load.ts';
 import { parseDuration } from '../domain/duration.ts';
 import { createRetentionService, type PrunedRows } from '../services/retention.ts';
 import { backupDatabase, checkDatabase, type CheckReport } from '../store/maintenance.ts';
@@ -10,6 +11,55 @@ import { startProgress } from './progress.ts';
 import { cliLogger, configFrom, EXIT_DATABASE_DAMAGED, iso, jsonOption, optionsOf, print, UsageError, withStore } from './shared.ts';
 
 const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
+
+/**
+ * The database `db copy` writes to: from --to-env NAME, --to-file PATH, --to URL (one of them),
+ * or database.url. A password is never taken from the command line, where every user of the
+ * machine sees it (ps, /proc/PID/cmdline) and the shell's history keeps it: --to with one is
+ * refused, saying where to put it. No message shows the URL but without its password.
+ */
+function copyTarget(options: { to?: string; toEnv?: string; toFile?: string }, config: Config): string {
+  const given = [options.to === undefined ? null : '--to', options.toEnv === undefined ? null : '--to-env', options.toFile === undefined ? null : '--to-file'].filter((o) => o !== null);
+  if (given.length > 1) throw new UsageError(`give the target database once: ${given.join(' and ')} were both given`);
+  let to: string | null;
+  let from: string;
+  if (options.toEnv !== undefined) {
+    to = environmentVariable(options.toEnv) ?? null;
+    from = `environment variable ${options.toEnv}`;
+    if (to === null || to.trim() === '') throw new UsageError(`--to-env ${options.toEnv}: the environment variable ${options.toEnv} is not set (or empty); export it with the PostgreSQL URL first`);
+  } else if (options.toFile !== undefined) {
+    from = `file ${options.toFile}`;
+    try {
+      to = readFileSync(options.toFile, 'utf8').split('\n')[0]!;
+    } catch (err) {
+      throw new UsageError(`--to-file: cannot read ${options.toFile} (${(err as NodeJS.ErrnoException).code ?? String(err)}); give a file holding the PostgreSQL URL on its first line`);
+    }
+  } else {
+    to = options.to ?? config.database.url;
+    from = options.to !== undefined ? '--to' : 'database.url';
+    if (to === null) throw new UsageError('db copy needs a PostgreSQL database: --to-env NAME (a variable holding the URL), --to-file PATH, --to postgres://USER@HOST/DATABASE (no password), or database.url (HOOKRELAY_DATABASE_URL)');
+  }
+  to = to.trim();
+  if (!/^postgres(ql)?:\/\//.test(to)) throw new UsageError(`the ${from} must hold a PostgreSQL URL (postgres://USER@HOST:PORT/DATABASE)`);
+  if (options.to !== undefined && hasPassword(to)) {
+    throw new UsageError(
+      `--to must not carry a password (${loggableDatabaseUrl(to)} has one): a command line is visible to every user of this machine (ps, /proc) and stays in the shell's history. ` +
+        'Give the URL in an environment variable (--to-env NAME) or a file (--to-file PATH), or keep the password in ~/.pgpass or PGPASSWORD',
+    );
+  }
+  return to;
+}
+
+/** Whether a PostgreSQL URL holds a password (in its user-info, or as a `password` parameter). */
+function hasPassword(url: string): boolean {
+  try {
+    const parsed = new URL(url);
+    return parsed.password !== '' || parsed.searchParams.has('password');
+  } catch {
+    // Not parseable as a URL: judge by its text.
+    return /:[^/@]*@|[?&]password=/i.test(url);
+  }
+}
 
 function rowsText(r: PrunedRows): string {
   return `${r.events} event(s), ${r.deliveries} delivery(ies), ${r.attempts} attempt(s), ${r.quarantinedLines} quarantined line(s)`;
@@ -134,14 +184,14 @@ export function registerDbCommands(program: Command): void {
       .command('copy')
       .description('copy a SQLite database into an empty PostgreSQL database (moving an install to PostgreSQL; stop the daemon first)')
       .requiredOption('--from <file>', 'the SQLite database file to copy')
-      .option('--to <url>', 'the PostgreSQL database (postgres://...); default database.url (HOOKRELAY_DATABASE_URL)')
+      .option('--to-env <name>', 'the environment variable holding the PostgreSQL database URL (postgres://USER:PASSWORD@HOST/DATABASE)')
+      .option('--to-file <path>', 'a file holding the PostgreSQL database URL (mode 0600)')
+      .option('--to <url>', 'the PostgreSQL database URL, without a password (from ~/.pgpass or PGPASSWORD); default database.url (HOOKRELAY_DATABASE_URL)')
       .option('--instance <name>', "the instance that will tail the copied feeds (its feed positions and counts); default instance.name"),
   ).action(async (_options: unknown, cmd: Command) => {
-    const options = optionsOf<{ from: string; to?: string; instance?: string }>(cmd);
+    const options = optionsOf<{ from: string; to?: string; toEnv?: string; toFile?: string; instance?: string }>(cmd);
     const config = configFrom(options);
-    const to = options.to ?? config.database.url;
-    if (to === null || to === undefined) throw new UsageError('db copy needs a PostgreSQL database: --to postgres://USER@HOST/DATABASE, or database.url (HOOKRELAY_DATABASE_URL)');
-    if (!/^postgres(ql)?:\/\//.test(to)) throw new UsageError('--to must be a PostgreSQL URL (postgres://USER@HOST:PORT/DATABASE)');
+    const to = copyTarget(options, config);
     const instance = options.instance ?? config.instance.name;
     if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/.test(instance)) throw new UsageError('--instance must be letters, digits, ".", "_" and "-", at most 63, starting with a letter or digit');
     const result = await copySqliteToPostgres({ from: resolve(options.from), to, instance, log: cliLogger(config), busyTimeoutMs: config.database.busyTimeoutMs });

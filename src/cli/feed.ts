@@ -2,6 +2,7 @@ import { open, type FileHandle } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Command } from 'commander';
+import { LINE_EXCERPT_BYTES, lineExcerpt } from '../domain/feed-event.ts';
 import { openIngestPath } from '../feed/ingest-path.ts';
 import { sourceBytes } from '../feed/line-batch.ts';
 import { ingestStream } from '../feed/stream-reader.ts';
@@ -118,14 +119,15 @@ export function registerFeedCommands(program: Command): void {
           detail: r.detail,
           event_id: r.eventId,
           line_bytes: r.lineBytes,
-          raw: r.raw.toString('utf8'),
-          raw_truncated: r.raw.length < r.lineBytes,
+          // Escaped, and no longer than what is kept (a row stored before issue 31 may hold 16 KiB).
+          raw: lineExcerpt(r.raw, r.lineBytes),
+          raw_truncated: Math.min(r.raw.length, LINE_EXCERPT_BYTES) < r.lineBytes,
           received_at: iso(r.receivedAt),
         }));
         print(options, view, () =>
           view.length === 0
             ? 'no quarantined lines'
-            : view.map((r) => `#${r.id} ${r.source}@${r.position ?? '-'} ${r.reason}: ${r.detail}\n    ${r.raw.slice(0, 200)}${r.raw_truncated || r.raw.length > 200 ? '...' : ''}`).join('\n'),
+            : view.map((r) => `#${r.id} ${r.source}@${r.position ?? '-'} ${r.reason}: ${r.detail}\n    ${r.raw}`).join('\n'),
         );
       });
     });

@@ -19,6 +19,7 @@ export interface Config {
     readonly bodyLimitBytes: number;
     readonly rateLimitPerMinute: number;
     readonly rateLimitBurst: number;
+    readonly allowedHosts: readonly string[];
   };
   readonly auth: {
     readonly algorithm: 'HS256' | 'RS256' | 'ES256' | 'EdDSA';
@@ -42,6 +43,7 @@ export interface Config {
     readonly batchLines: number;
     readonly batchBytes: number;
     readonly pollIntervalMs: number;
+    readonly followSymlinks: boolean;
   };
   readonly console: { readonly publicUrl: string | null };
   readonly delivery: {
@@ -268,6 +270,14 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
 }
 
 /**
+ * One environment variable that a command was told to read by name (`db copy --to-env NAME`):
+ * the configuration stays the only reader of the environment.
+ */
+export function environmentVariable(name: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return env[name];
+}
+
+/**
  * The host name, as an instance name: its first label (a host's short name), with what the
  * name may not hold replaced by "-"; "hookrelay" if nothing is left.
  */
@@ -276,6 +286,9 @@ export function defaultInstanceName(host: string = hostname()): string {
   return name === '' ? 'hookrelay' : name;
 }
 
+/** An entry of api.allowedHosts: a name or an IP address (IPv6 in brackets), with an optional port. */
+const ALLOWED_HOST = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*)(:\d{1,5})?$/;
+
 function checkCoherence(config: Config): void {
   for (const cidr of config.delivery.allowNetworks) {
     if (parseCidr(cidr) === null) throw configError(`key "delivery.allowNetworks" must list CIDRs such as "10.0.0.0/8" or "::1/128"; got ${JSON.stringify(cidr)}`);
@@ -283,6 +296,9 @@ function checkCoherence(config: Config): void {
   for (const entry of config.delivery.organizationNetworks) {
     const grant = parseOrganizationNetwork(entry);
     if (grant === null) throw configError(`key "delivery.organizationNetworks" must list "ORG=CIDR" entries such as "acme=10.20.0.0/16"; got ${JSON.stringify(entry)}`);
+  }
+  for (const host of config.api.allowedHosts) {
+    if (!ALLOWED_HOST.test(host)) throw configError(`key "api.allowedHosts" must list host names or addresses, each with an optional port, such as "relay.example.com" or "[::1]:8080"; got ${JSON.stringify(host)}`);
   }
   for (const orgId of config.delivery.storeInternalResponses) {
     if (checkOrgId(orgId) !== null) throw configError(`key "delivery.storeInternalResponses" must list organization ids; got ${JSON.stringify(orgId)}`);

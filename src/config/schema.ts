@@ -81,6 +81,11 @@ export const CONFIG_SCHEMA = {
       default: 60,
       doc: 'Requests a token may make in a burst above the sustained rate.',
     },
+    allowedHosts: {
+      type: { kind: 'stringList' },
+      default: [],
+      doc: 'More names (such as "relay.example.com", or "relay.example.com:8443" for one port) that /metrics and the console answer to in the Host header, on the admin listener and the metrics listener, besides their own addresses, the names they listen on, localhost on loopback, and the host of console.publicUrl: the names a reverse proxy or a scraper reaches them by. Any other Host is refused (403), so that no web page can read them through DNS rebinding.',
+    },
   },
   auth: {
     algorithm: {
@@ -175,6 +180,11 @@ export const CONFIG_SCHEMA = {
       default: 1000,
       doc: 'Safety net: how often an idle feed file is checked for new lines, rotation and truncation, in ms. New lines are normally noticed at once (file system notifications); this bounds the delay where notifications do not work (some network file systems).',
     },
+    followSymlinks: {
+      type: { kind: 'bool' },
+      default: false,
+      doc: 'Follow a symbolic link at feed.path. Off, a link there is refused like any other file that is not a regular file (a directory, a FIFO, a socket, a device): logged once, /readyz answers 503, and the daemon waits for a regular file. On, the link is resolved once, at start, and the file it then points at is read (a link changed later is not followed until a restart).',
+    },
   },
   delivery: {
     allowHttp: {
@@ -195,7 +205,7 @@ export const CONFIG_SCHEMA = {
     storeInternalResponses: {
       type: { kind: 'stringList' },
       default: [],
-      doc: 'Organizations whose delivery log keeps the response bodies of receivers reached through an allowed internal network. For every other organization the log keeps the status and the size of such an answer, not its body: a tenant must not read internal services through the API.',
+      doc: 'Organizations whose delivery log keeps the response bodies of receivers reached through an allowed internal network, and the messages of their TLS and connection errors. For every other organization the log keeps the status and the size of such an answer, not its body, and an error\'s class and code, not its message (which names certificate names and addresses): a tenant must not read internal services through the API.',
     },
     caFile: {
       type: { kind: 'string', nullable: true },

@@ -17,6 +17,13 @@ export function internalBodyWithheld(bytes: number, cut: boolean): string {
   return `(not stored: ${cut ? 'at least ' : ''}${bytes} bytes from a receiver on an internal network; the operator can keep them with delivery.storeInternalResponses)`;
 }
 
+/**
+ * What follows the error code of a failed connection to an internal receiver in the attempt
+ * log, instead of the error's message: a TLS error names the certificate's names and addresses,
+ * a connection error the address and port it tried (see delivery.storeInternalResponses).
+ */
+export const INTERNAL_ERROR_WITHHELD = ' (details not stored: the receiver is on an internal network; the operator can keep them with delivery.storeInternalResponses)';
+
 export interface DeliveryRequest {
   /** The organization whose webhook this is: its network grants apply. */
   readonly orgId: string;
@@ -76,7 +83,13 @@ class Refused extends Error {
 /** An attempt its deadline ended. */
 const TIMED_OUT = { error: AttemptError.timeout, detail: 'no complete response within the attempt deadline' } as const;
 
-function classify(err: unknown, deadlineHit: boolean): { error: AttemptError; detail: string } {
+/**
+ * The error class and the sentence of an attempt that failed without an answer. With
+ * `withhold` (a receiver on an internal network, for an organization whose log does not keep
+ * what they say), the messages of TLS and connection errors are left out: they name the
+ * certificate's names and addresses, or the address tried.
+ */
+function classify(err: unknown, deadlineHit: boolean, withhold: boolean): { error: AttemptError; detail: string } {
   if (deadlineHit) return TIMED_OUT;
   const e = err as NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException };
   const code = e.code ?? e.cause?.code ?? '';
@@ -85,8 +98,8 @@ function classify(err: unknown, deadlineHit: boolean): { error: AttemptError; de
   // undici's name for a connection the receiver closed before its answer was complete; got and
   // node:http called it a socket hang up, and the attempt log keeps saying so.
   if (code === 'UND_ERR_SOCKET') return { error: AttemptError.connection, detail: 'ECONNRESET: socket hang up (the receiver closed the connection)' };
-  if (TLS_CODES.test(code)) return { error: AttemptError.tls, detail: `TLS failed (${code}): ${e.message}`.slice(0, 500) };
-  return { error: AttemptError.connection, detail: `${code || e.name}: ${e.message}`.slice(0, 500) };
+  if (TLS_CODES.test(code)) return { error: AttemptError.tls, detail: withhold ? `TLS failed (${code})${INTERNAL_ERROR_WITHHELD}` : `TLS failed (${code}): ${e.message}`.slice(0, 500) };
+  return { error: AttemptError.connection, detail: withhold ? `${code || e.name}${INTERNAL_ERROR_WITHHELD}` : `${code || e.name}: ${e.message}`.slice(0, 500) };
 }
 
 /**
@@ -215,10 +228,13 @@ export function createDeliverer(options: DelivererOptions) {
   async function attempt(request: DeliveryRequest, signal: AbortSignal, started: number, deadlineHit: () => boolean): Promise<AttemptResult> {
     const elapsed = () => Math.round(performance.now() - started);
     const base = { statusCode: null, responseBody: null, retryAfterMs: null };
+    /** Where the attempt was going, once its target passed the policy. */
+    let target: { via: Route; host: string } | null = null;
     try {
       const url = new URL(request.url);
       const via = route(request.orgId);
       const host = checkTarget(url, via.guard);
+      target = { via, host };
       const res = await pRetry(() => send(url, host, request, signal, via), {
         retries: 2,
         minTimeout: 100,
@@ -241,7 +257,9 @@ export function createDeliverer(options: DelivererOptions) {
       if (err instanceof TypeError && (err as NodeJS.ErrnoException).code === 'ERR_INVALID_URL') {
         return { ...base, error: AttemptError.invalidUrl, errorDetail: 'the webhook URL is not a valid URL', durationMs: elapsed() };
       }
-      const { error, detail } = classify(err, deadlineHit());
+      // Judged as the body of an answer is (see send): on the addresses the connection could have gone to.
+      const withhold = target !== null && !networks.storesInternalResponses(request.orgId) && target.via.guard.reachesInternal(target.host, networks.isInternal);
+      const { error, detail } = classify(err, deadlineHit(), withhold);
       return { ...base, error, errorDetail: detail, durationMs: elapsed() };
     }
   }

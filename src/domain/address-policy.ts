@@ -9,10 +9,15 @@ import { checkOrgId } from './validation.ts';
  * (cloud metadata), and every range that is not a unicast internet address (unspecified,
  * multicast, documentation, benchmarking, reserved, transition mechanisms).
  *
- * An IPv6 address that carries an IPv4 address a translator would reach (IPv4-mapped
- * ::ffff:a.b.c.d, IPv4-translated ::ffff:0:a.b.c.d, NAT64 64:ff9b::a.b.c.d) is judged by that
- * IPv4 address. 6to4 (2002::/16), Teredo (2001::/32) and the IPv4-compatible form (::a.b.c.d)
- * are refused whole: relays of long-deprecated mechanisms, never a receiver's real address.
+ * IPv6 is an allowlist: only the global unicast range (2000::/3) is reachable, minus its special
+ * ranges (Teredo, IETF protocol assignments, documentation 2001:db8::/32 and 3fff::/20, 6to4);
+ * everything outside it (4000::/2, 1::/16, unique-local, link-local, multicast, ...) is refused,
+ * so a range assigned later, or one this list forgot, is refused until it is known to be
+ * internet. An IPv6 address that carries an IPv4 address is judged by that IPv4 address when a
+ * socket or a standard translator reaches it there: IPv4-mapped ::ffff:a.b.c.d (the IPv4 address
+ * itself, to the socket layer) and NAT64 64:ff9b::a.b.c.d. The IPv4-translated form
+ * (::ffff:0:a.b.c.d, SIIT), 6to4 (2002::/16), Teredo (2001::/32) and the IPv4-compatible form
+ * (::a.b.c.d) are refused whatever they carry: never a receiver's real address.
  * Other spellings of IPv4 (127.1, 0x7f.0.0.1, 2130706433, 0177.0.0.1) are normalised by the URL
  * parser before they get here.
  */
@@ -46,22 +51,31 @@ const V4_RANGES: readonly Range[] = [
   ['240.0.0.0', 4, 'reserved / broadcast', 'reserved_address'],
 ];
 
-/** Checked in order: the first range that holds the address names it. */
-const V6_RANGES: readonly Range[] = [
+/** The only IPv6 addresses deliveries may reach (less V6_SPECIAL): global unicast. */
+const V6_GLOBAL_UNICAST: readonly [string, number] = ['2000::', 3];
+
+/** Ranges inside 2000::/3 that are not a receiver's address. Checked in order: the first range that holds the address names it. */
+const V6_SPECIAL: readonly Range[] = [
+  ['2001::', 32, 'Teredo', 'reserved_address'],
+  ['2001::', 23, 'IETF protocol assignments', 'reserved_address'],
+  ['2001:db8::', 32, 'documentation', 'reserved_address'],
+  ['2002::', 16, '6to4', 'reserved_address'],
+  ['3fff::', 20, 'documentation', 'reserved_address'],
+];
+
+/** Outside 2000::/3 everything is refused; these ranges only give the refusal its name and reason. Checked in order. */
+const V6_NAMED: readonly Range[] = [
   ['::1', 128, 'loopback', 'loopback_address'],
   ['::', 128, 'unspecified', 'reserved_address'],
   ['::', 96, 'IPv4-compatible', 'reserved_address'],
   ['64:ff9b:1::', 48, 'local-use NAT64', 'reserved_address'],
   ['100::', 64, 'discard-only', 'reserved_address'],
-  ['2001::', 32, 'Teredo', 'reserved_address'],
-  ['2001::', 23, 'IETF protocol assignments', 'reserved_address'],
-  ['2001:db8::', 32, 'documentation', 'reserved_address'],
-  ['2002::', 16, '6to4', 'reserved_address'],
   ['fc00::', 7, 'unique-local', 'private_address'],
   ['fe80::', 10, 'link-local', 'link_local_address'],
   ['fec0::', 10, 'site-local', 'private_address'],
   ['ff00::', 8, 'multicast', 'reserved_address'],
 ];
+const NOT_GLOBAL_UNICAST: AddressRefusal = { label: 'not global unicast (outside 2000::/3)', category: 'reserved_address' };
 
 function listOf(address: string, prefix: number, family: 'ipv4' | 'ipv6'): BlockList {
   const list = new BlockList();
@@ -70,7 +84,9 @@ function listOf(address: string, prefix: number, family: 'ipv4' | 'ipv6'): Block
 }
 
 const V4 = V4_RANGES.map(([address, prefix, label, category]) => ({ list: listOf(address, prefix, 'ipv4'), label, category }));
-const V6 = V6_RANGES.map(([address, prefix, label, category]) => ({ list: listOf(address, prefix, 'ipv6'), label, category }));
+const V6_SPECIAL_LISTS = V6_SPECIAL.map(([address, prefix, label, category]) => ({ list: listOf(address, prefix, 'ipv6'), label, category }));
+const V6_NAMED_LISTS = V6_NAMED.map(([address, prefix, label, category]) => ({ list: listOf(address, prefix, 'ipv6'), label, category }));
+const GLOBAL_UNICAST = listOf(V6_GLOBAL_UNICAST[0], V6_GLOBAL_UNICAST[1], 'ipv6');
 
 /** The eight 16-bit groups of an IPv6 address (as isIP accepts it, a zone index allowed); null if it is not one. */
 export function ipv6Groups(text: string): number[] | null {
@@ -133,12 +149,18 @@ export function createAddressPolicy(allowNetworks: readonly string[]) {
     const embedded = embeddedIpv4(bare);
     if (embedded !== null) {
       const inner = judgeV4(embedded.ipv4);
-      if (inner === null) return null;
       // An IPv4-mapped address is the IPv4 address itself, to the socket layer.
-      return embedded.form === 'IPv4-mapped' ? inner : { category: inner.category, label: `${embedded.form} (${embedded.ipv4}: ${inner.label})` };
+      if (embedded.form === 'IPv4-mapped') return inner;
+      if (embedded.form === 'NAT64') return inner === null ? null : { category: inner.category, label: `NAT64 (${embedded.ipv4}: ${inner.label})` };
+      // IPv4-translated (SIIT): refused whatever it carries; named by what it carries when that is refused too.
+      return inner === null ? { category: 'reserved_address', label: `IPv4-translated (${embedded.ipv4}), not a receiver's address` } : { category: inner.category, label: `IPv4-translated (${embedded.ipv4}: ${inner.label})` };
     }
-    for (const { list, label, category } of V6) if (list.check(bare, 'ipv6')) return { label, category };
-    return null;
+    if (GLOBAL_UNICAST.check(bare, 'ipv6')) {
+      for (const { list, label, category } of V6_SPECIAL_LISTS) if (list.check(bare, 'ipv6')) return { label, category };
+      return null;
+    }
+    for (const { list, label, category } of V6_NAMED_LISTS) if (list.check(bare, 'ipv6')) return { label, category };
+    return NOT_GLOBAL_UNICAST;
   }
 
   return { refusal };

@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { excerpt } from './errors.ts';
+import { jsonSyntaxError } from './json-syntax.ts';
 import { checkOrgId } from './validation.ts';
 
 /**
@@ -260,6 +262,73 @@ function occurredAtOf(value: unknown, receivedAt: number): number {
 }
 
 /**
+ * Why a line that is UTF-8 is not JSON: where (the byte of the line, from 0) and a short
+ * reason. Never JSON.parse's message, which quotes the line around the error.
+ */
+function invalidJsonDetail(bytes: Uint8Array): string {
+  const text = utf8.decode(bytes);
+  const error = jsonSyntaxError(text);
+  if (error === null) return 'not valid JSON';
+  return `not valid JSON: ${error.reason} at byte ${Buffer.byteLength(text.slice(0, error.index))} of the line`;
+}
+
+/** Bytes of a rejected line kept in the quarantine table and shown in the log (see lineExcerpt). */
+export const LINE_EXCERPT_BYTES = 64;
+
+/** Characters shown escaped in a line's excerpt besides the C0 and C1 controls and DEL: invisible ones and bidirectional controls, which could make it read as something else. */
+const MISLEADING = /[\u00ad\u061c\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]/u;
+
+/**
+ * A rejected line as the quarantine and the log show it: its first LINE_EXCERPT_BYTES bytes at
+ * most, as text with every byte that is not valid UTF-8 shown as `\xNN`, control characters
+ * (C0, DEL, C1) and invisible or bidirectional ones as `\uNNNN` (`\n`, `\r`, `\t` for those),
+ * and backslashes doubled, so that it is one line of plain text that a terminal or a log reader
+ * shows as it is. `lineBytes` is the line's full length: "..." follows when it is longer than
+ * what is shown.
+ */
+export function lineExcerpt(bytes: Uint8Array, lineBytes: number = bytes.length): string {
+  const shown = bytes.subarray(0, LINE_EXCERPT_BYTES);
+  const cut = lineBytes > shown.length;
+  let out = '';
+  for (let i = 0; i < shown.length; ) {
+    const b = shown[i]!;
+    const length = b < 0x80 ? 1 : b >= 0xc2 && b <= 0xdf ? 2 : b >= 0xe0 && b <= 0xef ? 3 : b >= 0xf0 && b <= 0xf4 ? 4 : 0;
+    let code = -1;
+    if (length === 1) code = b;
+    else if (length > 0 && i + length <= shown.length) {
+      code = b & (0xff >> (length + 1));
+      for (let k = 1; k < length; k++) {
+        const c = shown[i + k]!;
+        if ((c & 0xc0) !== 0x80) {
+          code = -1;
+          break;
+        }
+        code = (code << 6) | (c & 0x3f);
+      }
+      // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
+      if (code < [0, 0, 0x80, 0x800, 0x10000][length]! || (code >= 0xd800 && code <= 0xdfff) || code > 0x10ffff) code = -1;
+    } else if (length > 0 && cut) {
+      // A character cut in two by the excerpt's end: left out, "..." says there is more.
+      break;
+    }
+    if (code === -1) {
+      out += `\\x${b.toString(16).padStart(2, '0')}`;
+      i++;
+      continue;
+    }
+    const char = String.fromCodePoint(code);
+    if (code === 0x5c) out += '\\\\';
+    else if (code === 0x0a) out += '\\n';
+    else if (code === 0x0d) out += '\\r';
+    else if (code === 0x09) out += '\\t';
+    else if (code < 0x20 || (code >= 0x7f && code <= 0x9f) || MISLEADING.test(char)) out += `\\u${code.toString(16).padStart(4, '0')}`;
+    else out += char;
+    i += length;
+  }
+  return cut ? `${out}...` : out;
+}
+
+/**
  * Parses one feed line (without its newline). `receivedAt` (epoch ms) stands in for a missing
  * `occurred_at`. Never throws: a bad line comes back with a reason and a detail sentence.
  */
@@ -270,13 +339,13 @@ export function parseFeedLine(bytes: Uint8Array, receivedAt: number): ParsedLine
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return reject(RejectReason.notAnObject, 'each line must be one JSON object');
     record = parsed as Record<string, unknown>;
   } catch (err) {
-    return err instanceof SyntaxError ? reject(RejectReason.invalidJson, `not valid JSON: ${err.message}`) : reject(RejectReason.invalidUtf8, 'the line is not valid UTF-8');
+    return err instanceof SyntaxError ? reject(RejectReason.invalidJson, invalidJsonDetail(bytes)) : reject(RejectReason.invalidUtf8, 'the line is not valid UTF-8');
   }
   const rawId = record.event_id;
   const givenId = typeof rawId === 'string' ? rawId : null;
   try {
     for (const key in record) {
-      if (!KNOWN_FIELDS.has(key)) throw new LineRejected(RejectReason.unknownField, `unknown field "${key}"; put extra fields under "data"`);
+      if (!KNOWN_FIELDS.has(key)) throw new LineRejected(RejectReason.unknownField, `unknown field ${excerpt(key)}; put extra fields under "data"`);
     }
     if (rawId !== undefined && (givenId === null || givenId === '' || givenId.length > MAX_EVENT_ID_LENGTH)) {
       throw new LineRejected(RejectReason.invalidField, `"event_id" must be a string of 1-${MAX_EVENT_ID_LENGTH} characters`);

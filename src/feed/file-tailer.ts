@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { constants, type BigIntStats } from 'node:fs';
+import { lstat, open, readdir, readlink, realpath, type FileHandle } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import { RejectReason } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
@@ -42,6 +43,11 @@ export interface FileTailerOptions {
   readonly startPosition: 'start' | 'end';
   /** Parses batches (on a worker thread, see line-parser.ts); by default on this thread. */
   readonly parser?: LineParser;
+  /**
+   * Follow a symbolic link at `path` (feed.followSymlinks): resolved once, when the tailer
+   * starts. Without it a link there is refused, as is anything else but a regular file.
+   */
+  readonly followSymlinks?: boolean;
   /**
    * Hears of storage faults (full disk, damaged database). With it, a commit that fails on one
    * is tried again, the same batch with the same position, after a back-off (never, on a damaged
@@ -87,16 +93,97 @@ function isMissing(err: unknown): boolean {
   return (err as NodeJS.ErrnoException).code === 'ENOENT';
 }
 
-async function openFeed(path: string): Promise<OpenFeed | null> {
-  let fh: FileHandle;
+/** Something at the feed path that is not a regular file, and is not read: what it is, in words. */
+interface Refused {
+  readonly refused: string;
+}
+
+/** What a file that is not a regular one is, in words (for the log and /readyz). */
+function kindOf(st: BigIntStats): string {
+  if (st.isSymbolicLink()) return 'a symbolic link';
+  if (st.isDirectory()) return 'a directory';
+  if (st.isFIFO()) return 'a FIFO (named pipe)';
+  if (st.isSocket()) return 'a socket';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  return 'not a regular file';
+}
+
+/**
+ * Flags of every open of a feed file. O_NOFOLLOW: a symbolic link put at the path (a swap
+ * between the lstat and the open included) fails the open instead of opening its target.
+ * O_NONBLOCK: a FIFO that took the path's place after the lstat is opened without waiting
+ * for a writer (a plain open blocks until one comes, and a stop with it); fstat then refuses
+ * it. Reads of a regular file do not block either way.
+ */
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/**
+ * Opens the regular file at `path`; null when there is nothing there. Anything else (a
+ * symbolic link, a directory, a FIFO, a socket, a device) is refused and never read: it is
+ * looked at with lstat first, so that a FIFO or a device is not even opened, and what was
+ * opened is checked again with fstat.
+ */
+async function openFeed(path: string): Promise<OpenFeed | Refused | null> {
+  let st: BigIntStats;
   try {
-    fh = await open(path, 'r');
+    st = await lstat(path, { bigint: true });
   } catch (err) {
     if (isMissing(err)) return null;
     throw err;
   }
-  const st = await fh.stat({ bigint: true });
-  return { fh, path, dev: String(st.dev), ino: String(st.ino) };
+  if (!st.isFile()) return { refused: kindOf(st) };
+  let fh: FileHandle;
+  try {
+    fh = await open(path, OPEN_FLAGS);
+  } catch (err) {
+    if (isMissing(err)) return null;
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') return { refused: 'a symbolic link' };
+    throw err;
+  }
+  const opened = await fh.stat({ bigint: true });
+  if (!opened.isFile()) {
+    await fh.close();
+    return { refused: kindOf(opened) };
+  }
+  return { fh, path, dev: String(opened.dev), ino: String(opened.ino) };
+}
+
+function isRefused(opened: OpenFeed | Refused | null): opened is Refused {
+  return opened !== null && 'refused' in opened;
+}
+
+/**
+ * The file a feed path names once its symbolic links are followed (feed.followSymlinks): the
+ * link at the path itself (a chain of them, a dangling one included) and those among its
+ * directories. Anything that cannot be resolved is left as it is.
+ */
+async function resolveLinks(path: string): Promise<string> {
+  let target = path;
+  for (let hops = 0; hops < 40; hops++) {
+    const st = await lstat(target).catch(() => null);
+    if (st === null || !st.isSymbolicLink()) break;
+    target = resolve(dirname(target), await readlink(target));
+  }
+  const dir = await realpath(dirname(target)).catch(() => dirname(target));
+  return join(dir, basename(target));
+}
+
+/** Why the daemon is not ready while something other than a regular file is at the feed path (see FileTailer.problem). */
+export interface FeedProblem {
+  readonly reason: 'feed_not_a_file';
+  readonly detail: string;
+  /** Epoch ms. */
+  readonly since: number;
+}
+
+function refusalDetail(path: string, kind: string): string {
+  const hint =
+    kind === 'a symbolic link'
+      ? '; replace the link with the file, or set feed.followSymlinks to follow links'
+      : kind === 'a FIFO (named pipe)'
+        ? '; to read a pipe, give it to the daemon on standard input (--feed -)'
+        : '';
+  return `the feed path ${path} is ${kind}, not a regular file: it is not read${hint}. The daemon waits for a regular file there`;
 }
 
 async function fingerprintOf(fh: FileHandle, bytes: number): Promise<Fingerprint> {
@@ -138,6 +225,28 @@ export function createFileTailer(options: FileTailerOptions) {
   const parser = options.parser ?? inlineLineParser;
   let controller: AbortController | null = null;
   let running: Promise<void> | null = null;
+  /**
+   * The path that is opened: `source`, or with followSymlinks what it resolved to at start.
+   * Positions and counts stay under `source`.
+   */
+  let readPath = source;
+  /** What is at the path while it is refused (logged once per change), or null. */
+  let refusal: { kind: string; problem: FeedProblem } | null = null;
+
+  /** Something other than a regular file is at the path: said once per change of what it is. */
+  function refuse(kind: string): void {
+    if (refusal?.kind === kind) return;
+    const detail = refusalDetail(readPath, kind);
+    refusal = { kind, problem: { reason: 'feed_not_a_file', detail, since: options.ingest.now() } };
+    log.error({ path: readPath, kind }, detail);
+  }
+
+  /** The path holds a regular file again, or nothing (then the wait for a file goes on). */
+  function refusalOver(found: boolean): void {
+    if (refusal === null) return;
+    log.info({ path: readPath, was: refusal.kind }, found ? 'the feed path holds a regular file now: reading it' : 'the refused file at the feed path is gone; waiting for a regular file to appear');
+    refusal = null;
+  }
 
   /**
    * Reads `feed` from the splitter's position to the current end, committing a batch (with
@@ -236,30 +345,41 @@ export function createFileTailer(options: FileTailerOptions) {
 
   /** After a restart, finds the file we were reading if it was renamed (rotated) meanwhile. */
   async function findRotated(saved: FeedPosition): Promise<OpenFeed | null> {
-    const dir = dirname(source);
+    const dir = dirname(readPath);
     for (const name of (await readdir(dir)).slice(0, 10_000)) {
       const path = join(dir, name);
-      if (path === source) continue;
-      const st = await stat(path, { bigint: true }).catch(() => null);
+      if (path === readPath) continue;
+      const st = await lstat(path, { bigint: true }).catch(() => null);
       if (!st?.isFile() || String(st.dev) !== saved.dev || String(st.ino) !== saved.ino) continue;
       const feed = await openFeed(path);
-      if (feed && (await isSameFile(feed, saved))) return feed;
-      await feed?.fh.close();
+      if (feed === null || isRefused(feed)) continue;
+      if (await isSameFile(feed, saved)) return feed;
+      await feed.fh.close();
     }
     return null;
   }
 
-  /** Opens the feed file, waiting for it to appear; `appeared` is true when it did not exist at first. */
+  /**
+   * Opens the feed file, waiting for a regular file to be at the path; `appeared` is true when
+   * there was none at first (nothing, or something refused).
+   */
   async function waitForFile(signal: AbortSignal): Promise<{ feed: OpenFeed; appeared: boolean }> {
     let warned = false;
+    let appeared = false;
     // Watching starts before the first look, so a file created right after it wakes the wait.
-    const appearing: ChangeWatch = watchForChanges(source, log, { forName: true });
+    const appearing: ChangeWatch = watchForChanges(readPath, log, { forName: true });
     try {
       for (;;) {
         appearing.arm();
-        const feed = await openFeed(source);
-        if (feed) return { feed, appeared: warned };
-        if (!warned) log.info('waiting for the feed file to appear');
+        const feed = await openFeed(readPath);
+        if (feed !== null && !isRefused(feed)) {
+          refusalOver(true);
+          return { feed, appeared };
+        }
+        appeared = true;
+        if (feed !== null) refuse(feed.refused);
+        else if (refusal !== null) refusalOver(false);
+        else if (!warned) log.info('waiting for the feed file to appear');
         warned = true;
         await appearing.wait(options.pollIntervalMs, signal);
         signal.throwIfAborted();
@@ -271,9 +391,9 @@ export function createFileTailer(options: FileTailerOptions) {
 
   /** Waits until the feed path exists again (it was renamed away), or the poll interval passes. */
   async function waitForNewFile(signal: AbortSignal): Promise<void> {
-    const appearing = watchForChanges(source, log, { forName: true });
+    const appearing = watchForChanges(readPath, log, { forName: true });
     try {
-      if ((await stat(source).catch(() => null)) === null) await appearing.wait(options.pollIntervalMs, signal);
+      if ((await lstat(readPath).catch(() => null)) === null) await appearing.wait(options.pollIntervalMs, signal);
     } finally {
       appearing.close();
     }
@@ -345,6 +465,8 @@ export function createFileTailer(options: FileTailerOptions) {
   async function follow(signal: AbortSignal): Promise<void> {
     const found = await waitForFile(signal);
     let feed = found.feed;
+    /** The file to close when this ends (null while none is open). */
+    let opened: OpenFeed | null = feed;
     let changes = watchForChanges(feed.path, log);
     try {
       const start = await startingPoint(feed, found.appeared, signal);
@@ -374,18 +496,30 @@ export function createFileTailer(options: FileTailerOptions) {
           continue;
         }
 
-        const current = await stat(source, { bigint: true }).catch((err: unknown) => {
+        // lstat: whatever now sits at the path, a symbolic link put there included, is another file.
+        const current = await lstat(readPath, { bigint: true }).catch((err: unknown) => {
           if (isMissing(err)) return null;
           throw err;
         });
         if (current && (String(current.dev) !== feed.dev || String(current.ino) !== feed.ino)) {
           await finish(feed, splitter, fp, 'the feed was rotated before this line was terminated', signal);
-          const next = await openFeed(source);
-          if (next) {
+          let next = await openFeed(readPath);
+          if (isRefused(next)) {
+            // The old file is read to its end; what took its place is not read. Wait (logged
+            // once, /readyz failing meanwhile) for a regular file to take its place in turn.
+            const previousInode = feed.ino;
+            await feed.fh.close();
+            changes.close();
+            opened = null;
+            next = (await waitForFile(signal)).feed;
+            log.info({ previousInode, inode: next.ino }, 'feed file replaced; reading the new file from its start');
+          } else if (next !== null) {
             log.info({ previousInode: feed.ino, inode: next.ino }, 'feed file rotated; reading the new file from its start');
             await feed.fh.close();
             changes.close();
-            feed = next;
+          }
+          if (next !== null) {
+            feed = opened = next;
             changes = watchForChanges(feed.path, log);
             splitter = new LineSplitter(options.maxLineBytes, 0);
             fp.current = EMPTY_FINGERPRINT;
@@ -406,7 +540,7 @@ export function createFileTailer(options: FileTailerOptions) {
       }
     } finally {
       changes.close();
-      await feed.fh.close();
+      await opened?.fh.close();
     }
   }
 
@@ -421,6 +555,11 @@ export function createFileTailer(options: FileTailerOptions) {
   }
 
   async function run(signal: AbortSignal): Promise<void> {
+    if (options.followSymlinks === true) {
+      // Once: a link changed while the daemon runs is not followed (a restart follows it).
+      readPath = await resolveLinks(source);
+      if (readPath !== source) log.info({ target: readPath }, 'feed.path is a symbolic link: reading the file it points at (feed.followSymlinks), resolved once, at start');
+    }
     let faults = 0;
     while (!signal.aborted) {
       try {
@@ -446,6 +585,10 @@ export function createFileTailer(options: FileTailerOptions) {
     start(): void {
       controller = new AbortController();
       running = run(controller.signal);
+    },
+    /** Why the feed cannot be read (something other than a regular file at its path), or null. */
+    problem(): FeedProblem | null {
+      return refusal?.problem ?? null;
     },
     /** Stops after the batch in progress is committed. */
     async stop(): Promise<void> {

@@ -1,4 +1,4 @@
-import { parseFeedLine, RejectReason, sameNotification, statusChangeBody, storedBody, type ParsedLines, type StorableEvent, type StoredEvent } from '../domain/feed-event.ts';
+import { LINE_EXCERPT_BYTES, lineExcerpt, parseFeedLine, RejectReason, sameNotification, statusChangeBody, storedBody, type ParsedLines, type StorableEvent, type StoredEvent } from '../domain/feed-event.ts';
 import { orderingKey } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { DeliveryToQueue, EventToStore, FeedPosition, FeedReject, Store } from '../store/repos.ts';
@@ -7,8 +7,13 @@ import { nobodyListens, type WorkSignal } from './work-signal.ts';
 /** Least time between two notices of events stored for the same organization without a webhook (see createIngestService). */
 export const UNDELIVERABLE_NOTICE_MS = 10 * 60_000;
 
-/** At most this many bytes of a rejected line are kept in the quarantine table. */
-export const MAX_QUARANTINED_BYTES = 16 * 1024;
+/**
+ * At most this many bytes of a rejected line are kept in the quarantine table: an excerpt,
+ * shown escaped (lineExcerpt). Whatever a line holds (a file that was never a feed, a secret
+ * pasted by mistake), the quarantine and the log keep no more than its start; its position and
+ * length say where the rest is.
+ */
+export const MAX_QUARANTINED_BYTES = LINE_EXCERPT_BYTES;
 
 /** One line read from a feed, without its newline. */
 export interface RawLine {
@@ -112,7 +117,7 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
     async ingest(source: string, lines: Lines, position: FeedPosition | null, parsedLines?: ParsedLines): Promise<IngestCounts> {
       if (parsedLines !== undefined && parsedLines.length !== lines.length) throw new Error(`${parsedLines.length} parse results for ${lines.length} lines`);
       const counts = emptyCounts();
-      const rejected: Array<{ position: number | null; reason: string; detail: string }> = [];
+      const rejected: Array<{ position: number | null; reason: string; detail: string; excerpt: string }> = [];
       /** Ordering keys queued per organization (see WorkSignal.notify). */
       const queuedKeys = new Map<string, Set<number>>();
       /** Events stored for organizations without a webhook, per organization. */
@@ -201,13 +206,13 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
         if (rejects.length > 0) {
           rejects.sort((a, b) => a.index - b.index);
           await tx.feed.insertRejects(rejects.map((r) => r.reject));
-          for (const { reject: r } of rejects) rejected.push({ position: r.position, reason: r.reason, detail: r.detail });
+          for (const { reject: r } of rejects) rejected.push({ position: r.position, reason: r.reason, detail: r.detail, excerpt: lineExcerpt(r.raw, r.lineBytes) });
         }
         if (position !== null) await tx.feed.savePosition(position, now);
         await tx.feed.addStats(source, counts.accepted, counts.duplicates, counts.quarantined, now);
       });
       for (const [orgId, keys] of queuedKeys) work.notify(orgId, 'queued', keys);
-      for (const r of rejected) feedLog.warn({ source, position: r.position, reason: r.reason, detail: r.detail }, 'feed line quarantined');
+      for (const r of rejected) feedLog.warn({ source, position: r.position, reason: r.reason, detail: r.detail, excerpt: r.excerpt }, 'feed line quarantined');
       // The daemon says so in its log; `hookrelay ingest` says so in its summary.
       if (undeliverable.size > 0 && options.noticeUndeliverable === true) noticeUndeliverable(undeliverable);
       return counts;
