@@ -16,7 +16,7 @@ import { nobodyListens, type WorkSignal } from './work-signal.ts';
 export const TEST_EVENT_TYPE = 'webhook.test';
 
 /** Events (a span of seqs) that a chunked recovery handles per transaction. */
-export const RECOVER_CHUNK_SEQS = 10_000;
+export const RECOVER_CHUNK_SEQS = 2_500;
 
 export interface RecoverOptions {
   /** Called after each chunk (see recover) with the events covered so far and in all. */
