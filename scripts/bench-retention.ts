@@ -117,7 +117,7 @@ function deliverAll(store: Store): number {
       for (const { id, received_at } of rows) {
         const at = received_at + 1000;
         deliveries.lease([id], at + 30_000, at);
-        deliveries.insertAttempts([{ deliveryId: id, attempt: 1, startedAt: at, durationMs: 12, url: 'https://hooks.example.com/hookrelay', statusCode: 200, errorClass: null, errorDetail: null, responseBody: body, outcome: 'delivered' }]);
+        deliveries.insertAttempts([{ deliveryId: id, attempt: 1, startedAt: at, durationMs: 12, url: 'https://hooks.example.com/hookrelay', statusCode: 200, errorClass: null, errorDetail: null, responseBody: body, outcome: 'delivered', sentTimestamp: null, sentSignature: null }]);
         deliveries.settle(id, { status: DeliveryStatus.delivered, attempts: 1, nextAttemptAt: at, at, statusCode: 200, error: null });
       }
     })();

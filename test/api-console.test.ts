@@ -117,6 +117,8 @@ test('GET /webhook/stats puts attempts in the bucket of the minute (or quarter h
     errorDetail: null,
     responseBody: null,
     outcome,
+    sentTimestamp: null,
+    sentSignature: null,
   });
   repos(rig.relay.store).deliveries.insertAttempts([
     at(30 * MINUTE, 'retry'),
@@ -277,7 +279,7 @@ test('a time window is paged from its own place in the log, each delivery once; 
   assert.equal(store.db.prepare('SELECT ordering_key FROM deliveries WHERE id = ?').pluck().get(ids[0]!.id), orderingKey('org-a', 'ar_needle'));
 });
 
-test('GET /webhook/deliveries/{id} shows the request as sent: every header the receiver got, the exact body, a signature that verifies (admins only); unsigned when signing is off; another organization gets 404', async (t) => {
+test('GET /webhook/deliveries/{id} shows the request as sent: every header the receiver got, the timestamp and signature of the attempt that sent it, the exact body, a signature that verifies (admins only); a preview signed now before any attempt; unsigned when signing is off; another organization gets 404', async (t) => {
   const rig = await startDeliveryRig(t);
   const receiver = await startReceiver(t, rig.tls);
   const a = await seedOrg(rig.relay.services, 'org-a');
@@ -288,57 +290,88 @@ test('GET /webhook/deliveries/{id} shows the request as sent: every header the r
   const delivered = await waitForDelivery(rig.relay.store, 'org-a', 'evt_seen', (d) => d.status === 'delivered', 'the delivery');
   const [sent] = receiver.requestsFor('evt_seen');
   assert.ok(sent);
+  assert.equal(receiver.requestsFor('evt_seen').length, 1);
 
   const adminToken = rig.relay.token('org-a', a.admin);
   const res = await call(rig.relay.baseUrl, 'GET', `/webhook/deliveries/${delivered.id}`, { token: adminToken });
   assert.equal(res.status, 200, res.text);
-  const request = res.body.request as { method: string; url: string; headers: Record<string, string>; body: string; signed_at: string; signature: string };
+  type Shown = { method: string; url: string; headers: Record<string, string>; body: string; attempt: number | null; sent_at: string | null; signed_at: string; signature: string };
+  const request = res.body.request as Shown;
   assert.equal(request.method, 'POST');
   assert.equal(request.url, receiver.url);
   assert.equal(request.signature, 'included');
-  // The exact bytes the receiver got, and every header it got, with the same values but the time and its signature.
+  // The request attempt 1 sent: the exact bytes the receiver got, and every header it got, its timestamp and signature included.
+  const [attempt] = res.body.attempt_log as Array<{ attempt: number; started_at: string; webhook_timestamp: number | null; webhook_signature: string | null }>;
+  assert.ok(attempt);
+  assert.equal(request.attempt, 1);
+  assert.equal(request.sent_at, attempt.started_at);
   assert.ok(Buffer.from(request.body, 'utf8').equals(sent.body), 'the body is not the bytes sent');
-  assert.deepEqual(Object.keys(request.headers).sort(), Object.keys(sent.headers).sort());
-  for (const [name, value] of Object.entries(request.headers)) {
-    if (name !== 'webhook-timestamp' && name !== 'webhook-signature') assert.equal(value, sent.headers[name], name);
-  }
+  assert.deepEqual(request.headers, sent.headers);
   assert.equal(request.headers['user-agent'], `hookrelay/${VERSION}`);
   assert.equal(request.headers['webhook-id'], 'evt_seen');
-  // Signed when the answer was made, with the webhook's secret: standardwebhooks verifies it.
   assert.equal(Number(request.headers['webhook-timestamp']) * 1000, Date.parse(request.signed_at));
-  assert.ok(Math.abs(Date.parse(request.signed_at) - Date.now()) < 10_000);
+  // The attempt's own record: exactly the two headers the receiver got, and they verify over the body with the webhook's secret.
+  assert.equal(attempt.webhook_timestamp, Number(sent.headers['webhook-timestamp']));
+  assert.equal(attempt.webhook_signature, sent.headers['webhook-signature']);
+  const recorded = { 'webhook-id': 'evt_seen', 'webhook-timestamp': String(attempt.webhook_timestamp), 'webhook-signature': attempt.webhook_signature! };
+  assert.deepEqual(new Webhook(secret).verify(sent.body, recorded), JSON.parse(sent.body.toString('utf8')));
   assert.deepEqual(new Webhook(secret).verify(request.body, request.headers), JSON.parse(sent.body.toString('utf8')));
   assert.throws(() => new Webhook(secret).verify(request.body.replace('açaí', 'acai'), request.headers), /No matching signature/);
   assert.ok(!res.text.includes(secret) && !res.text.includes(secret.slice('whsec_'.length)), 'never the secret');
+  // Read again later, the same request: recorded, not made anew.
+  await sleep(1100);
+  assert.deepEqual((await call(rig.relay.baseUrl, 'GET', `/webhook/deliveries/${delivered.id}`, { token: adminToken })).body.request, request);
 
-  // A viewer sees the request without its signature (it cannot read the secret either).
+  // A viewer sees the request and each attempt's timestamp, without a signature (it cannot read the secret either).
   const viewed = await call(rig.relay.baseUrl, 'GET', `/webhook/deliveries/${delivered.id}`, { token: rig.relay.token('org-a', a.viewer) });
   assert.equal(viewed.body.request.signature, 'withheld');
   assert.equal(viewed.body.request.headers['webhook-signature'], undefined);
+  assert.equal(viewed.body.request.headers['webhook-timestamp'], sent.headers['webhook-timestamp']);
+  assert.equal(viewed.body.request.attempt, 1);
   assert.equal(viewed.body.request.body, request.body);
+  assert.equal(viewed.body.attempt_log[0].webhook_timestamp, attempt.webhook_timestamp);
+  assert.equal(viewed.body.attempt_log[0].webhook_signature, null);
+  assert.ok(!viewed.text.includes(attempt.webhook_signature!.slice('v1,'.length)), 'no signature anywhere in the viewer\'s answer');
 
-  // During a rotation both secrets sign, the new one first.
+  // After a rotation the attempt's request is still the one it sent (signed with the old secret alone);
+  // a delivery never attempted (its webhook disabled) shows a preview signed now, by both secrets, the new one first.
   const rotated = await call(rig.relay.baseUrl, 'POST', '/webhook/rotate_secret', { token: adminToken });
-  const both = (await call(rig.relay.baseUrl, 'GET', `/webhook/deliveries/${delivered.id}`, { token: adminToken })).body.request;
-  assert.equal(both.headers['webhook-signature'].split(' ').length, 2);
-  assert.ok(new Webhook(rotated.body.secret).verify(both.body, both.headers));
-  assert.ok(new Webhook(secret).verify(both.body, both.headers));
+  assert.deepEqual((await call(rig.relay.baseUrl, 'GET', `/webhook/deliveries/${delivered.id}`, { token: adminToken })).body.request, request);
+  assert.equal(request.headers['webhook-signature']!.split(' ').length, 1);
+  await call(rig.relay.baseUrl, 'POST', '/webhook/disable', { token: adminToken });
+  const held = (await call(rig.relay.baseUrl, 'POST', '/webhook/test', { token: adminToken })).body.delivery;
+  const heldDetail = (await call(rig.relay.baseUrl, 'GET', `/webhook/deliveries/${held.id}`, { token: adminToken })).body;
+  const preview = heldDetail.request as Shown;
+  assert.deepEqual(heldDetail.attempt_log, []);
+  assert.deepEqual([preview.attempt, preview.sent_at, preview.signature], [null, null, 'included']);
+  assert.equal(Number(preview.headers['webhook-timestamp']) * 1000, Date.parse(preview.signed_at));
+  assert.ok(Math.abs(Date.parse(preview.signed_at) - Date.now()) < 10_000);
+  assert.equal(preview.headers['webhook-signature']!.split(' ').length, 2);
+  assert.ok(new Webhook(rotated.body.secret).verify(preview.body, preview.headers));
+  assert.ok(new Webhook(secret).verify(preview.body, preview.headers));
+  assert.equal(receiver.requestsFor(held.event_id).length, 0, 'the preview is not sent');
+  await call(rig.relay.baseUrl, 'POST', '/webhook/enable', { token: adminToken });
 
   // org-b does not sign; org-a's delivery is not org-b's to see.
   const plain = await waitForDelivery(rig.relay.store, 'org-b', 'evt_plain', (d) => d.status === 'delivered', "org-b's delivery");
   const adminB = rig.relay.token('org-b', b.admin);
-  const unsigned = (await call(rig.relay.baseUrl, 'GET', `/webhook/deliveries/${plain.id}`, { token: adminB })).body.request;
+  const plainDetail = (await call(rig.relay.baseUrl, 'GET', `/webhook/deliveries/${plain.id}`, { token: adminB })).body;
+  const unsigned = plainDetail.request;
   assert.equal(unsigned.signature, 'unsigned');
   assert.equal(unsigned.headers['webhook-signature'], undefined);
-  assert.deepEqual(Object.keys(unsigned.headers).sort(), Object.keys(receiver.requestsFor('evt_plain')[0]!.headers).sort());
+  assert.deepEqual(unsigned.headers, receiver.requestsFor('evt_plain')[0]!.headers);
+  assert.deepEqual([plainDetail.attempt_log[0].webhook_timestamp, plainDetail.attempt_log[0].webhook_signature], [Number(unsigned.headers['webhook-timestamp']), null]);
   assertProblem(await call(rig.relay.baseUrl, 'GET', `/webhook/deliveries/${delivered.id}`, { token: adminB }), 404, 'delivery_not_found');
 
-  // A test event: its whole stored body.
-  const queued = await call(rig.relay.baseUrl, 'POST', '/webhook/test', { token: adminToken });
-  const test = await waitForDelivery(rig.relay.store, 'org-a', queued.body.delivery.event_id, (d) => d.status === 'delivered', 'the test event');
+  // The test event, once sent: its whole stored body, as the receiver got it.
+  const test = await waitForDelivery(rig.relay.store, 'org-a', held.event_id, (d) => d.status === 'delivered', 'the test event');
   const testRequest = (await call(rig.relay.baseUrl, 'GET', `/webhook/deliveries/${test.id}`, { token: adminToken })).body.request;
-  assert.ok(Buffer.from(testRequest.body, 'utf8').equals(receiver.requestsFor(test.eventId)[0]!.body));
+  const testSent = receiver.requestsFor(test.eventId)[0]!;
+  assert.ok(Buffer.from(testRequest.body, 'utf8').equals(testSent.body));
+  assert.deepEqual(testRequest.headers, testSent.headers);
   assert.equal(JSON.parse(testRequest.body).type, 'webhook.test');
+  // Signed by both secrets during the rotation, as sent.
+  assert.ok(new Webhook(rotated.body.secret).verify(testSent.body, testRequest.headers) && new Webhook(secret).verify(testSent.body, testRequest.headers));
 });
 
 test('get_webhook says until when the previous secret keeps signing after a rotation made through the API, and null once the grace period is over or when nothing was rotated', async (t) => {

@@ -198,6 +198,8 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
   assert.equal(receiver.requestsFor(ACME_EVENT).length, 3);
 
   let replayedId = 0;
+  /** The secret when the replay was sent (the rotate step replaces it): the one its attempt signed with. */
+  let replaySecret = '';
   /**
    * One step as a subtest. Steps run in order on shared state (the admin's page, the deliveries):
    * one whose prerequisite failed is skipped rather than waiting out its timeouts on a page that
@@ -367,6 +369,7 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
       assert.equal(again.length, 4);
       assert.equal(again[3]!.headers['webhook-id'], ACME_EVENT);
       assert.equal(again[3]!.answeredStatus, 204);
+      replaySecret = (await api<{ secret: string }>(rig, apiToken, '/webhook/get_secret')).body.secret;
       await eventually('the attempt to show 204', async () => {
         const read = await readTable(attemptsTable(admin));
         assert.equal(read.rows.length, 1, JSON.stringify(read));
@@ -528,7 +531,7 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
     });
   });
 
-  await step('request-sent', ['replay'], 'the delivery view shows the request as sent: the headers the receiver got, the exact body, and a signature that verifies against it; a viewer gets it without the signature', async () => {
+  await step('request-sent', ['replay'], 'the delivery view shows the request as its attempt sent it: exactly the headers the receiver got (its timestamp and signature included), the exact body, and a signature that verifies against it; a viewer gets it without the signature', async () => {
     await onPage(admin, async () => {
       await admin.goto(`${origin}/console/#/deliveries/${replayedId}`);
       await heading(admin, `Delivery ${replayedId}`);
@@ -542,17 +545,22 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
       });
       assert.deepEqual(read.headers, ['Header', 'Value']);
       const shown = Object.fromEntries(read.rows.map(([name, value]) => [name!, value!]));
-      // What the receiver got for this delivery (its fourth request for the event): every header, the same values but the time and the signature over it.
+      // What the receiver got for this delivery (its fourth request for the event): every header, the same values, the timestamp and the signature the attempt sent included.
       const sent = receiver.requestsFor(ACME_EVENT)[3]!;
-      assert.deepEqual(Object.keys(shown).sort(), Object.keys(sent.headers).sort());
-      for (const [name, value] of Object.entries(shown)) if (name !== 'webhook-timestamp' && name !== 'webhook-signature') assert.equal(value, sent.headers[name], name);
+      assert.equal(receiver.requestsFor(ACME_EVENT).length, 4);
+      assert.deepEqual(shown, sent.headers);
       const body = await section.locator('pre.request-body').innerText();
       assert.equal(body, sent.body.toString('utf8'), 'the exact body');
       assert.match(await section.locator('.request-line').innerText(), new RegExp(`^POST ${receiver.url.replace(/\/hook$/, '/acme').replace(/[.]/g, '\\.')}$`));
-      // Signed as an attempt made now would be: standardwebhooks verifies it with the webhook's secret.
-      const secret = (await api<{ secret: string }>(rig, apiToken, '/webhook/get_secret')).body.secret;
-      assert.deepEqual(new Webhook(secret).verify(body, shown), JSON.parse(body));
-      assert.match(await section.locator('p').first().innerText(), /verify against this body with the webhook’s secret/);
+      // As the attempt signed it: standardwebhooks verifies it with the secret of the time (rotated since, see the rotate step).
+      assert.deepEqual(new Webhook(replaySecret).verify(body, shown), JSON.parse(body));
+      const now = (await api<{ secret: string }>(rig, apiToken, '/webhook/get_secret')).body.secret;
+      assert.notEqual(now, replaySecret);
+      assert.throws(() => new Webhook(now).verify(body, shown), /No matching signature/, 'signed when it was sent, not now');
+      const note = await section.locator('p').first().innerText();
+      assert.match(note, /^As attempt 1 sent it at .+: every header the receiver got, with the webhook-timestamp \(.+\) and the signature that attempt sent\./);
+      assert.match(note, /The signature verifies against this body with the secret that signed it then\./);
+      assert.doesNotMatch(note, /Not sent yet/);
       await screenshot(admin, 'delivery-request');
     });
     const viewer = await browser.page('acme-viewer-request');

@@ -302,7 +302,7 @@ test('db prune --dry-run counts what db prune then removes, and removes nothing'
       for (let i = 0; i < 30; i++) {
         const [seq] = r.feed.insertEvents([{ event: { id: `evt_${i}`, orgId: 'acme', anticipationRequestId: `ar_${i}`, occurredAt: old, details: '{"status":"approved"}', legacyId: null }, position: null }], source, old + i);
         const id = r.deliveries.insert(seq!, 'acme', i, old + i);
-        r.deliveries.insertAttempts([{ deliveryId: id, attempt: 1, startedAt: old + i, durationMs: 3, url: 'https://hooks.example.com/hook', statusCode: 200, errorClass: null, errorDetail: null, responseBody: 'ok', outcome: 'delivered' }]);
+        r.deliveries.insertAttempts([{ deliveryId: id, attempt: 1, startedAt: old + i, durationMs: 3, url: 'https://hooks.example.com/hook', statusCode: 200, errorClass: null, errorDetail: null, responseBody: 'ok', outcome: 'delivered', sentTimestamp: null, sentSignature: null }]);
         // Every third one is still failing: kept.
         r.deliveries.settle(id, { status: i % 3 === 0 ? 'pending' : 'delivered', attempts: 1, nextAttemptAt: old + 5000, at: old + i, statusCode: 200, error: null });
         r.feed.insertRejects([{ source: 'feed', position: i, lineBytes: 1, raw: Buffer.from('x'), reason: 'invalid_json', detail: 'x', eventId: null, receivedAt: old + i }]);

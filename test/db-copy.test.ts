@@ -137,6 +137,8 @@ async function seed(store: SqliteStore): Promise<Seeded> {
       errorDetail: error,
       responseBody,
       outcome,
+      sentTimestamp: statusCode === null ? null : Math.floor((now - 1_900 + n) / 1000),
+      sentSignature: statusCode === null ? null : `v1,c2lnbmF0dXJlIG9mIGF0dGVtcHQg${n}${deliveryId}=`,
     });
     await tx.deliveries.lease([d.failed, d.leasedRetried, d.delivered, d.dead, d.testDelivery], now + 60_000, now - 1_950);
     await tx.deliveries.insertAttempts([
@@ -306,7 +308,7 @@ describe('db copy: SQLite to PostgreSQL', () => {
       assert.ok(typeof seq === 'number');
       const delivery = await tx.deliveries.insert(seq, 'acme', 3001, at);
       await tx.deliveries.insertAttempts([
-        { deliveryId: delivery, attempt: 1, startedAt: at, durationMs: 1, url: 'https://hooks.acme.example/in', statusCode: 200, errorClass: null, errorDetail: null, responseBody: null, outcome: 'delivered' },
+        { deliveryId: delivery, attempt: 1, startedAt: at, durationMs: 1, url: 'https://hooks.acme.example/in', statusCode: 200, errorClass: null, errorDetail: null, responseBody: null, outcome: 'delivered', sentTimestamp: null, sentSignature: null },
       ]);
       // Before the test event: its insert of the 'api' row, which conflicts, still takes a number.
       const otherSource = await tx.feed.sourceId('/var/log/other.jsonl');

@@ -140,6 +140,9 @@ const result = (statusCode: number | null, body: string | null = null): AttemptR
   responseBody: body,
   durationMs: 7,
   retryAfterMs: null,
+  // What the deliverer reports it sent (the flush stores it with the attempt).
+  sentTimestamp: 1_767_225_600,
+  sentSignature: statusCode === 200 ? 'v1,c2lnbmVkIGF0IDE3NjcyMjU2MDA= v1,b2xkZXIgc2VjcmV0' : null,
 });
 const delivered = (delivery: ClaimedDelivery, startedAt: number): FinishedAttempt => ({ delivery, result: result(200, 'ok'), outcome: { kind: 'delivered' }, startedAt });
 const retried = (delivery: ClaimedDelivery, startedAt: number, at: number): FinishedAttempt => ({ delivery, result: result(500, 'boom'), outcome: { kind: 'retry', at } satisfies DeliveryOutcome, startedAt });
@@ -367,6 +370,8 @@ for (const backend of backends) {
         errorDetail: null,
         responseBody: null,
         outcome,
+        sentTimestamp: null,
+        sentSignature: null,
       });
       await store.transaction((tx) =>
         tx.deliveries.insertAttempts([
@@ -596,7 +601,7 @@ for (const backend of backends) {
       assert.equal((await service.flush(claimOnly([{ orgId: 'globex', room: 4, cap: 4 }]))).claimed.length, backend.name === 'postgres' ? 1 : 4);
     });
 
-    test('lease, release, settle, insertAttempts and attempts (in order; U+0000 as each backend stores it)', async (t) => {
+    test('lease, release, settle, insertAttempts and attempts (in order; U+0000 as each backend stores it; the request as sent round-trips)', async (t) => {
       const { store, column } = await backend.open(t);
       await seedOrgs(store);
       const [d, other] = await queue(
@@ -624,12 +629,14 @@ for (const backend of backends) {
         await tx.deliveries.insertAttempts([]);
       });
 
-      // The first attempt fails (its body and its error hold U+0000), a retry is set.
+      // The first attempt fails (its body and its error hold U+0000), a retry is set. It sent a
+      // request signed with two secrets; the second sent nothing (its name did not resolve).
       const body = 'bad\u0000gateway';
       const base = { deliveryId: d.id, url: hookUrl('acme') };
+      const signature = 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4= v1,3vtZJ0Qj8d2AhJ4u8uaoR1eWmc0e3bcE9nQ4sOvPx2A=';
       const attempts: AttemptToStore[] = [
-        { ...base, attempt: 1, startedAt: 4000, durationMs: 120, statusCode: 502, errorClass: 'http_status', errorDetail: 'HTTP 502 \u0000', responseBody: body, outcome: 'retry' },
-        { ...base, attempt: 2, startedAt: 6000, durationMs: 30, statusCode: null, errorClass: 'timeout', errorDetail: 'no answer', responseBody: null, outcome: 'retry' },
+        { ...base, attempt: 1, startedAt: 4000, durationMs: 120, statusCode: 502, errorClass: 'http_status', errorDetail: 'HTTP 502 \u0000', responseBody: body, outcome: 'retry', sentTimestamp: 4_102_444_800, sentSignature: signature },
+        { ...base, attempt: 2, startedAt: 6000, durationMs: 30, statusCode: null, errorClass: 'dns_error', errorDetail: 'no answer', responseBody: null, outcome: 'retry', sentTimestamp: null, sentSignature: null },
       ];
       await store.transaction(async (tx) => {
         await tx.deliveries.lease([d.id], 9000, 4000);
@@ -647,8 +654,8 @@ for (const backend of backends) {
       assert.deepEqual(
         stored.map(({ id: _, ...a }) => a),
         [
-          { attempt: 1, startedAt: 4000, durationMs: 120, url: hookUrl('acme'), statusCode: 502, errorClass: 'http_status', errorDetail: `HTTP 502 ${nul}`, responseBody: `bad${nul}gateway`, outcome: 'retry' },
-          { attempt: 2, startedAt: 6000, durationMs: 30, url: hookUrl('acme'), statusCode: null, errorClass: 'timeout', errorDetail: 'no answer', responseBody: null, outcome: 'retry' },
+          { attempt: 1, startedAt: 4000, durationMs: 120, url: hookUrl('acme'), statusCode: 502, errorClass: 'http_status', errorDetail: `HTTP 502 ${nul}`, responseBody: `bad${nul}gateway`, outcome: 'retry', sentTimestamp: 4_102_444_800, sentSignature: signature },
+          { attempt: 2, startedAt: 6000, durationMs: 30, url: hookUrl('acme'), statusCode: null, errorClass: 'dns_error', errorDetail: 'no answer', responseBody: null, outcome: 'retry', sentTimestamp: null, sentSignature: null },
         ],
       );
       assert.ok(stored[0]!.id < stored[1]!.id);
@@ -666,17 +673,17 @@ for (const backend of backends) {
       // Delivered at last.
       await store.transaction(async (tx) => {
         await tx.deliveries.lease([d.id], 30_000, 20_000);
-        await tx.deliveries.insertAttempts([{ ...base, attempt: 3, startedAt: 20_000, durationMs: 5, statusCode: 204, errorClass: null, errorDetail: null, responseBody: '', outcome: 'delivered' }]);
+        await tx.deliveries.insertAttempts([{ ...base, attempt: 3, startedAt: 20_000, durationMs: 5, statusCode: 204, errorClass: null, errorDetail: null, responseBody: '', outcome: 'delivered', sentTimestamp: 20, sentSignature: null }]);
         assert.equal(await tx.deliveries.settle(d.id, deliveredAt(20_010, 3)), true);
       });
       const done = await getRow(store, 'acme', d.id);
       assert.deepEqual([done?.status, done?.attempts, done?.lastStatusCode, done?.lastError, done?.lastAttemptAt], ['delivered', 3, 200, null, 20_010]);
       assert.deepEqual(
-        (await store.read((tx) => tx.deliveries.attempts(d.id))).map((a) => [a.attempt, a.outcome, a.responseBody]),
+        (await store.read((tx) => tx.deliveries.attempts(d.id))).map((a) => [a.attempt, a.outcome, a.responseBody, a.sentTimestamp, a.sentSignature]),
         [
-          [1, 'retry', `bad${nul}gateway`],
-          [2, 'retry', null],
-          [3, 'delivered', ''],
+          [1, 'retry', `bad${nul}gateway`, 4_102_444_800, signature],
+          [2, 'retry', null, null, null],
+          [3, 'delivered', '', 20, null],
         ],
       );
       assert.deepEqual(await dueIds(store, 'acme', 30_000), []);
@@ -891,7 +898,7 @@ for (const backend of backends) {
       assert.deepEqual([one?.status, one?.attempts, one?.lastStatusCode, one?.lastError, one?.lastAttemptAt], ['delivered', 1, 200, null, T0 + 2000]);
       assert.deepEqual(
         (await store.read((tx) => tx.deliveries.attempts(d1.id))).map(({ id: _, ...a }) => a),
-        [{ attempt: 1, startedAt: T0 + 1100, durationMs: 7, url: hookUrl('acme'), statusCode: 200, errorClass: null, errorDetail: null, responseBody: 'ok', outcome: 'delivered' }],
+        [{ attempt: 1, startedAt: T0 + 1100, durationMs: 7, url: hookUrl('acme'), statusCode: 200, errorClass: null, errorDetail: null, responseBody: 'ok', outcome: 'delivered', sentTimestamp: 1_767_225_600, sentSignature: 'v1,c2lnbmVkIGF0IDE3NjcyMjU2MDA= v1,b2xkZXIgc2VjcmV0' }],
       );
       const three = await getRow(store, 'acme', d3.id);
       assert.deepEqual([three?.status, three?.attempts, three?.nextAttemptAt, three?.lastStatusCode, three?.lastError], ['pending', 1, retryAt, 500, 'HTTP 500']);

@@ -238,6 +238,9 @@ test('the request: a POST of the exact bytes, Standard Webhooks headers, every s
   // Each secret verifies on its own (the receiver may hold either during a rotation).
   for (const secret of secrets) assert.deepEqual(new Webhook(secret).verify(req.body, headers), JSON.parse(payload));
   assert.throws(() => new Webhook(`whsec_${randomBytes(32).toString('base64')}`).verify(req.body, headers), /No matching signature/);
+  // The attempt reports the two headers it sent, exactly (the attempt log keeps them).
+  assert.equal(result.sentTimestamp, Number(timestamp));
+  assert.equal(result.sentSignature, signature);
 });
 
 test('without secrets the request carries webhook-id and webhook-timestamp but no webhook-signature', async (t) => {
@@ -250,6 +253,8 @@ test('without secrets the request carries webhook-id and webhook-timestamp but n
   assert.match(String(req.headers['webhook-timestamp']), /^\d{10}$/);
   assert.equal(req.headers['webhook-signature'], undefined);
   assert.ok(!Object.keys(req.headers).some((name) => /signature/i.test(name)), `a signature header: ${JSON.stringify(req.headers)}`);
+  assert.equal(result.sentTimestamp, Number(req.headers['webhook-timestamp']));
+  assert.equal(result.sentSignature, null);
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -317,6 +322,8 @@ test('one overall deadline: an answer trickling a byte every 100 ms (body or sta
     assert.ok(result.durationMs >= 950 && result.durationMs < 5_000, `headersFirst ${headersFirst}: durationMs ${result.durationMs}`);
     assert.ok(took >= 950 && took < 5_000, `headersFirst ${headersFirst}: took ${Math.round(took)} ms`);
     assert.equal(receiver.requests(), 1, 'a timeout is not retried inside the attempt');
+    // The request went out before the answer trickled: the attempt reports what it sent.
+    assert.ok(result.sentTimestamp !== null && Math.abs(result.sentTimestamp * 1000 - Date.now()) < 10_000, `headersFirst ${headersFirst}: ${shown(result)}`);
     await waitFor(`the trickling connection (headersFirst ${headersFirst}) to be dropped`, () => receiver.openConnections() === 0, 5_000);
   }
 });
@@ -360,6 +367,8 @@ test('connection refused is a connection_error naming ECONNREFUSED, after the in
   assert.match(result.errorDetail ?? '', /ECONNREFUSED/);
   assert.equal(result.statusCode, null);
   assert.equal(result.responseBody, null);
+  // No connection, no request: nothing sent to report.
+  assert.deepEqual([result.sentTimestamp, result.sentSignature], [null, null]);
   // Three tries 100 ms and 400 ms apart (p-retry): a refusal costs at least half a second.
   assert.ok(took >= 450 && took < 5_000, `took ${Math.round(took)} ms: not retried twice inside the attempt`);
 });
@@ -386,6 +395,8 @@ test('a receiver that drops the connection without answering, every time: ECONNR
     assert.match(result.errorDetail ?? '', /ECONNRESET/, name);
     assert.equal(result.statusCode, null, name);
     assert.equal(server.connections(), 3, `${name}: ${server.connections()} connections, expected the first try and two retries`);
+    // A connection closed on the attempt may have carried its request: what it was sending is reported.
+    assert.ok(result.sentTimestamp !== null, `${name}: ${shown(result)}`);
   }
 });
 
@@ -399,6 +410,7 @@ test('a certificate the deliverer does not trust is a tls_error, not retried, an
   assert.equal(result.statusCode, null);
   assert.equal(receiver.connections(), 1);
   assert.equal(receiver.requests.length, 0);
+  assert.deepEqual([result.sentTimestamp, result.sentSignature], [null, null], 'nothing sent, nothing reported');
 });
 
 test('a name that does not resolve is a dns_error', async (t) => {
@@ -407,6 +419,7 @@ test('a name that does not resolve is a dns_error', async (t) => {
   assert.equal(result.error, 'dns_error');
   assert.match(result.errorDetail ?? '', /^DNS lookup failed \((ENOTFOUND|EAI_NONAME|EAI_AGAIN)\)$/);
   assert.equal(result.statusCode, null);
+  assert.deepEqual([result.sentTimestamp, result.sentSignature], [null, null]);
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -419,6 +432,7 @@ test('without allowNetworks, https://127.0.0.1 is refused as blocked_address and
   assert.equal(result.error, 'blocked_address');
   assert.match(result.errorDetail ?? '', /^127\.0\.0\.1 is in a refused range \(loopback\)/);
   assert.equal(result.statusCode, null);
+  assert.deepEqual([result.sentTimestamp, result.sentSignature], [null, null]);
   await sleep(200);
   assert.equal(receiver.connections(), 0, 'a refused address was connected to');
 });
@@ -430,6 +444,8 @@ test('a name is refused when any address it resolves to is refused, and nothing 
   const onlyV6 = await makeDeliverer(t, { allowNetworks: ['::1/128'] }).deliver(request(url));
   assert.equal(onlyV6.error, AttemptError.blocked, shown(onlyV6));
   assert.match(onlyV6.errorDetail ?? '', /^localhost resolves to an address in a refused range \(loopback\)/);
+  // Refused at the lookup, after the request's headers were made: nothing went out, nothing is reported.
+  assert.deepEqual([onlyV6.sentTimestamp, onlyV6.sentSignature], [null, null]);
 
   // With only 127.0.0.1 allowed, the answer depends on whether this host resolves localhost to ::1 as well.
   const v6 = (await lookup('localhost', { all: true, verbatim: true })).some((a) => a.family === 6);

@@ -158,7 +158,7 @@ const POLICY: RetryPolicy = { scheduleMs: [5_000, 300_000, 1_800_000], jitter: 0
 const NOW = 1_800_000_000_000;
 
 function result(over: Partial<AttemptResult>): AttemptResult {
-  return { statusCode: null, error: null, errorDetail: null, responseBody: null, durationMs: 10, retryAfterMs: null, ...over };
+  return { statusCode: null, error: null, errorDetail: null, responseBody: null, durationMs: 10, retryAfterMs: null, sentTimestamp: null, sentSignature: null, ...over };
 }
 const http = (statusCode: number, retryAfterMs: number | null = null) =>
   result({ statusCode, error: statusCode >= 200 && statusCode < 300 ? null : AttemptError.http, retryAfterMs });

@@ -334,6 +334,34 @@ describe('migrations', () => {
     assert.deepEqual(rows, [{ bucket: 0, succeeded: 1, failed: 0 }]);
   });
 
+  test('a database at version 3 migrates to 4: its attempts keep their rows, with no request as sent recorded, and new ones record theirs', async (t) => {
+    const { pool } = await freshDatabase(t);
+    await pool.query('CREATE TABLE hookrelay_schema (version integer PRIMARY KEY, applied_at bigint NOT NULL)');
+    for (const [i, sql] of PG_MIGRATIONS.slice(0, 3).entries()) {
+      await pool.query(sql);
+      await pool.query('INSERT INTO hookrelay_schema (version, applied_at) VALUES ($1, 0)', [i + 1]);
+    }
+    await pool.query(`
+      INSERT INTO organizations (id, name, created_at) VALUES ('acme', 'Acme', 1);
+      INSERT INTO feed_sources (id, instance, name) VALUES (1, 'host-a', 'api');
+      INSERT INTO events (seq, id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at) VALUES (1, 'evt_1', 'acme', 'ar_1', 1, '"status":"approved"', 1, 1000);
+      INSERT INTO deliveries (id, event_seq, org_id, ordering_key, status, attempts, next_attempt_at, created_at, updated_at) VALUES (1, 1, 'acme', 7, 'pending', 1, 1000, 1000, 2000);
+      INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, outcome) VALUES (1, 1, 1500, 9, 'https://hooks.example/', 500, 'retry')`);
+    const sentColumns = "SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_name = 'delivery_attempts' AND column_name LIKE 'sent\\_%' ORDER BY ordinal_position";
+    assert.deepEqual((await pool.query(sentColumns)).rows, []);
+    assert.deepEqual(await migratePostgres(pool), { from: 3, to: PG_SCHEMA_VERSION });
+    assert.deepEqual((await pool.query(sentColumns)).rows, [
+      { column_name: 'sent_timestamp', data_type: 'bigint', is_nullable: 'YES' },
+      { column_name: 'sent_signature', data_type: 'text', is_nullable: 'YES' },
+    ]);
+    await pool.query("INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, outcome, sent_timestamp, sent_signature) VALUES (1, 2, 3500, 9, 'https://hooks.example/', 200, 'delivered', 3, 'v1,abc=')");
+    const { rows } = await pool.query('SELECT attempt, sent_timestamp, sent_signature FROM delivery_attempts ORDER BY id');
+    assert.deepEqual(rows, [
+      { attempt: 1, sent_timestamp: null, sent_signature: null },
+      { attempt: 2, sent_timestamp: 3, sent_signature: 'v1,abc=' },
+    ]);
+  });
+
   test('four instances migrating a fresh database at the same moment: it is migrated exactly once, without an error', async (t) => {
     const { url } = await freshDatabase(t);
     const pools = Array.from({ length: 4 }, () => poolFor(t, url, { max: 2 }));

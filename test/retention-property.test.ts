@@ -121,7 +121,7 @@ function randomHistory(store: Store, random: () => number): { events: ModelEvent
       [tries[k], tries[j]] = [tries[j]!, tries[k]!];
     }
     for (const d of tries) {
-      repo.deliveries.insertAttempts([{ deliveryId: d.id, attempt: d.attempts.length + 1, startedAt: d.at, durationMs: 5, url: 'https://hooks.example/', statusCode: 500, errorClass: null, errorDetail: null, responseBody: 'x'.repeat(between(0, 100)), outcome: 'retry' }]);
+      repo.deliveries.insertAttempts([{ deliveryId: d.id, attempt: d.attempts.length + 1, startedAt: d.at, durationMs: 5, url: 'https://hooks.example/', statusCode: 500, errorClass: null, errorDetail: null, responseBody: 'x'.repeat(between(0, 100)), outcome: 'retry', sentTimestamp: null, sentSignature: null }]);
       d.attempts.push(store.db.prepare('SELECT max(id) FROM delivery_attempts').pluck().get() as number);
     }
     for (const d of all) {

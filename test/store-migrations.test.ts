@@ -115,3 +115,35 @@ test('a version 8 database upgrades to 9: its attempt log is indexed by start ti
   );
   assert.deepEqual(repos(store).deliveries.attemptCounts('acme', 60_000, 120_000, 60_000), [{ bucket: 0, succeeded: 1, failed: 1 }]);
 });
+
+test('a version 9 database upgrades to 10: its attempts keep their rows, with no request as sent recorded, and new attempts record theirs', (t) => {
+  const path = join(tempDir(t), 'hookrelay.db');
+  const db = databaseAtVersion(path, 9, 'whsec_x');
+  db.exec(`
+    INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at) VALUES ('evt_1', 'acme', 'ar_1', 1000, '"status":"approved"', 1, 5000);
+    INSERT INTO deliveries (event_seq, org_id, ordering_key, status, attempts, next_attempt_at, created_at, updated_at) VALUES (1, 'acme', 7, 'pending', 1, 5000, 5000, 5000);
+    INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, outcome) VALUES (1, 1, 61000, 12, 'https://hooks.example/acme', 500, 'retry');
+  `);
+  assert.equal(db.prepare("SELECT count(*) FROM pragma_table_info('delivery_attempts') WHERE name LIKE 'sent_%'").pluck().get(), 0);
+  db.close();
+
+  const store = openStore(path, { now: () => 100_000 });
+  t.after(() => store.close());
+  assert.deepEqual(store.migrated, { from: 9, to: SCHEMA_VERSION });
+  assert.deepEqual(
+    store.db.prepare("SELECT name, type, \"notnull\" FROM pragma_table_info('delivery_attempts') WHERE name LIKE 'sent_%' ORDER BY cid").all(),
+    [
+      { name: 'sent_timestamp', type: 'INTEGER', notnull: 0 },
+      { name: 'sent_signature', type: 'TEXT', notnull: 0 },
+    ],
+  );
+  const r = repos(store);
+  r.deliveries.insertAttempts([{ deliveryId: 1, attempt: 2, startedAt: 90_000, durationMs: 8, url: 'https://hooks.example/acme', statusCode: 200, errorClass: null, errorDetail: null, responseBody: 'ok', outcome: 'delivered', sentTimestamp: 90, sentSignature: 'v1,abc=' }]);
+  assert.deepEqual(
+    r.deliveries.attempts(1).map((a) => [a.attempt, a.statusCode, a.sentTimestamp, a.sentSignature]),
+    [
+      [1, 500, null, null],
+      [2, 200, 90, 'v1,abc='],
+    ],
+  );
+});

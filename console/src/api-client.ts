@@ -51,18 +51,29 @@ export interface DeliveryAttempt {
   readonly error_detail: string | null;
   readonly response_body: string | null;
   readonly outcome: string;
+  /** The webhook-timestamp (seconds) of the request it sent; null when it sent none. */
+  readonly webhook_timestamp: number | null;
+  /** The webhook-signature it sent: admins only; null otherwise, or when unsigned or nothing was sent. */
+  readonly webhook_signature: string | null;
 }
 
 /** How a delivery's request shows its signature (see DeliveryRequest). */
 export type SignatureShown = 'included' | 'withheld' | 'unsigned';
 
-/** The request hookrelay sends for a delivery: every header by lower-case name, and the exact body. */
+/**
+ * The request the latest attempt that sent one sent for a delivery (or, none sent yet, the one
+ * the next attempt would send): every header by lower-case name, and the exact body.
+ */
 export interface DeliveryRequest {
   readonly method: string;
   readonly url: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly body: string;
-  /** When webhook-timestamp and webhook-signature were made: when the API answered. */
+  /** The attempt that sent it; null: a preview made when the API answered. */
+  readonly attempt: number | null;
+  /** When that attempt started; null for a preview. */
+  readonly sent_at: string | null;
+  /** When webhook-timestamp and webhook-signature were made: by that attempt, or when the API answered. */
   readonly signed_at: string;
   readonly signature: SignatureShown;
 }

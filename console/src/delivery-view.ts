@@ -60,10 +60,11 @@ const TIMED_HEADERS = new Set(['webhook-timestamp', 'webhook-signature']);
 const requestShape = (r: DeliveryRequest) => JSON.stringify([r.url, r.body, r.signature, Object.keys(r.headers), Object.entries(r.headers).filter(([name]) => !TIMED_HEADERS.has(name))]);
 
 /**
- * "The request as sent": every header and the exact body. The timestamp and the signature are
- * made when the API answers (attempts do not record their own), which the text says; the values
- * of those two are updated in place on each refresh, so that a reader's selection elsewhere in
- * the section stays.
+ * "The request as sent": every header and the exact body of the request the latest attempt that
+ * sent one sent, with the timestamp and the signature it recorded, which the text says. Before
+ * any attempt sent one, a preview: the timestamp and the signature are made when the API
+ * answers, and the text says so. The values of those two are updated in place on each refresh
+ * (a new attempt, or a new preview), so that a reader's selection elsewhere in the section stays.
  */
 function requestSection() {
   const note = h('p');
@@ -111,13 +112,26 @@ function requestSection() {
 }
 
 function noteText(r: DeliveryRequest): Child[] {
+  const withheld = 'The signature is shown to admins only: one less than five minutes old would let whoever holds it have the receiver accept this request.';
+  if (r.attempt !== null) {
+    const base: Child[] = [
+      `As attempt ${r.attempt} sent it at `,
+      time(r.sent_at),
+      ': every header the receiver got, with the webhook-timestamp (',
+      time(r.signed_at),
+      ') and the signature that attempt sent. Every attempt and replay sends this body and webhook-id; each attempt signs anew, with its own timestamp.',
+    ];
+    if (r.signature === 'included') return [...base, ' The signature verifies against this body with the secret that signed it then.'];
+    if (r.signature === 'withheld') return [...base, ' ', withheld];
+    return [...base, ' That attempt sent no signature (signing was off).'];
+  }
   const base: Child[] = [
-    'Every attempt and replay sends this body and webhook-id. Attempts do not record their own webhook-timestamp, so the timestamp and the signature below are those of a request signed at ',
+    'Not sent yet: no attempt has sent this request. Every attempt and replay sends this body and webhook-id; the timestamp and the signature below are those of a request signed at ',
     time(r.signed_at),
     ', as the next attempt would carry them',
   ];
   if (r.signature === 'included') return [...base, ': they verify against this body with the webhook’s secret.'];
-  if (r.signature === 'withheld') return [...base, '. The signature is shown to admins only: a fresh one would let whoever holds it have the receiver accept this request.'];
+  if (r.signature === 'withheld') return [...base, '. ', withheld];
   return [...base, '. This webhook does not sign its requests (signing is off).'];
 }
 

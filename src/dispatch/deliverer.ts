@@ -80,6 +80,30 @@ class Refused extends Error {
   }
 }
 
+/**
+ * The Standard Webhooks headers of the request an attempt made last (send sets them as it makes
+ * the request), reported in its AttemptResult: sentTimestamp and sentSignature.
+ */
+interface Sent {
+  timestamp: number | null;
+  signature: string | null;
+}
+
+/** Connection errors that leave no request sent: no connection was made. */
+const NOT_CONNECTED_CODES = new Set(['ECONNREFUSED', 'ENETUNREACH', 'EHOSTUNREACH', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT']);
+
+/**
+ * Whether a failed attempt may have sent its request: not when its address was refused, its
+ * name did not resolve, its TLS handshake failed or no connection was made. A timeout or a
+ * connection closed on it may have come before, while or after the request went out.
+ */
+function maySendFailed(err: unknown, error: AttemptError): boolean {
+  if (error === AttemptError.timeout) return true;
+  if (error !== AttemptError.connection) return false;
+  const e = err as NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException };
+  return !NOT_CONNECTED_CODES.has(e.code ?? e.cause?.code ?? '');
+}
+
 /** An attempt its deadline ended. */
 const TIMED_OUT = { error: AttemptError.timeout, detail: 'no complete response within the attempt deadline' } as const;
 
@@ -141,7 +165,7 @@ export function createDeliverer(options: DelivererOptions) {
     return host;
   }
 
-  async function send(url: URL, host: string, request: DeliveryRequest, signal: AbortSignal, route: Route): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
+  async function send(url: URL, host: string, request: DeliveryRequest, signal: AbortSignal, route: Route, sent: Sent): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
     const timestamp = Math.floor(options.clock.now() / 1000);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -149,7 +173,11 @@ export function createDeliverer(options: DelivererOptions) {
       'webhook-id': request.eventId,
       'webhook-timestamp': String(timestamp),
     };
-    if (request.secrets.length > 0) headers['webhook-signature'] = signatureHeader(request.secrets, request.eventId, timestamp, request.payload);
+    const signature = request.secrets.length > 0 ? signatureHeader(request.secrets, request.eventId, timestamp, request.payload) : null;
+    if (signature !== null) headers['webhook-signature'] = signature;
+    // What the attempt reports it sent (the attempt log keeps it): this request's, a retry's inside the attempt replacing it.
+    sent.timestamp = timestamp;
+    sent.signature = signature;
     const res = await route.client.dispatcher.request({
       origin: url.origin,
       path: url.pathname + url.search,
@@ -205,12 +233,13 @@ export function createDeliverer(options: DelivererOptions) {
       // connecting (a TLS handshake never answered) would run on to the connect timeout. The
       // attempt ends when its signal fires, whatever undici is doing; the connection it was
       // opening is dropped once undici gets to it.
+      const sent: Sent = { timestamp: null, signature: null };
       const cut = new Promise<AttemptResult>((resolve) => {
-        signal.addEventListener('abort', () => resolve(cutShort(started, deadlineHit)), { once: true });
+        signal.addEventListener('abort', () => resolve(cutShort(started, deadlineHit, sent)), { once: true });
       });
       try {
-        if (signal.aborted) return cutShort(started, deadlineHit);
-        return await Promise.race([attempt(request, signal, started, () => deadlineHit), cut]);
+        if (signal.aborted) return cutShort(started, deadlineHit, sent);
+        return await Promise.race([attempt(request, signal, started, () => deadlineHit, sent), cut]);
       } finally {
         clearTimeout(timer);
         shutdown?.removeEventListener('abort', onShutdown);
@@ -218,16 +247,16 @@ export function createDeliverer(options: DelivererOptions) {
     },
   };
 
-  /** The result of an attempt its deadline, or the daemon's shutdown, cut short. */
-  function cutShort(started: number, deadlineHit: boolean): AttemptResult {
+  /** The result of an attempt its deadline, or the daemon's shutdown, cut short: with the request it was sending, if it had made one. */
+  function cutShort(started: number, deadlineHit: boolean, sent: Sent): AttemptResult {
     const { error, detail } = deadlineHit ? TIMED_OUT : { error: AttemptError.connection, detail: 'aborted: the daemon is stopping' };
-    return { statusCode: null, responseBody: null, retryAfterMs: null, error, errorDetail: detail, durationMs: Math.round(performance.now() - started) };
+    return { statusCode: null, responseBody: null, retryAfterMs: null, error, errorDetail: detail, durationMs: Math.round(performance.now() - started), sentTimestamp: sent.timestamp, sentSignature: sent.signature };
   }
 
-  /** One attempt under `signal` (deadline and shutdown); `deadlineHit` tells a timeout from a shutdown. */
-  async function attempt(request: DeliveryRequest, signal: AbortSignal, started: number, deadlineHit: () => boolean): Promise<AttemptResult> {
+  /** One attempt under `signal` (deadline and shutdown); `deadlineHit` tells a timeout from a shutdown; `sent` gets the request's headers. */
+  async function attempt(request: DeliveryRequest, signal: AbortSignal, started: number, deadlineHit: () => boolean, sent: Sent): Promise<AttemptResult> {
     const elapsed = () => Math.round(performance.now() - started);
-    const base = { statusCode: null, responseBody: null, retryAfterMs: null };
+    const base = { statusCode: null, responseBody: null, retryAfterMs: null, sentTimestamp: null, sentSignature: null };
     /** Where the attempt was going, once its target passed the policy. */
     let target: { via: Route; host: string } | null = null;
     try {
@@ -235,7 +264,7 @@ export function createDeliverer(options: DelivererOptions) {
       const via = route(request.orgId);
       const host = checkTarget(url, via.guard);
       target = { via, host };
-      const res = await pRetry(() => send(url, host, request, signal, via), {
+      const res = await pRetry(() => send(url, host, request, signal, via, sent), {
         retries: 2,
         minTimeout: 100,
         factor: 4,
@@ -251,6 +280,8 @@ export function createDeliverer(options: DelivererOptions) {
         responseBody: res.body,
         durationMs: elapsed(),
         retryAfterMs: parseRetryAfter(res.retryAfter, options.clock.now()),
+        sentTimestamp: sent.timestamp,
+        sentSignature: sent.signature,
       };
     } catch (err) {
       if (err instanceof Refused) return { ...base, ...err.result, durationMs: elapsed() };
@@ -260,7 +291,8 @@ export function createDeliverer(options: DelivererOptions) {
       // Judged as the body of an answer is (see send): on the addresses the connection could have gone to.
       const withhold = target !== null && !networks.storesInternalResponses(request.orgId) && target.via.guard.reachesInternal(target.host, networks.isInternal);
       const { error, detail } = classify(err, deadlineHit(), withhold);
-      return { ...base, error, errorDetail: detail, durationMs: elapsed() };
+      if (!maySendFailed(err, error)) return { ...base, error, errorDetail: detail, durationMs: elapsed() };
+      return { ...base, error, errorDetail: detail, durationMs: elapsed(), sentTimestamp: sent.timestamp, sentSignature: sent.signature };
     }
   }
 }

@@ -6,7 +6,8 @@ import { signatureHeader } from './signature.ts';
  * `content-type`, `user-agent`, the Standard Webhooks `webhook-id` (the event id, the same on
  * every attempt and replay) and `webhook-timestamp` (seconds), and `webhook-signature` over
  * `id.timestamp.body` with each of `secrets` (newest first; none when the webhook does not
- * sign). The HTTP client adds `host`, `connection` and `content-length` (see requestHeadersOnTheWire).
+ * sign), or, for a request an attempt sent, the `signature` header it recorded (null: none).
+ * The HTTP client adds `host`, `connection` and `content-length` (see requestHeadersOnTheWire).
  */
 export function deliveryHeaders(request: {
   readonly eventId: string;
@@ -14,6 +15,8 @@ export function deliveryHeaders(request: {
   readonly body: string;
   readonly secrets: readonly string[];
   readonly userAgent: string;
+  /** The webhook-signature header an attempt sent, taken as it is instead of signing with `secrets`. */
+  readonly signature?: string | null;
 }): Record<string, string> {
   const headers: Record<string, string> = {
     'content-type': 'application/json',
@@ -21,7 +24,9 @@ export function deliveryHeaders(request: {
     'webhook-id': request.eventId,
     'webhook-timestamp': String(request.timestampSeconds),
   };
-  if (request.secrets.length > 0) headers['webhook-signature'] = signatureHeader(request.secrets, request.eventId, request.timestampSeconds, request.body);
+  if (request.signature !== undefined) {
+    if (request.signature !== null) headers['webhook-signature'] = request.signature;
+  } else if (request.secrets.length > 0) headers['webhook-signature'] = signatureHeader(request.secrets, request.eventId, request.timestampSeconds, request.body);
   return headers;
 }
 

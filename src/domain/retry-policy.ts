@@ -36,6 +36,14 @@ export interface AttemptResult {
   readonly durationMs: number;
   /** Parsed Retry-After header, in ms from now. */
   readonly retryAfterMs: number | null;
+  /**
+   * The `webhook-timestamp` (seconds) of the request the attempt sent, or was sending when it
+   * ended (a timeout, a closed connection); null when it sent nothing: refused by the URL or
+   * address policy, or ended by a DNS, TLS or connection failure before any request went out.
+   */
+  readonly sentTimestamp: number | null;
+  /** The `webhook-signature` header of that request; null when it sent nothing or sent it unsigned. */
+  readonly sentSignature: string | null;
 }
 
 export type DeliveryOutcome =

@@ -222,6 +222,8 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       errorDetail: result.errorDetail,
       responseBody: result.responseBody,
       outcome: outcome.kind === 'disable' ? 'disabled' : outcome.kind,
+      sentTimestamp: result.sentTimestamp,
+      sentSignature: result.sentSignature,
     });
     const error = result.errorDetail;
     const code = result.statusCode;

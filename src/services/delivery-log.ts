@@ -72,16 +72,16 @@ export interface AttemptStats {
 
 /** How the delivery page shows a request's signature. */
 export const SignatureShown = {
-  /** Signed now with the secrets that sign now. */
+  /** The signature the attempt sent (or, never sent, one made now with the secrets that sign now). */
   included: 'included',
-  /** The webhook signs, but the caller may not see a signature (it cannot read the secret either). */
+  /** The request is signed, but the caller may not see a signature (it cannot read the secret either). */
   withheld: 'withheld',
-  /** The webhook does not sign (active_hmac false). */
+  /** The request is not signed: the attempt sent none (active_hmac was false), or the webhook does not sign. */
   unsigned: 'unsigned',
 } as const;
 export type SignatureShown = (typeof SignatureShown)[keyof typeof SignatureShown];
 
-/** The request hookrelay sends for a delivery (see detail). */
+/** The request hookrelay sent for a delivery, or, when no attempt sent one yet, the one it would send now (see detail). */
 export interface RequestAsSent {
   readonly url: string;
   /** Every header as the receiver gets it, in the order they are set. */
@@ -91,6 +91,10 @@ export interface RequestAsSent {
   /** Epoch ms of the second webhook-timestamp names (when the headers were made). */
   readonly signedAt: number;
   readonly signature: SignatureShown;
+  /** The attempt that sent this request (its number); null: no attempt sent one, this is a preview made now. */
+  readonly attempt: number | null;
+  /** When that attempt started (epoch ms); null for a preview. */
+  readonly sentAt: number | null;
 }
 
 export interface DeliveryDetail {
@@ -153,32 +157,47 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
     },
 
     /**
-     * One delivery, its attempts, and the request hookrelay sends for it: its exact body (the
-     * same bytes on every attempt) and every header. Attempts do not record the
-     * webhook-timestamp they were sent with, so the timestamp and the signature are made now,
-     * as an attempt made now would carry them, with the secrets that sign now. Only callers
-     * who may read the secret (`withSignature`) get the signature: a fresh one would let anyone
-     * who sees it make the receiver accept that request for five minutes.
+     * One delivery, its attempts, and the request hookrelay sent for it: its exact body (the
+     * same bytes on every attempt) and every header, with the webhook-timestamp and the
+     * webhook-signature the latest attempt that sent a request recorded. When no attempt sent
+     * one (never attempted; or every attempt ended before sending, and attempts recorded before
+     * schema 10), a preview: the timestamp and the signature are made now, as an attempt made
+     * now would carry them, with the secrets that sign now (`attempt` null). Only callers who
+     * may read the secret (`withSignature`) get a signature, the request's and each attempt's:
+     * one less than five minutes old would let anyone who sees it make the receiver accept
+     * that request.
      */
     detail(orgId: string, id: number, withSignature: boolean): Promise<DeliveryDetail> {
       return store.read(async (tx) => {
         const delivery = await tx.deliveries.get(orgId, id);
         if (!delivery) throw notFound(id);
-        const attempts = await tx.deliveries.attempts(id);
+        const recorded = await tx.deliveries.attempts(id);
+        const attempts = withSignature ? recorded : recorded.map((a) => (a.sentSignature === null ? a : { ...a, sentSignature: null }));
         const event = (await tx.feed.storedEvents([delivery.eventId])).get(delivery.eventId);
         const keys = await tx.webhooks.signingKeys(orgId);
         // A delivery's event and its organization's webhook outlive it (retention removes them together).
         if (!event || !keys) throw notFound(id);
+        const body = storedBody(event);
+        const sent = recorded.findLast((a) => a.sentTimestamp !== null);
+        if (sent !== undefined) {
+          const timestampSeconds = sent.sentTimestamp!;
+          const signature = sent.sentSignature === null ? SignatureShown.unsigned : withSignature ? SignatureShown.included : SignatureShown.withheld;
+          const headers = deliveryHeaders({ eventId: delivery.eventId, timestampSeconds, body, secrets: [], signature: signature === SignatureShown.included ? sent.sentSignature : null, userAgent: options.userAgent });
+          return {
+            delivery,
+            attempts,
+            request: { url: sent.url, headers: requestHeadersOnTheWire(sent.url, headers, body), body, signedAt: timestampSeconds * 1000, signature, attempt: sent.attempt, sentAt: sent.startedAt },
+          };
+        }
         const now = store.clock.now();
         const timestampSeconds = Math.floor(now / 1000);
-        const body = storedBody(event);
         const secrets = signingSecrets(keys, now);
         const signature = secrets.length === 0 ? SignatureShown.unsigned : withSignature ? SignatureShown.included : SignatureShown.withheld;
         const headers = deliveryHeaders({ eventId: delivery.eventId, timestampSeconds, body, secrets: signature === SignatureShown.included ? secrets : [], userAgent: options.userAgent });
         return {
           delivery,
           attempts,
-          request: { url: keys.url, headers: requestHeadersOnTheWire(keys.url, headers, body), body, signedAt: timestampSeconds * 1000, signature },
+          request: { url: keys.url, headers: requestHeadersOnTheWire(keys.url, headers, body), body, signedAt: timestampSeconds * 1000, signature, attempt: null, sentAt: null },
         };
       });
     },

@@ -211,6 +211,8 @@ const TABLES: readonly TableSpec[] = [
       text('error_detail'),
       text('response_body'),
       text('outcome'),
+      bigint('sent_timestamp'),
+      text('sent_signature'),
     ],
     orderBy: 'id',
     identity: 'id',

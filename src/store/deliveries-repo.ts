@@ -136,9 +136,9 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
     VALUES (?, ?, ?, 'pending', ?, ?, ?)`);
   const lease = db.prepare<[number, number, number]>('UPDATE deliveries SET lease_expires_at = ?, updated_at = ? WHERE id = ?');
-  const insertAttempt = db.prepare<[number, number, number, number, string, number | null, string | null, string | null, string | null, string]>(`
-    INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const insertAttempt = db.prepare<[number, number, number, number, string, number | null, string | null, string | null, string | null, string, number | null, string | null]>(`
+    INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome, sent_timestamp, sent_signature)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const settle = db.prepare<{ id: number; status: DeliveryStatus; attempts: number; next: number; at: number; code: number | null; error: string | null }>(`
     UPDATE deliveries SET status = @status, attempts = @attempts, next_attempt_at = @next, lease_expires_at = NULL,
       last_attempt_at = @at, last_status_code = @code, last_error = @error, updated_at = @at
@@ -212,7 +212,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
       for (const id of ids) lease.run(until, now, id);
     },
     insertAttempts(attempts: readonly AttemptToStore[]): void {
-      for (const a of attempts) insertAttempt.run(a.deliveryId, a.attempt, a.startedAt, a.durationMs, a.url, a.statusCode, a.errorClass, a.errorDetail, a.responseBody, a.outcome);
+      for (const a of attempts) insertAttempt.run(a.deliveryId, a.attempt, a.startedAt, a.durationMs, a.url, a.statusCode, a.errorClass, a.errorDetail, a.responseBody, a.outcome, a.sentTimestamp, a.sentSignature);
     },
     settle(id: number, s: Settlement): boolean {
       settle.run({ id, status: s.status, attempts: s.attempts, next: s.nextAttemptAt, at: s.at, code: s.statusCode, error: s.error });

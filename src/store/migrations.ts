@@ -283,4 +283,11 @@ export const MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX delivery_attempts_started ON delivery_attempts (started_at, delivery_id, outcome);
   `,
+  // 10: the request as each attempt sent it (issue 27): its webhook-timestamp (seconds) and its
+  // webhook-signature header, null when the attempt sent nothing (or sent it unsigned, for the
+  // signature). Attempts recorded before have neither: the console says so.
+  `
+  ALTER TABLE delivery_attempts ADD COLUMN sent_timestamp INTEGER;
+  ALTER TABLE delivery_attempts ADD COLUMN sent_signature TEXT;
+  `,
 ];

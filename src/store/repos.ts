@@ -64,6 +64,10 @@ export interface AttemptRow {
   readonly errorDetail: string | null;
   readonly responseBody: string | null;
   readonly outcome: string;
+  /** The webhook-timestamp (seconds) the attempt sent; null when it sent nothing, or was recorded before schema 10. */
+  readonly sentTimestamp: number | null;
+  /** The webhook-signature header it sent; null when unsigned, nothing sent, or recorded before schema 10. */
+  readonly sentSignature: string | null;
 }
 
 export interface ListFilter {

@@ -158,8 +158,10 @@ export interface AttemptLogRow {
   error_detail: string | null;
   response_body: string | null;
   outcome: string;
+  sent_timestamp: number | null;
+  sent_signature: string | null;
 }
-export const ATTEMPT_COLUMNS = 'id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome';
+export const ATTEMPT_COLUMNS = 'id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome, sent_timestamp, sent_signature';
 export const toAttempt = (r: AttemptLogRow): AttemptRow => ({
   id: r.id,
   attempt: r.attempt,
@@ -171,4 +173,6 @@ export const toAttempt = (r: AttemptLogRow): AttemptRow => ({
   errorDetail: r.error_detail,
   responseBody: r.response_body,
   outcome: r.outcome,
+  sentTimestamp: r.sent_timestamp,
+  sentSignature: r.sent_signature,
 });

@@ -26,6 +26,8 @@ function attemptView(a: AttemptRow) {
     error_detail: a.errorDetail,
     response_body: a.responseBody,
     outcome: a.outcome,
+    webhook_timestamp: a.sentTimestamp,
+    webhook_signature: a.sentSignature,
   };
 }
 
@@ -49,7 +51,7 @@ function parseRequestId(value: string | undefined, invalid: InvalidParam[]): str
 }
 
 function requestView(r: RequestAsSent) {
-  return { method: 'POST', url: r.url, headers: r.headers, body: r.body, signed_at: iso(r.signedAt), signature: r.signature };
+  return { method: 'POST', url: r.url, headers: r.headers, body: r.body, attempt: r.attempt, sent_at: iso(r.sentAt), signed_at: iso(r.signedAt), signature: r.signature };
 }
 
 function deliveryId(ctx: Context): number {
@@ -97,7 +99,7 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
   });
 
   router.route(['GET'], '/webhook/deliveries/:id', Permission.webhookRead, async (ctx, principal) => {
-    // The signature only to those who may read the secret (see DeliveryLogService.detail).
+    // Signatures only to those who may read the secret (see DeliveryLogService.detail).
     const withSignature = principal.permissions.includes(Permission.webhookManage);
     const { delivery, attempts, request } = await services.deliveryLog.detail(principal.orgId, deliveryId(ctx), withSignature);
     ctx.body = { ...deliveryView(delivery), attempt_log: attempts.map(attemptView), request: requestView(request) };

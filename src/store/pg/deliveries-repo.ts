@@ -254,10 +254,10 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
     async insertAttempts(attempts: readonly AttemptToStore[]): Promise<void> {
       if (attempts.length === 0) return;
       await db.query(
-        `INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome)
-         SELECT u.delivery_id, u.attempt, u.started_at, u.duration_ms, u.url, u.status_code, u.error_class, u.error_detail, u.response_body, u.outcome
-         FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::text[], $10::text[]) WITH ORDINALITY
-           AS u (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome, ordinality)
+        `INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome, sent_timestamp, sent_signature)
+         SELECT u.delivery_id, u.attempt, u.started_at, u.duration_ms, u.url, u.status_code, u.error_class, u.error_detail, u.response_body, u.outcome, u.sent_timestamp, u.sent_signature
+         FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::text[]) WITH ORDINALITY
+           AS u (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome, sent_timestamp, sent_signature, ordinality)
          ORDER BY u.ordinality`,
         [
           attempts.map((a) => a.deliveryId),
@@ -270,6 +270,8 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
           attempts.map((a) => nullableText(a.errorDetail)),
           attempts.map((a) => nullableText(a.responseBody)),
           attempts.map((a) => a.outcome),
+          attempts.map((a) => a.sentTimestamp),
+          attempts.map((a) => nullableText(a.sentSignature)),
         ],
       );
     },

@@ -228,6 +228,12 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX delivery_attempts_started ON delivery_attempts (started_at, delivery_id, outcome);
   `,
+  // 4: SQLite's schema 10: the request as each attempt sent it, its webhook-timestamp (seconds)
+  // and webhook-signature header (see ../migrations.ts). Nullable columns without a default:
+  // no table rewrite.
+  `
+  ALTER TABLE delivery_attempts ADD COLUMN sent_timestamp bigint, ADD COLUMN sent_signature text;
+  `,
 ];
 
 /** The schema version this code writes and understands. */
