@@ -1,6 +1,7 @@
 import { EVENT_TYPE } from '../domain/feed-event.ts';
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './db.ts';
+import { firstKeyAtOrAfter } from './ordered-search.ts';
 import { DeliveryStatus, RECENT_FAILURE_WINDOW, sendable, type AttemptCount, type AttemptRow, type AttemptToStore, type ClaimTurn, type DeliveriesRepo, type DeliveryRow, type DeliveryToQueue, type DueRow, type ListFilter, type Settlement } from './repos.ts';
 import { listParams, listSql, type ListParams } from './delivery-log.ts';
 import { ATTEMPT_COLUMNS, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from './rows.ts';
@@ -241,18 +242,11 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
       const bounds = idBounds.get();
       if (!bounds || bounds.lo === null || bounds.hi === null) return { from: 0, to: 0 };
       const { lo, hi } = bounds;
-      /** Smallest id i in [lo, hi + 1] such that the first delivery at or after i was queued at or after t. */
-      const firstIdQueuedAtOrAfter = (t: number): number => {
-        let low = lo;
-        let high = hi + 1;
-        while (low < high) {
-          const mid = Math.floor((low + high) / 2);
-          const row = firstIdAtOrAfter.get(mid);
-          if (row === undefined || row.created_at >= t) high = mid;
-          else low = row.id + 1;
-        }
-        return low;
-      };
+      const firstIdQueuedAtOrAfter = (t: number): number =>
+        firstKeyAtOrAfter(lo, hi, t, (id) => {
+          const row = firstIdAtOrAfter.get(id);
+          return row && { key: row.id, at: row.created_at };
+        });
       return { from: since === null ? lo : firstIdQueuedAtOrAfter(since), to: until === null ? hi + 1 : firstIdQueuedAtOrAfter(until) };
     },
     attemptCounts(orgId: string, from: number, to: number, bucketMs: number): AttemptCount[] {

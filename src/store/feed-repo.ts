@@ -1,5 +1,6 @@
 import type { RejectReason, StoredEvent } from '../domain/feed-event.ts';
 import type { Db } from './db.ts';
+import { firstKeyAtOrAfter } from './ordered-search.ts';
 import type { EventToStore, FeedPosition, FeedReject, FeedRepo, FeedStats } from './repos.ts';
 import { toPosition, toReject, type PositionRow, type RejectRow } from './rows.ts';
 import type { Sync } from './sync-repo.ts';
@@ -108,18 +109,11 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
       const bounds = seqBounds.get();
       if (!bounds || bounds.lo === null || bounds.hi === null) return { from: 0, to: 0 };
       const { lo, hi } = bounds;
-      /** Smallest seq s in [lo, hi + 1] such that the first event at or after s was received at or after t. */
-      const firstSeqAtOrAfter = (t: number): number => {
-        let low = lo;
-        let high = hi + 1;
-        while (low < high) {
-          const mid = Math.floor((low + high) / 2);
-          const row = firstAtOrAfter.get(mid);
-          if (row === undefined || row.received_at >= t) high = mid;
-          else low = row.seq + 1;
-        }
-        return low;
-      };
+      const firstSeqAtOrAfter = (t: number): number =>
+        firstKeyAtOrAfter(lo, hi, t, (seq) => {
+          const row = firstAtOrAfter.get(seq);
+          return row && { key: row.seq, at: row.received_at };
+        });
       return { from: firstSeqAtOrAfter(since), to: firstSeqAtOrAfter(until) };
     },
     insertRejects(rejects: ReadonlyArray<Omit<FeedReject, 'id'>>): void {

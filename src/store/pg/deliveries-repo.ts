@@ -1,3 +1,4 @@
+import { orderedSearchSql } from './ordered-search.ts';
 import { EVENT_TYPE } from '../../domain/feed-event.ts';
 import {
   DeliveryStatus,
@@ -107,25 +108,8 @@ export const PG_QUEUE_GAUGE_SQL = {
     GROUP BY org_id`,
 } as const;
 
-/**
- * idsCreated's binary search over the delivery id, as feed-repo.ts's SEQ_RANGE over seq: for
- * each bound t ($1 as k = 0, $2 as k = 1) the smallest id i in [min(id), max(id) + 1] such that
- * the first delivery at or after i was queued at or after t, one primary-key lookup a step.
- * The bounds are float8, so that an unbounded side is -Infinity or Infinity.
- */
-const ID_RANGE = `WITH RECURSIVE bounds AS (
-    SELECT min(id) AS lo, max(id) AS hi FROM deliveries
-  ), search (k, t, low, high) AS (
-    SELECT w.k, w.t, b.lo, b.hi + 1 FROM bounds b CROSS JOIN (VALUES (0, $1::float8), (1, $2::float8)) AS w (k, t) WHERE b.lo IS NOT NULL
-    UNION ALL
-    SELECT s.k, s.t,
-      CASE WHEN r.id IS NULL OR r.created_at >= s.t THEN s.low ELSE r.id + 1 END,
-      CASE WHEN r.id IS NULL OR r.created_at >= s.t THEN (s.low + s.high) / 2 ELSE s.high END
-    FROM search s
-    LEFT JOIN LATERAL (SELECT d.id, d.created_at FROM deliveries d WHERE d.id >= (s.low + s.high) / 2 ORDER BY d.id LIMIT 1) r ON true
-    WHERE s.low < s.high
-  )
-  SELECT k, low FROM search WHERE low >= high`;
+/** idsCreated's binary search over the delivery id, run by the server in one statement (see ordered-search.ts). */
+const ID_RANGE = orderedSearchSql('deliveries', 'id', 'created_at');
 
 /** attemptCounts, as on SQLite (see ../deliveries-repo.ts), exported for the EXPLAIN checks. */
 export const PG_ATTEMPT_COUNTS_SQL = `

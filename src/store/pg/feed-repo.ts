@@ -1,3 +1,4 @@
+import { orderedSearchSql } from './ordered-search.ts';
 import type { QueryResult } from 'pg';
 import type { RejectReason, StoredEvent } from '../../domain/feed-event.ts';
 import type { EventToStore, FeedPosition, FeedReject, FeedRepo, FeedStats } from '../repos.ts';
@@ -52,27 +53,8 @@ const INSERT_REJECTS = `INSERT INTO feed_rejects (source, position, line_bytes, 
     AS u (source, position, line_bytes, raw, reason, detail, event_id, received_at, ordinality)
   ORDER BY u.ordinality`;
 
-/**
- * seqRange's binary search (see ../feed-repo.ts), run by the server in one statement rather
- * than as a round trip per step: for each bound t ($1 as k = 0, $2 as k = 1) the smallest seq
- * s in [min(seq), max(seq) + 1] such that the first event at or after s was received at or
- * after t. Each step is one primary-key lookup (the LATERAL subquery), as in SQLite, and every
- * step reads the same snapshot. The bounds are float8: a window's ends need not be whole
- * milliseconds, nor finite; the comparison with the bigint column is exact below 2^53.
- */
-const SEQ_RANGE = `WITH RECURSIVE bounds AS (
-    SELECT min(seq) AS lo, max(seq) AS hi FROM events
-  ), search (k, t, low, high) AS (
-    SELECT w.k, w.t, b.lo, b.hi + 1 FROM bounds b CROSS JOIN (VALUES (0, $1::float8), (1, $2::float8)) AS w (k, t) WHERE b.lo IS NOT NULL
-    UNION ALL
-    SELECT s.k, s.t,
-      CASE WHEN r.seq IS NULL OR r.received_at >= s.t THEN s.low ELSE r.seq + 1 END,
-      CASE WHEN r.seq IS NULL OR r.received_at >= s.t THEN (s.low + s.high) / 2 ELSE s.high END
-    FROM search s
-    LEFT JOIN LATERAL (SELECT e.seq, e.received_at FROM events e WHERE e.seq >= (s.low + s.high) / 2 ORDER BY e.seq LIMIT 1) r ON true
-    WHERE s.low < s.high
-  )
-  SELECT k, low FROM search WHERE low >= high`;
+/** seqRange's binary search over seq, run by the server in one statement (see ordered-search.ts). */
+const SEQ_RANGE = orderedSearchSql('events', 'seq', 'received_at');
 
 
 /**
