@@ -37,6 +37,15 @@ async function freshDatabase(t: TestContext): Promise<{ server: PgTestServer; ur
 }
 
 /** The password in a URL of the test server, as given there and as it would appear encoded. */
+/** Brings an empty database to schema `version` as the hookrelay of that version left it (its first migrations, recorded). */
+async function migrateTo(pool: Pool, version: number): Promise<void> {
+  await pool.query('CREATE TABLE hookrelay_schema (version integer PRIMARY KEY, applied_at bigint NOT NULL)');
+  for (const [i, sql] of PG_MIGRATIONS.slice(0, version).entries()) {
+    await pool.query(sql);
+    await pool.query('INSERT INTO hookrelay_schema (version, applied_at) VALUES ($1, 0)', [i + 1]);
+  }
+}
+
 function passwordForms(url: string): string[] {
   const encoded = new URL(url).password;
   return [decodeURIComponent(encoded), encoded];
@@ -312,11 +321,7 @@ describe('migrations', () => {
   test('a database at version 2 migrates to 3: its attempt log is indexed by start time, the attempts already in it counted', async (t) => {
     const { pool } = await freshDatabase(t);
     // Version 2 as an earlier hookrelay left it, with an attempt in the log.
-    await pool.query('CREATE TABLE hookrelay_schema (version integer PRIMARY KEY, applied_at bigint NOT NULL)');
-    for (const [i, sql] of PG_MIGRATIONS.slice(0, 2).entries()) {
-      await pool.query(sql);
-      await pool.query('INSERT INTO hookrelay_schema (version, applied_at) VALUES ($1, 0)', [i + 1]);
-    }
+    await migrateTo(pool, 2);
     await pool.query(`
       INSERT INTO organizations (id, name, created_at) VALUES ('acme', 'Acme', 1);
       INSERT INTO feed_sources (id, instance, name) VALUES (1, 'host-a', 'api');
@@ -336,11 +341,7 @@ describe('migrations', () => {
 
   test('a database at version 3 migrates to 4: its attempts keep their rows, with no request as sent recorded, and new ones record theirs', async (t) => {
     const { pool } = await freshDatabase(t);
-    await pool.query('CREATE TABLE hookrelay_schema (version integer PRIMARY KEY, applied_at bigint NOT NULL)');
-    for (const [i, sql] of PG_MIGRATIONS.slice(0, 3).entries()) {
-      await pool.query(sql);
-      await pool.query('INSERT INTO hookrelay_schema (version, applied_at) VALUES ($1, 0)', [i + 1]);
-    }
+    await migrateTo(pool, 3);
     await pool.query(`
       INSERT INTO organizations (id, name, created_at) VALUES ('acme', 'Acme', 1);
       INSERT INTO feed_sources (id, instance, name) VALUES (1, 'host-a', 'api');

@@ -5,7 +5,7 @@ import { urlRefusal, type NetworkPolicies } from '../domain/address-policy.ts';
 import type { Clock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { AttemptError, parseRetryAfter, type AttemptResult } from '../domain/retry-policy.ts';
-import { signatureHeader } from '../domain/signature.ts';
+import { deliveryHeaders } from '../domain/delivery-request.ts';
 import { createDeliveryClient, type DeliveryClient } from './http-client.ts';
 import { BLOCKED_CODE, createNetworkGuard, type NetworkGuard } from './network-guard.ts';
 
@@ -167,17 +167,10 @@ export function createDeliverer(options: DelivererOptions) {
 
   async function send(url: URL, host: string, request: DeliveryRequest, signal: AbortSignal, route: Route, sent: Sent): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
     const timestamp = Math.floor(options.clock.now() / 1000);
-    const headers: Record<string, string> = {
-      'content-type': 'application/json',
-      'user-agent': options.userAgent,
-      'webhook-id': request.eventId,
-      'webhook-timestamp': String(timestamp),
-    };
-    const signature = request.secrets.length > 0 ? signatureHeader(request.secrets, request.eventId, timestamp, request.payload) : null;
-    if (signature !== null) headers['webhook-signature'] = signature;
+    const headers = deliveryHeaders({ eventId: request.eventId, timestampSeconds: timestamp, body: request.payload, secrets: request.secrets, userAgent: options.userAgent });
     // What the attempt reports it sent (the attempt log keeps it): this request's, a retry's inside the attempt replacing it.
     sent.timestamp = timestamp;
-    sent.signature = signature;
+    sent.signature = headers['webhook-signature'] ?? null;
     const res = await route.client.dispatcher.request({
       origin: url.origin,
       path: url.pathname + url.search,

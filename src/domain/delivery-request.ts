@@ -1,8 +1,8 @@
 import { signatureHeader } from './signature.ts';
 
 /**
- * The headers hookrelay sets on a delivery request, in the order the deliverer sets them
- * (dispatch/deliverer.ts; test/delivery-requests.test.ts checks that the two agree):
+ * The headers hookrelay sets on a delivery request (the deliverer sends these, the delivery
+ * log shows them; test/delivery-requests.test.ts checks them against what a receiver gets):
  * `content-type`, `user-agent`, the Standard Webhooks `webhook-id` (the event id, the same on
  * every attempt and replay) and `webhook-timestamp` (seconds), and `webhook-signature` over
  * `id.timestamp.body` with each of `secrets` (newest first; none when the webhook does not
