@@ -290,4 +290,11 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE delivery_attempts ADD COLUMN sent_timestamp INTEGER;
   ALTER TABLE delivery_attempts ADD COLUMN sent_signature TEXT;
   `,
+  // 11: per-webhook outbound controls (issue 29): a rate limit in deliveries per second (null:
+  // none) and the receiver's own static headers, a JSON array of [name, value] pairs sent on
+  // every attempt (null: none). Nullable columns without a default: no table rewrite.
+  `
+  ALTER TABLE webhooks ADD COLUMN rate_limit INTEGER;
+  ALTER TABLE webhooks ADD COLUMN headers TEXT;
+  `,
 ];

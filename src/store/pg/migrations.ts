@@ -234,6 +234,11 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE delivery_attempts ADD COLUMN sent_timestamp bigint, ADD COLUMN sent_signature text;
   `,
+  // 5: SQLite's schema 11: per-webhook outbound controls, a rate limit in deliveries per second
+  // and static headers as a JSON array of [name, value] pairs (see ../migrations.ts).
+  `
+  ALTER TABLE webhooks ADD COLUMN rate_limit integer, ADD COLUMN headers jsonb;
+  `,
 ];
 
 /** The schema version this code writes and understands. */
