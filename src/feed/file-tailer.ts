@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { constants, type BigIntStats } from 'node:fs';
+import { constants, fstatSync, lstatSync, readSync, type BigIntStats } from 'node:fs';
 import { lstat, open, readdir, readlink, realpath, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
@@ -23,6 +23,8 @@ export const FINGERPRINT_BYTES = 256;
  */
 const READ_CHUNK_BYTES = 1 << 20;
 const FIRST_READ_CHUNK_BYTES = 64 << 10;
+/** Up to this many bytes past the position are read synchronously (see readToEnd). */
+const SMALL_READ_BYTES = 64 << 10;
 const RESTART_DELAY_MS = 1000;
 /** Least time between two reads of a file that keeps changing: lines appended meanwhile share a commit. */
 const MIN_READ_INTERVAL_MS = 4;
@@ -186,19 +188,30 @@ function refusalDetail(path: string, kind: string): string {
   return `the feed path ${path} is ${kind}, not a regular file: it is not read${hint}. The daemon waits for a regular file there`;
 }
 
-async function fingerprintOf(fh: FileHandle, bytes: number): Promise<Fingerprint> {
+// The checks of a feed file's identity (its first bytes, the bytes before a position, its size)
+// read at most 256 bytes each, from the page cache (the file was just written or just read):
+// done synchronously, they cost microseconds, where each asynchronous call costs a round trip
+// through libuv's thread pool, and a tailer makes several per batch (docs/benchmarks.md, "The
+// feed reader's checks"). Reads of the lines themselves, which can be large, stay asynchronous.
+
+function fingerprintOf(fh: FileHandle, bytes: number): Fingerprint {
   if (bytes === 0) return EMPTY_FINGERPRINT;
   const buf = Buffer.alloc(bytes);
-  const { bytesRead } = await fh.read(buf, 0, bytes, 0);
+  const bytesRead = readSync(fh.fd, buf, 0, bytes, 0);
   return { hash: createHash('sha256').update(buf.subarray(0, bytesRead)).digest('hex'), bytes: bytesRead };
 }
 
 /** sha256 (hex) of the up to TAIL_FINGERPRINT_BYTES bytes of the file just before `position`. */
-async function tailFingerprintOf(fh: FileHandle, position: number): Promise<string> {
+function tailFingerprintOf(fh: FileHandle, position: number): string {
   const from = Math.max(0, position - TAIL_FINGERPRINT_BYTES);
   const buf = Buffer.alloc(position - from);
-  const { bytesRead } = buf.length === 0 ? { bytesRead: 0 } : await fh.read(buf, 0, buf.length, from);
+  const bytesRead = buf.length === 0 ? 0 : readSync(fh.fd, buf, 0, buf.length, from);
   return createHash('sha256').update(buf.subarray(0, bytesRead)).digest('hex');
+}
+
+/** The open file's size, in bytes. */
+function sizeOf(fh: FileHandle): number {
+  return fstatSync(fh.fd).size;
 }
 
 /**
@@ -207,10 +220,10 @@ async function tailFingerprintOf(fh: FileHandle, position: number): Promise<stri
  */
 async function isSameFile(feed: OpenFeed, saved: FeedPosition): Promise<boolean> {
   if (feed.dev !== saved.dev || feed.ino !== saved.ino) return false;
-  const fp = await fingerprintOf(feed.fh, saved.fingerprintBytes);
+  const fp = fingerprintOf(feed.fh, saved.fingerprintBytes);
   if (fp.bytes !== saved.fingerprintBytes || fp.hash !== saved.fingerprint) return false;
-  if (saved.tailFingerprint === null || Number((await feed.fh.stat()).size) < saved.position) return true;
-  return (await tailFingerprintOf(feed.fh, saved.position)) === saved.tailFingerprint;
+  if (saved.tailFingerprint === null || sizeOf(feed.fh) < saved.position) return true;
+  return tailFingerprintOf(feed.fh, saved.position) === saved.tailFingerprint;
 }
 
 /**
@@ -273,6 +286,27 @@ export function createFileTailer(options: FileTailerOptions) {
     };
     let chunkBytes = FIRST_READ_CHUNK_BYTES;
     let offset = splitter.consumed + splitter.pendingBytes;
+    // What a file appended to line by line holds past the position is small and was just
+    // written (in the page cache): read at once, synchronously, up to the size the file has now,
+    // without the round trips through libuv's pool of a read and of the read that finds the end.
+    // Lines appended meanwhile are read at the next turn (the reader reads again after data).
+    const waiting = sizeOf(feed.fh) - offset;
+    if (waiting <= 0) return 0;
+    if (waiting <= SMALL_READ_BYTES) {
+      const chunk = Buffer.allocUnsafe(waiting);
+      const bytesRead = readSync(feed.fh.fd, chunk, 0, waiting, offset);
+      try {
+        await batches.push(splitter, chunk.subarray(0, bytesRead), async () => {
+          await yieldToEventLoop();
+          return !signal.aborted;
+        });
+        await batches.flush();
+        await pipeline.drain();
+      } finally {
+        await pipeline.abandon();
+      }
+      return bytesRead;
+    }
     let pending = readAt(offset, chunkBytes);
     try {
       for (;;) {
@@ -308,20 +342,20 @@ export function createFileTailer(options: FileTailerOptions) {
    * True when the file no longer holds what was read from it: other first bytes, or (the same
    * first bytes) other bytes before the last committed position.
    */
-  async function changedUnder(feed: OpenFeed, fp: Identity): Promise<boolean> {
-    if (fp.current.bytes > 0 && (await fingerprintOf(feed.fh, fp.current.bytes)).hash !== fp.current.hash) return true;
+  function changedUnder(feed: OpenFeed, fp: Identity): boolean {
+    if (fp.current.bytes > 0 && fingerprintOf(feed.fh, fp.current.bytes).hash !== fp.current.hash) return true;
     const tail = fp.tail;
-    return tail !== null && tail.position > 0 && (await tailFingerprintOf(feed.fh, tail.position)) !== tail.hash;
+    return tail !== null && tail.position > 0 && tailFingerprintOf(feed.fh, tail.position) !== tail.hash;
   }
 
   async function commit(feed: OpenFeed, fp: Identity, lines: Lines, end: number, parsed?: ParsedLines): Promise<void> {
     // Checked again after the lines were read, before they are stored: a file rewritten between
     // the check before the read and the read itself would otherwise have its new bytes stored as
     // lines read from the old offset. The reader then starts over (see follow).
-    if (lines.length > 0 && (await changedUnder(feed, fp))) throw new FeedChanged();
+    if (lines.length > 0 && changedUnder(feed, fp)) throw new FeedChanged();
     const wanted = Math.min(FINGERPRINT_BYTES, end);
-    if (fp.current.bytes < wanted) fp.current = await fingerprintOf(feed.fh, wanted);
-    const tail = { position: end, hash: await tailFingerprintOf(feed.fh, end) };
+    if (fp.current.bytes < wanted) fp.current = fingerprintOf(feed.fh, wanted);
+    const tail = { position: end, hash: tailFingerprintOf(feed.fh, end) };
     const position: FeedPosition = { source, dev: feed.dev, ino: feed.ino, fingerprint: fp.current.hash, fingerprintBytes: fp.current.bytes, position: end, tailFingerprint: tail.hash };
     const write = async (): Promise<void> => {
       if (lines.length === 0) await options.ingest.savePosition(position);
@@ -450,10 +484,10 @@ export function createFileTailer(options: FileTailerOptions) {
    * that new content is never read from the old offset.
    */
   async function restartedInPlace(feed: OpenFeed, splitter: LineSplitter, fp: Identity): Promise<boolean> {
-    const size = Number((await feed.fh.stat()).size);
+    const size = sizeOf(feed.fh);
     const truncated = size < splitter.consumed + splitter.pendingBytes;
     // Rewritten: other first bytes, or (the same first bytes) other bytes before the position.
-    const rewritten = !truncated && (await changedUnder(feed, fp));
+    const rewritten = !truncated && changedUnder(feed, fp);
     if (!truncated && !rewritten) return false;
     log.warn({ size, position: splitter.consumed }, truncated ? 'feed file truncated in place; reading it again from the start' : 'feed file rewritten in place; reading it again from the start');
     splitter.reset(0);
@@ -496,11 +530,9 @@ export function createFileTailer(options: FileTailerOptions) {
           continue;
         }
 
-        // lstat: whatever now sits at the path, a symbolic link put there included, is another file.
-        const current = await lstat(readPath, { bigint: true }).catch((err: unknown) => {
-          if (isMissing(err)) return null;
-          throw err;
-        });
+        // lstat: whatever now sits at the path, a symbolic link put there included, is another
+        // file. (Synchronous, as the checks above: one system call on a path just looked up.)
+        const current = lstatSync(readPath, { bigint: true, throwIfNoEntry: false }) ?? null;
         if (current && (String(current.dev) !== feed.dev || String(current.ino) !== feed.ino)) {
           await finish(feed, splitter, fp, 'the feed was rotated before this line was terminated', signal);
           let next = await openFeed(readPath);
