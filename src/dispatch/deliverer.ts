@@ -6,6 +6,7 @@ import type { Clock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { AttemptError, parseRetryAfter, type AttemptResult } from '../domain/retry-policy.ts';
 import { deliveryHeaders } from '../domain/delivery-request.ts';
+import type { WebhookHeaders } from '../domain/webhook-headers.ts';
 import { createDeliveryClient, type DeliveryClient } from './http-client.ts';
 import { BLOCKED_CODE, createNetworkGuard, type NetworkGuard } from './network-guard.ts';
 
@@ -34,6 +35,8 @@ export interface DeliveryRequest {
   readonly payload: string;
   /** Signing secrets, newest first; empty when active_hmac is off. */
   readonly secrets: readonly string[];
+  /** The webhook's own headers, sent after hookrelay's (none when absent). */
+  readonly headers?: WebhookHeaders;
 }
 
 export interface DelivererOptions {
@@ -167,7 +170,14 @@ export function createDeliverer(options: DelivererOptions) {
 
   async function send(url: URL, host: string, request: DeliveryRequest, signal: AbortSignal, route: Route, sent: Sent): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
     const timestamp = Math.floor(options.clock.now() / 1000);
-    const headers = deliveryHeaders({ eventId: request.eventId, timestampSeconds: timestamp, body: request.payload, secrets: request.secrets, userAgent: options.userAgent });
+    const headers = deliveryHeaders({
+      eventId: request.eventId,
+      timestampSeconds: timestamp,
+      body: request.payload,
+      secrets: request.secrets,
+      userAgent: options.userAgent,
+      ...(request.headers === undefined ? {} : { custom: request.headers }),
+    });
     // What the attempt reports it sent (the attempt log keeps it): this request's, a retry's inside the attempt replacing it.
     sent.timestamp = timestamp;
     sent.signature = headers['webhook-signature'] ?? null;
