@@ -57,7 +57,11 @@ export interface TunnelOptions {
 }
 
 
-/** Resolves `hostname` through the guard: its first checked address (an IP literal as it is, checked before by the deliverer). */
+/**
+ * Resolves `hostname` through the guard: its first checked address (an IP literal as it is,
+ * checked before by the deliverer). One address, where a direct connection tries each in turn:
+ * a tunnel is one request to the proxy, and the guard has checked them all.
+ */
 function resolveChecked(guard: NetworkGuard, hostname: string): Promise<string> {
   if (isIP(hostname) !== 0) return Promise.resolve(hostname);
   return new Promise((resolve, reject) => {
@@ -97,6 +101,8 @@ export function createTunnelConnector(options: TunnelOptions): buildConnector.co
     const timer = setTimeout(() => {
       finish(Object.assign(new ProxyError('no tunnel through the egress proxy within the attempt deadline'), { code: 'UND_ERR_CONNECT_TIMEOUT' }), null);
     }, options.timeoutMs);
+    // The attempt has its own deadline; this one only frees the socket, and must not hold a stopping daemon.
+    timer.unref();
 
     resolveChecked(options.guard, hostname).then((address) => {
       if (done) return;
