@@ -36,7 +36,7 @@ export function cleanEnv(): NodeJS.ProcessEnv {
 // ---------------------------------------------------------------------------------------------
 // TLS material: a P-256 CA and a server certificate it signed (subjectAltName IP:127.0.0.1, DNS:localhost), made with the openssl CLI; the tests' certificates too (test/receivers.ts)
 
-export function createTls(dir: string, name = 'hookrelay bench CA'): { caFile: string; caPem: string; caKeyFile: string; certPem: string; keyPem: string } {
+export function createTls(dir: string, name = 'hookrelay bench CA', altNames = 'IP:127.0.0.1,DNS:localhost'): { caFile: string; caPem: string; caKeyFile: string; certPem: string; keyPem: string } {
   mkdirSync(dir, { recursive: true });
   const file = (f: string) => join(dir, f);
   const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
@@ -48,7 +48,7 @@ export function createTls(dir: string, name = 'hookrelay bench CA'): { caFile: s
   openssl('req', ...ec, '-keyout', file('server.key'), '-out', file('server.csr'), '-subj', '/CN=127.0.0.1');
   writeFileSync(
     file('server.ext'),
-    ['subjectAltName=IP:127.0.0.1,DNS:localhost', 'basicConstraints=critical,CA:FALSE', 'keyUsage=critical,digitalSignature', 'extendedKeyUsage=serverAuth', ''].join('\n'),
+    [`subjectAltName=${altNames}`, 'basicConstraints=critical,CA:FALSE', 'keyUsage=critical,digitalSignature', 'extendedKeyUsage=serverAuth', ''].join('\n'),
   );
   openssl(
     'x509', '-req', '-in', file('server.csr'), '-CA', file('ca.pem'), '-CAkey', file('ca.key'), '-set_serial', `0x${randomBytes(8).toString('hex')}`,

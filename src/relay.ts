@@ -7,6 +7,7 @@ import { createApi, createMetricsApp, type NotReady } from './api/app.ts';
 import type { ListenerIdentity } from './api/host-check.ts';
 import { metricsRefusal, type MetricsEndpoint } from './api/metrics.ts';
 import type { Config } from './config/load.ts';
+import { createEgressProxies } from './domain/egress-proxy.ts';
 import { createNetworkPolicies } from './domain/address-policy.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { parseListen } from './domain/listen.ts';
@@ -371,6 +372,9 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     if (refusal !== null) log.warn({ listen: onAdminListener ? config.api.listen : config.metrics.listen }, refusal);
     // Background checkpoints in the daemon only while large batches are being ingested (see startBackgroundCheckpoints).
     ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true, noticeUndeliverable: true });
+    const proxies = createEgressProxies(config.delivery);
+    // The proxies' origins only: their credentials are never logged.
+    if (proxies.all.length > 0) log.info({ proxies: proxies.all.map((p) => p.shown), target: config.delivery.proxyTarget }, 'deliveries go through an egress proxy');
     deliverer = createDeliverer({
       networks: createNetworkPolicies(config.delivery),
       clock,
@@ -379,6 +383,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       userAgent: DELIVERY_USER_AGENT,
       extraCa,
       concurrency: config.delivery.concurrency,
+      proxies,
+      proxyTarget: config.delivery.proxyTarget,
     });
     const { deliveries } = services;
     // Attempts recorded since the last release of memory (see STEADY_RELEASE_MS).

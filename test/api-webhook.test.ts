@@ -8,7 +8,7 @@ import { test, type TestContext } from 'node:test';
 import { assertProblem, assertUnchanged, call, seedOrg, startRelay, type RunningRelay } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
 
-const WEBHOOK_VIEW_KEYS = ['active_hmac', 'created_at', 'status', 'updated_at', 'webhook_url'];
+const WEBHOOK_VIEW_KEYS = ['active_hmac', 'created_at', 'headers', 'status', 'updated_at', 'webhook_url'];
 const ISO_DATE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 async function setup(t: TestContext, overrides: Record<string, string> = {}) {
@@ -111,6 +111,7 @@ test('get_webhook returns { webhook_url, active_hmac, status, created_at, update
     assert.deepEqual(res.body, {
       webhook_url: 'https://hooks.example.com/h',
       active_hmac: true,
+      headers: {},
       status: 'active',
       created_at: created.body.created_at,
       updated_at: created.body.updated_at,
@@ -224,4 +225,71 @@ test('plain http is accepted only when delivery.allowHttp is true', async (t) =>
   assert.equal(res.body.webhook_url, 'http://127.0.0.1:9999/hook');
   const ftp = await assertUnchanged(relay.store, () => register(relay, adminToken, { webhook_url: 'ftp://127.0.0.1/hook' }));
   assert.deepEqual(assertProblem(ftp, 422, 'webhook_url_not_allowed').invalid_params, [{ name: 'webhook_url', reason: 'must use the https or http scheme' }]);
+});
+
+test('headers: registered as an object, answered in order with credential values null, replaced by each registration (the message names those removed)', async (t) => {
+  const { relay, adminToken, viewerToken } = await setup(t);
+  const token = 'sk_live_never-echoed-0123456789';
+  const first = await register(relay, adminToken, {
+    webhook_url: 'https://hooks.example.com/h',
+    headers: { 'X-Environment': 'production', Authorization: `Bearer ${token}`, 'X-Api-Key': token, 'X-Route': `Basic ${token}` },
+  });
+  assert.equal(first.status, 201, first.text);
+  const shown = { 'X-Environment': 'production', Authorization: null, 'X-Api-Key': null, 'X-Route': null };
+  assert.deepEqual(first.body.headers, shown);
+  assert.deepEqual(Object.keys(first.body.headers), ['X-Environment', 'Authorization', 'X-Api-Key', 'X-Route'], 'in the order given');
+  for (const t of [adminToken, viewerToken]) {
+    const read = await call(relay.baseUrl, 'GET', '/webhook/get_webhook', { token: t });
+    assert.deepEqual(read.body.headers, shown);
+    assert.equal(read.text.includes(token), false);
+  }
+  assert.equal(first.text.includes(token), false);
+  assert.deepEqual(repos(relay.store).webhooks.get('org-a')?.headers, [
+    ['X-Environment', 'production'],
+    ['Authorization', `Bearer ${token}`],
+    ['X-Api-Key', token],
+    ['X-Route', `Basic ${token}`],
+  ]);
+
+  // Registering again describes the whole webhook: headers left out are gone, and the answer says which.
+  const again = await register(relay, adminToken, { webhook_url: 'https://hooks.example.com/h', headers: { 'x-environment': 'staging' } });
+  assert.equal(again.status, 200, again.text);
+  assert.deepEqual(again.body.headers, { 'x-environment': 'staging' });
+  assert.match(again.body.message, /\. Headers no longer sent \(this registration did not set them\): Authorization, X-Api-Key, X-Route$/);
+  const without = await register(relay, adminToken, { webhook_url: 'https://hooks.example.com/h' });
+  assert.deepEqual(without.body.headers, {});
+  assert.match(without.body.message, /: x-environment$/);
+  const unchanged = await register(relay, adminToken, { webhook_url: 'https://hooks.example.com/h', headers: null });
+  assert.doesNotMatch(unchanged.body.message, /Headers/);
+});
+
+test('headers: reserved, malformed, duplicated or too many are 422 naming each header, never quoting a value, and change nothing', async (t) => {
+  const { relay, adminToken } = await setup(t);
+  await register(relay, adminToken, { webhook_url: 'https://hooks.example.com/h', headers: { 'X-Keep': 'kept' } });
+  const secret = 'Bearer do-not-echo-me-42';
+  const cases: Array<[unknown, RegExp]> = [
+    [{ 'Webhook-Signature': 'v1,forged' }, /^must not set "Webhook-Signature": it is reserved \(hookrelay sets it \(Standard Webhooks\)\)$/],
+    [{ 'content-type': 'text/plain' }, /^must not set "content-type": it is reserved/],
+    [{ Host: 'evil.example' }, /^must not set "Host": it is reserved/],
+    [{ 'Transfer-Encoding': 'chunked' }, /^must not set "Transfer-Encoding": it is reserved/],
+    [{ 'Proxy-Authorization': secret }, /^must not set "Proxy-Authorization": it is reserved/],
+    [{ 'X A': 'v' }, /^must not have "X A" as a name/],
+    [{ 'X-Tenant': 'a', 'x-TENANT': 'b' }, /^must not set "x-TENANT" twice: header names are case-insensitive/],
+    [{ Authorization: `${secret}\r\nX-Injected: yes` }, /^must give "Authorization" a value of printable ASCII characters/],
+    [{ Authorization: null }, /^must give "Authorization" a string value \(null is how answers show a hidden credential/],
+    [['X-A', 'b'], /^must be an object of header names to values/],
+    [Object.fromEntries(Array.from({ length: 21 }, (_, i) => [`X-H${i}`, 'v'])), /^must hold at most 20 headers; got 21$/],
+  ];
+  for (const [headers, reason] of cases) {
+    const res = await assertUnchanged(relay.store, () => register(relay, adminToken, { webhook_url: 'https://hooks.example.com/other', headers }));
+    const body = assertProblem(res, 422, 'validation_failed');
+    assert.equal(body.invalid_params.length, 1, res.text);
+    assert.equal(body.invalid_params[0].name, 'headers');
+    assert.match(body.invalid_params[0].reason, reason);
+    assert.equal(res.text.includes('do-not-echo-me'), false, res.text);
+  }
+  // Every problem at once, beside the other fields'.
+  const several = await register(relay, adminToken, { webhook_url: 'ftp:nope', headers: { Host: 'x', 'X-Empty': '' } });
+  assert.deepEqual(assertProblem(several, 422, 'validation_failed').invalid_params.map((p: { name: string }) => p.name), ['webhook_url', 'headers', 'headers']);
+  assert.deepEqual(repos(relay.store).webhooks.get('org-a')?.headers, [['X-Keep', 'kept']]);
 });

@@ -469,7 +469,8 @@ test('--json output of list and get commands; webhook set shows the secret once;
   assert.equal(await sandbox.ok(['webhook', 'secret', '--org', 'acme']), `${secret}\n`);
 
   const webhook = JSON.parse(await sandbox.ok(['webhook', 'get', '--org', 'acme', '--json'])) as Record<string, unknown>;
-  assert.deepEqual(Object.keys(webhook).sort(), ['active_hmac', 'created_at', 'status', 'updated_at', 'webhook_url']);
+  assert.deepEqual(Object.keys(webhook).sort(), ['active_hmac', 'created_at', 'headers', 'status', 'updated_at', 'webhook_url']);
+  assert.deepEqual(webhook.headers, {});
   assert.equal(webhook.webhook_url, 'https://hooks.example.com/v2');
   assert.equal(webhook.active_hmac, true);
   assert.equal(webhook.status, 'active');
@@ -552,6 +553,54 @@ test('configuration errors exit with 2 and one line naming the key', async (t) =
   }
   // Nothing started: no state directory was created by any of them.
   assert.equal(existsSync(sandbox.stateDir), false);
+});
+
+test("webhook set --header 'Name: value' (repeatable) sets the headers, shows credentials as set without their value, refuses bad ones with exit 2 naming the header, and set without --header removes them", async (t) => {
+  const sandbox = new Sandbox(t);
+  await sandbox.install();
+  await sandbox.ok(['orgs', 'add', 'acme']);
+  const token = 'tok_e2e-never-printed-31337';
+  const url = 'https://hooks.example.com/acme';
+  const set = await sandbox.ok(['webhook', 'set', '--org', 'acme', '--url', url, '--header', 'X-Environment: production', '--header', `Authorization:   Bearer ${token}  `]);
+  assert.match(set, /^headers: X-Environment: production, Authorization: \(set; value hidden\)$/m);
+  assert.doesNotMatch(set, new RegExp(token));
+  const human = await sandbox.ok(['webhook', 'get', '--org', 'acme']);
+  assert.match(human, /^headers: X-Environment: production, Authorization: \(set; value hidden\)$/m);
+  const json = JSON.parse(await sandbox.ok(['webhook', 'get', '--org', 'acme', '--json'])) as { headers: unknown };
+  assert.deepEqual(json.headers, { 'X-Environment': 'production', Authorization: null });
+  for (const text of [human, JSON.stringify(json)]) assert.doesNotMatch(text, new RegExp(token));
+  const stored = () => {
+    const db = new Database(sandbox.databasePath, { readonly: true });
+    try {
+      return db.prepare('SELECT url, headers FROM webhooks').all();
+    } finally {
+      db.close();
+    }
+  };
+  const before = stored();
+  assert.deepEqual(before, [{ url, headers: JSON.stringify([['X-Environment', 'production'], ['Authorization', `Bearer ${token}`]]) }], 'the value is stored as given, its spaces trimmed');
+
+  const refused: Array<[string[], RegExp]> = [
+    [['--header', 'Host: evil.example'], /^hookrelay: headers must not set "Host": it is reserved \(the HTTP client sets it from the webhook URL\)$/],
+    [['--header', `Webhook-Signature: v1,${token}`], /headers must not set "Webhook-Signature": it is reserved/],
+    [['--header', 'X-Tenant: a', '--header', 'x-tenant: b'], /headers must not set "x-tenant" twice: header names are case-insensitive/],
+    [['--header', `X-Token: ${token}\u0001`], /headers must give "X-Token" a value of printable ASCII characters/],
+    [['--header', `Authorization Bearer ${token}`], /--header must be "Name: value", such as --header 'X-Environment: production'; one has no colon/],
+    [['--header', 'X A: b'], /headers must not have "X A" as a name/],
+  ];
+  for (const [extra, stderr] of refused) {
+    const result = await sandbox.run(['webhook', 'set', '--org', 'acme', '--url', 'https://hooks.example.com/other', ...extra]);
+    assert.equal(result.code, 2, `${extra.join(' ')}: exit ${result.code}; ${result.stderr}`);
+    assert.equal(result.stdout, '');
+    assertOneErrorLine(result.stderr, stderr);
+    assert.doesNotMatch(result.stderr, new RegExp(token), 'a refused value is not repeated');
+    assert.deepEqual(stored(), before, `${extra.join(' ')} changed nothing`);
+  }
+
+  const cleared = await sandbox.ok(['webhook', 'set', '--org', 'acme', '--url', url]);
+  assert.match(cleared, /^headers: none$/m);
+  assert.match(cleared, /^removed headers \(not given again\): X-Environment, Authorization$/m);
+  assert.deepEqual(stored(), [{ url, headers: null }]);
 });
 
 test('runtime errors exit with 1 and one line on stderr', async (t) => {

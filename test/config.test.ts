@@ -252,3 +252,29 @@ test("instance.name defaults to the host name's first label, and must be a plain
     assert.throws(() => loadConfig({ env: { HOOKRELAY_INSTANCE_NAME: bad }, cwd }), /instance\.name\) must be letters, digits/);
   }
 });
+
+test('delivery.proxy and delivery.organizationProxies: checked URLs, refused without ever quoting them (they may hold a password)', (t) => {
+  const cwd = tempDir(t);
+  const password = 'Pr0xyPassw0rd-never-shown';
+  const ok = loadConfig({ env: { HOOKRELAY_DELIVERY_PROXY: `http://relay:${password}@proxy.internal:3128`, HOOKRELAY_DELIVERY_ORGANIZATION_PROXIES: 'acme=direct,globex=http://10.1.2.3:8080' }, cwd });
+  assert.equal(ok.delivery.proxy, `http://relay:${password}@proxy.internal:3128`);
+  assert.equal(ok.delivery.proxyTarget, 'address');
+  assert.deepEqual(ok.delivery.organizationProxies, ['acme=direct', 'globex=http://10.1.2.3:8080']);
+  assert.equal(loadConfig({ env: { HOOKRELAY_DELIVERY_PROXY_TARGET: 'name' }, cwd }).delivery.proxyTarget, 'name');
+  configError({ env: { HOOKRELAY_DELIVERY_PROXY_TARGET: 'host' }, cwd }, ['HOOKRELAY_DELIVERY_PROXY_TARGET', 'one of address, name']);
+  for (const [value, why] of [
+    [`https://relay:${password}@proxy.internal:3128`, 'must be an http:// URL'],
+    [`socks5://relay:${password}@proxy.internal:1080`, 'must be an http:// URL'],
+    [`http://relay:${password}@proxy.internal:3128/path`, 'without a path, query or fragment'],
+    [`http://relay:${password}@proxy.internal:3128/?x=1`, 'without a path, query or fragment'],
+    [`http://relay:${password}%zz@proxy.internal:3128`, 'percent-encode'],
+    [`http://relay:${password}@`, 'http://'],
+  ] as const) {
+    configError({ env: { HOOKRELAY_DELIVERY_PROXY: value }, cwd }, ['delivery.proxy', why], [password]);
+  }
+  configError({ env: { HOOKRELAY_DELIVERY_ORGANIZATION_PROXIES: `acme=ftp://u:${password}@x` }, cwd }, ['delivery.organizationProxies', '"acme"', 'http://'], [password]);
+  configError({ env: { HOOKRELAY_DELIVERY_ORGANIZATION_PROXIES: `http://u:${password}@x:1` }, cwd }, ['delivery.organizationProxies', '"ORG=URL"'], [password]);
+  configError({ env: { HOOKRELAY_DELIVERY_ORGANIZATION_PROXIES: 'acme=direct,acme=http://x:1' }, cwd }, ['two entries for "acme"']);
+  const file = writeConfig(cwd, { delivery: { proxy: 42 } });
+  configError({ configFile: file, env: {}, cwd }, ['delivery.proxy', '(value hidden)']);
+});

@@ -437,6 +437,7 @@ for (const backend of backends) {
         occurred_at: OCCURRED_AT,
         payload: DETAILS,
         url: hookUrl('acme'),
+        headers: null,
         active_hmac: 1,
         secret: 'whsec_acme',
         previous_secret: null,
@@ -457,6 +458,12 @@ for (const backend of backends) {
       assert.deepEqual(
         (await store.read((tx) => tx.deliveries.dueRows('globex', 5000, 1))).map((r) => [r.active_hmac, r.secret]),
         [[0, null]],
+      );
+      // The webhook's own headers come with the row too, in their order, whatever the backend's JSON type.
+      await store.transaction((tx) => tx.webhooks.upsert('globex', hookUrl('globex'), false, null, 1300, [['X-B', '2'], ['Authorization', 'Bearer t']]));
+      assert.deepEqual(
+        (await store.read((tx) => tx.deliveries.dueRows('globex', 5000, 1))).map((r) => sendable(r).headers),
+        [[['X-B', '2'], ['Authorization', 'Bearer t']]],
       );
 
       // Leased: left out while the lease stands; back (as a retry, due since its time) once it lapsed.

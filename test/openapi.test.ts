@@ -112,7 +112,7 @@ function parametersOf(o: Operation): Json[] {
 const ANNOTATIONS = new Set(['description', 'examples', 'default', 'title']);
 const KEYWORDS = new Set([
   '$ref', 'allOf', 'type', 'enum', 'const', 'required', 'properties', 'additionalProperties', 'items',
-  'pattern', 'minLength', 'maxLength', 'minimum', 'maximum', 'format',
+  'pattern', 'minLength', 'maxLength', 'minimum', 'maximum', 'format', 'maxProperties', 'propertyNames',
 ]);
 
 function typeOf(value: unknown): string {
@@ -155,6 +155,8 @@ function validate(schema: Json, value: unknown, at = '$'): string[] {
   if (typeOf(value) === 'object') {
     const object = value as Record<string, unknown>;
     for (const name of schema.required ?? []) if (!Object.hasOwn(object, name)) errors.push(`${at}: missing required "${name}"`);
+    if (schema.maxProperties !== undefined && Object.keys(object).length > schema.maxProperties) errors.push(`${at}: more than ${schema.maxProperties} members`);
+    if (schema.propertyNames !== undefined) for (const name of Object.keys(object)) errors.push(...validate(schema.propertyNames, name, `${at}[name ${JSON.stringify(name)}]`));
     const properties: Record<string, Json> = schema.properties ?? {};
     for (const [name, child] of Object.entries(object)) {
       if (Object.hasOwn(properties, name)) errors.push(...validate(properties[name], child, `${at}.${name}`));
@@ -173,6 +175,10 @@ test('the validator of this test rejects what it should (so the checks below can
   assert.equal(validate(schema, { a: 'x', b: 1 }).length, 1);
   assert.equal(validate({ $ref: '#/components/schemas/Webhook' }, { webhook_url: 'https://x.example', active_hmac: 'yes' }).length > 0, true);
   assert.throws(() => resolveRef('#/components/schemas/NoSuchSchema'), /does not resolve/);
+  const headers = { type: 'object', maxProperties: 1, propertyNames: { pattern: '^[a-z]+$' } };
+  assert.deepEqual(validate(headers, { a: '1' }), []);
+  assert.equal(validate(headers, { a: '1', b: '2' }).length, 1);
+  assert.equal(validate(headers, { A: '1' }).length, 1);
 });
 
 // ---- the document on its own
@@ -560,7 +566,11 @@ test('the delivery log, replay, recover, test events and secret rotation: only d
   await contract.call(relay, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: hook.url, active_hmac: false } });
   const off = await contract.call(relay, 'POST', '/webhook/rotate_secret', { token });
   assert.equal(off.body.code, 'secret_not_configured');
-  await contract.call(relay, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: hook.url } });
+  // With headers of its own (issue 29): a credential's value is answered as null, and hidden in the request as sent.
+  const withHeaders = await contract.call(relay, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: hook.url, headers: { 'X-Environment': 'test', Authorization: 'Bearer not-shown' } } });
+  assert.deepEqual(withHeaders.body.headers, { 'X-Environment': 'test', Authorization: null });
+  const badHeader = await contract.call(relay, 'POST', '/webhook/register_webhook', { token, body: { webhook_url: hook.url, headers: { Host: 'x' } } });
+  assert.equal(badHeader.body.code, 'validation_failed');
   const disabled = await contract.call(relay, 'POST', '/webhook/disable', { token });
   assert.equal(disabled.body.status, 'disabled');
   const enabled = await contract.call(relay, 'POST', '/webhook/enable', { token });
@@ -582,6 +592,8 @@ test('the delivery log, replay, recover, test events and secret rotation: only d
 
   // The request as sent: the signature for an admin, withheld from a viewer; a search by request (a test event has none).
   assert.equal(delivered.request.signature, 'included');
+  assert.equal(delivered.request.headers['x-environment'], 'test');
+  assert.equal(delivered.request.headers.authorization, '(set; value hidden)');
   const seen = await contract.call(relay, 'GET', '/webhook/deliveries/{id}', { token: viewerToken, params: { id: String(queued.body.delivery.id) } });
   assert.equal(seen.body.request.signature, 'withheld');
   assert.equal(seen.body.request.headers['webhook-signature'], undefined);

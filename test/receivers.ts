@@ -7,8 +7,9 @@
  */
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
-import type { AddressInfo, Socket } from 'node:net';
+import { connect as netConnect, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -37,10 +38,10 @@ export interface TestTls {
  * Makes a P-256 test CA and a server certificate (subjectAltName IP:127.0.0.1, DNS:localhost)
  * with the openssl CLI, in a temp directory removed when the test ends.
  */
-export function createTestTls(t: TestContext): TestTls {
+export function createTestTls(t: TestContext, altNames?: string): TestTls {
   const dir = mkdtempSync(join(tmpdir(), 'hookrelay-tls-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
-  return { ...createTls(dir, 'hookrelay test CA'), dir };
+  return { ...createTls(dir, 'hookrelay test CA', altNames), dir };
 }
 
 /** One request as the receiver saw it. */
@@ -346,4 +347,100 @@ export async function startDeliveryRig(t: TestContext, overrides: Record<string,
   const tls = createTestTls(t);
   const relay = await startRelay(t, { 'delivery.caFile': tls.caFile, 'delivery.allowNetworks': '127.0.0.1/32', ...FAST_DELIVERY, ...overrides }, options);
   return { tls, relay, feed: (...lines) => appendFeed(relay.config.feed.path, lines) };
+}
+
+/** One CONNECT a test proxy was asked for. */
+export interface Tunnel {
+  /** What the CONNECT asked for: HOST:PORT, an address ([v6]:port) or a name. */
+  readonly authority: string;
+  /** The Proxy-Authorization header it carried, if any. */
+  readonly proxyAuthorization: string | undefined;
+  /** The status the proxy answered. */
+  readonly status: number;
+}
+
+export interface ConnectProxy {
+  /** http://127.0.0.1:<port> (add credentials with proxyUrl). */
+  readonly url: string;
+  readonly port: number;
+  /** Every CONNECT, in order of arrival. */
+  readonly tunnels: Tunnel[];
+  /** Requests that were not CONNECT (absolute-form proxying): a test expects none. */
+  readonly plainRequests: string[];
+  /** TCP connections accepted. */
+  connections(): number;
+  close(): Promise<void>;
+}
+
+/**
+ * A real HTTP CONNECT proxy on 127.0.0.1:0, in the test: each CONNECT is recorded, answered
+ * `refuse(authority)` when that returns a status (407, 403...), or 407 when `credentials`
+ * ("user:password") are set and the Proxy-Authorization is not theirs; otherwise the proxy
+ * connects to HOST:PORT itself (resolving a name the way this process does), answers 200 and
+ * pipes both ways. Closed when the test ends.
+ */
+export async function startConnectProxy(t: TestContext, options: { credentials?: string; refuse?: (authority: string) => number | null } = {}): Promise<ConnectProxy> {
+  const tunnels: Tunnel[] = [];
+  const plainRequests: string[] = [];
+  const sockets = new Set<Socket>();
+  const counter = { n: 0 };
+  const server = createHttpServer((req, res) => {
+    plainRequests.push(`${req.method} ${req.url}`);
+    res.writeHead(405).end();
+  });
+  const expected = options.credentials === undefined ? undefined : `Basic ${Buffer.from(options.credentials).toString('base64')}`;
+  server.on('connect', (req: IncomingMessage, client: Socket, head: Buffer) => {
+    sockets.add(client);
+    client.on('error', () => {});
+    client.once('close', () => sockets.delete(client));
+    const authority = req.url ?? '';
+    const proxyAuthorization = req.headers['proxy-authorization'];
+    const refusal = options.refuse?.(authority) ?? (expected !== undefined && proxyAuthorization !== expected ? 407 : null);
+    if (refusal !== null) {
+      tunnels.push({ authority, proxyAuthorization, status: refusal });
+      client.end(`HTTP/1.1 ${refusal} Refused\r\n${refusal === 407 ? 'Proxy-Authenticate: Basic realm="test"\r\n' : ''}Content-Length: 0\r\n\r\n`);
+      return;
+    }
+    const colon = authority.lastIndexOf(':');
+    const host = authority.slice(0, colon).replace(/^\[(.*)\]$/, '$1');
+    const upstream = netConnect({ host, port: Number(authority.slice(colon + 1)) });
+    sockets.add(upstream);
+    upstream.once('close', () => sockets.delete(upstream));
+    upstream.once('connect', () => {
+      tunnels.push({ authority, proxyAuthorization, status: 200 });
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      if (head.length > 0) upstream.write(head);
+      upstream.pipe(client);
+      client.pipe(upstream);
+    });
+    upstream.on('error', () => {
+      if (!tunnels.some((x) => x.authority === authority && x.status === 200)) tunnels.push({ authority, proxyAuthorization, status: 502 });
+      client.end('HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n');
+    });
+    client.once('close', () => upstream.destroy());
+    upstream.once('close', () => client.destroy());
+  });
+  server.on('connection', (socket: Socket) => {
+    counter.n++;
+    sockets.add(socket);
+    socket.on('error', () => {});
+    socket.once('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  const proxy: ConnectProxy = {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    tunnels,
+    plainRequests,
+    connections: () => counter.n,
+    async close() {
+      if (!server.listening) return;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+  };
+  t.after(() => proxy.close());
+  return proxy;
 }

@@ -13,6 +13,8 @@ export const DELIVERY_STATUSES: readonly DeliveryStatus[] = ['pending', 'failed'
 export interface Webhook {
   readonly webhook_url: string;
   readonly active_hmac: boolean;
+  /** Headers sent on every delivery, name to value; null: a credential, set but never shown. */
+  readonly headers: Readonly<Record<string, string | null>>;
   readonly status: 'active' | 'failing' | 'disabled';
   readonly created_at: string;
   readonly updated_at: string;

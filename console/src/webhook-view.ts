@@ -17,11 +17,19 @@ function rotationState(webhook: Webhook): Child[] {
   return ['none'];
 }
 
+/** The webhook's own headers, one per line; a credential's value is never answered (null): said to be set. */
+function headerLines(webhook: Webhook): Child[] {
+  const entries = Object.entries(webhook.headers ?? {});
+  if (entries.length === 0) return ['none'];
+  return entries.map(([name, value]) => h('div', { class: 'header-line' }, h('code', null, name), ': ', value === null ? h('em', null, 'set; value hidden') : h('code', null, value)));
+}
+
 function facts(webhook: Webhook): HTMLElement[] {
   const lastError = webhook.last_error;
   return [
     ...row('URL', h('span', { class: 'url' }, webhook.webhook_url)),
     ...row('Signing', webhook.active_hmac ? 'on (Standard Webhooks signatures)' : 'off'),
+    ...row('Headers', ...headerLines(webhook)),
     ...row('Status', h('span', { class: `badge badge-${webhook.status}` }, webhook.status), ' ', h('span', { class: 'detail' }, webhook.status_detail)),
     ...row('Last success', time(webhook.last_success_at)),
     ...row('Last failure', ...(lastError === null ? [time(null)] : [time(lastError.at), ': ', lastError.error])),

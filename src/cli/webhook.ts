@@ -1,6 +1,28 @@
 import type { Command } from 'commander';
+import { HIDDEN_HEADER_VALUE, parseHeaderLine } from '../domain/webhook-headers.ts';
+import { excerpt } from '../domain/errors.ts';
 import { deliveryView, webhookView } from '../services/views.ts';
-import { iso, jsonOption, optionsOf, print, withServices } from './shared.ts';
+import { iso, jsonOption, optionsOf, print, UsageError, withServices } from './shared.ts';
+
+/** The headers of webhookView in one line: "X-Env: prod, Authorization: (set; value hidden)", or "none". */
+function headersLine(headers: Readonly<Record<string, string | null>>): string {
+  const entries = Object.entries(headers);
+  return entries.length === 0 ? 'none' : entries.map(([name, value]) => `${name}: ${value ?? HIDDEN_HEADER_VALUE}`).join(', ');
+}
+
+/** Collects the repeated `--header 'Name: value'` options as the object register_webhook takes; the service checks them. */
+function headerOptions(lines: readonly string[]): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const line of lines) {
+    const pair = parseHeaderLine(line);
+    if (pair === null) throw new UsageError(`--header must be "Name: value", such as --header 'X-Environment: production'; one has no colon after a name (it is not repeated here: it may hold a credential)`);
+    const [name, value] = pair;
+    // Two spellings of one name both reach the check, which refuses them as the API does.
+    if (Object.hasOwn(headers, name)) throw new UsageError(`--header ${excerpt(name)} is given twice; give each header once`);
+    headers[name] = value;
+  }
+  return headers;
+}
 
 export function registerWebhookCommands(program: Command): void {
   const webhook = program.command('webhook').description("an organization's webhook");
@@ -10,20 +32,23 @@ export function registerWebhookCommands(program: Command): void {
       const options = optionsOf<{ org: string }>(cmd);
       return withServices(options, async ({ services }) => {
         const view = webhookView(await services.webhooks.get(options.org));
-        print(options, view, () => Object.entries(view).map(([k, v]) => `${k}: ${String(v)}`).join('\n'));
+        print(options, view, () => Object.entries(view).map(([k, v]) => `${k}: ${k === 'headers' ? headersLine(view.headers) : String(v)}`).join('\n'));
       });
     });
   webhook
     .command('set')
-    .description('register or replace the webhook')
+    .description('register or replace the webhook (the whole of it: headers not given again are removed)')
     .requiredOption('--org <id>', 'organization id')
     .requiredOption('--url <url>', 'https URL of the receiver')
     .option('--no-hmac', 'do not sign deliveries')
+    .option('--header <header>', "a header sent on every delivery, 'Name: value' (repeat for more, at most 20; none given: none sent)", (line: string, all: string[]) => [...all, line], [] as string[])
     .action((_options: unknown, cmd: Command) => {
-      const options = optionsOf<{ org: string; url: string; hmac: boolean }>(cmd);
+      const options = optionsOf<{ org: string; url: string; hmac: boolean; header: string[] }>(cmd);
       return withServices(options, async ({ services }) => {
-        const result = await services.webhooks.register(options.org, { webhook_url: options.url, active_hmac: options.hmac });
+        const result = await services.webhooks.register(options.org, { webhook_url: options.url, active_hmac: options.hmac, headers: headerOptions(options.header) });
         process.stdout.write(result.created ? `registered ${result.webhook.url} for ${options.org}\n` : `replaced ${result.replacedUrl} with ${result.webhook.url} for ${options.org}\n`);
+        process.stdout.write(`headers: ${headersLine(webhookView(result.webhook).headers)}\n`);
+        if (result.removedHeaders.length > 0) process.stdout.write(`removed headers (not given again): ${result.removedHeaders.join(', ')}\n`);
         if (result.newSecret) process.stdout.write(`signing secret (shown once; also: hookrelay webhook secret --org ${options.org}): ${result.newSecret}\n`);
       });
     });

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve, join } from 'node:path';
 import { parseOrganizationNetwork } from '../domain/address-policy.ts';
+import { parseOrganizationProxy, parseProxyUrl } from '../domain/egress-proxy.ts';
 import { parseCidr } from '../domain/cidr.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { isLoopbackHost, parseListen } from '../domain/listen.ts';
@@ -52,6 +53,10 @@ export interface Config {
     readonly organizationNetworks: readonly string[];
     readonly storeInternalResponses: readonly string[];
     readonly caFile: string | null;
+    /** The egress proxy URL (may hold credentials: see domain/egress-proxy.ts), or null. */
+    readonly proxy: string | null;
+    readonly proxyTarget: 'address' | 'name';
+    readonly organizationProxies: readonly string[];
     readonly timeout: number;
     readonly retrySchedule: readonly number[];
     readonly jitterPercent: number;
@@ -101,7 +106,7 @@ export interface LoadConfigOptions {
   readonly cwd?: string;
 }
 
-const SECRET_PATHS = new Set(['auth.secret', 'metrics.token', 'database.url']);
+const SECRET_PATHS = new Set(['auth.secret', 'metrics.token', 'database.url', 'delivery.proxy', 'delivery.organizationProxies']);
 const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile', 'delivery.caFile', 'metrics.tokenFile'];
 /** Keys in a config file that document it and are otherwise ignored. */
 const COMMENT_KEY = '$comment';
@@ -296,6 +301,18 @@ function checkCoherence(config: Config): void {
   for (const entry of config.delivery.organizationNetworks) {
     const grant = parseOrganizationNetwork(entry);
     if (grant === null) throw configError(`key "delivery.organizationNetworks" must list "ORG=CIDR" entries such as "acme=10.20.0.0/16"; got ${JSON.stringify(entry)}`);
+  }
+  // The proxies' URLs may hold passwords: the errors say what is wrong, never quote them.
+  if (config.delivery.proxy !== null) {
+    const proxy = parseProxyUrl(config.delivery.proxy);
+    if (typeof proxy === 'string') throw configError(`key "delivery.proxy" ${proxy}`);
+  }
+  const proxied = new Set<string>();
+  for (const entry of config.delivery.organizationProxies) {
+    const parsed = parseOrganizationProxy(entry);
+    if (typeof parsed === 'string') throw configError(`key "delivery.organizationProxies" ${parsed}`);
+    if (proxied.has(parsed.orgId)) throw configError(`key "delivery.organizationProxies" has two entries for "${parsed.orgId}"; keep one`);
+    proxied.add(parsed.orgId);
   }
   for (const host of config.api.allowedHosts) {
     if (!ALLOWED_HOST.test(host)) throw configError(`key "api.allowedHosts" must list host names or addresses, each with an optional port, such as "relay.example.com" or "[::1]:8080"; got ${JSON.stringify(host)}`);

@@ -212,6 +212,21 @@ export const CONFIG_SCHEMA = {
       default: null,
       doc: 'PEM file of extra CA certificates trusted for https receivers, added to (not replacing) the default trust store.',
     },
+    proxy: {
+      type: { kind: 'string', nullable: true, pattern: /^http:\/\//i, expect: 'an http:// URL such as http://proxy.internal:3128 (http://USER:PASSWORD@HOST:PORT with basic authentication)' },
+      default: null,
+      doc: 'Egress proxy every delivery goes through (HTTPS and HTTP alike, in a CONNECT tunnel): an http:// URL, with user:password@ for basic authentication (never logged or shown). null: deliveries connect directly. The URL policy still applies: a webhook\'s name is resolved and checked before anything is sent to the proxy.',
+    },
+    proxyTarget: {
+      type: { kind: 'enum', values: ['address', 'name'] },
+      default: 'address',
+      doc: 'What the CONNECT asks the egress proxy for: "address", the address hookrelay resolved and checked (the connection goes where the policy looked), or "name", the webhook\'s host name, for a proxy whose rules filter by name (it resolves the name again itself).',
+    },
+    organizationProxies: {
+      type: { kind: 'stringList' },
+      default: [],
+      doc: 'Egress proxies for one organization each, as "ORG=URL" entries (such as "acme=http://proxy.acme.internal:3128"), or "ORG=direct" for an organization whose deliveries do not go through delivery.proxy (a receiver on a network granted with delivery.organizationNetworks, say).',
+    },
     timeout: {
       type: { kind: 'duration', min: 1000, max: 120_000 },
       default: '15s',

@@ -6,8 +6,11 @@ import type { Clock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { AttemptError, parseRetryAfter, type AttemptResult } from '../domain/retry-policy.ts';
 import { deliveryHeaders } from '../domain/delivery-request.ts';
+import type { WebhookHeaders } from '../domain/webhook-headers.ts';
 import { createDeliveryClient, type DeliveryClient } from './http-client.ts';
 import { BLOCKED_CODE, createNetworkGuard, type NetworkGuard } from './network-guard.ts';
+import { ProxyError } from './proxy-tunnel.ts';
+import type { EgressProxies, EgressProxy, ProxyTarget } from '../domain/egress-proxy.ts';
 
 /** At most this much of a response body is read and kept. */
 export const MAX_RESPONSE_BYTES = 20 * 1024;
@@ -34,6 +37,8 @@ export interface DeliveryRequest {
   readonly payload: string;
   /** Signing secrets, newest first; empty when active_hmac is off. */
   readonly secrets: readonly string[];
+  /** The webhook's own headers, sent after hookrelay's (none when absent). */
+  readonly headers?: WebhookHeaders;
 }
 
 export interface DelivererOptions {
@@ -47,6 +52,10 @@ export interface DelivererOptions {
   readonly extraCa: string | null;
   /** Most attempts in flight at once (delivery.concurrency): bounds the connections to one origin. */
   readonly concurrency: number;
+  /** The egress proxies (delivery.proxy, delivery.organizationProxies); none when absent. */
+  readonly proxies?: EgressProxies;
+  /** What a CONNECT asks the proxy for (delivery.proxyTarget); "address" when absent. */
+  readonly proxyTarget?: ProxyTarget;
 }
 
 const TLS_CODES = /^(ERR_TLS_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|ERR_SSL_|EPROTO$)/;
@@ -118,6 +127,8 @@ function classify(err: unknown, deadlineHit: boolean, withhold: boolean): { erro
   const e = err as NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException };
   const code = e.code ?? e.cause?.code ?? '';
   if (code === BLOCKED_CODE || e.cause?.code === BLOCKED_CODE) return { error: AttemptError.blocked, detail: (e.cause ?? e).message };
+  // The proxy's own failures say nothing of the receiver, nor of the proxy's address or credentials (proxy-tunnel.ts).
+  if (err instanceof ProxyError) return { error: AttemptError.proxy, detail: err.message };
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME') return { error: AttemptError.dns, detail: `DNS lookup failed (${code})` };
   // undici's name for a connection the receiver closed before its answer was complete; got and
   // node:http called it a socket hang up, and the attempt log keeps saying so.
@@ -134,18 +145,26 @@ function classify(err: unknown, deadlineHit: boolean, withhold: boolean): { erro
  */
 export function createDeliverer(options: DelivererOptions) {
   const { networks } = options;
-  const connect = (guard: NetworkGuard): Route => ({
+  const proxies = options.proxies ?? null;
+  const connect = (guard: NetworkGuard, proxy: EgressProxy | null): Route => ({
     guard,
-    client: createDeliveryClient({ extraCa: options.extraCa, lookup: guard.lookup as LookupFunction, connectionsPerOrigin: options.concurrency, connectTimeoutMs: options.timeoutMs }),
+    client: createDeliveryClient({
+      extraCa: options.extraCa,
+      lookup: guard.lookup as LookupFunction,
+      connectionsPerOrigin: options.concurrency,
+      connectTimeoutMs: options.timeoutMs,
+      proxy: proxy === null ? undefined : { proxy, target: options.proxyTarget ?? 'address', guard },
+    }),
   });
-  const shared = connect(createNetworkGuard(networks.shared));
+  const shared = connect(createNetworkGuard(networks.shared), proxies?.shared ?? null);
   // An organization granted networks of its own gets connections of its own: a kept-alive
-  // connection to an internal receiver must never carry another organization's attempt.
+  // connection to an internal receiver must never carry another organization's attempt. So
+  // does one with a proxy of its own (or none, "direct"): its connections go another way.
   const own = new Map<string, Route>();
   function route(orgId: string): Route {
-    if (!networks.hasOwnNetworks(orgId)) return shared;
+    if (!networks.hasOwnNetworks(orgId) && proxies?.hasOwn(orgId) !== true) return shared;
     let r = own.get(orgId);
-    if (r === undefined) own.set(orgId, (r = connect(createNetworkGuard(networks.forOrg(orgId)))));
+    if (r === undefined) own.set(orgId, (r = connect(createNetworkGuard(networks.forOrg(orgId)), proxies?.forOrg(orgId) ?? null)));
     return r;
   }
 
@@ -167,7 +186,14 @@ export function createDeliverer(options: DelivererOptions) {
 
   async function send(url: URL, host: string, request: DeliveryRequest, signal: AbortSignal, route: Route, sent: Sent): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
     const timestamp = Math.floor(options.clock.now() / 1000);
-    const headers = deliveryHeaders({ eventId: request.eventId, timestampSeconds: timestamp, body: request.payload, secrets: request.secrets, userAgent: options.userAgent });
+    const headers = deliveryHeaders({
+      eventId: request.eventId,
+      timestampSeconds: timestamp,
+      body: request.payload,
+      secrets: request.secrets,
+      userAgent: options.userAgent,
+      ...(request.headers === undefined ? {} : { custom: request.headers }),
+    });
     // What the attempt reports it sent (the attempt log keeps it): this request's, a retry's inside the attempt replacing it.
     sent.timestamp = timestamp;
     sent.signature = headers['webhook-signature'] ?? null;

@@ -416,7 +416,7 @@ export function createDispatcher(options: DispatcherOptions) {
     const d = a.delivery;
     let result: AttemptResult;
     try {
-      result = await options.deliverer.deliver({ orgId: d.orgId, url: d.url, eventId: d.eventId, payload: d.payload, secrets: d.secrets }, a.controller.signal);
+      result = await options.deliverer.deliver({ orgId: d.orgId, url: d.url, eventId: d.eventId, payload: d.payload, secrets: d.secrets, headers: d.headers }, a.controller.signal);
     } catch (err) {
       // deliver() reports every failure as a result; reaching here is a bug. Give the delivery back uncounted.
       log.error({ err, delivery: d.id }, 'delivery attempt threw; the delivery is given back and will be attempted again');

@@ -1,6 +1,9 @@
 import type { LookupFunction } from 'node:net';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import { Agent } from 'undici';
+import type { EgressProxy, ProxyTarget } from '../domain/egress-proxy.ts';
+import type { NetworkGuard } from './network-guard.ts';
+import { createTunnelConnector } from './proxy-tunnel.ts';
 
 export interface DeliveryClientOptions {
   /** PEM text of extra trusted CAs (delivery.caFile), added to Node's bundled roots; null for the roots alone. */
@@ -14,6 +17,11 @@ export interface DeliveryClientOptions {
   readonly connectionsPerOrigin: number;
   /** Longest wait for a connection (TCP and TLS), in ms: the attempt deadline. */
   readonly connectTimeoutMs: number;
+  /**
+   * An egress proxy every connection goes through, in a CONNECT tunnel opened after `guard`
+   * has resolved and checked the host (proxy-tunnel.ts); `lookup` is then not used.
+   */
+  readonly proxy?: { readonly proxy: EgressProxy; readonly target: ProxyTarget; readonly guard: NetworkGuard } | undefined;
 }
 
 export interface DeliveryClient {
@@ -64,11 +72,13 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
     keepAliveMaxTimeout: IDLE_SOCKET_MAX_MS,
     headersTimeout: 0,
     bodyTimeout: 0,
-    connect: {
-      timeout: options.connectTimeoutMs,
-      ...(secureContext ? { secureContext } : {}),
-      ...(options.lookup ? { lookup: options.lookup } : {}),
-    },
+    connect: options.proxy
+      ? createTunnelConnector({ ...options.proxy, secureContext, timeoutMs: options.connectTimeoutMs })
+      : {
+          timeout: options.connectTimeoutMs,
+          ...(secureContext ? { secureContext } : {}),
+          ...(options.lookup ? { lookup: options.lookup } : {}),
+        },
   });
   return {
     dispatcher,

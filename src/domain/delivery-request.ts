@@ -1,4 +1,5 @@
 import { signatureHeader } from './signature.ts';
+import { reservedHeader, type WebhookHeaders } from './webhook-headers.ts';
 
 /**
  * The headers hookrelay sets on a delivery request (the deliverer sends these, the delivery
@@ -6,7 +7,10 @@ import { signatureHeader } from './signature.ts';
  * `content-type`, `user-agent`, the Standard Webhooks `webhook-id` (the event id, the same on
  * every attempt and replay) and `webhook-timestamp` (seconds), and `webhook-signature` over
  * `id.timestamp.body` with each of `secrets` (newest first; none when the webhook does not
- * sign), or, for a request an attempt sent, the `signature` header it recorded (null: none).
+ * sign), or, for a request an attempt sent, the `signature` header it recorded (null: none);
+ * then the webhook's own `custom` headers, in their order, as they were spelt (a name that is
+ * reserved, or set twice, is left out: registration refuses both, this keeps a row stored
+ * under other rules from overriding hookrelay's headers).
  * The HTTP client adds `host`, `connection` and `content-length` (see requestHeadersOnTheWire).
  */
 export function deliveryHeaders(request: {
@@ -17,6 +21,8 @@ export function deliveryHeaders(request: {
   readonly userAgent: string;
   /** The webhook-signature header an attempt sent, taken as it is instead of signing with `secrets`. */
   readonly signature?: string | null;
+  /** The webhook's own headers (none when absent). */
+  readonly custom?: WebhookHeaders;
 }): Record<string, string> {
   const headers: Record<string, string> = {
     'content-type': 'application/json',
@@ -27,6 +33,15 @@ export function deliveryHeaders(request: {
   if (request.signature !== undefined) {
     if (request.signature !== null) headers['webhook-signature'] = request.signature;
   } else if (request.secrets.length > 0) headers['webhook-signature'] = signatureHeader(request.secrets, request.eventId, request.timestampSeconds, request.body);
+  if (request.custom !== undefined && request.custom.length > 0) {
+    const taken = new Set<string>();
+    for (const [name, value] of request.custom) {
+      const lower = name.toLowerCase();
+      if (reservedHeader(name) !== null || taken.has(lower)) continue;
+      taken.add(lower);
+      headers[name] = value;
+    }
+  }
   return headers;
 }
 

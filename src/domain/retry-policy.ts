@@ -23,6 +23,8 @@ export const AttemptError = {
   tls: 'tls_error',
   timeout: 'timeout',
   http: 'http_status',
+  /** The egress proxy could not be reached, or refused the tunnel (407, 403...): no request reached the receiver. */
+  proxy: 'proxy_error',
 } as const;
 export type AttemptError = (typeof AttemptError)[keyof typeof AttemptError];
 

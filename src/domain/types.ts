@@ -1,4 +1,5 @@
 import type { Permission } from './permissions.ts';
+import type { WebhookHeaders } from './webhook-headers.ts';
 
 export interface Organization {
   readonly id: string;
@@ -33,6 +34,8 @@ export interface Webhook {
   readonly orgId: string;
   readonly url: string;
   readonly activeHmac: boolean;
+  /** The receiver's own headers, sent on every attempt (webhook-headers.ts); empty: none. */
+  readonly headers: WebhookHeaders;
   readonly status: WebhookStatus;
   readonly createdAt: number;
   readonly updatedAt: number;

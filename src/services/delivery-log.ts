@@ -9,6 +9,7 @@ import { deliveryHeaders, requestHeadersOnTheWire } from '../domain/delivery-req
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { storedBody } from '../domain/feed-event.ts';
 import { signingSecrets } from '../domain/secrets.ts';
+import { loggedHeaders } from '../domain/webhook-headers.ts';
 import type { AttemptRow, DeliveryRow, ListFilter, Store } from '../store/repos.ts';
 
 /**
@@ -161,7 +162,8 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
      * same bytes on every attempt) and every header, with the webhook-timestamp and the
      * webhook-signature the latest attempt that sent a request recorded. When no attempt sent
      * one (never attempted; or every attempt ended before sending, and attempts recorded before
-     * schema 10), a preview: the timestamp and the signature are made now, as an attempt made
+     * schema 10), a preview. The webhook's own headers are the ones it has now, by lower-case
+     * name, with every value that may be a credential hidden (domain/webhook-headers.ts). For a preview: the timestamp and the signature are made now, as an attempt made
      * now would carry them, with the secrets that sign now (`attempt` null). Only callers who
      * may read the secret (`withSignature`) get a signature, the request's and each attempt's:
      * one less than five minutes old would let anyone who sees it make the receiver accept
@@ -175,14 +177,17 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
         const attempts = withSignature ? recorded : recorded.map((a) => (a.sentSignature === null ? a : { ...a, sentSignature: null }));
         const event = (await tx.feed.storedEvents([delivery.eventId])).get(delivery.eventId);
         const keys = await tx.webhooks.signingKeys(orgId);
+        const webhook = await tx.webhooks.get(orgId);
         // A delivery's event and its organization's webhook outlive it (retention removes them together).
-        if (!event || !keys) throw notFound(id);
+        if (!event || !keys || !webhook) throw notFound(id);
         const body = storedBody(event);
+        // The webhook's own headers as they are now (an attempt does not record them), credentials hidden.
+        const custom = loggedHeaders(webhook.headers);
         const sent = recorded.findLast((a) => a.sentTimestamp !== null);
         if (sent !== undefined) {
           const timestampSeconds = sent.sentTimestamp!;
           const signature = sent.sentSignature === null ? SignatureShown.unsigned : withSignature ? SignatureShown.included : SignatureShown.withheld;
-          const headers = deliveryHeaders({ eventId: delivery.eventId, timestampSeconds, body, secrets: [], signature: signature === SignatureShown.included ? sent.sentSignature : null, userAgent: options.userAgent });
+          const headers = deliveryHeaders({ eventId: delivery.eventId, timestampSeconds, body, secrets: [], signature: signature === SignatureShown.included ? sent.sentSignature : null, userAgent: options.userAgent, custom });
           return {
             delivery,
             attempts,
@@ -193,7 +198,7 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
         const timestampSeconds = Math.floor(now / 1000);
         const secrets = signingSecrets(keys, now);
         const signature = secrets.length === 0 ? SignatureShown.unsigned : withSignature ? SignatureShown.included : SignatureShown.withheld;
-        const headers = deliveryHeaders({ eventId: delivery.eventId, timestampSeconds, body, secrets: signature === SignatureShown.included ? secrets : [], userAgent: options.userAgent });
+        const headers = deliveryHeaders({ eventId: delivery.eventId, timestampSeconds, body, secrets: signature === SignatureShown.included ? secrets : [], userAgent: options.userAgent, custom });
         return {
           delivery,
           attempts,

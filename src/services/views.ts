@@ -1,4 +1,5 @@
 import type { Webhook } from '../domain/types.ts';
+import { shownHeaders } from '../domain/webhook-headers.ts';
 import type { DeliveryRow } from '../store/repos.ts';
 import type { AttemptStats } from './delivery-log.ts';
 import { publicStatus, TEST_EVENT_TYPE } from './deliveries.ts';
@@ -26,11 +27,15 @@ export function deliveryView(d: DeliveryRow) {
   };
 }
 
-/** The public shape of a webhook configuration (never the secret). */
+/**
+ * The public shape of a webhook configuration: never the secret, and its headers with null for
+ * each value that may be a credential (set, not shown: domain/webhook-headers.ts).
+ */
 export function webhookView(webhook: Webhook) {
   return {
     webhook_url: webhook.url,
     active_hmac: webhook.activeHmac,
+    headers: shownHeaders(webhook.headers),
     status: webhook.status,
     created_at: new Date(webhook.createdAt).toISOString(),
     updated_at: new Date(webhook.updatedAt).toISOString(),

@@ -3,6 +3,7 @@ import { generateWebhookSecret } from '../domain/secrets.ts';
 import type { TargetRefusal } from '../domain/address-policy.ts';
 import type { Webhook } from '../domain/types.ts';
 import { checkWebhookUrl, loggableUrl } from '../domain/validation.ts';
+import { checkWebhookHeaders } from '../domain/webhook-headers.ts';
 import type { Logger } from '../log.ts';
 import type { Store, Tx, WebhookHealth } from '../store/repos.ts';
 import { healthSentence, type RecentFailure } from '../domain/webhook-health.ts';
@@ -17,6 +18,8 @@ export interface Registration {
   readonly replacedUrl: string | null;
   /** The signing secret, only when this registration generated it (shown once). */
   readonly newSecret: string | null;
+  /** Names of the headers the webhook had and this registration did not set again (they are gone). */
+  readonly removedHeaders: readonly string[];
 }
 
 /** Why a URL may not be a webhook, or null (see webhook-target.ts). */
@@ -53,10 +56,12 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
 
   return {
     /**
-     * Creates or replaces the organization's one webhook. `active_hmac` defaults to true;
-     * a secret is generated the first time HMAC is active and kept across re-registrations.
+     * Creates or replaces the organization's one webhook. `active_hmac` defaults to true and
+     * `headers` to none: a registration describes the whole webhook, so what it leaves out is
+     * not kept. A secret is generated the first time HMAC is active and kept across
+     * re-registrations.
      */
-    async register(orgId: string, input: { webhook_url: unknown; active_hmac?: unknown }): Promise<Registration> {
+    async register(orgId: string, input: { webhook_url: unknown; active_hmac?: unknown; headers?: unknown }): Promise<Registration> {
       const invalid: InvalidParam[] = [];
       if (input.webhook_url === undefined || input.webhook_url === null) {
         invalid.push({ name: 'webhook_url', reason: 'is required' });
@@ -67,7 +72,9 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
       if (input.active_hmac !== undefined && typeof input.active_hmac !== 'boolean') {
         invalid.push({ name: 'active_hmac', reason: 'must be true or false' });
       }
-      if (invalid.length > 0) throw validationError('the request body is invalid', invalid);
+      const headers = checkWebhookHeaders(input.headers);
+      if (!headers.ok) invalid.push(...headers.problems);
+      if (invalid.length > 0 || !headers.ok) throw validationError('the request body is invalid', invalid);
       const url = input.webhook_url as string;
       const activeHmac = (input.active_hmac as boolean | undefined) ?? true;
       const refused = await options.checkTarget(new URL(url), orgId);
@@ -82,9 +89,11 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
         await orgs.require(orgId, tx);
         const existing = await tx.webhooks.getWithSecret(orgId);
         const newSecret = activeHmac && !existing?.secret ? generateWebhookSecret() : null;
-        await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now());
+        await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now(), headers.headers);
         const webhook = (await tx.webhooks.get(orgId))!;
-        return { webhook, created: existing === null, replacedUrl: existing ? existing.url : null, newSecret, previousStatus: existing?.status ?? null };
+        const kept = new Set(webhook.headers.map(([name]) => name.toLowerCase()));
+        const removedHeaders = (existing?.headers ?? []).map(([name]) => name).filter((name) => !kept.has(name.toLowerCase()));
+        return { webhook, created: existing === null, replacedUrl: existing ? existing.url : null, newSecret, removedHeaders, previousStatus: existing?.status ?? null };
       });
       const { previousStatus, ...result } = registration;
       if (previousStatus !== null && previousStatus !== result.webhook.status) {

@@ -92,7 +92,7 @@ export const CHUNK_CHARS = 8 * 1024 * 1024;
 /** Rows between two progress lines of one table. */
 const PROGRESS_EVERY = 100_000;
 
-type ColumnType = 'text' | 'bigint' | 'integer' | 'boolean' | 'bytea';
+type ColumnType = 'text' | 'bigint' | 'integer' | 'boolean' | 'bytea' | 'jsonb';
 
 interface Column {
   readonly name: string;
@@ -155,6 +155,9 @@ const TABLES: readonly TableSpec[] = [
       bigint('failing_since'),
       bigint('last_success_at'),
       text('disabled_reason'),
+      integer('rate_limit'),
+      // JSON text in SQLite, jsonb in PostgreSQL: sent as text, parsed by the cast.
+      { name: 'headers', type: 'jsonb' },
     ],
     orderBy: 'org_id',
   },
@@ -273,7 +276,7 @@ const MUST_BE_EMPTY: ReadonlyArray<readonly [what: string, rows: string]> = [
 ];
 const WHAT_IS_THERE = MUST_BE_EMPTY.map(([what, rows]) => `SELECT '${what}' AS what WHERE EXISTS (${rows})`).join('\nUNION ALL ');
 
-const PG_ARRAY_TYPE: Readonly<Record<ColumnType, string>> = { text: 'text[]', bigint: 'bigint[]', integer: 'int[]', boolean: 'boolean[]', bytea: 'bytea[]' };
+const PG_ARRAY_TYPE: Readonly<Record<ColumnType, string>> = { text: 'text[]', bigint: 'bigint[]', integer: 'int[]', boolean: 'boolean[]', bytea: 'bytea[]', jsonb: 'jsonb[]' };
 const quoted = (name: string): string => `"${name}"`;
 
 /** The insert of one chunk: the columns as arrays, unnested side by side, inserted in their order; `instance` last, when the table has it. */
@@ -476,7 +479,8 @@ async function copyTable(db: Db, client: PoolClient, spec: TableSpec, instance: 
   const convert = (value: unknown, type: ColumnType): unknown => {
     if (value === null) return null;
     switch (type) {
-      case 'text': {
+      case 'text':
+      case 'jsonb': {
         const s = value as string;
         chunkChars += s.length;
         if (!s.includes('\u0000')) return s;

@@ -7,7 +7,7 @@ import { listParams, listSql, type ListParams } from './delivery-log.ts';
 import { ATTEMPT_COLUMNS, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from './rows.ts';
 import type { Sync } from './sync-repo.ts';
 
-const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
+const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.headers, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
 /** An event's type: a whole stored body names it; stored details are a status change's (see storedBody). */
 const EVENT_TYPE_SQL = `CASE WHEN substr(e.payload, 1, 1) = '{' THEN e.payload ->> '$.type' ELSE '${EVENT_TYPE}' END`;
 const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL} AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,

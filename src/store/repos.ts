@@ -12,6 +12,7 @@ import type { Clock } from '../domain/clock.ts';
 import { storedBody, type RejectReason, type StorableEvent, type StoredEvent } from '../domain/feed-event.ts';
 import type { Permission } from '../domain/permissions.ts';
 import type { Organization, Role, User, Webhook, WebhookStatus, WebhookWithSecret } from '../domain/types.ts';
+import { parseStoredHeaders, type WebhookHeaders } from '../domain/webhook-headers.ts';
 import type { Logger } from '../log.ts';
 
 export const DeliveryStatus = { pending: 'pending', delivered: 'delivered', dead: 'dead' } as const;
@@ -26,6 +27,8 @@ export interface DueDelivery {
   readonly eventId: string;
   readonly payload: string;
   readonly url: string;
+  /** The webhook's own headers, read with its URL: sent on this attempt. */
+  readonly headers: WebhookHeaders;
   readonly activeHmac: boolean;
   readonly secret: string | null;
   readonly previousSecret: string | null;
@@ -115,6 +118,8 @@ export interface DueRow {
   occurred_at: number;
   payload: string;
   url: string;
+  /** JSON text (SQLite) or the parsed jsonb (PostgreSQL) of the webhook's headers, or null. */
+  headers: unknown;
   active_hmac: number;
   secret: string | null;
   previous_secret: string | null;
@@ -137,6 +142,7 @@ export const sendable = (r: DueRow): DueDelivery => ({
   eventId: r.event_id,
   ...bodyOf(r),
   url: r.url,
+  headers: parseStoredHeaders(r.headers),
   activeHmac: r.active_hmac === 1,
   secret: r.secret,
   previousSecret: r.previous_secret,
@@ -334,8 +340,8 @@ export interface WebhooksRepo {
   previousSecretExpiresAt(orgId: string): Promise<number | null>;
   /** The URL and the secrets of the organization's webhook (see signingSecrets), or null when it has none. */
   signingKeys(orgId: string): Promise<WebhookSigningKeys | null>;
-  /** Creates or replaces the organization's one webhook; status goes back to active. */
-  upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number): Promise<void>;
+  /** Creates or replaces the organization's one webhook, its headers included (none: empty); status goes back to active. */
+  upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, headers?: WebhookHeaders): Promise<void>;
 }
 
 /**

@@ -5,6 +5,7 @@
 import { isPermission, type Permission } from '../domain/permissions.ts';
 import type { RejectReason } from '../domain/feed-event.ts';
 import type { Role, User, Webhook, WebhookStatus } from '../domain/types.ts';
+import { parseStoredHeaders } from '../domain/webhook-headers.ts';
 import type { AttemptRow, DeliveryRow, DeliveryStatus, FeedPosition, FeedReject, WebhookHealth } from './repos.ts';
 
 /** A 0/1 flag (SQLite) or a boolean (PostgreSQL). */
@@ -47,6 +48,8 @@ export interface WebhookBaseRow {
   org_id: string;
   url: string;
   active_hmac: Flag;
+  /** JSON text of [name, value] pairs (SQLite), the parsed array (PostgreSQL's jsonb), or null. */
+  headers: unknown;
   status: WebhookStatus;
   created_at: number;
   updated_at: number;
@@ -61,6 +64,7 @@ export const toWebhook = (row: WebhookBaseRow): Webhook => ({
   orgId: row.org_id,
   url: row.url,
   activeHmac: isSet(row.active_hmac),
+  headers: parseStoredHeaders(row.headers),
   status: row.status,
   createdAt: row.created_at,
   updatedAt: row.updated_at,

@@ -1,4 +1,5 @@
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../domain/types.ts';
+import { storedHeaders, type WebhookHeaders } from '../domain/webhook-headers.ts';
 import type { Db } from './db.ts';
 import type { WebhooksRepo, WebhookHealth, WebhookSigningKeys, WebhookStatusChange, WebhookWithHealth } from './repos.ts';
 import { toWebhook } from './rows.ts';
@@ -8,6 +9,7 @@ interface WebhookRow {
   org_id: string;
   url: string;
   active_hmac: number;
+  headers: string | null;
   secret: string | null;
   status: WebhookStatus;
   created_at: number;
@@ -23,7 +25,7 @@ interface WebhookRow {
 
 export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
   const byOrg = db.prepare<[string], WebhookRow>(
-    `SELECT org_id, url, active_hmac, secret, status, created_at, updated_at, previous_secret, previous_secret_expires_at,
+    `SELECT org_id, url, active_hmac, headers, secret, status, created_at, updated_at, previous_secret, previous_secret_expires_at,
        consecutive_failures, failing_since, last_success_at, disabled_reason FROM webhooks WHERE org_id = ?`,
   );
   const deliverable = db.prepare<[], { org_id: string; status: WebhookStatus; last_success_at: number | null }>(
@@ -31,7 +33,7 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
   );
   const statusOf = db.prepare<[string], { status: WebhookStatus }>('SELECT status FROM webhooks WHERE org_id = ?');
   const allWithHealth = db.prepare<[], Omit<WebhookRow, 'secret' | 'previous_secret' | 'previous_secret_expires_at'>>(
-    `SELECT org_id, url, active_hmac, status, created_at, updated_at, consecutive_failures, failing_since, last_success_at, disabled_reason
+    `SELECT org_id, url, active_hmac, headers, status, created_at, updated_at, consecutive_failures, failing_since, last_success_at, disabled_reason
      FROM webhooks ORDER BY org_id`,
   );
   const succeeded = db.prepare<{ org: string; now: number }>(`
@@ -59,11 +61,11 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     UPDATE webhooks SET previous_secret = secret, previous_secret_expires_at = @expires, secret = @secret, updated_at = @now
     WHERE org_id = @org`);
   const previousExpiresAt = db.prepare<[string], { at: number | null }>('SELECT previous_secret_expires_at AS at FROM webhooks WHERE org_id = ? AND previous_secret IS NOT NULL');
-  const upsert = db.prepare<{ org_id: string; url: string; active_hmac: number; secret: string | null; now: number }>(`
-    INSERT INTO webhooks (org_id, url, active_hmac, secret, status, created_at, updated_at)
-    VALUES (@org_id, @url, @active_hmac, @secret, 'active', @now, @now)
+  const upsert = db.prepare<{ org_id: string; url: string; active_hmac: number; headers: string | null; secret: string | null; now: number }>(`
+    INSERT INTO webhooks (org_id, url, active_hmac, headers, secret, status, created_at, updated_at)
+    VALUES (@org_id, @url, @active_hmac, @headers, @secret, 'active', @now, @now)
     ON CONFLICT (org_id) DO UPDATE SET
-      url = excluded.url, active_hmac = excluded.active_hmac, secret = excluded.secret,
+      url = excluded.url, active_hmac = excluded.active_hmac, headers = excluded.headers, secret = excluded.secret,
       status = 'active', disabled_reason = NULL, consecutive_failures = 0, failing_since = NULL,
       updated_at = excluded.updated_at`);
 
@@ -134,9 +136,9 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     previousSecretExpiresAt(orgId: string): number | null {
       return previousExpiresAt.get(orgId)?.at ?? null;
     },
-    /** Creates or replaces the organization's one webhook; status goes back to active. */
-    upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number): void {
-      upsert.run({ org_id: orgId, url, active_hmac: activeHmac ? 1 : 0, secret, now });
+    /** Creates or replaces the organization's one webhook (its headers too); status goes back to active. */
+    upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, headers: WebhookHeaders = []): void {
+      upsert.run({ org_id: orgId, url, active_hmac: activeHmac ? 1 : 0, headers: storedHeaders(headers), secret, now });
     },
   };
 }

@@ -11,7 +11,7 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
     Permission.webhookManage,
     async (ctx, principal) => {
       const body = ctx.state.body as Record<string, unknown>;
-      const result = await services.webhooks.register(principal.orgId, { webhook_url: body.webhook_url, active_hmac: body.active_hmac });
+      const result = await services.webhooks.register(principal.orgId, { webhook_url: body.webhook_url, active_hmac: body.active_hmac, headers: body.headers });
       const { webhook } = result;
       let message = result.created
         ? `Webhook registered: status changes of anticipation requests will be sent to ${webhook.url}`
@@ -23,6 +23,8 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
       } else {
         message += '. HMAC signing is off';
       }
+      // A registration describes the whole webhook: say so when it dropped headers the webhook had.
+      if (result.removedHeaders.length > 0) message += `. Headers no longer sent (this registration did not set them): ${result.removedHeaders.join(', ')}`;
       ctx.status = result.created ? 201 : 200;
       ctx.body = { message, ...webhookView(webhook), ...(result.newSecret ? { secret: result.newSecret } : {}) };
     },

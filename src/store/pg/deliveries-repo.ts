@@ -59,7 +59,7 @@ const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL} AS even
 /** The due rows of an organization ($1) at $2, at most $3: ../deliveries-repo.ts's dueSql, in PostgreSQL's words (exported for the EXPLAIN checks). */
 export const PG_DUE_SQL = `
   SELECT d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload,
-    w.url, w.active_hmac::int AS active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at
+    w.url, w.headers, w.active_hmac::int AS active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at
   FROM (
     (SELECT d.id FROM deliveries d
       WHERE d.org_id = $1 AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL

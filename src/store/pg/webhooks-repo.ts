@@ -1,4 +1,5 @@
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/types.ts';
+import { storedHeaders, type WebhookHeaders } from '../../domain/webhook-headers.ts';
 import type { WebhookHealth, WebhookSigningKeys, WebhookStatusChange, WebhooksRepo, WebhookWithHealth } from '../repos.ts';
 import { toHealth, toWebhook, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
@@ -6,7 +7,7 @@ import type { PgConnection } from './connection.ts';
 type WebhookRow = WebhookBaseRow;
 type HealthRow = WebhookHealthRow;
 
-const WEBHOOK = 'org_id, url, active_hmac, status, created_at, updated_at';
+const WEBHOOK = 'org_id, url, active_hmac, headers, status, created_at, updated_at';
 const HEALTH = 'consecutive_failures, failing_since, last_success_at, disabled_reason';
 
 /**
@@ -117,15 +118,15 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
       const { rows } = await db.query<{ at: number | null }>('SELECT previous_secret_expires_at AS at FROM webhooks WHERE org_id = $1 AND previous_secret IS NOT NULL', [orgId]);
       return rows[0]?.at ?? null;
     },
-    async upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number): Promise<void> {
+    async upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, headers: WebhookHeaders = []): Promise<void> {
       await db.query(
-        `INSERT INTO webhooks (org_id, url, active_hmac, secret, status, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, 'active', $5, $5)
+        `INSERT INTO webhooks (org_id, url, active_hmac, headers, secret, status, created_at, updated_at)
+         VALUES ($1, $2, $3, $6::jsonb, $4, 'active', $5, $5)
          ON CONFLICT (org_id) DO UPDATE SET
-           url = excluded.url, active_hmac = excluded.active_hmac, secret = excluded.secret,
+           url = excluded.url, active_hmac = excluded.active_hmac, headers = excluded.headers, secret = excluded.secret,
            status = 'active', disabled_reason = NULL, consecutive_failures = 0, failing_since = NULL,
            updated_at = excluded.updated_at`,
-        [orgId, url, activeHmac, secret, now],
+        [orgId, url, activeHmac, secret, now, storedHeaders(headers)],
       );
     },
   };
