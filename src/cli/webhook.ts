@@ -1,6 +1,20 @@
 import type { Command } from 'commander';
 import { deliveryView, webhookView } from '../services/views.ts';
-import { iso, jsonOption, optionsOf, print, withServices } from './shared.ts';
+import { iso, jsonOption, optionsOf, print, UsageError, withServices } from './shared.ts';
+import { RATE_LIMIT_MAX, RATE_LIMIT_MIN } from '../domain/rate-window.ts';
+
+/**
+ * `--rate-limit`: a whole number in range, or `none` (as when left out: a registration sets
+ * every setting). Refused before anything is opened, with what to write instead.
+ */
+export function parseRateLimitOption(value: string | undefined): number | null {
+  if (value === undefined || value.trim().toLowerCase() === 'none') return null;
+  const n = /^\s*\d+\s*$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < RATE_LIMIT_MIN || n > RATE_LIMIT_MAX) {
+    throw new UsageError(`--rate-limit ${JSON.stringify(value.slice(0, 40))}: give a whole number of deliveries per second from ${RATE_LIMIT_MIN} to ${RATE_LIMIT_MAX}, or "none" for no limit`);
+  }
+  return n;
+}
 
 export function registerWebhookCommands(program: Command): void {
   const webhook = program.command('webhook').description("an organization's webhook");
@@ -19,11 +33,14 @@ export function registerWebhookCommands(program: Command): void {
     .requiredOption('--org <id>', 'organization id')
     .requiredOption('--url <url>', 'https URL of the receiver')
     .option('--no-hmac', 'do not sign deliveries')
+    .option('--rate-limit <n>', `at most n deliveries start per second (${RATE_LIMIT_MIN}-${RATE_LIMIT_MAX}); "none", or leaving it out, for no limit`)
     .action((_options: unknown, cmd: Command) => {
-      const options = optionsOf<{ org: string; url: string; hmac: boolean }>(cmd);
+      const options = optionsOf<{ org: string; url: string; hmac: boolean; rateLimit?: string }>(cmd);
+      const rateLimit = parseRateLimitOption(options.rateLimit);
       return withServices(options, async ({ services }) => {
-        const result = await services.webhooks.register(options.org, { webhook_url: options.url, active_hmac: options.hmac });
-        process.stdout.write(result.created ? `registered ${result.webhook.url} for ${options.org}\n` : `replaced ${result.replacedUrl} with ${result.webhook.url} for ${options.org}\n`);
+        const result = await services.webhooks.register(options.org, { webhook_url: options.url, active_hmac: options.hmac, rate_limit: rateLimit });
+        process.stdout.write(result.created ? `registered ${result.webhook.url} for ${options.org}` : `replaced ${result.replacedUrl} with ${result.webhook.url} for ${options.org}`);
+        process.stdout.write(result.webhook.rateLimit === null ? ', no rate limit\n' : `, at most ${result.webhook.rateLimit} deliveries per second\n`);
         if (result.newSecret) process.stdout.write(`signing secret (shown once; also: hookrelay webhook secret --org ${options.org}): ${result.newSecret}\n`);
       });
     });

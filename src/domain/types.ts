@@ -34,6 +34,8 @@ export interface Webhook {
   readonly url: string;
   readonly activeHmac: boolean;
   readonly status: WebhookStatus;
+  /** At most this many deliveries start in any second (see domain/rate-window.ts); null: no limit. */
+  readonly rateLimit: number | null;
   readonly createdAt: number;
   readonly updatedAt: number;
 }

@@ -32,6 +32,7 @@ export function webhookView(webhook: Webhook) {
     webhook_url: webhook.url,
     active_hmac: webhook.activeHmac,
     status: webhook.status,
+    rate_limit: webhook.rateLimit,
     created_at: new Date(webhook.createdAt).toISOString(),
     updated_at: new Date(webhook.updatedAt).toISOString(),
   };

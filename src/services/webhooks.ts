@@ -1,4 +1,5 @@
 import { ErrorCode, HookrelayError, validationError, type InvalidParam } from '../domain/errors.ts';
+import { checkRateLimit } from '../domain/rate-window.ts';
 import { generateWebhookSecret } from '../domain/secrets.ts';
 import type { TargetRefusal } from '../domain/address-policy.ts';
 import type { Webhook } from '../domain/types.ts';
@@ -55,8 +56,10 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
     /**
      * Creates or replaces the organization's one webhook. `active_hmac` defaults to true;
      * a secret is generated the first time HMAC is active and kept across re-registrations.
+     * `rate_limit` (deliveries per second, 1-10,000) defaults to null, no limit: like every
+     * setting, one left out of a registration is set to its default, not kept.
      */
-    async register(orgId: string, input: { webhook_url: unknown; active_hmac?: unknown }): Promise<Registration> {
+    async register(orgId: string, input: { webhook_url: unknown; active_hmac?: unknown; rate_limit?: unknown }): Promise<Registration> {
       const invalid: InvalidParam[] = [];
       if (input.webhook_url === undefined || input.webhook_url === null) {
         invalid.push({ name: 'webhook_url', reason: 'is required' });
@@ -67,9 +70,12 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
       if (input.active_hmac !== undefined && typeof input.active_hmac !== 'boolean') {
         invalid.push({ name: 'active_hmac', reason: 'must be true or false' });
       }
+      const rateProblem = input.rate_limit === undefined ? null : checkRateLimit(input.rate_limit);
+      if (rateProblem !== null) invalid.push({ name: 'rate_limit', reason: rateProblem });
       if (invalid.length > 0) throw validationError('the request body is invalid', invalid);
       const url = input.webhook_url as string;
       const activeHmac = (input.active_hmac as boolean | undefined) ?? true;
+      const rateLimit = (input.rate_limit as number | null | undefined) ?? null;
       const refused = await options.checkTarget(new URL(url), orgId);
       if (refused !== null) {
         throw new HookrelayError(ErrorCode.webhookUrlNotAllowed, `webhook_url ${refused.message}`, {
@@ -82,7 +88,7 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
         await orgs.require(orgId, tx);
         const existing = await tx.webhooks.getWithSecret(orgId);
         const newSecret = activeHmac && !existing?.secret ? generateWebhookSecret() : null;
-        await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now());
+        await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now(), { rateLimit });
         const webhook = (await tx.webhooks.get(orgId))!;
         return { webhook, created: existing === null, replacedUrl: existing ? existing.url : null, newSecret, previousStatus: existing?.status ?? null };
       });

@@ -4,6 +4,7 @@
  */
 import { isPermission, type Permission } from '../domain/permissions.ts';
 import type { RejectReason } from '../domain/feed-event.ts';
+import { decodeRateWindow, EMPTY_RATE_WINDOW, type RateWindow } from '../domain/rate-window.ts';
 import type { Role, User, Webhook, WebhookStatus } from '../domain/types.ts';
 import type { AttemptRow, DeliveryRow, DeliveryStatus, FeedPosition, FeedReject, WebhookHealth } from './repos.ts';
 
@@ -48,6 +49,7 @@ export interface WebhookBaseRow {
   url: string;
   active_hmac: Flag;
   status: WebhookStatus;
+  rate_limit: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -62,6 +64,7 @@ export const toWebhook = (row: WebhookBaseRow): Webhook => ({
   url: row.url,
   activeHmac: isSet(row.active_hmac),
   status: row.status,
+  rateLimit: row.rate_limit,
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
@@ -176,3 +179,13 @@ export const toAttempt = (r: AttemptLogRow): AttemptRow => ({
   sentTimestamp: r.sent_timestamp,
   sentSignature: r.sent_signature,
 });
+
+/** A webhook's rate window as SQLite stores it (JSON text, see webhooks-repo.ts), read back; null or unreadable text is an empty window. */
+export function rateWindowOf(text: string | null): RateWindow {
+  if (text === null) return EMPTY_RATE_WINDOW;
+  try {
+    return decodeRateWindow(JSON.parse(text));
+  } catch {
+    return EMPTY_RATE_WINDOW;
+  }
+}
