@@ -53,6 +53,12 @@ export const QUEUE_GAUGE_SQL = {
     SELECT next_attempt_at AS at FROM deliveries
     WHERE org_id = +@org AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL
     ORDER BY id LIMIT 1`,
+  /** Retries due and not leased, up to @limit, from deliveries_org_due (whose condition it repeats). */
+  countDueRetries: `
+    SELECT count(*) AS n FROM (SELECT 1 FROM deliveries
+      WHERE org_id = @org AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL) AND next_attempt_at <= @now
+        AND lease_expires_at IS NULL
+      LIMIT @limit)`,
   earliestRetry: `
     SELECT next_attempt_at AS at FROM deliveries
     WHERE org_id = +@org AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL)
@@ -177,6 +183,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   const countTriedChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(QUEUE_GAUGE_SQL.countTriedChunk);
   const oldestFresh = db.prepare<{ org: string }, { at: number }>(QUEUE_GAUGE_SQL.oldestFresh);
   const earliestRetry = db.prepare<{ org: string; now: number }, { at: number }>(QUEUE_GAUGE_SQL.earliestRetry);
+  const countDueRetries = db.prepare<{ org: string; now: number; limit: number }, { n: number }>(QUEUE_GAUGE_SQL.countDueRetries);
   const recentFailure = db.prepare<{ org: string; status: DeliveryStatus; limit: number }, { at: number; code: number | null; error: string }>(QUEUE_GAUGE_SQL.recentFailure);
   const insertTestEvent = db.prepare<{ id: string; org: string; payload: string; now: number }>(`
     INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
@@ -283,6 +290,9 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
      * Returns how many, and the last id counted (the next call's `after`); fewer than `limit`
      * means the end was reached.
      */
+    countDueRetries(orgId: string, now: number, max: number): number {
+      return countDueRetries.get({ org: orgId, now, limit: max })?.n ?? 0;
+    },
     countPendingChunk(orgId: string, kind: 'fresh' | 'tried', after: number, limit: number): { n: number; last: number } {
       const row = (kind === 'fresh' ? countFreshChunk : countTriedChunk).get({ org: orgId, after, limit });
       return { n: row?.n ?? 0, last: row?.last ?? after };

@@ -509,6 +509,12 @@ export interface DeliveriesRepo {
    * Returns how many, and the last id counted (the next call's `after`).
    */
   countPendingChunk(orgId: string, kind: 'fresh' | 'tried', after: number, limit: number): Promise<{ n: number; last: number }>;
+  /**
+   * The organization's retries due by `now` and not leased, counted up to `max` (one bounded
+   * read of deliveries_org_due): what waits for a webhook's rate limit besides its new
+   * deliveries (see services/status.ts).
+   */
+  countDueRetries(orgId: string, now: number, max: number): Promise<number>;
   /** When the organization's oldest due delivery became due (epoch ms); null when none is due. */
   oldestDueAt(orgId: string, now: number): Promise<number | null>;
   /** The latest failed attempt among the organization's newest `window` tried pending deliveries and newest `window` dead ones. */

@@ -93,6 +93,11 @@ export const PG_QUEUE_GAUGE_SQL = {
     SELECT next_attempt_at AS at FROM deliveries
     WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL
     ORDER BY id LIMIT 1`,
+  countDueRetries: `
+    SELECT count(*)::int AS n FROM (SELECT 1 FROM deliveries
+      WHERE org_id = $1 AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL) AND next_attempt_at <= $2
+        AND lease_expires_at IS NULL
+      LIMIT $3) c`,
   earliestRetry: `
     SELECT next_attempt_at AS at FROM deliveries
     WHERE org_id = $1 AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL)
@@ -341,6 +346,10 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
         [now, orgId, from, to],
       );
       return rowCount ?? 0;
+    },
+    async countDueRetries(orgId: string, now: number, max: number): Promise<number> {
+      const { rows } = await db.query<{ n: number }>(PG_QUEUE_GAUGE_SQL.countDueRetries, [orgId, now, max]);
+      return rows[0]?.n ?? 0;
     },
     async countPendingChunk(orgId: string, kind: 'fresh' | 'tried', after: number, limit: number): Promise<{ n: number; last: number }> {
       const { rows } = await db.query<{ n: number; last: number | null }>(kind === 'fresh' ? PG_QUEUE_GAUGE_SQL.countFreshChunk : PG_QUEUE_GAUGE_SQL.countTriedChunk, [orgId, after, limit]);
