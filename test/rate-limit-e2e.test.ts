@@ -207,6 +207,11 @@ test('hookrelay status and the metrics show the deliveries waiting for a reached
   assert.equal((await s.cli(['migrate'])).code, 0);
   assert.equal((await s.cli(['orgs', 'add', 'acme'])).code, 0);
   await registered(s.cli, 'acme', receiver.url, ['--rate-limit', '2']);
+  // A bad value: exit 2, one line naming the option, nothing changed.
+  const bad = await s.cli(['webhook', 'set', '--org', 'acme', '--url', receiver.url, '--rate-limit', '0']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /^hookrelay: --rate-limit "0": give a whole number of deliveries per second from 1 to 10000, or "none" for no limit\n$/);
+  assert.equal(JSON.parse((await s.cli(['webhook', 'get', '--org', 'acme', '--json'])).stdout).rate_limit, 2);
   const daemon = await spawnServe(t, s.stateDir, ['--config', s.configFile]);
   const listen = daemon.baseUrl.replace('http://', '');
   appendFeed(s.feed, Array.from({ length: 60 }, (_, i) => feedLine('acme', `evt_${i}`)));
