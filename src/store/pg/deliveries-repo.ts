@@ -220,7 +220,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
         const counts = new Map(rows.map((r) => [r.org_id, r.n]));
         for (const r of locked.rows) {
           const rate = r.rate_limit === null ? null : { orgId: r.org_id, limit: r.rate_limit, window: decodeRateWindow(r.rate_window ?? []), now: Number(r.now) };
-          turns.set(r.org_id, { leasedElsewhere: counts.get(r.org_id) ?? 0, failing: r.status === 'failing', shared: true, rate });
+          turns.set(r.org_id, { leasedElsewhere: counts.get(r.org_id) ?? 0, failing: r.status === 'failing', shared: true, ...(rate === null ? {} : { rate }) });
         }
       }
       // An organization left out is either held by another transaction or has no webhook at
