@@ -91,7 +91,7 @@ async function seed(store: SqliteStore): Promise<Seeded> {
     await user('acme', 'auditor@acme.example', 'auditor');
     await user('globex', 'viewer@globex.example', 'saas_viewer');
 
-    await tx.webhooks.upsert('acme', 'https://hooks.acme.example/in', true, 'whsec_old_secret', now - 6_000, [['X-Environment', 'prod'], ['Authorization', 'Bearer x']]);
+    await tx.webhooks.upsert('acme', 'https://hooks.acme.example/in', true, 'whsec_old_secret', now - 6_000, { headers: [['X-Environment', 'prod'], ['Authorization', 'Bearer x']] });
     await tx.webhooks.rotateSecret('acme', 'whsec_new_secret', now + 86_400_000, now - 5_500);
     await tx.webhooks.recordSuccess('acme', now - 5_000);
     await tx.webhooks.recordFailure('acme', now - 4_000, 5, 3_600_000);

@@ -460,7 +460,7 @@ for (const backend of backends) {
         [[0, null]],
       );
       // The webhook's own headers come with the row too, in their order, whatever the backend's JSON type.
-      await store.transaction((tx) => tx.webhooks.upsert('globex', hookUrl('globex'), false, null, 1300, [['X-B', '2'], ['Authorization', 'Bearer t']]));
+      await store.transaction((tx) => tx.webhooks.upsert('globex', hookUrl('globex'), false, null, 1300, { headers: [['X-B', '2'], ['Authorization', 'Bearer t']] }));
       assert.deepEqual(
         (await store.read((tx) => tx.deliveries.dueRows('globex', 5000, 1))).map((r) => sendable(r).headers),
         [[['X-B', '2'], ['Authorization', 'Bearer t']]],
@@ -887,7 +887,7 @@ for (const backend of backends) {
           [d3.id, d3.key, 0, 'evt_3', hookUrl('acme'), ['whsec_acme'], false, null],
         ],
       );
-      assert.deepEqual({ ...first, claimed: [] }, { claimed: [], drained: [{ orgId: 'acme', nextRetryAt: null }], unsendable: [], contended: [], superseded: [] });
+      assert.deepEqual({ ...first, claimed: [] }, { claimed: [], drained: [{ orgId: 'acme', nextRetryAt: null }], unsendable: [], contended: [], superseded: [], rateLimited: [] });
       assert.deepEqual(await store.read((tx) => tx.deliveries.countPendingChunk('acme', 'tried', 0, 10)), { n: 2, last: d3.id });
 
       // d1 delivered, d3 failed (retry in a minute); d1's request goes on with d2 in the same commit.
@@ -1002,7 +1002,7 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
     const service = createDeliveryService(b, silentLog, serviceOptions);
     await queue(a, [{ id: 'evt_1', request: 'ar_1' }], now);
     const contended = await service.flush(claimOnly([{ orgId: 'acme', room: 3 }]));
-    assert.deepEqual(contended, { claimed: [], drained: [], unsendable: [], contended: ['acme'], superseded: [] });
+    assert.deepEqual(contended, { claimed: [], drained: [], unsendable: [], contended: ['acme'], superseded: [], rateLimited: [] });
     held.end();
     await held.done;
     assert.deepEqual(await b.transaction((tx) => claimTurn(tx, 'acme', now)), free);
@@ -1020,6 +1020,37 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
     locked.end();
     await locked.done;
     assert.equal((await service.flush(claimOnly([{ orgId: 'acme', room: 3 }]))).claimed.length, 1);
+  });
+
+  test('rate limit: one window for all instances, in the server clock; what is over it stays pending and unleased', multi, async (t) => {
+    const { a, b, column } = await open(t);
+    await a.transaction((tx) => tx.webhooks.upsert('acme', 'https://hooks.example/acme', false, null, T0, { rateLimit: 3 }));
+    await queue(a, Array.from({ length: 8 }, (_, i) => ({ id: `evt_${i}`, request: `ar_${i}` })), T0);
+    const sa = createDeliveryService(a, silentLog, serviceOptions);
+    const sb = createDeliveryService(b, silentLog, serviceOptions);
+    // Neither instance flags the webhook as limited: PostgreSQL reads the limit with the row anyway.
+    const first = await sa.flush(claimOnly([{ orgId: 'acme', room: 2, cap: 2 }]));
+    assert.equal(first.claimed.length, 2);
+    assert.deepEqual(first.rateLimited, []);
+    const second = await sb.flush(claimOnly([{ orgId: 'acme', room: 4, cap: 4 }]));
+    assert.equal(second.claimed.length, 1, "host-b gets what host-a left of the limit");
+    assert.equal(second.rateLimited.length, 1);
+    assert.ok(second.rateLimited[0]!.waitMs > 0 && second.rateLimited[0]!.waitMs <= 1_100, JSON.stringify(second.rateLimited));
+    const third = await sa.flush(claimOnly([{ orgId: 'acme', room: 4, cap: 4 }]));
+    assert.deepEqual([third.claimed.length, third.rateLimited.map((r) => r.orgId)], [0, ['acme']]);
+    // Over the limit: not leased, not attempted.
+    assert.deepEqual(await column("SELECT count(*)::int FROM deliveries WHERE org_id = 'acme' AND lease_expires_at IS NOT NULL"), [3]);
+    assert.deepEqual(await column("SELECT count(*)::int FROM deliveries WHERE org_id = 'acme' AND attempts = 0 AND lease_expires_at IS NULL"), [5]);
+    // The window is kept in the server's clock: three starts, within the last second of it.
+    const [window] = await column("SELECT rate_window FROM webhooks WHERE org_id = 'acme'");
+    const entries = (window as string[]).map(Number);
+    assert.equal(entries.filter((_, i) => i % 2 === 1).reduce((x, y) => x + y, 0), 3);
+    assert.ok(Math.abs(entries[0]! - Date.now()) < 60_000, 'the window is not in the server clock');
+    // Once the window has passed, the next ones go.
+    await new Promise((r) => setTimeout(r, 1_150));
+    assert.equal((await sb.flush(claimOnly([{ orgId: 'acme', room: 8, cap: 8 }]))).claimed.length, 3);
+    // A webhook without a limit: no rate state read or written.
+    assert.deepEqual(await column("SELECT rate_window FROM webhooks WHERE org_id = 'globex'"), [null]);
   });
 
   test('claimTurn: leasedElsewhere counts the unexpired leases of other instances only; failing follows the stored status', multi, async (t) => {

@@ -235,7 +235,7 @@ test('an unreadable metrics.tokenFile stops the start with one line naming it', 
 test('the gauges from the database are read at most once per refresh interval, concurrent scrapes share one read, and a failed read leaves them out', async () => {
   let reads = 0;
   let fail = false;
-  const queue = (): QueueSnapshot => ({ at: 10_000, organizations: [{ orgId: 'acme', webhookStatus: 'failing', fresh: 7, tried: 2, oldestDueAt: 4_000 }], totals: { new: 7, retrying: 2, held: 0 }, oldestDueAt: 4_000 });
+  const queue = (): QueueSnapshot => ({ at: 10_000, organizations: [{ orgId: 'acme', webhookStatus: 'failing', fresh: 7, tried: 2, oldestDueAt: 4_000, rateLimit: null, rateLimited: 0 }], totals: { new: 7, retrying: 2, held: 0, rateLimited: 0 }, oldestDueAt: 4_000 });
   // A status service of our own, counting its reads (the real one is exercised above).
   const status = {
     async queue() {

@@ -69,6 +69,7 @@ test('the PostgreSQL delivery queries read deliveries through their partial inde
     { name: 'count tried', sql: PG_QUEUE_GAUGE_SQL.countTriedChunk, params: ['org_3', 0, 5000], indexes: ['deliveries_org_status'] },
     { name: 'oldest fresh', sql: PG_QUEUE_GAUGE_SQL.oldestFresh, params: ['org_3'], indexes: ['deliveries_org_fresh'] },
     { name: 'earliest retry', sql: PG_QUEUE_GAUGE_SQL.earliestRetry, params: ['org_3', now], indexes: ['deliveries_org_due'] },
+    { name: 'due retries', sql: PG_QUEUE_GAUGE_SQL.countDueRetries, params: ['org_3', now, 100_000], indexes: ['deliveries_org_due'] },
     { name: 'recent failure', sql: PG_QUEUE_GAUGE_SQL.recentFailure, params: ['org_3', 'dead', 2000], indexes: ['deliveries_org_status'] },
     { name: 'leases elsewhere', sql: PG_QUEUE_GAUGE_SQL.leasedElsewhere, params: [['org_3', 'org_4'], now, 'plans'], indexes: ['deliveries_org_leased'] },
     // The console's chart: an hour of attempts from the start-time index. How their deliveries

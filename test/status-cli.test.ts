@@ -74,6 +74,7 @@ test('hookrelay status --json with the daemon up, then down: daemon, feed positi
     new: 1,
     retrying: 2,
     held: 1,
+    rate_limited: 0,
     oldest_due_at: 'string',
     oldest_due_age_seconds: 'number',
   });
@@ -89,21 +90,22 @@ test('hookrelay status --json with the daemon up, then down: daemon, feed positi
   assert.equal(acme.last_error.status_code, null);
   assert.match(acme.last_error.error, /ECONNREFUSED/);
   assert.match(acme.status_detail, /^failing since .*: 2 attempt\(s\) in a row failed; last error at .*ECONNREFUSED.*; it is disabled if no attempt succeeds by /);
-  assert.deepEqual(acme.queue, { new: 1, retrying: 2, oldest_due_at: up.queue.oldest_due_at });
+  assert.deepEqual(acme.queue, { new: 1, retrying: 2, oldest_due_at: up.queue.oldest_due_at, rate_limited: 0 });
+  assert.equal(acme.rate_limit, null);
   assert.equal(beta.organization_id, 'beta');
   assert.equal(beta.status, 'disabled');
   assert.equal(beta.disabled_reason, 'operator');
   assert.equal(beta.last_error, null);
   assert.match(beta.status_detail, /^disabled because the operator disabled it/);
-  assert.deepEqual(beta.queue, { new: 1, retrying: 0, oldest_due_at: null });
+  assert.deepEqual(beta.queue, { new: 1, retrying: 0, oldest_due_at: null, rate_limited: 0 });
 
   const human = await cli('status', '--listen', `127.0.0.1:${port}`);
   assert.match(human, new RegExp(`^daemon: +reachable at http://127\\.0\\.0\\.1:${port}/readyz, ready$`, 'm'));
   assert.match(human, new RegExp(`^feed: +${feedPath.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: committed ${completeBytes} of ${completeBytes + partial.length} bytes, lag ${partial.length} bytes; 4 accepted, 0 duplicate, 0 quarantined`, 'm'));
   assert.match(human, /^queue: +4 pending: 1 new, 2 retrying, 1 held \(disabled webhooks\); oldest due since \S+ \(\d+s\)$/m);
-  assert.match(human, /^ORGANIZATION +STATUS +NEW +RETRYING +OLDEST DUE +LAST ERROR$/m);
+  assert.match(human, /^ORGANIZATION +STATUS +NEW +RETRYING +OLDEST DUE +RATE LIMIT +LAST ERROR$/m);
   assert.match(human, /^acme +failing +1 +2 +\S+ +.*ECONNREFUSED/m);
-  assert.match(human, /^beta +disabled +1 +0 +- +-$/m);
+  assert.match(human, /^beta +disabled +1 +0 +- +- +-$/m);
   assert.match(human, /^ {2}acme: failing since /m);
   assert.match(human, /^ {2}beta: disabled because the operator disabled it/m);
 

@@ -80,8 +80,9 @@ test('queue counts are those of a plain count, whatever the chunk size, with hel
     new: count(store, "org_id <> 'org-off' AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL"),
     retrying: count(store, "org_id <> 'org-off' AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL)"),
     held: count(store, "org_id = 'org-off' AND status = 'pending'"),
+    rateLimited: 0,
   };
-  assert.deepEqual(expected, { new: 13 + 7, retrying: 6 + 2, held: 3 }, 'the scenario is what the test means');
+  assert.deepEqual(expected, { new: 13 + 7, retrying: 6 + 2, held: 3, rateLimited: 0 }, 'the scenario is what the test means');
   for (const chunkRows of [1, 2, 5, 7, 1000]) {
     const snapshot = await createStatusService(store, { disableAfterMs: 5 * DAY, chunkRows }).queue();
     assert.deepEqual(snapshot.totals, expected, `chunks of ${chunkRows}`);
@@ -153,7 +154,7 @@ test('each webhook says why it has its status: the latest failure of its recent 
 
   const reports = new Map((await status.webhooks()).map((w) => [w.orgId, w]));
   assert.deepEqual(reports.get('org-ok'), {
-    orgId: 'org-ok', url: 'https://hooks.example/org-ok?token=abc', status: 'active',
+    orgId: 'org-ok', url: 'https://hooks.example/org-ok?token=abc', status: 'active', rateLimit: null,
     consecutiveFailures: 0, failingSince: null, lastSuccessAt: t0, disabledReason: null, lastFailure: null,
     detail: `active; last success at ${new Date(t0).toISOString()}`,
   });

@@ -211,7 +211,7 @@ for (const backend of backends) {
         await tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 1000);
       });
       const webhook = await store.read((tx) => tx.webhooks.get('acme'));
-      assert.deepEqual(webhook, { orgId: 'acme', url: 'https://hooks.example.com/a', activeHmac: true, headers: [], status: 'active', createdAt: 1000, updatedAt: 1000 });
+      assert.deepEqual(webhook, { orgId: 'acme', url: 'https://hooks.example.com/a', activeHmac: true, headers: [], status: 'active', rateLimit: null, createdAt: 1000, updatedAt: 1000 });
       assert.ok(webhook !== null && !('secret' in webhook), 'get() never carries the secret');
       assert.deepEqual(await store.read((tx) => tx.webhooks.getWithSecret('acme')), { ...webhook, secret: 'whsec_one' });
       assert.deepEqual(await store.read((tx) => tx.webhooks.health('acme')), { consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: null });
@@ -233,6 +233,7 @@ for (const backend of backends) {
         activeHmac: false,
         headers: [],
         status: 'active',
+        rateLimit: null,
         createdAt: 1000,
         updatedAt: 2000,
         secret: null,
@@ -245,12 +246,12 @@ for (const backend of backends) {
       const headers = [['X-Zeta', 'last letter'], ['Authorization', 'Bearer abc'], ['x-alpha', 'a "quoted" value']] as const;
       await store.transaction(async (tx) => {
         await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
-        await tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 1000, headers);
+        await tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 1000, { headers });
       });
       assert.deepEqual((await store.read((tx) => tx.webhooks.get('acme')))?.headers, headers);
       assert.deepEqual((await store.read((tx) => tx.webhooks.getWithSecret('acme')))?.headers, headers);
       assert.deepEqual((await store.read((tx) => tx.webhooks.listWithHealth())).map((w) => w.headers), [headers]);
-      await store.transaction((tx) => tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 2000, [['X-Only', '1']]));
+      await store.transaction((tx) => tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 2000, { headers: [['X-Only', '1']] }));
       assert.deepEqual((await store.read((tx) => tx.webhooks.get('acme')))?.headers, [['X-Only', '1']]);
       await store.transaction((tx) => tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 3000));
       assert.deepEqual((await store.read((tx) => tx.webhooks.get('acme')))?.headers, []);
@@ -337,7 +338,7 @@ for (const backend of backends) {
       assert.deepEqual(await store.read((tx) => tx.webhooks.health('acme')), { consecutiveFailures: 3, failingSince: 10, lastSuccessAt: null, disabledReason: 'operator' });
       // The same status again: no change reported, but the reason and the time are written.
       assert.equal(await set('disabled', 'gone', 200), null);
-      assert.deepEqual(await store.read((tx) => tx.webhooks.get('acme')), { orgId: 'acme', url: 'https://hooks.example.com/a', activeHmac: true, headers: [], status: 'disabled', createdAt: 1, updatedAt: 200 });
+      assert.deepEqual(await store.read((tx) => tx.webhooks.get('acme')), { orgId: 'acme', url: 'https://hooks.example.com/a', activeHmac: true, headers: [], status: 'disabled', rateLimit: null, createdAt: 1, updatedAt: 200 });
       assert.equal((await store.read((tx) => tx.webhooks.health('acme')))?.disabledReason, 'gone');
 
       // Back to active: the failure count starts again.
@@ -393,16 +394,16 @@ for (const backend of backends) {
         await tx.webhooks.setStatus('b', 'disabled', 'operator', 40);
       });
       assert.deepEqual(await store.read((tx) => tx.webhooks.deliverable()), [
-        { orgId: 'C', status: 'active', lastSuccessAt: null },
-        { orgId: 'a', status: 'active', lastSuccessAt: 20 },
-        { orgId: 'a_2', status: 'failing', lastSuccessAt: null },
+        { orgId: 'C', status: 'active', lastSuccessAt: null, rateLimit: null },
+        { orgId: 'a', status: 'active', lastSuccessAt: 20, rateLimit: null },
+        { orgId: 'a_2', status: 'failing', lastSuccessAt: null, rateLimit: null },
       ]);
       const all = await store.read((tx) => tx.webhooks.listWithHealth());
       assert.deepEqual(all, [
-        { orgId: 'C', url: 'https://c.example.com/', activeHmac: false, headers: [], status: 'active', createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: null },
-        { orgId: 'a', url: 'https://a.example.com/', activeHmac: true, headers: [], status: 'active', createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: 20, disabledReason: null },
-        { orgId: 'a_2', url: 'https://a_2.example.com/', activeHmac: true, headers: [], status: 'failing', createdAt: 10, updatedAt: 10, consecutiveFailures: 1, failingSince: 30, lastSuccessAt: null, disabledReason: null },
-        { orgId: 'b', url: 'https://b.example.com/', activeHmac: true, headers: [], status: 'disabled', createdAt: 10, updatedAt: 40, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: 'operator' },
+        { orgId: 'C', url: 'https://c.example.com/', activeHmac: false, headers: [], status: 'active', rateLimit: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: null },
+        { orgId: 'a', url: 'https://a.example.com/', activeHmac: true, headers: [], status: 'active', rateLimit: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: 20, disabledReason: null },
+        { orgId: 'a_2', url: 'https://a_2.example.com/', activeHmac: true, headers: [], status: 'failing', rateLimit: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 1, failingSince: 30, lastSuccessAt: null, disabledReason: null },
+        { orgId: 'b', url: 'https://b.example.com/', activeHmac: true, headers: [], status: 'disabled', rateLimit: null, createdAt: 10, updatedAt: 40, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: 'operator' },
       ]);
       assert.ok(all.every((w) => !('secret' in w)));
     });

@@ -73,6 +73,7 @@ export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null
       new: queue.totals.new,
       retrying: queue.totals.retrying,
       held: queue.totals.held,
+      rate_limited: queue.totals.rateLimited,
       oldest_due_at: iso(queue.oldestDueAt),
       oldest_due_age_seconds: queue.oldestDueAt === null ? null : Math.max(0, Math.round((queue.at - queue.oldestDueAt) / 1000)),
     },
@@ -82,8 +83,9 @@ export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null
         organization_id: w.orgId,
         webhook_url: w.url,
         status: w.status,
+        rate_limit: w.rateLimit,
         ...webhookHealthView(w),
-        queue: { new: q?.fresh ?? 0, retrying: q?.tried ?? 0, oldest_due_at: iso(q?.oldestDueAt ?? null) },
+        queue: { new: q?.fresh ?? 0, retrying: q?.tried ?? 0, oldest_due_at: iso(q?.oldestDueAt ?? null), rate_limited: q?.rateLimited ?? 0 },
       };
     }),
   };
@@ -116,18 +118,20 @@ export function statusText(view: StatusView): string {
   const q = view.queue;
   lines.push(
     `queue:    ${q.pending} pending: ${q.new} new, ${q.retrying} retrying, ${q.held} held (disabled webhooks)` +
-      (q.oldest_due_at === null ? '; nothing due' : `; oldest due since ${q.oldest_due_at} (${ago(q.oldest_due_age_seconds ?? 0)})`),
+      (q.oldest_due_at === null ? '; nothing due' : `; oldest due since ${q.oldest_due_at} (${ago(q.oldest_due_age_seconds ?? 0)})`) +
+      (q.rate_limited > 0 ? `; ${q.rate_limited} due waiting for their webhook's rate limit` : ''),
   );
   if (view.webhooks.length === 0) {
     lines.push('webhooks: none; register one with: hookrelay webhook set --org ORG --url URL');
     return lines.join('\n');
   }
-  lines.push('', table([['ORGANIZATION', 'STATUS', 'NEW', 'RETRYING', 'OLDEST DUE', 'LAST ERROR'], ...view.webhooks.map((w) => [
+  lines.push('', table([['ORGANIZATION', 'STATUS', 'NEW', 'RETRYING', 'OLDEST DUE', 'RATE LIMIT', 'LAST ERROR'], ...view.webhooks.map((w) => [
     w.organization_id,
     w.status,
     String(w.queue.new),
     String(w.queue.retrying),
     w.queue.oldest_due_at ?? '-',
+    w.rate_limit === null ? '-' : `${w.rate_limit}/s${w.queue.rate_limited > 0 ? ` (reached: ${w.queue.rate_limited} waiting)` : ''}`,
     w.last_error === null ? '-' : `${w.last_error.error} (${w.last_error.at})`,
   ])]));
   for (const w of view.webhooks) if (w.status !== 'active' || w.consecutive_failures > 0) lines.push(`  ${w.organization_id}: ${w.status_detail}`);

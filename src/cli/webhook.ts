@@ -3,6 +3,7 @@ import { HIDDEN_HEADER_VALUE, parseHeaderLine } from '../domain/webhook-headers.
 import { excerpt } from '../domain/errors.ts';
 import { deliveryView, webhookView } from '../services/views.ts';
 import { iso, jsonOption, optionsOf, print, UsageError, withServices } from './shared.ts';
+import { RATE_LIMIT_MAX, RATE_LIMIT_MIN } from '../domain/rate-window.ts';
 
 /** The headers of webhookView in one line: "X-Env: prod, Authorization: (set; value hidden)", or "none". */
 function headersLine(headers: Readonly<Record<string, string | null>>): string {
@@ -24,6 +25,19 @@ function headerOptions(lines: readonly string[]): Record<string, string> {
   return headers;
 }
 
+/**
+ * `--rate-limit`: a whole number in range, or `none` (as when left out: a registration sets
+ * every setting). Refused before anything is opened, with what to write instead.
+ */
+export function parseRateLimitOption(value: string | undefined): number | null {
+  if (value === undefined || value.trim().toLowerCase() === 'none') return null;
+  const n = /^\s*\d+\s*$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < RATE_LIMIT_MIN || n > RATE_LIMIT_MAX) {
+    throw new UsageError(`--rate-limit ${JSON.stringify(value.slice(0, 40))}: give a whole number of deliveries per second from ${RATE_LIMIT_MIN} to ${RATE_LIMIT_MAX}, or "none" for no limit`);
+  }
+  return n;
+}
+
 export function registerWebhookCommands(program: Command): void {
   const webhook = program.command('webhook').description("an organization's webhook");
   jsonOption(webhook.command('get').description('show the webhook configuration'))
@@ -42,11 +56,15 @@ export function registerWebhookCommands(program: Command): void {
     .requiredOption('--url <url>', 'https URL of the receiver')
     .option('--no-hmac', 'do not sign deliveries')
     .option('--header <header>', "a header sent on every delivery, 'Name: value' (repeat for more, at most 20; none given: none sent)", (line: string, all: string[]) => [...all, line], [] as string[])
+    .option('--rate-limit <n>', `at most n deliveries start per second (${RATE_LIMIT_MIN}-${RATE_LIMIT_MAX}); "none", or leaving it out, for no limit`)
     .action((_options: unknown, cmd: Command) => {
-      const options = optionsOf<{ org: string; url: string; hmac: boolean; header: string[] }>(cmd);
+      const options = optionsOf<{ org: string; url: string; hmac: boolean; header: string[]; rateLimit?: string }>(cmd);
+      const rateLimit = parseRateLimitOption(options.rateLimit);
+      const headers = headerOptions(options.header);
       return withServices(options, async ({ services }) => {
-        const result = await services.webhooks.register(options.org, { webhook_url: options.url, active_hmac: options.hmac, headers: headerOptions(options.header) });
-        process.stdout.write(result.created ? `registered ${result.webhook.url} for ${options.org}\n` : `replaced ${result.replacedUrl} with ${result.webhook.url} for ${options.org}\n`);
+        const result = await services.webhooks.register(options.org, { webhook_url: options.url, active_hmac: options.hmac, headers, rate_limit: rateLimit });
+        process.stdout.write(result.created ? `registered ${result.webhook.url} for ${options.org}` : `replaced ${result.replacedUrl} with ${result.webhook.url} for ${options.org}`);
+        process.stdout.write(result.webhook.rateLimit === null ? ', no rate limit\n' : `, at most ${result.webhook.rateLimit} deliveries per second\n`);
         process.stdout.write(`headers: ${headersLine(webhookView(result.webhook).headers)}\n`);
         if (result.removedHeaders.length > 0) process.stdout.write(`removed headers (not given again): ${result.removedHeaders.join(', ')}\n`);
         if (result.newSecret) process.stdout.write(`signing secret (shown once; also: hookrelay webhook secret --org ${options.org}): ${result.newSecret}\n`);

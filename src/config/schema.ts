@@ -356,7 +356,7 @@ export const CONFIG_SCHEMA = {
     perOrganization: {
       type: { kind: 'bool' },
       default: true,
-      doc: 'Export hookrelay_webhook_status per organization (3 series per webhook); turn off with thousands of organizations.',
+      doc: 'Export hookrelay_webhook_status (3 series per webhook) and hookrelay_webhook_rate_limited (1 per webhook with a rate limit) per organization; turn off with thousands of organizations.',
     },
   },
   console: {

@@ -94,6 +94,14 @@ interface Hook {
    * performance.now() ms, so that a step of the wall clock neither shortens nor stretches it.
    */
   pausedUntil: number;
+  /**
+   * Its rate limit (deliveries per second), as the last list of webhooks said; null: none. A
+   * webhook with one claims only what starts at once (nothing ahead), and what it claims
+   * starts at once or is given back: the limit counts a delivery when it is claimed.
+   */
+  rateLimit: number | null;
+  /** Its rate limit is reached: nothing of it is claimed before this (performance.now() ms). */
+  rateUntil: number;
 }
 
 interface Attempt {
@@ -187,7 +195,7 @@ export function createDispatcher(options: DispatcherOptions) {
   function hookFor(orgId: string): Hook {
     let hook = hooks.get(orgId);
     if (!hook) {
-      hook = { orgId, deliverable: false, attempts: new Set(), ready: [], hasWork: true, retryAt: null, failing: false, proven: false, failures: 0, pausedUntil: 0 };
+      hook = { orgId, deliverable: false, attempts: new Set(), ready: [], hasWork: true, retryAt: null, failing: false, proven: false, failures: 0, pausedUntil: 0, rateLimit: null, rateUntil: 0 };
       hooks.set(orgId, hook);
     }
     return hook;
@@ -208,10 +216,17 @@ export function createDispatcher(options: DispatcherOptions) {
     refreshWanted = false;
     const deliverable = await deliveries.deliverableWebhooks();
     for (const hook of hooks.values()) hook.deliverable = false;
-    for (const { orgId, status, lastSuccessAt } of deliverable) {
+    for (const { orgId, status, lastSuccessAt, rateLimit } of deliverable) {
       const known = hooks.has(orgId);
       const hook = hookFor(orgId);
       hook.deliverable = true;
+      if (hook.rateLimit !== rateLimit) {
+        // A new limit is judged anew at the next claim; deliveries claimed ahead without one go back.
+        if (rateLimit !== null) unbuffer(hook);
+        hook.rateLimit = rateLimit;
+        hook.rateUntil = 0;
+        hook.hasWork = true;
+      }
       if (!known || reset.has(orgId)) {
         hook.failing = status === 'failing';
         // A webhook that was re-registered or enabled starts over as unknown.
@@ -264,17 +279,25 @@ export function createDispatcher(options: DispatcherOptions) {
     const first = list.length === 0 ? 0 : rotation++ % list.length;
     for (let i = 0; i < list.length; i++) {
       const hook = list[(first + i) % list.length]!;
-      if (!hook.deliverable || hook.pausedUntil > mono) continue;
+      if (!hook.deliverable || hook.pausedUntil > mono || hook.rateUntil > mono) continue;
       if (hook.retryAt !== null && hook.retryAt <= now) {
         hook.retryAt = null;
         hook.hasWork = true;
       }
       if (!hook.hasWork) continue;
+      const rated = hook.rateLimit !== null ? { rateLimited: true } : {};
       if (isLimited(hook, mono)) {
-        if (hook.attempts.size === 0 && hook.ready.length === 0) (hook.failing || hook.proven ? troubled : unknown).push({ orgId: hook.orgId, room: 1, cap: 1 });
+        if (hook.attempts.size === 0 && hook.ready.length === 0) (hook.failing || hook.proven ? troubled : unknown).push({ orgId: hook.orgId, room: 1, cap: 1, ...rated });
         continue;
       }
       const held = hook.attempts.size + hook.ready.length;
+      if (hook.rateLimit !== null) {
+        // Nothing claimed ahead: a delivery counts against the limit when it is claimed, so it
+        // must start then (see the claimed loop in flushNow).
+        const room = perHook - held;
+        if (room > 0) healthy.push({ orgId: hook.orgId, room, cap: room, rateLimited: true });
+        continue;
+      }
       const room = 2 * perHook - held;
       if (held === 0 || room >= Math.ceil(perHook / 2)) healthy.push({ orgId: hook.orgId, room, cap: Math.max(0, perHook - held) });
     }
@@ -303,7 +326,18 @@ export function createDispatcher(options: DispatcherOptions) {
       }
       return wanted.concat(capped);
     }
-    return wanted.concat(healthy);
+    // One instance: a healthy webhook claims ahead, but one with a rate limit only what the
+    // slots free now can start.
+    const rest: ClaimWanted[] = [];
+    for (const w of healthy) {
+      if (w.rateLimited !== true) rest.push(w);
+      else if (freeLeft > 0) {
+        const cap = Math.min(w.room, freeLeft);
+        freeLeft -= cap;
+        rest.push({ ...w, room: cap, cap });
+      }
+    }
+    return wanted.concat(rest);
   }
 
   function applyDrained(drained: FlushResult['drained']): void {
@@ -621,10 +655,24 @@ export function createDispatcher(options: DispatcherOptions) {
     applyDrained(result.drained);
     if (result.contended.length > 0) lookAgainSoon();
     const leasedMono = performance.now();
+    for (const { orgId, waitMs } of result.rateLimited) {
+      const hook = hooks.get(orgId);
+      if (hook) hook.rateUntil = leasedMono + waitMs;
+    }
     for (const d of result.claimed) {
       const hook = hookFor(d.orgId);
-      if (isLimited(hook, mono) && hook.attempts.size === 0 && hook.ready.length === 0 && !stopping) start(d, hook);
-      else hook.ready.push({ delivery: d, leasedMono });
+      if (stopping) hook.ready.push({ delivery: d, leasedMono });
+      else if (isLimited(hook, mono) && hook.attempts.size === 0 && hook.ready.length === 0) start(d, hook);
+      else if (hook.rateLimit !== null && !isLimited(hook, mono)) {
+        // Counted against its rate limit by this claim: sent now, or given back, never later
+        // (a late start would crowd the next second's).
+        if (hook.attempts.size < perHook && slotsUsed < options.concurrency) start(d, hook);
+        else {
+          unstarted.push(d);
+          hook.hasWork = true;
+          requestFlush();
+        }
+      } else hook.ready.push({ delivery: d, leasedMono });
     }
     pump(performance.now());
     armWakeTimer(now);
@@ -707,7 +755,8 @@ export function createDispatcher(options: DispatcherOptions) {
     // attempt (which frees one) asks for a commit anyway.
     for (const hook of hooks.values()) {
       if (!hook.deliverable) continue;
-      const paused = hook.pausedUntil - mono;
+      // A pause and a reached rate limit both hold its claims back.
+      const paused = Math.max(hook.pausedUntil, hook.rateUntil) - mono;
       if (hook.hasWork && paused > 0) delay = Math.min(delay, paused);
       if (hook.retryAt !== null) {
         const at = Math.max(hook.retryAt - now, paused);

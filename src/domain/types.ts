@@ -37,6 +37,8 @@ export interface Webhook {
   /** The receiver's own headers, sent on every attempt (webhook-headers.ts); empty: none. */
   readonly headers: WebhookHeaders;
   readonly status: WebhookStatus;
+  /** At most this many deliveries start in any second (see domain/rate-window.ts); null: no limit. */
+  readonly rateLimit: number | null;
   readonly createdAt: number;
   readonly updatedAt: number;
 }

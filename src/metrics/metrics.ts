@@ -156,12 +156,21 @@ export function createMetrics(options: MetricsOptions): Metrics {
   snapshotGauge('hookrelay_queue_oldest_due_age_seconds', 'How long the oldest delivery that is due (of a webhook not disabled) has been waiting; 0 when none is due.', [], (set, s) =>
     set({}, s.queue.oldestDueAt === null ? 0 : Math.max(0, s.queue.at - s.queue.oldestDueAt) / 1000),
   );
+  snapshotGauge(
+    'hookrelay_deliveries_rate_limited',
+    'Deliveries due now that wait because their webhook has reached its rate limit (new ones, and retries due): not claimed, not attempted, not failed.',
+    [],
+    (set, s) => set({}, s.queue.totals.rateLimited),
+  );
   snapshotGauge('hookrelay_webhooks', 'Webhooks by status: active, failing, disabled.', ['status'], (set, s) => {
     for (const status of WEBHOOK_STATUSES) set({ status }, s.queue.organizations.filter((o) => o.webhookStatus === status).length);
   });
   if (options.perOrganization) {
     snapshotGauge('hookrelay_webhook_status', "1 for the webhook's current status, 0 for the others: three series per organization with a webhook.", ['org', 'status'], (set, s) => {
       for (const o of s.queue.organizations) for (const status of WEBHOOK_STATUSES) set({ org: o.orgId, status }, o.webhookStatus === status ? 1 : 0);
+    });
+    snapshotGauge('hookrelay_webhook_rate_limited', 'Deliveries due now that wait for the rate limit of this organization\'s webhook; one series per organization whose webhook has a rate limit.', ['org'], (set, s) => {
+      for (const o of s.queue.organizations) if (o.rateLimit !== null) set({ org: o.orgId }, o.rateLimited);
     });
   }
   if (options.feedPath !== null) {

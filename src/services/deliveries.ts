@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { ErrorCode, HookrelayError, validationError } from '../domain/errors.ts';
 import { orderingKey, testOrderingKey } from '../domain/ordering.ts';
+import { ratePermits, rateTake } from '../domain/rate-window.ts';
 import { isSuccess, type AttemptResult, type DeliveryOutcome } from '../domain/retry-policy.ts';
 import { generateWebhookSecret, signingSecrets } from '../domain/secrets.ts';
 import { WebhookStatus } from '../domain/types.ts';
 import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason, disabledReasonText } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
-import { DeliveryStatus, sendable, type AttemptToStore, type DeliveryRow, type Settlement, type DueDelivery, type ListFilter, type Store, type Tx } from '../store/repos.ts';
+import { DeliveryStatus, sendable, type AttemptToStore, type DeliverableWebhook, type DeliveryRow, type Settlement, type DueDelivery, type ListFilter, type Store, type Tx } from '../store/repos.ts';
 import { whenUnlocked } from '../store/lock-wait.ts';
 import type { WebhookHealth, WebhookStatusChange } from '../store/repos.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
@@ -59,6 +60,11 @@ export interface ClaimWanted {
    * leases other instances hold are taken off it (see claimIn). `room` when not given.
    */
   readonly cap?: number;
+  /**
+   * The dispatcher believes the webhook has a rate limit: on SQLite the claim reads the limit
+   * and its state for these only (see DeliveriesRepo.claimTurns). PostgreSQL reads them for all.
+   */
+  readonly rateLimited?: boolean;
 }
 
 /** What the dispatcher hands over in one group commit. */
@@ -86,6 +92,12 @@ export interface FlushResult {
   readonly contended: string[];
   /** Outcomes not applied: the lease had lapsed and another instance had taken the delivery over (never on SQLite). */
   readonly superseded: Array<{ id: number; orgId: string }>;
+  /**
+   * Organizations whose webhook has started as many deliveries as its rate limit allows for
+   * now (this claim took the last of them, or found none left): nothing more of theirs may
+   * be claimed for `waitMs`. Their due deliveries stay pending, unleased, untouched.
+   */
+  readonly rateLimited: Array<{ orgId: string; waitMs: number }>;
 }
 
 export interface DeliveryServiceOptions {
@@ -150,7 +162,8 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
   async function claimIn(tx: Tx, wanted: readonly ClaimWanted[], leaseMs: number, now: number, into: FlushResult): Promise<void> {
     // On a database shared by several instances: one claim per webhook at a time, and its cap
     // and a failing webhook's one attempt at a time count every instance's leases.
-    const turns = await tx.deliveries.claimTurns(wanted.map((w) => w.orgId), now);
+    const rateLimited = new Set(wanted.filter((w) => w.rateLimited === true).map((w) => w.orgId));
+    const turns = await tx.deliveries.claimTurns(wanted.map((w) => w.orgId), now, rateLimited);
     // Every organization's leases in one call, once all are read.
     const leased: number[] = [];
     for (const want of wanted) {
@@ -165,10 +178,21 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       // stay within its slots, so that its attempts in flight across instances never exceed
       // perWebhookConcurrency, and what this instance cannot start is left to the others.
       const limit = turn.failing ? 1 : turn.shared ? Math.min(want.room, want.cap ?? want.room) : want.room;
-      const room = limit - turn.leasedElsewhere;
+      let room = limit - turn.leasedElsewhere;
       if (room <= 0) {
         into.contended.push(orgId);
         continue;
+      }
+      // The rate limit: no more than it allows now, and none at all (nothing read, nothing
+      // leased) when the deliveries started lately have reached it. They wait, unclaimed.
+      const rate = turn.rate ?? null;
+      if (rate !== null) {
+        const { permits, waitMs } = ratePermits(rate.window, rate.limit, rate.now);
+        if (permits <= 0) {
+          into.rateLimited.push({ orgId, waitMs });
+          continue;
+        }
+        room = Math.min(room, permits);
       }
       const pageSize = room * 2 + 2;
       const page = await tx.deliveries.dueRows(orgId, now, pageSize);
@@ -199,6 +223,13 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       // A short page read to its end is the whole of what is due now: the organization needs no
       // look before its next retry, a wake-up, or the end of an attempt holding a request back.
       if (page.length < pageSize && !full) into.drained.push({ orgId, nextRetryAt: await tx.deliveries.nextRetryAt(orgId, now) });
+      if (rate !== null && byKey.size > 0) {
+        // What this claim starts counts against the limit from now, for every instance.
+        const window = rateTake(rate.window, rate.now, byKey.size);
+        await tx.webhooks.setRateWindow(orgId, window);
+        const after = ratePermits(window, rate.limit, rate.now);
+        if (after.permits <= 0) into.rateLimited.push({ orgId, waitMs: after.waitMs });
+      }
     }
     if (leased.length > 0) await tx.deliveries.lease(leased, now + leaseMs, now);
   }
@@ -320,11 +351,11 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
      * recorded); the next durable commit makes it durable too.
      */
     async flush(work: FlushWork, options: { durable?: boolean } = {}): Promise<FlushResult> {
-      const result: FlushResult = { claimed: [], drained: [], unsendable: [], contended: [], superseded: [] };
+      const result: FlushResult = { claimed: [], drained: [], unsendable: [], contended: [], superseded: [], rateLimited: [] };
       const changes: StatusChangeOf[] = [];
       await store.transaction(async (tx) => {
         changes.length = 0;
-        result.claimed.length = result.drained.length = result.unsendable.length = result.contended.length = result.superseded.length = 0;
+        result.claimed.length = result.drained.length = result.unsendable.length = result.contended.length = result.superseded.length = result.rateLimited.length = 0;
         const now = store.clock.now();
         // The webhooks whose health this commit records, locked up front in one order (a
         // shared database: two instances' commits never wait for each other in a cycle).
@@ -389,8 +420,8 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       });
     },
 
-    /** The organizations whose webhook may receive deliveries (not disabled), with its status. */
-    deliverableWebhooks(): Promise<Array<{ orgId: string; status: WebhookStatus; lastSuccessAt: number | null }>> {
+    /** The organizations whose webhook may receive deliveries (not disabled), with its status and rate limit. */
+    deliverableWebhooks(): Promise<DeliverableWebhook[]> {
       return store.read((tx) => tx.webhooks.deliverable());
     },
 

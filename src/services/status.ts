@@ -1,5 +1,6 @@
 import { stat } from 'node:fs/promises';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { ratePermits } from '../domain/rate-window.ts';
 import type { WebhookStatus } from '../domain/types.ts';
 import type { Store } from '../store/repos.ts';
 import { healthReport, type WebhookHealthReport } from './webhooks.ts';
@@ -9,6 +10,8 @@ import { healthReport, type WebhookHealthReport } from './webhooks.ts';
  * each (median measured with scripts/bench-metrics.ts on a million queued deliveries).
  */
 export const COUNT_CHUNK_ROWS = 10_000;
+/** A webhook's due retries waiting for its rate limit are counted up to this (one bounded read). */
+export const RATE_WAITING_RETRIES_MAX = 100_000;
 
 /** One organization's pending deliveries. */
 export interface OrgQueue {
@@ -20,6 +23,13 @@ export interface OrgQueue {
   readonly tried: number;
   /** When its oldest due delivery became due (epoch ms); null when none is due. Null for a disabled webhook (nothing of it is due). */
   readonly oldestDueAt: number | null;
+  /** Its rate limit, deliveries per second; null: none. */
+  readonly rateLimit: number | null;
+  /**
+   * Deliveries due now that wait because its rate limit is reached (new ones, and retries due,
+   * these counted up to RATE_WAITING_RETRIES_MAX); 0 while it is not reached.
+   */
+  readonly rateLimited: number;
 }
 
 export interface QueueSnapshot {
@@ -27,7 +37,7 @@ export interface QueueSnapshot {
   readonly at: number;
   readonly organizations: readonly OrgQueue[];
   /** Pending deliveries of webhooks that are not disabled: never attempted (`new`), attempted (`retrying`); and all pending deliveries of disabled webhooks (`held`). */
-  readonly totals: { readonly new: number; readonly retrying: number; readonly held: number };
+  readonly totals: { readonly new: number; readonly retrying: number; readonly held: number; readonly rateLimited: number };
   /** The oldest due delivery of all (epoch ms), or null. */
   readonly oldestDueAt: number | null;
 }
@@ -58,6 +68,8 @@ export interface WebhookReport extends WebhookHealthReport {
   readonly orgId: string;
   readonly url: string;
   readonly status: WebhookStatus;
+  /** Deliveries per second at most; null: no limit. */
+  readonly rateLimit: number | null;
 }
 
 export interface StatusServiceOptions {
@@ -97,14 +109,18 @@ export function createStatusService(store: Store, options: StatusServiceOptions)
     async queue(): Promise<QueueSnapshot> {
       const now = store.clock.now();
       const organizations: OrgQueue[] = [];
-      const totals = { new: 0, retrying: 0, held: 0 };
+      const totals = { new: 0, retrying: 0, held: 0, rateLimited: 0 };
       let oldestDueAt: number | null = null;
+      // Which webhooks have reached their rate limit now (in the clock their windows are kept in).
+      const reached = new Set((await store.read((tx) => tx.webhooks.rateStates(now))).filter((r) => ratePermits(r.window, r.limit, r.now).permits === 0).map((r) => r.orgId));
       for (const w of await store.read((tx) => tx.webhooks.listWithHealth())) {
         const fresh = await countPending(w.orgId, 'fresh');
         const tried = await countPending(w.orgId, 'tried');
         const disabled = w.status === 'disabled';
         const dueAt = disabled ? null : await store.read((tx) => tx.deliveries.oldestDueAt(w.orgId, now));
-        organizations.push({ orgId: w.orgId, webhookStatus: w.status, fresh, tried, oldestDueAt: dueAt });
+        const rateLimited = disabled || !reached.has(w.orgId) ? 0 : fresh + (await store.read((tx) => tx.deliveries.countDueRetries(w.orgId, now, RATE_WAITING_RETRIES_MAX)));
+        organizations.push({ orgId: w.orgId, webhookStatus: w.status, fresh, tried, oldestDueAt: dueAt, rateLimit: w.rateLimit, rateLimited });
+        totals.rateLimited += rateLimited;
         if (disabled) totals.held += fresh + tried;
         else {
           totals.new += fresh;
@@ -119,7 +135,7 @@ export function createStatusService(store: Store, options: StatusServiceOptions)
     webhooks(): Promise<WebhookReport[]> {
       return store.read(async (tx) => {
         const reports: WebhookReport[] = [];
-        for (const w of await tx.webhooks.listWithHealth()) reports.push({ orgId: w.orgId, url: w.url, status: w.status, ...(await healthReport(tx, w, options.disableAfterMs)) });
+        for (const w of await tx.webhooks.listWithHealth()) reports.push({ orgId: w.orgId, url: w.url, status: w.status, rateLimit: w.rateLimit, ...(await healthReport(tx, w, options.disableAfterMs)) });
         return reports;
       });
     },

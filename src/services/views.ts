@@ -37,6 +37,7 @@ export function webhookView(webhook: Webhook) {
     active_hmac: webhook.activeHmac,
     headers: shownHeaders(webhook.headers),
     status: webhook.status,
+    rate_limit: webhook.rateLimit,
     created_at: new Date(webhook.createdAt).toISOString(),
     updated_at: new Date(webhook.updatedAt).toISOString(),
   };

@@ -1,4 +1,5 @@
 import { ErrorCode, HookrelayError, validationError, type InvalidParam } from '../domain/errors.ts';
+import { checkRateLimit } from '../domain/rate-window.ts';
 import { generateWebhookSecret } from '../domain/secrets.ts';
 import type { TargetRefusal } from '../domain/address-policy.ts';
 import type { Webhook } from '../domain/types.ts';
@@ -56,12 +57,13 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
 
   return {
     /**
-     * Creates or replaces the organization's one webhook. `active_hmac` defaults to true and
-     * `headers` to none: a registration describes the whole webhook, so what it leaves out is
+     * Creates or replaces the organization's one webhook. `active_hmac` defaults to true,
+     * `headers` to none and `rate_limit` (deliveries per second, 1-10,000) to null, no limit: a
+     * registration describes the whole webhook, so a setting it leaves out is set to its default,
      * not kept. A secret is generated the first time HMAC is active and kept across
      * re-registrations.
      */
-    async register(orgId: string, input: { webhook_url: unknown; active_hmac?: unknown; headers?: unknown }): Promise<Registration> {
+    async register(orgId: string, input: { webhook_url: unknown; active_hmac?: unknown; headers?: unknown; rate_limit?: unknown }): Promise<Registration> {
       const invalid: InvalidParam[] = [];
       if (input.webhook_url === undefined || input.webhook_url === null) {
         invalid.push({ name: 'webhook_url', reason: 'is required' });
@@ -74,9 +76,12 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
       }
       const headers = checkWebhookHeaders(input.headers);
       if (!headers.ok) invalid.push(...headers.problems);
+      const rateProblem = input.rate_limit === undefined ? null : checkRateLimit(input.rate_limit);
+      if (rateProblem !== null) invalid.push({ name: 'rate_limit', reason: rateProblem });
       if (invalid.length > 0 || !headers.ok) throw validationError('the request body is invalid', invalid);
       const url = input.webhook_url as string;
       const activeHmac = (input.active_hmac as boolean | undefined) ?? true;
+      const rateLimit = (input.rate_limit as number | null | undefined) ?? null;
       const refused = await options.checkTarget(new URL(url), orgId);
       if (refused !== null) {
         throw new HookrelayError(ErrorCode.webhookUrlNotAllowed, `webhook_url ${refused.message}`, {
@@ -89,7 +94,7 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
         await orgs.require(orgId, tx);
         const existing = await tx.webhooks.getWithSecret(orgId);
         const newSecret = activeHmac && !existing?.secret ? generateWebhookSecret() : null;
-        await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now(), headers.headers);
+        await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now(), { rateLimit, headers: headers.headers });
         const webhook = (await tx.webhooks.get(orgId))!;
         const kept = new Set(webhook.headers.map(([name]) => name.toLowerCase()));
         const removedHeaders = (existing?.headers ?? []).map(([name]) => name).filter((name) => !kept.has(name.toLowerCase()));

@@ -113,6 +113,11 @@ interface TableSpec {
   readonly instance?: boolean;
   /** Columns PostgreSQL has and SQLite has not, besides `instance`, left to their default. */
   readonly pgOnly?: readonly string[];
+  /**
+   * Columns both have that are not copied, left to PostgreSQL's default: passing state that
+   * means nothing once copied (the rate limit's window, the starts of the last second).
+   */
+  readonly notCopied?: readonly string[];
   /** The identity column, moved past the largest value copied. */
   readonly identity?: string;
 }
@@ -159,6 +164,7 @@ const TABLES: readonly TableSpec[] = [
       // JSON text in SQLite, jsonb in PostgreSQL: sent as text, parsed by the cast.
       { name: 'headers', type: 'jsonb' },
     ],
+    notCopied: ['rate_window'],
     orderBy: 'org_id',
   },
   { table: 'feed_sources', columns: [bigint('id'), text('name')], orderBy: 'id', instance: true, identity: 'id' },
@@ -418,7 +424,7 @@ async function assertEmpty(db: Pick<Pool | PoolClient, 'query'>, shown: string):
 /** SQLite's table must have exactly the columns this code copies: a column it does not know would be lost without a word. */
 function assertSqliteColumns(db: Db, spec: TableSpec): void {
   const have = (db.pragma(`table_info(${quoted(spec.table)})`) as Array<{ name: string }>).map((c) => c.name);
-  const want = spec.columns.map((c) => c.name);
+  const want = [...spec.columns.map((c) => c.name), ...(spec.notCopied ?? [])];
   if (have.join(',') !== want.join(',')) {
     throw new Error(`db copy: SQLite table ${spec.table} has columns (${have.join(', ')}), this code copies (${want.join(', ')}): update src/store/copy.ts for the schema`);
   }
@@ -433,7 +439,7 @@ async function assertPgColumns(client: PoolClient): Promise<void> {
   );
   for (const spec of TABLES) {
     const have = new Set(rows.filter((r) => r.table_name === spec.table).map((r) => r.column_name));
-    const want = new Set([...spec.columns.map((c) => c.name), ...(spec.instance ? ['instance'] : []), ...(spec.pgOnly ?? [])]);
+    const want = new Set([...spec.columns.map((c) => c.name), ...(spec.instance ? ['instance'] : []), ...(spec.pgOnly ?? []), ...(spec.notCopied ?? [])]);
     const missing = [...want].filter((c) => !have.has(c));
     const unknown = [...have].filter((c) => !want.has(c));
     if (missing.length > 0 || unknown.length > 0) {

@@ -4,7 +4,7 @@ import type { Db } from './db.ts';
 import { firstKeyAtOrAfter } from './ordered-search.ts';
 import { DeliveryStatus, RECENT_FAILURE_WINDOW, sendable, type AttemptCount, type AttemptRow, type AttemptToStore, type ClaimTurn, type DeliveriesRepo, type DeliveryRow, type DeliveryToQueue, type DueRow, type ListFilter, type Settlement } from './repos.ts';
 import { listParams, listSql, type ListParams } from './delivery-log.ts';
-import { ATTEMPT_COLUMNS, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from './rows.ts';
+import { ATTEMPT_COLUMNS, rateWindowOf, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from './rows.ts';
 import type { Sync } from './sync-repo.ts';
 
 const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.headers, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
@@ -53,6 +53,12 @@ export const QUEUE_GAUGE_SQL = {
     SELECT next_attempt_at AS at FROM deliveries
     WHERE org_id = +@org AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL
     ORDER BY id LIMIT 1`,
+  /** Retries due and not leased, up to @limit, from deliveries_org_due (whose condition it repeats). */
+  countDueRetries: `
+    SELECT count(*) AS n FROM (SELECT 1 FROM deliveries
+      WHERE org_id = @org AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL) AND next_attempt_at <= @now
+        AND lease_expires_at IS NULL
+      LIMIT @limit)`,
   earliestRetry: `
     SELECT next_attempt_at AS at FROM deliveries
     WHERE org_id = +@org AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL)
@@ -130,6 +136,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     WHERE d.org_id = +@org AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at > @now
       AND d.lease_expires_at IS NULL
     ORDER BY d.next_attempt_at LIMIT 1`);
+  const rateOf = db.prepare<[string], { rate_limit: number | null; rate_window: string | null }>('SELECT rate_limit, rate_window FROM webhooks WHERE org_id = ?');
   const markUnsendable = db.prepare<{ id: number; error: string; now: number }>(`
     UPDATE deliveries SET status = 'dead', lease_expires_at = NULL, last_error = @error, updated_at = @now
     WHERE id = @id AND status = 'pending'`);
@@ -176,6 +183,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   const countTriedChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(QUEUE_GAUGE_SQL.countTriedChunk);
   const oldestFresh = db.prepare<{ org: string }, { at: number }>(QUEUE_GAUGE_SQL.oldestFresh);
   const earliestRetry = db.prepare<{ org: string; now: number }, { at: number }>(QUEUE_GAUGE_SQL.earliestRetry);
+  const countDueRetries = db.prepare<{ org: string; now: number; limit: number }, { n: number }>(QUEUE_GAUGE_SQL.countDueRetries);
   const recentFailure = db.prepare<{ org: string; status: DeliveryStatus; limit: number }, { at: number; code: number | null; error: string }>(QUEUE_GAUGE_SQL.recentFailure);
   const insertTestEvent = db.prepare<{ id: string; org: string; payload: string; now: number }>(`
     INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
@@ -189,9 +197,18 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     insertMany(rows: readonly DeliveryToQueue[], now: number): void {
       for (const r of rows) insertDelivery.run(r.eventSeq, r.orgId, r.orderingKey, now, now, now);
     },
-    /** One daemon per database file, whose write transaction is the turn (see DeliveriesRepo.claimTurns). */
-    claimTurns(orgIds: readonly string[]): Map<string, ClaimTurn> {
-      return new Map(orgIds.map((id) => [id, ONLY_CLAIMER]));
+    /**
+     * One daemon per database file, whose write transaction is the turn (see
+     * DeliveriesRepo.claimTurns); the rate limit and its state are read for the organizations
+     * in `rateLimited` only, in the dispatcher's clock (`now`).
+     */
+    claimTurns(orgIds: readonly string[], now: number, rateLimited?: ReadonlySet<string>): Map<string, ClaimTurn> {
+      const turns = new Map<string, ClaimTurn>();
+      for (const id of orgIds) {
+        const row = rateLimited?.has(id) ? rateOf.get(id) : undefined;
+        turns.set(id, row === undefined || row.rate_limit === null ? ONLY_CLAIMER : { ...ONLY_CLAIMER, rate: { orgId: id, limit: row.rate_limit, window: rateWindowOf(row.rate_window), now } });
+      }
+      return turns;
     },
     /**
      * Due rows without their request body, which costs more to build than the row to read:
@@ -273,6 +290,9 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
      * Returns how many, and the last id counted (the next call's `after`); fewer than `limit`
      * means the end was reached.
      */
+    countDueRetries(orgId: string, now: number, max: number): number {
+      return countDueRetries.get({ org: orgId, now, limit: max })?.n ?? 0;
+    },
     countPendingChunk(orgId: string, kind: 'fresh' | 'tried', after: number, limit: number): { n: number; last: number } {
       const row = (kind === 'fresh' ? countFreshChunk : countTriedChunk).get({ org: orgId, after, limit });
       return { n: row?.n ?? 0, last: row?.last ?? after };

@@ -297,4 +297,12 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE webhooks ADD COLUMN rate_limit INTEGER;
   ALTER TABLE webhooks ADD COLUMN headers TEXT;
   `,
+  // 12: the rate limit's state (issue 29): the deliveries a webhook with a rate limit started
+  // in the last second and a little more, as JSON [at, count, at, count, ...] (epoch ms; see
+  // domain/rate-window.ts), written by the claim that starts them. In the database rather than
+  // in the daemon's memory so that a restart does not let a second burst through, and so that
+  // `hookrelay status` can tell that a webhook's deliveries wait for their limit. Null: none.
+  `
+  ALTER TABLE webhooks ADD COLUMN rate_window TEXT;
+  `,
 ];

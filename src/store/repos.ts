@@ -11,6 +11,7 @@
 import type { Clock } from '../domain/clock.ts';
 import { storedBody, type RejectReason, type StorableEvent, type StoredEvent } from '../domain/feed-event.ts';
 import type { Permission } from '../domain/permissions.ts';
+import type { RateWindow } from '../domain/rate-window.ts';
 import type { Organization, Role, User, Webhook, WebhookStatus, WebhookWithSecret } from '../domain/types.ts';
 import { parseStoredHeaders, type WebhookHeaders } from '../domain/webhook-headers.ts';
 import type { Logger } from '../log.ts';
@@ -261,6 +262,8 @@ export interface ClaimTurn {
   readonly failing: boolean;
   /** The database is shared by several instances (PostgreSQL): claims take only what can start now. */
   readonly shared: boolean;
+  /** The webhook's rate limit and the deliveries it started lately, or null (no limit, or not asked for). */
+  readonly rate?: RateState | null;
 }
 
 /** A delivery's new state once an attempt has ended (see DeliveriesRepo.settle). */
@@ -310,8 +313,8 @@ export interface WebhooksRepo {
   /** The webhook without its secret: what every read path gets. */
   get(orgId: string): Promise<Webhook | null>;
   getWithSecret(orgId: string): Promise<WebhookWithSecret | null>;
-  /** The webhooks that may receive deliveries now (not disabled), with their status and last success (epoch ms). */
-  deliverable(): Promise<Array<{ orgId: string; status: WebhookStatus; lastSuccessAt: number | null }>>;
+  /** The webhooks that may receive deliveries now (not disabled), with their status, last success (epoch ms) and rate limit. */
+  deliverable(): Promise<DeliverableWebhook[]>;
   health(orgId: string): Promise<WebhookHealth | null>;
   /** Every webhook with its health, by organization id. */
   listWithHealth(): Promise<WebhookWithHealth[]>;
@@ -340,8 +343,51 @@ export interface WebhooksRepo {
   previousSecretExpiresAt(orgId: string): Promise<number | null>;
   /** The URL and the secrets of the organization's webhook (see signingSecrets), or null when it has none. */
   signingKeys(orgId: string): Promise<WebhookSigningKeys | null>;
-  /** Creates or replaces the organization's one webhook, its headers included (none: empty); status goes back to active. */
-  upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, headers?: WebhookHeaders): Promise<void>;
+  /**
+   * Creates or replaces the organization's one webhook; status goes back to active. `settings`
+   * (its headers, its rate limit) replace the ones it had (none when not given); the rate
+   * limit's state is kept.
+   */
+  upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, settings?: Partial<WebhookSettings>): Promise<void>;
+  /**
+   * Stores the rate limit's state of the organization's webhook (see ClaimTurn.rate): the claim
+   * that started deliveries writes it, in its transaction, within its turn.
+   */
+  setRateWindow(orgId: string, window: RateWindow): Promise<void>;
+  /**
+   * The webhooks with a rate limit, each with the deliveries it started lately, and the time
+   * `now` to judge them at (`now` itself on SQLite; the database server's clock on PostgreSQL,
+   * the clock their windows are in). For reports (status, metrics).
+   */
+  rateStates(now: number): Promise<RateState[]>;
+}
+
+/** What a webhook registration sets besides its URL and signing. */
+export interface WebhookSettings {
+  /** Deliveries per second at most (1-10,000); null for no limit. */
+  readonly rateLimit: number | null;
+  /** The webhook's own headers, sent on every attempt (none: empty). */
+  readonly headers: WebhookHeaders;
+}
+
+/** A webhook registered without settings: no rate limit, no headers of its own. */
+export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = Object.freeze({ rateLimit: null, headers: Object.freeze([]) as WebhookHeaders });
+
+/** A webhook that may receive deliveries (WebhooksRepo.deliverable). */
+export interface DeliverableWebhook {
+  readonly orgId: string;
+  readonly status: WebhookStatus;
+  readonly lastSuccessAt: number | null;
+  readonly rateLimit: number | null;
+}
+
+/** A webhook's rate limit and the deliveries it started lately, judged at `now` (see domain/rate-window.ts). */
+export interface RateState {
+  readonly orgId: string;
+  readonly limit: number;
+  readonly window: RateWindow;
+  /** Epoch ms, in the clock of `window`. */
+  readonly now: number;
 }
 
 /**
@@ -403,8 +449,14 @@ export interface DeliveriesRepo {
    * its webhook is failing (then one attempt at a time, across instances). SQLite: one daemon
    * per database file, whose write lock is the turn: every organization, with
    * `{ leasedElsewhere: 0, failing: false, shared: false }`, without a query.
+   *
+   * `rateLimited`: the organizations whose webhook the caller believes has a rate limit. Their
+   * turn carries the limit and its state (`rate`). PostgreSQL reads both with the locked row
+   * for every organization (the row is read anyway), so a limit set meanwhile by another
+   * instance holds at once; SQLite reads them for these organizations only (one indexed read
+   * each), so that webhooks without a limit claim without a query more.
    */
-  claimTurns(orgIds: readonly string[], now: number): Promise<Map<string, ClaimTurn>>;
+  claimTurns(orgIds: readonly string[], now: number, rateLimited?: ReadonlySet<string>): Promise<Map<string, ClaimTurn>>;
   /**
    * Up to `limit` deliveries of the organization that may be attempted now (not leased, not
    * held back by an earlier change of their request, webhook not disabled), oldest due first,
@@ -466,6 +518,12 @@ export interface DeliveriesRepo {
    * Returns how many, and the last id counted (the next call's `after`).
    */
   countPendingChunk(orgId: string, kind: 'fresh' | 'tried', after: number, limit: number): Promise<{ n: number; last: number }>;
+  /**
+   * The organization's retries due by `now` and not leased, counted up to `max` (one bounded
+   * read of deliveries_org_due): what waits for a webhook's rate limit besides its new
+   * deliveries (see services/status.ts).
+   */
+  countDueRetries(orgId: string, now: number, max: number): Promise<number>;
   /** When the organization's oldest due delivery became due (epoch ms); null when none is due. */
   oldestDueAt(orgId: string, now: number): Promise<number | null>;
   /** The latest failed attempt among the organization's newest `window` tried pending deliveries and newest `window` dead ones. */

@@ -4,6 +4,7 @@
  */
 import { isPermission, type Permission } from '../domain/permissions.ts';
 import type { RejectReason } from '../domain/feed-event.ts';
+import { decodeRateWindow, EMPTY_RATE_WINDOW, type RateWindow } from '../domain/rate-window.ts';
 import type { Role, User, Webhook, WebhookStatus } from '../domain/types.ts';
 import { parseStoredHeaders } from '../domain/webhook-headers.ts';
 import type { AttemptRow, DeliveryRow, DeliveryStatus, FeedPosition, FeedReject, WebhookHealth } from './repos.ts';
@@ -51,6 +52,7 @@ export interface WebhookBaseRow {
   /** JSON text of [name, value] pairs (SQLite), the parsed array (PostgreSQL's jsonb), or null. */
   headers: unknown;
   status: WebhookStatus;
+  rate_limit: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -66,6 +68,7 @@ export const toWebhook = (row: WebhookBaseRow): Webhook => ({
   activeHmac: isSet(row.active_hmac),
   headers: parseStoredHeaders(row.headers),
   status: row.status,
+  rateLimit: row.rate_limit,
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
@@ -180,3 +183,13 @@ export const toAttempt = (r: AttemptLogRow): AttemptRow => ({
   sentTimestamp: r.sent_timestamp,
   sentSignature: r.sent_signature,
 });
+
+/** A webhook's rate window as SQLite stores it (JSON text, see webhooks-repo.ts), read back; null or unreadable text is an empty window. */
+export function rateWindowOf(text: string | null): RateWindow {
+  if (text === null) return EMPTY_RATE_WINDOW;
+  try {
+    return decodeRateWindow(JSON.parse(text));
+  } catch {
+    return EMPTY_RATE_WINDOW;
+  }
+}

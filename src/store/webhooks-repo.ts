@@ -1,8 +1,9 @@
+import { encodeRateWindow, type RateWindow } from '../domain/rate-window.ts';
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../domain/types.ts';
-import { storedHeaders, type WebhookHeaders } from '../domain/webhook-headers.ts';
+import { storedHeaders } from '../domain/webhook-headers.ts';
 import type { Db } from './db.ts';
-import type { WebhooksRepo, WebhookHealth, WebhookSigningKeys, WebhookStatusChange, WebhookWithHealth } from './repos.ts';
-import { toWebhook } from './rows.ts';
+import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookSettings, type WebhooksRepo, type WebhookHealth, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from './repos.ts';
+import { rateWindowOf, toWebhook } from './rows.ts';
 import type { Sync } from './sync-repo.ts';
 
 interface WebhookRow {
@@ -12,6 +13,7 @@ interface WebhookRow {
   headers: string | null;
   secret: string | null;
   status: WebhookStatus;
+  rate_limit: number | null;
   created_at: number;
   updated_at: number;
   previous_secret: string | null;
@@ -22,18 +24,21 @@ interface WebhookRow {
   disabled_reason: string | null;
 }
 
-
 export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
   const byOrg = db.prepare<[string], WebhookRow>(
-    `SELECT org_id, url, active_hmac, headers, secret, status, created_at, updated_at, previous_secret, previous_secret_expires_at,
+    `SELECT org_id, url, active_hmac, headers, secret, status, rate_limit, created_at, updated_at, previous_secret, previous_secret_expires_at,
        consecutive_failures, failing_since, last_success_at, disabled_reason FROM webhooks WHERE org_id = ?`,
   );
-  const deliverable = db.prepare<[], { org_id: string; status: WebhookStatus; last_success_at: number | null }>(
-    "SELECT org_id, status, last_success_at FROM webhooks WHERE status <> 'disabled' ORDER BY org_id",
+  const deliverable = db.prepare<[], { org_id: string; status: WebhookStatus; last_success_at: number | null; rate_limit: number | null }>(
+    "SELECT org_id, status, last_success_at, rate_limit FROM webhooks WHERE status <> 'disabled' ORDER BY org_id",
+  );
+  const setRateWindow = db.prepare<[string, string]>('UPDATE webhooks SET rate_window = ? WHERE org_id = ?');
+  const rateStates = db.prepare<[], { org_id: string; rate_limit: number; rate_window: string | null }>(
+    'SELECT org_id, rate_limit, rate_window FROM webhooks WHERE rate_limit IS NOT NULL ORDER BY org_id',
   );
   const statusOf = db.prepare<[string], { status: WebhookStatus }>('SELECT status FROM webhooks WHERE org_id = ?');
   const allWithHealth = db.prepare<[], Omit<WebhookRow, 'secret' | 'previous_secret' | 'previous_secret_expires_at'>>(
-    `SELECT org_id, url, active_hmac, headers, status, created_at, updated_at, consecutive_failures, failing_since, last_success_at, disabled_reason
+    `SELECT org_id, url, active_hmac, headers, status, rate_limit, created_at, updated_at, consecutive_failures, failing_since, last_success_at, disabled_reason
      FROM webhooks ORDER BY org_id`,
   );
   const succeeded = db.prepare<{ org: string; now: number }>(`
@@ -61,11 +66,11 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     UPDATE webhooks SET previous_secret = secret, previous_secret_expires_at = @expires, secret = @secret, updated_at = @now
     WHERE org_id = @org`);
   const previousExpiresAt = db.prepare<[string], { at: number | null }>('SELECT previous_secret_expires_at AS at FROM webhooks WHERE org_id = ? AND previous_secret IS NOT NULL');
-  const upsert = db.prepare<{ org_id: string; url: string; active_hmac: number; headers: string | null; secret: string | null; now: number }>(`
-    INSERT INTO webhooks (org_id, url, active_hmac, headers, secret, status, created_at, updated_at)
-    VALUES (@org_id, @url, @active_hmac, @headers, @secret, 'active', @now, @now)
+  const upsert = db.prepare<{ org_id: string; url: string; active_hmac: number; headers: string | null; secret: string | null; now: number; rate_limit: number | null }>(`
+    INSERT INTO webhooks (org_id, url, active_hmac, headers, secret, status, rate_limit, created_at, updated_at)
+    VALUES (@org_id, @url, @active_hmac, @headers, @secret, 'active', @rate_limit, @now, @now)
     ON CONFLICT (org_id) DO UPDATE SET
-      url = excluded.url, active_hmac = excluded.active_hmac, headers = excluded.headers, secret = excluded.secret,
+      url = excluded.url, active_hmac = excluded.active_hmac, headers = excluded.headers, secret = excluded.secret, rate_limit = excluded.rate_limit,
       status = 'active', disabled_reason = NULL, consecutive_failures = 0, failing_since = NULL,
       updated_at = excluded.updated_at`);
 
@@ -80,8 +85,8 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
       return row ? { ...toWebhook(row), secret: row.secret } : null;
     },
     /** The webhooks that may receive deliveries now (not disabled), with their status and last success (epoch ms). */
-    deliverable(): Array<{ orgId: string; status: WebhookStatus; lastSuccessAt: number | null }> {
-      return deliverable.all().map((r) => ({ orgId: r.org_id, status: r.status, lastSuccessAt: r.last_success_at }));
+    deliverable(): DeliverableWebhook[] {
+      return deliverable.all().map((r) => ({ orgId: r.org_id, status: r.status, lastSuccessAt: r.last_success_at, rateLimit: r.rate_limit }));
     },
     health(orgId: string): WebhookHealth | null {
       const row = byOrg.get(orgId);
@@ -136,9 +141,15 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     previousSecretExpiresAt(orgId: string): number | null {
       return previousExpiresAt.get(orgId)?.at ?? null;
     },
-    /** Creates or replaces the organization's one webhook (its headers too); status goes back to active. */
-    upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, headers: WebhookHeaders = []): void {
-      upsert.run({ org_id: orgId, url, active_hmac: activeHmac ? 1 : 0, headers: storedHeaders(headers), secret, now });
+    /** Creates or replaces the organization's one webhook (its headers and rate limit too); status goes back to active. */
+    upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, settings: Partial<WebhookSettings> = DEFAULT_WEBHOOK_SETTINGS): void {
+      upsert.run({ org_id: orgId, url, active_hmac: activeHmac ? 1 : 0, headers: storedHeaders(settings.headers ?? []), secret, now, rate_limit: settings.rateLimit ?? null });
+    },
+    setRateWindow(orgId: string, window: RateWindow): void {
+      setRateWindow.run(JSON.stringify(encodeRateWindow(window)), orgId);
+    },
+    rateStates(now: number): RateState[] {
+      return rateStates.all().map((r) => ({ orgId: r.org_id, limit: r.rate_limit, window: rateWindowOf(r.rate_window), now }));
     },
   };
 }

@@ -11,7 +11,7 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
     Permission.webhookManage,
     async (ctx, principal) => {
       const body = ctx.state.body as Record<string, unknown>;
-      const result = await services.webhooks.register(principal.orgId, { webhook_url: body.webhook_url, active_hmac: body.active_hmac, headers: body.headers });
+      const result = await services.webhooks.register(principal.orgId, { webhook_url: body.webhook_url, active_hmac: body.active_hmac, headers: body.headers, rate_limit: body.rate_limit });
       const { webhook } = result;
       let message = result.created
         ? `Webhook registered: status changes of anticipation requests will be sent to ${webhook.url}`

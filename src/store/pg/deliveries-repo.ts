@@ -1,5 +1,6 @@
 import { orderedSearchSql } from './ordered-search.ts';
 import { EVENT_TYPE } from '../../domain/feed-event.ts';
+import { decodeRateWindow } from '../../domain/rate-window.ts';
 import {
   DeliveryStatus,
   RECENT_FAILURE_WINDOW,
@@ -18,6 +19,7 @@ import { listParams, listSql, type ListParams } from '../delivery-log.ts';
 import { ATTEMPT_COLUMNS, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
 import { createPgFeedRepo } from './feed-repo.ts';
+import { PG_CLOCK_MS } from './webhooks-repo.ts';
 import { withoutNul } from './text.ts';
 
 /**
@@ -91,6 +93,11 @@ export const PG_QUEUE_GAUGE_SQL = {
     SELECT next_attempt_at AS at FROM deliveries
     WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL
     ORDER BY id LIMIT 1`,
+  countDueRetries: `
+    SELECT count(*)::int AS n FROM (SELECT 1 FROM deliveries
+      WHERE org_id = $1 AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL) AND next_attempt_at <= $2
+        AND lease_expires_at IS NULL
+      LIMIT $3) c`,
   earliestRetry: `
     SELECT next_attempt_at AS at FROM deliveries
     WHERE org_id = $1 AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL)
@@ -107,6 +114,24 @@ export const PG_QUEUE_GAUGE_SQL = {
     WHERE org_id = ANY($1::text[]) AND status = 'pending' AND lease_expires_at IS NOT NULL AND lease_expires_at > $2 AND leased_by IS DISTINCT FROM $3
     GROUP BY org_id`,
 } as const;
+
+/**
+ * claimTurns' locks: the webhooks' rows, in organization id order, skipping those another
+ * transaction holds; with each, its rate limit, the deliveries it started lately (only when it
+ * has a limit: null costs nothing to read) and the server's clock, which the rate windows are
+ * kept in. Exported for the EXPLAIN checks.
+ */
+export const PG_CLAIM_TURNS_SQL = `
+  SELECT org_id, status, rate_limit, CASE WHEN rate_limit IS NULL THEN NULL ELSE rate_window END AS rate_window, ${PG_CLOCK_MS} AS now
+  FROM webhooks WHERE org_id = ANY($1::text[]) ORDER BY org_id FOR UPDATE SKIP LOCKED`;
+
+interface PgTurnRow {
+  org_id: string;
+  status: string;
+  rate_limit: number | null;
+  rate_window: unknown[] | null;
+  now: number;
+}
 
 /** idsCreated's binary search over the delivery id, run by the server in one statement (see ordered-search.ts). */
 const ID_RANGE = orderedSearchSql('deliveries', 'id', 'created_at');
@@ -189,14 +214,14 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
     async claimTurns(orgIds: readonly string[], now: number): Promise<Map<string, ClaimTurn>> {
       const turns = new Map<string, ClaimTurn>();
       if (orgIds.length === 0) return turns;
-      const locked = await db.query<{ org_id: string; status: string }>(
-        'SELECT org_id, status FROM webhooks WHERE org_id = ANY($1::text[]) ORDER BY org_id FOR UPDATE SKIP LOCKED',
-        [orgIds],
-      );
+      const locked = await db.query<PgTurnRow>(PG_CLAIM_TURNS_SQL, [orgIds]);
       if (locked.rows.length > 0) {
         const { rows } = await db.query<{ org_id: string; n: number }>(PG_QUEUE_GAUGE_SQL.leasedElsewhere, [locked.rows.map((r) => r.org_id), now, instance]);
         const counts = new Map(rows.map((r) => [r.org_id, r.n]));
-        for (const r of locked.rows) turns.set(r.org_id, { leasedElsewhere: counts.get(r.org_id) ?? 0, failing: r.status === 'failing', shared: true });
+        for (const r of locked.rows) {
+          const rate = r.rate_limit === null ? null : { orgId: r.org_id, limit: r.rate_limit, window: decodeRateWindow(r.rate_window ?? []), now: Number(r.now) };
+          turns.set(r.org_id, { leasedElsewhere: counts.get(r.org_id) ?? 0, failing: r.status === 'failing', shared: true, ...(rate === null ? {} : { rate }) });
+        }
       }
       // An organization left out is either held by another transaction or has no webhook at
       // all: the latter has nothing to claim, and gets its turn (its due rows are none), so that
@@ -321,6 +346,10 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
         [now, orgId, from, to],
       );
       return rowCount ?? 0;
+    },
+    async countDueRetries(orgId: string, now: number, max: number): Promise<number> {
+      const { rows } = await db.query<{ n: number }>(PG_QUEUE_GAUGE_SQL.countDueRetries, [orgId, now, max]);
+      return rows[0]?.n ?? 0;
     },
     async countPendingChunk(orgId: string, kind: 'fresh' | 'tried', after: number, limit: number): Promise<{ n: number; last: number }> {
       const { rows } = await db.query<{ n: number; last: number | null }>(kind === 'fresh' ? PG_QUEUE_GAUGE_SQL.countFreshChunk : PG_QUEUE_GAUGE_SQL.countTriedChunk, [orgId, after, limit]);

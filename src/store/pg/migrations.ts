@@ -239,6 +239,14 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE webhooks ADD COLUMN rate_limit integer, ADD COLUMN headers jsonb;
   `,
+  // 6: SQLite's schema 12: the rate limit's state, the deliveries a webhook with a rate limit
+  // started lately as [at, count, at, count, ...], at in epoch ms of the database server's
+  // clock (clock_timestamp()), so that every instance counts in one clock. The claim reads it
+  // with the webhook's row, which it locks anyway (claimTurns), and writes it in the same
+  // transaction: the limit holds for all instances together.
+  `
+  ALTER TABLE webhooks ADD COLUMN rate_window bigint[];
+  `,
 ];
 
 /** The schema version this code writes and understands. */

@@ -1,13 +1,14 @@
+import { decodeRateWindow, encodeRateWindow, type RateWindow } from '../../domain/rate-window.ts';
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/types.ts';
-import { storedHeaders, type WebhookHeaders } from '../../domain/webhook-headers.ts';
-import type { WebhookHealth, WebhookSigningKeys, WebhookStatusChange, WebhooksRepo, WebhookWithHealth } from '../repos.ts';
+import { storedHeaders } from '../../domain/webhook-headers.ts';
+import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookHealth, type WebhookSettings, type WebhookSigningKeys, type WebhookStatusChange, type WebhooksRepo, type WebhookWithHealth } from '../repos.ts';
 import { toHealth, toWebhook, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
 
 type WebhookRow = WebhookBaseRow;
 type HealthRow = WebhookHealthRow;
 
-const WEBHOOK = 'org_id, url, active_hmac, headers, status, created_at, updated_at';
+const WEBHOOK = 'org_id, url, active_hmac, headers, status, rate_limit, created_at, updated_at';
 const HEALTH = 'consecutive_failures, failing_since, last_success_at, disabled_reason';
 
 /**
@@ -18,6 +19,9 @@ const HEALTH = 'consecutive_failures, failing_since, last_success_at, disabled_r
  * its write lock. (RETURNING old.* would say it directly, but needs PostgreSQL 18.)
  */
 const FROM_PRIOR = 'FROM (SELECT org_id, status FROM webhooks WHERE org_id = $1 FOR UPDATE) prior WHERE w.org_id = prior.org_id';
+
+/** The database server's clock in epoch ms, the one rate windows are kept in (every instance reads the same). */
+export const PG_CLOCK_MS = '(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
 
 /**
  * Webhooks on PostgreSQL, as ../webhooks-repo.ts on SQLite: the same columns changed and the
@@ -33,11 +37,11 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
       const { rows } = await db.query<WebhookRow & { secret: string | null }>(`SELECT ${WEBHOOK}, secret FROM webhooks WHERE org_id = $1`, [orgId]);
       return rows[0] === undefined ? null : { ...toWebhook(rows[0]), secret: rows[0].secret };
     },
-    async deliverable(): Promise<Array<{ orgId: string; status: WebhookStatus; lastSuccessAt: number | null }>> {
-      const { rows } = await db.query<{ org_id: string; status: WebhookStatus; last_success_at: number | null }>(
-        "SELECT org_id, status, last_success_at FROM webhooks WHERE status <> 'disabled' ORDER BY org_id",
+    async deliverable(): Promise<DeliverableWebhook[]> {
+      const { rows } = await db.query<{ org_id: string; status: WebhookStatus; last_success_at: number | null; rate_limit: number | null }>(
+        "SELECT org_id, status, last_success_at, rate_limit FROM webhooks WHERE status <> 'disabled' ORDER BY org_id",
       );
-      return rows.map((r) => ({ orgId: r.org_id, status: r.status, lastSuccessAt: r.last_success_at }));
+      return rows.map((r) => ({ orgId: r.org_id, status: r.status, lastSuccessAt: r.last_success_at, rateLimit: r.rate_limit }));
     },
     async health(orgId: string): Promise<WebhookHealth | null> {
       const { rows } = await db.query<HealthRow>(`SELECT ${HEALTH} FROM webhooks WHERE org_id = $1`, [orgId]);
@@ -118,16 +122,27 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
       const { rows } = await db.query<{ at: number | null }>('SELECT previous_secret_expires_at AS at FROM webhooks WHERE org_id = $1 AND previous_secret IS NOT NULL', [orgId]);
       return rows[0]?.at ?? null;
     },
-    async upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, headers: WebhookHeaders = []): Promise<void> {
+    async upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, settings: Partial<WebhookSettings> = DEFAULT_WEBHOOK_SETTINGS): Promise<void> {
       await db.query(
-        `INSERT INTO webhooks (org_id, url, active_hmac, headers, secret, status, created_at, updated_at)
-         VALUES ($1, $2, $3, $6::jsonb, $4, 'active', $5, $5)
+        `INSERT INTO webhooks (org_id, url, active_hmac, headers, secret, status, rate_limit, created_at, updated_at)
+         VALUES ($1, $2, $3, $7::jsonb, $4, 'active', $6, $5, $5)
          ON CONFLICT (org_id) DO UPDATE SET
-           url = excluded.url, active_hmac = excluded.active_hmac, headers = excluded.headers, secret = excluded.secret,
+           url = excluded.url, active_hmac = excluded.active_hmac, headers = excluded.headers, secret = excluded.secret, rate_limit = excluded.rate_limit,
            status = 'active', disabled_reason = NULL, consecutive_failures = 0, failing_since = NULL,
            updated_at = excluded.updated_at`,
-        [orgId, url, activeHmac, secret, now, storedHeaders(headers)],
+        [orgId, url, activeHmac, secret, now, settings.rateLimit ?? null, storedHeaders(settings.headers ?? [])],
       );
+    },
+    /** Within the claim's turn: the row is locked by claimTurns already. */
+    async setRateWindow(orgId: string, window: RateWindow): Promise<void> {
+      await db.query('UPDATE webhooks SET rate_window = $2::bigint[] WHERE org_id = $1', [orgId, encodeRateWindow(window)]);
+    },
+    /** Judged at the database server's clock, the one the windows are in (see claimTurns); `now` is not used. */
+    async rateStates(): Promise<RateState[]> {
+      const { rows } = await db.query<{ org_id: string; rate_limit: number; rate_window: unknown; now: number }>(
+        `SELECT org_id, rate_limit, rate_window, ${PG_CLOCK_MS} AS now FROM webhooks WHERE rate_limit IS NOT NULL ORDER BY org_id`,
+      );
+      return rows.map((r) => ({ orgId: r.org_id, limit: r.rate_limit, window: decodeRateWindow(r.rate_window ?? []), now: Number(r.now) }));
     },
   };
 }
