@@ -15,7 +15,7 @@ import { test, type TestContext } from 'node:test';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
-import { RATE_WINDOW_MS } from '../src/domain/rate-window.ts';
+import { RATE_MARGIN_MS, RATE_WINDOW_MS } from '../src/domain/rate-window.ts';
 import { assertBuilt, databaseIn, runCli, scratchDir, spawnServe } from './feed-helpers.ts';
 import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor, type Receiver, type TestTls } from './receivers.ts';
 
@@ -141,9 +141,22 @@ test('20/s over 200 events: no one-second window above 20 at the receiver, an un
   assert.equal(started.length, 220);
   const busiestStart = busiestWindow(started);
   assert.ok(busiestStart.count <= 20, `${busiestStart.count} attempts started within one second`);
-  const busiest = busiestWindow(acmeArrivals);
+  // At the receiver, the same bound, less what the way there took unevenly: the limit counts
+  // starts, a second and RATE_MARGIN_MS apart, and a request delayed on its way (a loaded
+  // machine stalls one now and then) by more than the margin beyond the others arrives closer to
+  // the next ones. The window is narrowed by that excess, measured per request (its arrival
+  // less its recorded start), so that the check holds the daemon to its promise and not to the
+  // machine's scheduling.
+  const startOf = new Map(
+    (db.prepare("SELECT e.id AS id, a.started_at AS at FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id JOIN events e ON e.seq = d.event_seq WHERE d.org_id = 'acme'").all() as Array<{ id: string; at: number }>).map((r) => [r.id, r.at]),
+  );
+  const transits = got.map(([at, id]) => at - startOf.get(id)!);
+  const unevenBeyondMargin = Math.max(0, Math.max(...transits) - Math.min(...transits) - RATE_MARGIN_MS);
+  const width = RATE_WINDOW_MS - unevenBeyondMargin;
+  const busiest = busiestWindow(acmeArrivals, width);
   const t0 = Math.min(...acmeArrivals);
-  assert.ok(busiest.count <= 20, `${busiest.count} requests arrived within one second from +${busiest.from - t0} ms: ${[...acmeArrivals].sort((a, b) => a - b).map((a) => a - t0).join(' ')}`);
+  t.diagnostic(`transit from start to arrival: ${Math.min(...transits)}-${Math.max(...transits)} ms; arrivals checked in windows of ${width} ms`);
+  assert.ok(busiest.count <= 20, `${busiest.count} requests arrived within ${width} ms from +${busiest.from - t0} ms: ${[...acmeArrivals].sort((a, b) => a - b).map((a) => a - t0).join(' ')}`);
   assert.equal(new Set(got.map(([, id]) => id)).size, 220);
   assert.equal(got.length, 220);
   // The limit is what paced it: 200 at 20 a second take nine seconds at least after the first burst.
