@@ -166,6 +166,7 @@ export const STEADY_RELEASE_MS = 30_000;
 /** Counts the outcomes of a group commit that succeeded (see DeliveryService.flush). */
 function counted(result: FlushResult, work: FlushWork, metrics: Metrics): FlushResult {
   metrics.recorded(work.finished, result.unsendable.length);
+  metrics.outOfOrder(result.outOfOrder.length);
   return result;
 }
 
@@ -370,7 +371,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     const refusal = endpoint === null ? null : metricsRefusal(endpoint, onAdminListener ? adminListener : metricsListener);
     if (refusal !== null) log.warn({ listen: onAdminListener ? config.api.listen : config.metrics.listen }, refusal);
     // Background checkpoints in the daemon only while large batches are being ingested (see startBackgroundCheckpoints).
-    ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true, noticeUndeliverable: true });
+    ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true, noticeUndeliverable: true, reorderWindowMs: config.delivery.reorderWindow });
     deliverer = createDeliverer({
       networks: createNetworkPolicies(config.delivery),
       clock,

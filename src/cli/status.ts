@@ -75,6 +75,8 @@ export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null
       held: queue.totals.held,
       oldest_due_at: iso(queue.oldestDueAt),
       oldest_due_age_seconds: queue.oldestDueAt === null ? null : Math.max(0, Math.round((queue.at - queue.oldestDueAt) / 1000)),
+      // Several instances: changes sent after a later change of their request (docs/scale-out.md).
+      out_of_order_deliveries: webhooks.reduce((sum, w) => sum + w.outOfOrderDeliveries, 0),
     },
     webhooks: webhooks.map((w) => {
       const q = byOrg.get(w.orgId);
@@ -83,7 +85,7 @@ export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null
         webhook_url: w.url,
         status: w.status,
         ...webhookHealthView(w),
-        queue: { new: q?.fresh ?? 0, retrying: q?.tried ?? 0, oldest_due_at: iso(q?.oldestDueAt ?? null) },
+        queue: { new: q?.fresh ?? 0, retrying: q?.tried ?? 0, oldest_due_at: iso(q?.oldestDueAt ?? null), out_of_order_deliveries: w.outOfOrderDeliveries },
       };
     }),
   };
@@ -118,6 +120,9 @@ export function statusText(view: StatusView): string {
     `queue:    ${q.pending} pending: ${q.new} new, ${q.retrying} retrying, ${q.held} held (disabled webhooks)` +
       (q.oldest_due_at === null ? '; nothing due' : `; oldest due since ${q.oldest_due_at} (${ago(q.oldest_due_age_seconds ?? 0)})`),
   );
+  if (q.out_of_order_deliveries > 0) {
+    lines.push(`order:    ${q.out_of_order_deliveries} change(s) sent after a later change of their request (stored later than delivery.reorderWindow allows for; docs/scale-out.md)`);
+  }
   if (view.webhooks.length === 0) {
     lines.push('webhooks: none; register one with: hookrelay webhook set --org ORG --url URL');
     return lines.join('\n');

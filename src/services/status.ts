@@ -58,6 +58,8 @@ export interface WebhookReport extends WebhookHealthReport {
   readonly orgId: string;
   readonly url: string;
   readonly status: WebhookStatus;
+  /** Its deliveries sent after a later change of their request (several instances; 0 on SQLite). */
+  readonly outOfOrderDeliveries: number;
 }
 
 export interface StatusServiceOptions {
@@ -119,7 +121,7 @@ export function createStatusService(store: Store, options: StatusServiceOptions)
     webhooks(): Promise<WebhookReport[]> {
       return store.read(async (tx) => {
         const reports: WebhookReport[] = [];
-        for (const w of await tx.webhooks.listWithHealth()) reports.push({ orgId: w.orgId, url: w.url, status: w.status, ...(await healthReport(tx, w, options.disableAfterMs)) });
+        for (const w of await tx.webhooks.listWithHealth()) reports.push({ orgId: w.orgId, url: w.url, status: w.status, outOfOrderDeliveries: w.outOfOrderDeliveries, ...(await healthReport(tx, w, options.disableAfterMs)) });
         return reports;
       });
     },
