@@ -197,8 +197,9 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
           continue;
         }
         leased.push(d.id);
-        // A retry may hold back later changes of its request that the query left out.
-        const claimed: ClaimedDelivery = { ...d, secrets: signingSecrets(d, now), holdsBack: d.attempts > 0 };
+        // A retry may hold back later changes of its request that the query left out; on
+        // PostgreSQL the query says whether one waits (it leaves out all but a request's first).
+        const claimed: ClaimedDelivery = { ...d, secrets: signingSecrets(d, now), holdsBack: d.attempts > 0 || row.holds_back === true };
         byKey.set(d.orderingKey, claimed);
         into.claimed.push(claimed);
       }

@@ -121,6 +121,8 @@ export interface DueRow {
   secret: string | null;
   previous_secret: string | null;
   previous_secret_expires_at: number | null;
+  /** PostgreSQL: a later pending change of its request waits behind it (left out of the due rows). */
+  holds_back?: boolean;
 }
 /** The request body of a due row, or why there can be none. */
 function bodyOf(r: DueRow): { payload: string; unsendable: string | null } {

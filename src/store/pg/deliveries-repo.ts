@@ -55,6 +55,21 @@ import { withoutNul } from './text.ts';
 const HELD_BACK = `SELECT 1 FROM deliveries p
   WHERE p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND p.id <> d.id
     AND (p.lease_expires_at IS NOT NULL OR (p.order_at, p.id) < (d.order_at, d.id))`;
+/**
+ * The time a fresh delivery's release is compared with: the clock ($2), or the newest queue
+ * time if the clock is behind it (stepped back, or another instance's clock ahead). A delivery
+ * queued without a hold (a replay, a recovery, a test event; any with a window of 0) has its
+ * queue time as release_at, so it is due at once whatever the clock says, as on SQLite; and a
+ * clock stepped back holds nothing already released. One primary-key probe (the newest
+ * delivery: created_at never decreases along the id, see FeedRepo.receivedAt), once per statement.
+ */
+const QUEUE_NOW = 'greatest($2::bigint, (SELECT n.created_at FROM deliveries n ORDER BY n.id DESC LIMIT 1))';
+/**
+ * Whether a due delivery holds back a later pending change of its request (those are left out
+ * of the due rows): its end must bring its webhook another look (ClaimedDelivery.holdsBack).
+ */
+const HOLDS_BACK = `EXISTS (SELECT 1 FROM deliveries q
+  WHERE q.ordering_key = d.ordering_key AND q.org_id = d.org_id AND q.status = 'pending' AND (q.order_at, q.id) > (d.order_at, d.id))`;
 const IN_STATUS_INDEX = `(status <> 'pending' OR attempts > 0 OR lease_expires_at IS NOT NULL)`;
 /**
  * An event's type: a whole stored body names it; stored details are a status change's. The
@@ -73,10 +88,10 @@ const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL} AS even
  */
 export const PG_DUE_SQL = `
   SELECT d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload,
-    w.url, w.active_hmac::int AS active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at
+    w.url, w.active_hmac::int AS active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at, ${HOLDS_BACK} AS holds_back
   FROM (
     (SELECT d.id FROM deliveries d
-      WHERE d.org_id = $1 AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL AND d.release_at <= $2
+      WHERE d.org_id = $1 AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL AND d.release_at <= ${QUEUE_NOW}
         AND NOT EXISTS (${HELD_BACK})
       ORDER BY d.release_at, d.id LIMIT $3)
     UNION ALL
@@ -104,12 +119,12 @@ export const PG_QUEUE_GAUGE_SQL = {
   /** A fresh delivery is due once released (the reorder window): the first released one, by release time. */
   oldestFresh: `
     SELECT release_at AS at FROM deliveries
-    WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL AND release_at <= $2
+    WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL AND release_at <= ${QUEUE_NOW}
     ORDER BY release_at LIMIT 1`,
   /** The next release of a fresh delivery held by the reorder window (nextRetryAt). */
   nextRelease: `
     SELECT release_at AS at FROM deliveries
-    WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL AND release_at > $2
+    WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL AND release_at > ${QUEUE_NOW}
     ORDER BY release_at LIMIT 1`,
   earliestRetry: `
     SELECT next_attempt_at AS at FROM deliveries
