@@ -252,7 +252,8 @@ test('three instances, three feeds: each request\'s changes reach the receiver i
   const WINDOW_MS = 2000;
   const setups = names.map((name) =>
     instanceSetup(t, name, url, tls.caFile, {
-      delivery: { timeout: '1s', retrySchedule: ['1s', '1s', '1s'], jitterPercent: 0, concurrency: 16, perWebhookConcurrency: 8, reorderWindow: `${WINDOW_MS}ms` },
+      // Long poll: the releases of the window must wake the dispatchers, not their poll.
+      delivery: { timeout: '1s', retrySchedule: ['1s', '1s', '1s'], jitterPercent: 0, concurrency: 16, perWebhookConcurrency: 8, reorderWindow: `${WINDOW_MS}ms`, pollInterval: '30s' },
     }),
   );
   const cli = async (args: string[]) => {
