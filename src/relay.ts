@@ -167,6 +167,7 @@ export const STEADY_RELEASE_MS = 30_000;
 /** Counts the outcomes of a group commit that succeeded (see DeliveryService.flush). */
 function counted(result: FlushResult, work: FlushWork, metrics: Metrics): FlushResult {
   metrics.recorded(work.finished, result.unsendable.length);
+  metrics.outOfOrder(result.outOfOrder.length);
   return result;
 }
 
@@ -371,7 +372,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     const refusal = endpoint === null ? null : metricsRefusal(endpoint, onAdminListener ? adminListener : metricsListener);
     if (refusal !== null) log.warn({ listen: onAdminListener ? config.api.listen : config.metrics.listen }, refusal);
     // Background checkpoints in the daemon only while large batches are being ingested (see startBackgroundCheckpoints).
-    ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true, noticeUndeliverable: true });
+    ingestPath = await openIngestPath(store, log, { work, checkpointsWhileBusy: true, noticeUndeliverable: true, reorderWindowMs: config.delivery.reorderWindow });
     const proxies = createEgressProxies(config.delivery);
     // The proxies' origins only: their credentials are never logged.
     if (proxies.all.length > 0) log.info({ proxies: proxies.all.map((p) => p.shown), target: config.delivery.proxyTarget }, 'deliveries go through an egress proxy');

@@ -266,7 +266,9 @@ describe('migrations', () => {
     );
 
     // SQLite's indexes, by name, on the same columns, with the same partial conditions (as
-    // PostgreSQL prints them), and deliveries_org_leased, for the leases of several instances.
+    // PostgreSQL prints them), and deliveries_org_leased, for the leases of several instances;
+    // for per-request order across feeds (migration 7), deliveries_request_pending,
+    // deliveries_request_sent and deliveries_org_release in place of deliveries_ordering.
     const indexes = await pool.query<{ name: string; columns: string; predicate: string | null }>(`
       SELECT c.relname AS name, pg_get_indexdef(i.indexrelid, 0, true) AS columns, pg_get_expr(i.indpred, i.indrelid, true) AS predicate
       FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -275,11 +277,13 @@ describe('migrations', () => {
       indexes.rows.map((r) => [r.name, r.columns.replace(/^.* USING btree /, '').replace(/ WHERE .*$/, ''), r.predicate]),
       [
         ['deliveries_event', '(event_seq)', null],
-        ['deliveries_ordering', '(ordering_key, id)', "status = 'pending'::text AND (attempts > 0 OR lease_expires_at IS NOT NULL)"],
         ['deliveries_org_due', '(org_id, next_attempt_at)', "status = 'pending'::text AND (attempts > 0 OR lease_expires_at IS NOT NULL)"],
         ['deliveries_org_fresh', '(org_id, id)', "status = 'pending'::text AND attempts = 0 AND lease_expires_at IS NULL"],
         ['deliveries_org_leased', '(org_id)', "status = 'pending'::text AND lease_expires_at IS NOT NULL"],
+        ['deliveries_org_release', '(org_id, release_at, id)', "status = 'pending'::text AND attempts = 0 AND lease_expires_at IS NULL"],
         ['deliveries_org_status', '(org_id, status, id)', "status <> 'pending'::text OR attempts > 0 OR lease_expires_at IS NOT NULL"],
+        ['deliveries_request_pending', '(ordering_key, order_at, id)', "status = 'pending'::text"],
+        ['deliveries_request_sent', '(ordering_key, order_at, id)', 'attempts > 0'],
         ['delivery_attempts_delivery', '(delivery_id, id)', null],
         ['delivery_attempts_started', '(started_at, delivery_id, outcome)', null],
         ['feed_rejects_received', '(received_at)', null],
@@ -361,6 +365,28 @@ describe('migrations', () => {
       { attempt: 1, sent_timestamp: null, sent_signature: null },
       { attempt: 2, sent_timestamp: 3, sent_signature: 'v1,abc=' },
     ]);
+  });
+
+  test('a database at version 5 migrates to 7: its pending deliveries take their place in their request\'s order (occurred_at) and are due as they were; the others are left as they are', async (t) => {
+    const { pool } = await freshDatabase(t);
+    await migrateTo(pool, 5);
+    await pool.query(`
+      INSERT INTO organizations (id, name, created_at) VALUES ('acme', 'Acme', 1);
+      INSERT INTO webhooks (org_id, url, active_hmac, created_at, updated_at) VALUES ('acme', 'https://hooks.example/', true, 1, 1);
+      INSERT INTO feed_sources (id, instance, name) VALUES (1, 'host-a', 'api');
+      INSERT INTO events (seq, id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at) VALUES
+        (1, 'evt_1', 'acme', 'ar_1', 100, '"status":"approved"', 1, 1000), (2, 'evt_2', 'acme', 'ar_1', 200, '"status":"approved"', 1, 1000),
+        (3, 'evt_3', 'acme', 'ar_1', 300, '"status":"approved"', 1, 1000);
+      INSERT INTO deliveries (id, event_seq, org_id, ordering_key, status, attempts, next_attempt_at, created_at, updated_at) VALUES
+        (1, 1, 'acme', 7, 'delivered', 1, 1000, 1000, 2000), (2, 2, 'acme', 7, 'pending', 1, 5000, 1100, 2000), (3, 3, 'acme', 7, 'pending', 0, 1200, 1200, 1200)`);
+    assert.deepEqual(await migratePostgres(pool), { from: 5, to: PG_SCHEMA_VERSION });
+    const { rows } = await pool.query('SELECT id, order_at, release_at FROM deliveries ORDER BY id');
+    assert.deepEqual(rows, [
+      { id: 1, order_at: null, release_at: null },
+      { id: 2, order_at: 200, release_at: 1100 },
+      { id: 3, order_at: 300, release_at: 1200 },
+    ]);
+    assert.deepEqual((await pool.query('SELECT out_of_order_deliveries FROM webhooks')).rows, [{ out_of_order_deliveries: 0 }]);
   });
 
   test('four instances migrating a fresh database at the same moment: it is migrated exactly once, without an error', async (t) => {

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { systemClock } from '../src/domain/clock.ts';
-import { PG_ATTEMPT_COUNTS_SQL, PG_DUE_SQL, PG_QUEUE_GAUGE_SQL, pgListStatement } from '../src/store/pg/deliveries-repo.ts';
+import { PG_ATTEMPT_COUNTS_SQL, PG_DUE_SQL, PG_LEASE_SQL, PG_QUEUE_GAUGE_SQL, pgListStatement } from '../src/store/pg/deliveries-repo.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
 import { openPgStore } from '../src/store/pg/store.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
@@ -45,14 +45,16 @@ test('the PostgreSQL delivery queries read deliveries through their partial inde
     INSERT INTO feed_sources (id, instance, name) VALUES (1, 'plans', 'feed.jsonl');
     INSERT INTO events (seq, id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
       SELECT i, 'evt_' || i, 'org_' || (i % 20), 'ar_' || (i % 997), 1, '"status":"approved","previous_status":null', 1, i FROM generate_series(1, 40000) i;
-    INSERT INTO deliveries (id, event_seq, org_id, ordering_key, status, attempts, next_attempt_at, lease_expires_at, leased_by, created_at, updated_at)
+    INSERT INTO deliveries (id, event_seq, org_id, ordering_key, status, attempts, next_attempt_at, lease_expires_at, leased_by, created_at, updated_at, order_at, release_at)
       SELECT i, i, 'org_' || (i % 20), i % 997,
         CASE WHEN k < 90 THEN 'delivered' WHEN k = 99 THEN 'dead' ELSE 'pending' END,
         CASE WHEN k < 90 OR k >= 95 THEN 1 ELSE 0 END,
         ${now} + (i % 7) * 1000,
         CASE WHEN k = 98 THEN ${now} + 60000 END,
         CASE WHEN k = 98 THEN 'other' END,
-        i, i
+        i, i, i,
+        -- Most fresh deliveries are held by the reorder window (released ones are claimed at once).
+        CASE WHEN k = 90 THEN i + 1000 ELSE ${now} + 500 END
       FROM (SELECT i, (i / 20) % 100 AS k FROM generate_series(1, 40000) i) s;
     INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, outcome)
       SELECT id, 1, id * 1000, 10, 'https://hooks.example.com/', 200, CASE WHEN status = 'delivered' THEN 'delivered' ELSE 'retry' END
@@ -64,10 +66,15 @@ test('the PostgreSQL delivery queries read deliveries through their partial inde
     return nodes(rows[0]!['QUERY PLAN'][0]!.Plan);
   };
   const cases: Array<{ name: string; sql: string; params: unknown[]; indexes: string[]; scanned?: string[] }> = [
-    { name: 'due rows', sql: PG_DUE_SQL, params: ['org_3', now, 18], indexes: ['deliveries_org_fresh', 'deliveries_org_due', 'deliveries_ordering'] },
-    { name: 'count fresh', sql: PG_QUEUE_GAUGE_SQL.countFreshChunk, params: ['org_3', 0, 5000], indexes: ['deliveries_org_fresh'] },
+    // Fresh ones by release time (the reorder window's held changes are not visited), a request's pending changes in order.
+    { name: 'due rows', sql: PG_DUE_SQL, params: ['org_3', now, 18], indexes: ['deliveries_org_release', 'deliveries_org_due', 'deliveries_request_pending'] },
+    { name: 'next release', sql: PG_QUEUE_GAUGE_SQL.nextRelease, params: ['org_3', 20_000], indexes: ['deliveries_org_release'] },
+    // A first lease looks for a later change of the request already sent.
+    { name: 'lease', sql: PG_LEASE_SQL, params: [[100, 200, 300], now + 25_000, now, 'plans'], indexes: ['deliveries_pkey', 'deliveries_request_sent'] },
+    // Either index of the fresh deliveries (here, a hundred of them: the planner may read them by release time and sort).
+    { name: 'count fresh', sql: PG_QUEUE_GAUGE_SQL.countFreshChunk, params: ['org_3', 0, 5000], indexes: ['deliveries_org_fresh|deliveries_org_release'] },
     { name: 'count tried', sql: PG_QUEUE_GAUGE_SQL.countTriedChunk, params: ['org_3', 0, 5000], indexes: ['deliveries_org_status'] },
-    { name: 'oldest fresh', sql: PG_QUEUE_GAUGE_SQL.oldestFresh, params: ['org_3'], indexes: ['deliveries_org_fresh'] },
+    { name: 'oldest fresh', sql: PG_QUEUE_GAUGE_SQL.oldestFresh, params: ['org_3', now], indexes: ['deliveries_org_release'] },
     { name: 'earliest retry', sql: PG_QUEUE_GAUGE_SQL.earliestRetry, params: ['org_3', now], indexes: ['deliveries_org_due'] },
     { name: 'due retries', sql: PG_QUEUE_GAUGE_SQL.countDueRetries, params: ['org_3', now, 100_000], indexes: ['deliveries_org_due'] },
     { name: 'recent failure', sql: PG_QUEUE_GAUGE_SQL.recentFailure, params: ['org_3', 'dead', 2000], indexes: ['deliveries_org_status'] },
@@ -89,7 +96,9 @@ test('the PostgreSQL delivery queries read deliveries through their partial inde
         ['log, a time window', { limit: 51, since: 10_000, until: 11_000, fromId: 10_000, beforeId: 11_000 }, ['deliveries_org_fresh', 'deliveries_org_status']],
         ['log, a request searched by id (a chunk of the ids)', { limit: 51, requestId: 'ar_3', fromId: 20_000, beforeId: 22_000 }, ['deliveries_pkey']],
       ] as const
-    ).map(([name, filter, indexes]) => ({ name, ...sqlOf(pgListStatement('org_3', filter)), indexes: [...indexes] })),
+      // A hundred fresh deliveries per organization here: the planner may read them through
+      // either partial index of fresh deliveries, by id or by release time, and sort them.
+    ).map(([name, filter, indexes]) => ({ name, ...sqlOf(pgListStatement('org_3', filter)), indexes: indexes.map((i) => (i === 'deliveries_org_fresh' ? 'deliveries_org_fresh|deliveries_org_release' : i)) })),
   ];
   for (const c of cases) {
     const plan = await explain(c.sql, c.params);

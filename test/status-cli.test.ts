@@ -77,6 +77,8 @@ test('hookrelay status --json with the daemon up, then down: daemon, feed positi
     rate_limited: 0,
     oldest_due_at: 'string',
     oldest_due_age_seconds: 'number',
+    // One instance on SQLite: never a change out of its request's order.
+    out_of_order_deliveries: 0,
   });
 
   const [acme, beta] = up.webhooks;
@@ -90,14 +92,14 @@ test('hookrelay status --json with the daemon up, then down: daemon, feed positi
   assert.equal(acme.last_error.status_code, null);
   assert.match(acme.last_error.error, /ECONNREFUSED/);
   assert.match(acme.status_detail, /^failing since .*: 2 attempt\(s\) in a row failed; last error at .*ECONNREFUSED.*; it is disabled if no attempt succeeds by /);
-  assert.deepEqual(acme.queue, { new: 1, retrying: 2, oldest_due_at: up.queue.oldest_due_at, rate_limited: 0 });
+  assert.deepEqual(acme.queue, { new: 1, retrying: 2, oldest_due_at: up.queue.oldest_due_at, rate_limited: 0, out_of_order_deliveries: 0 });
   assert.equal(acme.rate_limit, null);
   assert.equal(beta.organization_id, 'beta');
   assert.equal(beta.status, 'disabled');
   assert.equal(beta.disabled_reason, 'operator');
   assert.equal(beta.last_error, null);
   assert.match(beta.status_detail, /^disabled because the operator disabled it/);
-  assert.deepEqual(beta.queue, { new: 1, retrying: 0, oldest_due_at: null, rate_limited: 0 });
+  assert.deepEqual(beta.queue, { new: 1, retrying: 0, oldest_due_at: null, rate_limited: 0, out_of_order_deliveries: 0 });
 
   const human = await cli('status', '--listen', `127.0.0.1:${port}`);
   assert.match(human, new RegExp(`^daemon: +reachable at http://127\\.0\\.0\\.1:${port}/readyz, ready$`, 'm'));

@@ -154,7 +154,7 @@ test('each webhook says why it has its status: the latest failure of its recent 
 
   const reports = new Map((await status.webhooks()).map((w) => [w.orgId, w]));
   assert.deepEqual(reports.get('org-ok'), {
-    orgId: 'org-ok', url: 'https://hooks.example/org-ok?token=abc', status: 'active', rateLimit: null,
+    orgId: 'org-ok', url: 'https://hooks.example/org-ok?token=abc', status: 'active', rateLimit: null, outOfOrderDeliveries: 0,
     consecutiveFailures: 0, failingSince: null, lastSuccessAt: t0, disabledReason: null, lastFailure: null,
     detail: `active; last success at ${new Date(t0).toISOString()}`,
   });

@@ -400,10 +400,10 @@ for (const backend of backends) {
       ]);
       const all = await store.read((tx) => tx.webhooks.listWithHealth());
       assert.deepEqual(all, [
-        { orgId: 'C', url: 'https://c.example.com/', activeHmac: false, headers: [], status: 'active', rateLimit: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: null },
-        { orgId: 'a', url: 'https://a.example.com/', activeHmac: true, headers: [], status: 'active', rateLimit: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: 20, disabledReason: null },
-        { orgId: 'a_2', url: 'https://a_2.example.com/', activeHmac: true, headers: [], status: 'failing', rateLimit: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 1, failingSince: 30, lastSuccessAt: null, disabledReason: null },
-        { orgId: 'b', url: 'https://b.example.com/', activeHmac: true, headers: [], status: 'disabled', rateLimit: null, createdAt: 10, updatedAt: 40, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: 'operator' },
+        { orgId: 'C', url: 'https://c.example.com/', activeHmac: false, headers: [], status: 'active', rateLimit: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: null, outOfOrderDeliveries: 0 },
+        { orgId: 'a', url: 'https://a.example.com/', activeHmac: true, headers: [], status: 'active', rateLimit: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: 20, disabledReason: null, outOfOrderDeliveries: 0 },
+        { orgId: 'a_2', url: 'https://a_2.example.com/', activeHmac: true, headers: [], status: 'failing', rateLimit: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 1, failingSince: 30, lastSuccessAt: null, disabledReason: null, outOfOrderDeliveries: 0 },
+        { orgId: 'b', url: 'https://b.example.com/', activeHmac: true, headers: [], status: 'disabled', rateLimit: null, createdAt: 10, updatedAt: 40, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: 'operator', outOfOrderDeliveries: 0 },
       ]);
       assert.ok(all.every((w) => !('secret' in w)));
     });

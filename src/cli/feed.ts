@@ -48,7 +48,7 @@ export function registerFeedCommands(program: Command): void {
       }
       try {
         const log = cliLogger(config);
-        const path = await openIngestPath(store, log);
+        const path = await openIngestPath(store, log, { reorderWindowMs: config.delivery.reorderWindow });
         const progress = startProgress('ingest', { unit: 'lines' });
         let lines = 0;
         let bytes = 0;

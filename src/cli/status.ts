@@ -76,6 +76,8 @@ export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null
       rate_limited: queue.totals.rateLimited,
       oldest_due_at: iso(queue.oldestDueAt),
       oldest_due_age_seconds: queue.oldestDueAt === null ? null : Math.max(0, Math.round((queue.at - queue.oldestDueAt) / 1000)),
+      // Several instances: changes sent after a later change of their request (docs/scale-out.md).
+      out_of_order_deliveries: webhooks.reduce((sum, w) => sum + w.outOfOrderDeliveries, 0),
     },
     webhooks: webhooks.map((w) => {
       const q = byOrg.get(w.orgId);
@@ -85,7 +87,7 @@ export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null
         status: w.status,
         rate_limit: w.rateLimit,
         ...webhookHealthView(w),
-        queue: { new: q?.fresh ?? 0, retrying: q?.tried ?? 0, oldest_due_at: iso(q?.oldestDueAt ?? null), rate_limited: q?.rateLimited ?? 0 },
+        queue: { new: q?.fresh ?? 0, retrying: q?.tried ?? 0, oldest_due_at: iso(q?.oldestDueAt ?? null), rate_limited: q?.rateLimited ?? 0, out_of_order_deliveries: w.outOfOrderDeliveries },
       };
     }),
   };
@@ -121,6 +123,9 @@ export function statusText(view: StatusView): string {
       (q.oldest_due_at === null ? '; nothing due' : `; oldest due since ${q.oldest_due_at} (${ago(q.oldest_due_age_seconds ?? 0)})`) +
       (q.rate_limited > 0 ? `; ${q.rate_limited} due waiting for their webhook's rate limit` : ''),
   );
+  if (q.out_of_order_deliveries > 0) {
+    lines.push(`order:    ${q.out_of_order_deliveries} change(s) sent after a later change of their request (stored later than delivery.reorderWindow allows for; docs/scale-out.md)`);
+  }
   if (view.webhooks.length === 0) {
     lines.push('webhooks: none; register one with: hookrelay webhook set --org ORG --url URL');
     return lines.join('\n');

@@ -67,6 +67,8 @@ export interface Config {
     readonly disableAfter: number;
     readonly secretRotationGrace: number;
     readonly pollInterval: number;
+    /** ms; PostgreSQL only (see createIngestService). */
+    readonly reorderWindow: number;
     readonly groupCommitInterval: number;
   };
   readonly retention: {

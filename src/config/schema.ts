@@ -277,6 +277,11 @@ export const CONFIG_SCHEMA = {
       default: '1s',
       doc: 'Safety net: how often the dispatcher looks at every webhook without having been woken up. The daemon wakes it at once when it queues work itself; this bounds the delay for work queued by another process (the CLI).',
     },
+    reorderWindow: {
+      type: { kind: 'duration', min: 0, max: 60_000 },
+      default: '1s',
+      doc: "PostgreSQL only (several instances, each reading its own feed): how long a change read from a feed is held before it may be sent, counted from its occurred_at or from when it was stored, whichever is later, so that an earlier change of the same anticipation request read from another instance's feed a little later goes first. A request's changes are sent in occurred_at order (then storage order). Adds up to this much to each change's latency; 0 sends at once, in storage order when feeds lag. Keep the application hosts' clocks in NTP sync (docs/scale-out.md). No effect on SQLite, where one feed's order stands.",
+    },
     groupCommitInterval: {
       type: { kind: 'duration', min: 0, max: 1000 },
       default: '5ms',

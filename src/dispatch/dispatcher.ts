@@ -770,7 +770,11 @@ export function createDispatcher(options: DispatcherOptions) {
       () => {
         wakeTimer = null;
         wakeAt = Infinity;
-        requestFlush();
+        // Shared database: what falls due (on PostgreSQL, mostly changes the reorder window
+        // releases) is claimed at once, as new work is, without waiting for the disk; SQLite's
+        // timer keeps its group commit.
+        if (options.sharedDatabase) requestClaim();
+        else requestFlush();
       },
       Math.min(Math.ceil(delay), 2 ** 31 - 1),
     );

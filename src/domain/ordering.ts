@@ -27,3 +27,16 @@ function hash53(text: string): number {
   b = Math.imul(b ^ (b >>> 16), 0x2c1b3c6d) ^ Math.imul(a ^ (a >>> 12), 0x297a2d39);
   return (b & 0x1fffff) * 0x100000000 + (a >>> 0);
 }
+
+/**
+ * When a change stored from a feed may be sent, on a database shared by several instances
+ * (epoch ms): `windowMs` after it happened or after it was stored, whichever is later, so that
+ * a change of the same request that happened earlier but is read from another host's feed a
+ * little later is stored in time to go first. An `occurredAt` ahead of the storing clock (an
+ * application host whose clock runs ahead) counts as at most `windowMs` ahead, so that a wrong
+ * clock holds a change for at most twice the window. With a window of 0, `storedAt`: at once.
+ */
+export function reorderReleaseAt(occurredAt: number, storedAt: number, windowMs: number): number {
+  if (windowMs <= 0) return storedAt;
+  return Math.min(Math.max(occurredAt, storedAt), storedAt + windowMs) + windowMs;
+}

@@ -51,6 +51,8 @@ export interface IngestPathOptions {
   readonly work?: WorkSignal;
   /** Logs events stored for organizations without a webhook, at warn (the daemon; see createIngestService). */
   readonly noticeUndeliverable?: boolean;
+  /** delivery.reorderWindow (ms): how long a change read is held before it may be sent, on PostgreSQL (see createIngestService). */
+  readonly reorderWindowMs?: number;
   /**
    * The daemon's mode: background checkpoints only while large batches arrive (see
    * startBackgroundCheckpoints), otherwise the writer checkpoints itself in small steps. Off
@@ -67,7 +69,7 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
   const whileBusy = options.checkpointsWhileBusy ?? false;
   const checkpoints = await store.startCheckpoints(log, { whileBusy });
   const parser = createWorkerLineParser(log);
-  const service = createIngestService(store, log, options.work ?? nobodyListens, { noticeUndeliverable: options.noticeUndeliverable === true });
+  const service = createIngestService(store, log, options.work ?? nobodyListens, { noticeUndeliverable: options.noticeUndeliverable === true, reorderWindowMs: options.reorderWindowMs ?? 0 });
   // The daemon gives back what a burst took once it is over: the parser thread's heap goes with
   // the thread and the page cache shrinks, but glibc keeps the freed pages in its arenas (they
   // were most of the daemon's memory after a large ingest) until asked to release them.

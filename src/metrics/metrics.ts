@@ -32,6 +32,8 @@ export interface Metrics {
   ingested(counts: IngestCounts): void;
   /** After a group commit of delivery outcomes: the attempts it recorded, and how many unsendable rows it marked dead. */
   recorded(finished: readonly FinishedAttempt[], unsendable: number): void;
+  /** After a commit that claimed `n` deliveries out of their request's order (see FlushResult.outOfOrder). */
+  outOfOrder(n: number): void;
 }
 
 export interface MetricsOptions {
@@ -72,6 +74,11 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const attempts = new Counter({ name: 'hookrelay_delivery_attempts_total', help: 'Delivery attempts recorded, by outcome: delivered, retry (failed, scheduled again), dead (failed, no retry left), disabled (410 Gone: held, webhook disabled).', labelNames: ['outcome'], registers: [registry] });
   const failures = new Counter({ name: 'hookrelay_delivery_attempt_failures_total', help: 'Failed delivery attempts, by kind of error.', labelNames: ['error'], registers: [registry] });
   const unsendable = new Counter({ name: 'hookrelay_deliveries_unsendable_total', help: 'Deliveries marked dead without an attempt because their stored event cannot become a request body.', registers: [registry] });
+  const outOfOrder = new Counter({
+    name: 'hookrelay_out_of_order_deliveries_total',
+    help: 'Deliveries this process claimed after a later change of their request had already been sent (several instances on PostgreSQL: stored later than delivery.reorderWindow allows for). They are sent all the same.',
+    registers: [registry],
+  });
   const duration = new Histogram({ name: 'hookrelay_delivery_attempt_duration_seconds', help: 'Duration of delivery attempts (connect, send, response), by result: success (2xx) or failure.', labelNames: ['result'], buckets: ATTEMPT_SECONDS_BUCKETS, registers: [registry] });
   const byOutcome = Object.fromEntries(OUTCOMES.map((o) => [o, attempts.labels({ outcome: o })])) as Record<(typeof OUTCOMES)[number], Counter.Internal>;
   const byError = new Map(Object.values(AttemptError).map((e) => [e as string, failures.labels({ error: e })]));
@@ -212,6 +219,9 @@ export function createMetrics(options: MetricsOptions): Metrics {
       if (dead > 0) byOutcome.dead.inc(dead);
       if (disabled > 0) byOutcome.disabled.inc(disabled);
       if (unsendableCount > 0) unsendable.inc(unsendableCount);
+    },
+    outOfOrder(n) {
+      if (n > 0) outOfOrder.inc(n);
     },
   };
 }

@@ -9,7 +9,7 @@ import { WebhookStatus } from '../domain/types.ts';
 import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason, disabledReasonText } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
-import { DeliveryStatus, sendable, type AttemptToStore, type DeliverableWebhook, type DeliveryRow, type Settlement, type DueDelivery, type ListFilter, type Store, type Tx } from '../store/repos.ts';
+import { DeliveryStatus, sendable, type AttemptToStore, type DeliverableWebhook, type OutOfOrderDelivery, type DeliveryRow, type Settlement, type DueDelivery, type ListFilter, type Store, type Tx } from '../store/repos.ts';
 import { whenUnlocked } from '../store/lock-wait.ts';
 import type { WebhookHealth, WebhookStatusChange } from '../store/repos.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
@@ -98,6 +98,12 @@ export interface FlushResult {
    * be claimed for `waitMs`. Their due deliveries stay pending, unleased, untouched.
    */
   readonly rateLimited: Array<{ orgId: string; waitMs: number }>;
+  /**
+   * Deliveries leased for their first attempt after a later change of their request was
+   * already sent: stored too late for the reorder window (never on SQLite). They are sent all
+   * the same, and counted on their webhook.
+   */
+  readonly outOfOrder: OutOfOrderDelivery[];
 }
 
 export interface DeliveryServiceOptions {
@@ -215,8 +221,9 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
           continue;
         }
         leased.push(d.id);
-        // A retry may hold back later changes of its request that the query left out.
-        const claimed: ClaimedDelivery = { ...d, secrets: signingSecrets(d, now), holdsBack: d.attempts > 0 };
+        // A retry may hold back later changes of its request that the query left out; on
+        // PostgreSQL the query says whether one waits (it leaves out all but a request's first).
+        const claimed: ClaimedDelivery = { ...d, secrets: signingSecrets(d, now), holdsBack: d.attempts > 0 || row.holds_back === true };
         byKey.set(d.orderingKey, claimed);
         into.claimed.push(claimed);
       }
@@ -231,7 +238,21 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         if (after.permits <= 0) into.rateLimited.push({ orgId, waitMs: after.waitMs });
       }
     }
-    if (leased.length > 0) await tx.deliveries.lease(leased, now + leaseMs, now);
+    if (leased.length === 0) return;
+    const late = await tx.deliveries.lease(leased, now + leaseMs, now);
+    if (late.length > 0) await countOutOfOrder(tx, late, into);
+  }
+
+  /** Notes the late changes among those just claimed (see FlushResult.outOfOrder), and counts them on their webhooks. */
+  async function countOutOfOrder(tx: Tx, ids: readonly number[], into: FlushResult): Promise<void> {
+    const late = new Set(ids);
+    const perOrg = new Map<string, number>();
+    for (const d of into.claimed) {
+      if (!late.has(d.id)) continue;
+      into.outOfOrder.push({ id: d.id, orgId: d.orgId, eventId: d.eventId, anticipationRequestId: d.anticipationRequestId });
+      perOrg.set(d.orgId, (perOrg.get(d.orgId) ?? 0) + 1);
+    }
+    for (const [orgId, n] of perOrg) await tx.webhooks.countOutOfOrder(orgId, n);
   }
 
   /**
@@ -351,11 +372,11 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
      * recorded); the next durable commit makes it durable too.
      */
     async flush(work: FlushWork, options: { durable?: boolean } = {}): Promise<FlushResult> {
-      const result: FlushResult = { claimed: [], drained: [], unsendable: [], contended: [], superseded: [], rateLimited: [] };
+      const result: FlushResult = { claimed: [], drained: [], unsendable: [], contended: [], superseded: [], rateLimited: [], outOfOrder: [] };
       const changes: StatusChangeOf[] = [];
       await store.transaction(async (tx) => {
         changes.length = 0;
-        result.claimed.length = result.drained.length = result.unsendable.length = result.contended.length = result.superseded.length = result.rateLimited.length = 0;
+        result.claimed.length = result.drained.length = result.unsendable.length = result.contended.length = result.superseded.length = result.rateLimited.length = result.outOfOrder.length = 0;
         const now = store.clock.now();
         // The webhooks whose health this commit records, locked up front in one order (a
         // shared database: two instances' commits never wait for each other in a cycle).
@@ -377,6 +398,12 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       for (const c of changes) logChange(c, 'delivery');
       for (const s of result.superseded) {
         log.warn({ delivery: s.id, org: s.orgId }, 'attempt recorded, outcome not applied: its lease had lapsed and another instance took the delivery over');
+      }
+      for (const o of result.outOfOrder) {
+        log.warn(
+          { delivery: o.id, org: o.orgId, eventId: o.eventId, requestId: o.anticipationRequestId },
+          'a change of this request is sent after a later change of it: it was stored after that one had gone out (later than delivery.reorderWindow allows for); the receiver gets it out of order (docs/scale-out.md)',
+        );
       }
       for (const u of result.unsendable) log.error({ delivery: u.id, org: u.orgId, eventId: u.eventId, reason: u.reason }, 'delivery cannot be sent; marked dead');
       return result;

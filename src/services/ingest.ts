@@ -1,5 +1,5 @@
 import { LINE_EXCERPT_BYTES, lineExcerpt, parseFeedLine, RejectReason, sameNotification, statusChangeBody, storedBody, type ParsedLines, type StorableEvent, type StoredEvent } from '../domain/feed-event.ts';
-import { orderingKey } from '../domain/ordering.ts';
+import { orderingKey, reorderReleaseAt } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { DeliveryToQueue, EventToStore, FeedPosition, FeedReject, Store } from '../store/repos.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
@@ -57,8 +57,16 @@ export function addCounts(into: IngestCounts, more: IngestCounts): void {
  * `parsed`, when given, holds the lines already parsed (one result per line, null for a line
  * with `rejected` set), by a parser on another thread; otherwise they are parsed here.
  */
-export function createIngestService(store: Store, log: Logger, work: WorkSignal = nobodyListens, options: { noticeUndeliverable?: boolean } = {}) {
+export function createIngestService(store: Store, log: Logger, work: WorkSignal = nobodyListens, options: { noticeUndeliverable?: boolean; reorderWindowMs?: number } = {}) {
   const feedLog = log.child({ subsystem: 'ingest' });
+  /**
+   * delivery.reorderWindow, on a database shared by several instances: each change queued is
+   * placed in its request's order by its occurred_at and held until the window after it
+   * happened or was stored has passed (reorderReleaseAt), so that an earlier change read by
+   * another instance a little later goes first. On SQLite (one feed) the repository keeps
+   * neither: the feed's order stands, and nothing is held.
+   */
+  const reorderWindowMs = store.backend === 'postgres' ? Math.max(0, options.reorderWindowMs ?? 0) : 0;
   /**
    * Events stored for an organization without a webhook (or one that does not exist: a typo in
    * the feed, an organization not created yet) are kept, never delivered, until a webhook is
@@ -131,6 +139,9 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
         // (next_attempt_at, id) order, which must be the order in which they were queued even
         // if the clock stepped back (NTP), and time windows map to seq ranges (recovery).
         const now = await tx.feed.receivedAt(store.clock.now());
+        // The hold counts from this clock, not from `now` (which never goes back): a clock
+        // stepped back holds nothing longer than the window.
+        const storedAt = store.clock.now();
         // Quarantined in line order (ids are what `feed rejects` pages by), whichever step found them.
         const rejects: Array<{ index: number; reject: Omit<FeedReject, 'id'> }> = [];
         const quarantine = (index: number, line: RawLine, reason: RejectReason, detail: string, eventId: string | null, lineBytes = line.bytes.length) => {
@@ -197,7 +208,7 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
             continue;
           }
           const key = orderingKey(event.orgId, event.anticipationRequestId);
-          queue.push({ eventSeq: seq, orgId: event.orgId, orderingKey: key });
+          queue.push({ eventSeq: seq, orgId: event.orgId, orderingKey: key, orderAt: event.occurredAt, releaseAt: reorderReleaseAt(event.occurredAt, storedAt, reorderWindowMs) });
           let keys = queuedKeys.get(event.orgId);
           if (keys === undefined) queuedKeys.set(event.orgId, (keys = new Set()));
           keys.add(key);

@@ -70,6 +70,8 @@ export interface WebhookReport extends WebhookHealthReport {
   readonly status: WebhookStatus;
   /** Deliveries per second at most; null: no limit. */
   readonly rateLimit: number | null;
+  /** Its deliveries sent after a later change of their request (several instances; 0 on SQLite). */
+  readonly outOfOrderDeliveries: number;
 }
 
 export interface StatusServiceOptions {
@@ -135,7 +137,7 @@ export function createStatusService(store: Store, options: StatusServiceOptions)
     webhooks(): Promise<WebhookReport[]> {
       return store.read(async (tx) => {
         const reports: WebhookReport[] = [];
-        for (const w of await tx.webhooks.listWithHealth()) reports.push({ orgId: w.orgId, url: w.url, status: w.status, rateLimit: w.rateLimit, ...(await healthReport(tx, w, options.disableAfterMs)) });
+        for (const w of await tx.webhooks.listWithHealth()) reports.push({ orgId: w.orgId, url: w.url, status: w.status, rateLimit: w.rateLimit, outOfOrderDeliveries: w.outOfOrderDeliveries, ...(await healthReport(tx, w, options.disableAfterMs)) });
         return reports;
       });
     },

@@ -39,7 +39,7 @@ import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
 import type { Db } from './db.ts';
 import { inPgTransaction } from './pg/connection.ts';
-import { migratePostgres } from './pg/migrations.ts';
+import { BACKFILL_DELIVERY_ORDER, migratePostgres } from './pg/migrations.ts';
 import { createPgPool, loggableDatabaseUrl } from './pg/pool.ts';
 import { withoutNul } from './pg/text.ts';
 import { openStore, type SqliteStore } from './store.ts';
@@ -166,6 +166,8 @@ const TABLES: readonly TableSpec[] = [
     ],
     notCopied: ['rate_window'],
     orderBy: 'org_id',
+    // Counted from the copy on (SQLite never sends a change out of order).
+    pgOnly: ['out_of_order_deliveries'],
   },
   { table: 'feed_sources', columns: [bigint('id'), text('name')], orderBy: 'id', instance: true, identity: 'id' },
   {
@@ -203,7 +205,9 @@ const TABLES: readonly TableSpec[] = [
       bigint('updated_at'),
     ],
     orderBy: 'id',
-    pgOnly: ['leased_by'],
+    // The lease holder; the place in the request's order and the release time, which
+    // BACKFILL_DELIVERY_ORDER gives the pending rows once copied (see pg/migrations.ts, 7).
+    pgOnly: ['leased_by', 'order_at', 'release_at'],
     identity: 'id',
   },
   {
@@ -343,6 +347,7 @@ export async function copySqliteToPostgres(o: CopyOptions): Promise<CopyResult> 
 
         const tables: CopiedTable[] = [];
         for (const spec of TABLES) tables.push(await copyTable(db, client, spec, o.instance, chunkRows, log));
+        await client.query(BACKFILL_DELIVERY_ORDER);
 
         const nextIds: Array<{ table: string; column: string; next: number }> = [];
         for (const spec of TABLES) {

@@ -25,6 +25,8 @@ const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL} AS even
 const HELD_BACK = `SELECT 1 FROM deliveries p
   WHERE p.ordering_key = d.ordering_key AND +p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
     AND p.id <> d.id AND (p.lease_expires_at IS NOT NULL OR p.id < d.id)`;
+/** lease()'s answer on SQLite (see DeliveriesRepo.lease): shared, never changed. */
+const NONE_LATE: number[] = [];
 const ONLY_CLAIMER: ClaimTurn = Object.freeze({ leasedElsewhere: 0, failing: false, shared: false });
 /** deliveries_org_status's condition, written as the index has it (see QUEUE_GAUGE_SQL). */
 const IN_STATUS_INDEX = `(status <> 'pending' OR attempts > 0 OR lease_expires_at IS NOT NULL)`;
@@ -225,9 +227,10 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     markUnsendable(id: number, error: string, now: number): void {
       markUnsendable.run({ id, error, now });
     },
-    /** Leases a delivery until `until` (epoch ms): nobody else attempts it before then. */
-    lease(ids: readonly number[], until: number, now: number): void {
+    /** Leases a delivery until `until` (epoch ms): nobody else attempts it before then. One feed, in storage order: none is ever late. */
+    lease(ids: readonly number[], until: number, now: number): number[] {
       for (const id of ids) lease.run(until, now, id);
+      return NONE_LATE;
     },
     insertAttempts(attempts: readonly AttemptToStore[]): void {
       for (const a of attempts) insertAttempt.run(a.deliveryId, a.attempt, a.startedAt, a.durationMs, a.url, a.statusCode, a.errorClass, a.errorDetail, a.responseBody, a.outcome, a.sentTimestamp, a.sentSignature);

@@ -26,6 +26,8 @@ export interface DueDelivery {
   readonly orderingKey: number;
   readonly attempts: number;
   readonly eventId: string;
+  /** Its event's anticipation request (for logs). */
+  readonly anticipationRequestId: string;
   readonly payload: string;
   readonly url: string;
   /** The webhook's own headers, read with its URL: sent on this attempt. */
@@ -125,6 +127,8 @@ export interface DueRow {
   secret: string | null;
   previous_secret: string | null;
   previous_secret_expires_at: number | null;
+  /** PostgreSQL: a later pending change of its request waits behind it (left out of the due rows). */
+  holds_back?: boolean;
 }
 /** The request body of a due row, or why there can be none. */
 function bodyOf(r: DueRow): { payload: string; unsendable: string | null } {
@@ -141,6 +145,7 @@ export const sendable = (r: DueRow): DueDelivery => ({
   orderingKey: r.ordering_key,
   attempts: r.attempts,
   eventId: r.event_id,
+  anticipationRequestId: r.anticipation_request_id,
   ...bodyOf(r),
   url: r.url,
   headers: parseStoredHeaders(r.headers),
@@ -209,7 +214,10 @@ export interface WebhookStatusChange {
 }
 
 /** A webhook with its delivery health, for status reports (never the secret). */
-export interface WebhookWithHealth extends Webhook, WebhookHealth {}
+export interface WebhookWithHealth extends Webhook, WebhookHealth {
+  /** Its deliveries sent after a later change of their request (see DeliveriesRepo.lease); always 0 on SQLite. */
+  readonly outOfOrderDeliveries: number;
+}
 
 
 /** Rows a prune removed (or, in a dry run, would remove). */
@@ -249,6 +257,22 @@ export interface DeliveryToQueue {
   readonly eventSeq: number;
   readonly orgId: string;
   readonly orderingKey: number;
+  /**
+   * Where the change stands in its request's order (epoch ms; PostgreSQL, see
+   * DeliveriesRepo.dueRows): a feed line's occurred_at. Absent: the queue time (a recovery
+   * queues old events in the order it queues them, as a replay does).
+   */
+  readonly orderAt?: number;
+  /** Not sent before this (epoch ms; PostgreSQL: the reorder window, see reorderReleaseAt). Absent: the queue time. */
+  readonly releaseAt?: number;
+}
+
+/** A change of a request leased for its first attempt after a later change of the request was already sent (see DeliveriesRepo.lease). */
+export interface OutOfOrderDelivery {
+  readonly id: number;
+  readonly orgId: string;
+  readonly eventId: string;
+  readonly anticipationRequestId: string;
 }
 
 /** A finished attempt as stored in the attempts log. */
@@ -343,6 +367,12 @@ export interface WebhooksRepo {
   previousSecretExpiresAt(orgId: string): Promise<number | null>;
   /** The URL and the secrets of the organization's webhook (see signingSecrets), or null when it has none. */
   signingKeys(orgId: string): Promise<WebhookSigningKeys | null>;
+  /**
+   * Adds `n` to the webhook's count of deliveries sent after a later change of their request
+   * (PostgreSQL; never called on SQLite, where it does nothing). Called in the claim that leased
+   * them, which holds the webhook's row (claimTurns).
+   */
+  countOutOfOrder(orgId: string, n: number): Promise<void>;
   /**
    * Creates or replaces the organization's one webhook; status goes back to active. `settings`
    * (its headers, its rate limit) replace the ones it had (none when not given); the rate
@@ -463,14 +493,29 @@ export interface DeliveriesRepo {
    * without their request body (see sendable). It locks nothing: on a backend shared by several
    * instances, call it within the organization's claim turn (claimTurns), which keeps other
    * claims for the organization out until this transaction ends.
+   *
+   * "Earlier" is the storage order on SQLite (one feed). On PostgreSQL it is the order the
+   * changes happened in, (orderAt, then id): a pending change of the request that happened
+   * earlier holds a later one back, fresh or tried, and a fresh change is not due before its
+   * releaseAt (the reorder window), so that the earlier change read from another instance's
+   * feed a little later goes first.
    */
   dueRows(orgId: string, now: number, limit: number): Promise<DueRow[]>;
-  /** When the organization's next retry falls due (epoch ms), if it has one after `now`. */
+  /**
+   * When the organization's next retry falls due (epoch ms), if it has one after `now`; on
+   * PostgreSQL also when its next change held by the reorder window is released, whichever
+   * comes first (the dispatcher sets its wake-up timer to it).
+   */
   nextRetryAt(orgId: string, now: number): Promise<number | null>;
   /** A pending delivery that can never be sent becomes dead, with the reason. */
   markUnsendable(id: number, error: string, now: number): Promise<void>;
-  /** Leases deliveries until `until` (epoch ms) for this instance: nobody else attempts them before then. */
-  lease(ids: readonly number[], until: number, now: number): Promise<void>;
+  /**
+   * Leases deliveries until `until` (epoch ms) for this instance: nobody else attempts them
+   * before then. Returns the ids, among those leased for the first time, of changes that a
+   * later change of their request (by dueRows' order) was already sent before: they go out
+   * after it (a late change, beyond the reorder window). Always empty on SQLite.
+   */
+  lease(ids: readonly number[], until: number, now: number): Promise<number[]>;
   insertAttempts(attempts: readonly AttemptToStore[]): Promise<void>;
   /**
    * Applies an attempt's outcome. On a shared database only while this instance holds the

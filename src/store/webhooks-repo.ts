@@ -102,6 +102,7 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
         failingSince: row.failing_since,
         lastSuccessAt: row.last_success_at,
         disabledReason: row.disabled_reason,
+        outOfOrderDeliveries: 0,
       }));
     },
     /** Records a successful attempt; returns the status change it made (`failing` -> `active`), if any. */
@@ -123,6 +124,8 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     /** Sets the status (and why it is disabled); returns the change it made, null when the status stays. */
     /** The write transaction holds the whole database: nothing to lock row by row. */
     lockInOrder(): void {},
+    /** Nothing to count: one feed, in storage order (see DeliveriesRepo.lease). */
+    countOutOfOrder(): void {},
     setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): WebhookStatusChange | null {
       const before = statusOf.get(orgId)?.status;
       if (setStatus.run({ org: orgId, status, reason, now }).changes !== 1 || before === undefined || before === status) return null;

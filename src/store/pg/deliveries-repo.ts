@@ -45,10 +45,33 @@ import { withoutNul } from './text.ts';
  *   delivery's state to the holder.
  */
 
-/** A change of the same request, in the same organization, that holds `d` back (see ../deliveries-repo.ts). */
+/**
+ * A change of the same request, in the same organization, that holds `d` back: one in flight
+ * (leased), whenever it happened, or a pending one that happened earlier, by (order_at, id),
+ * whether tried (waiting for its retry) or fresh (not sent yet, or held by the reorder window).
+ * So a request never has two deliveries in flight, and its changes go out in the order they
+ * happened, whichever instance's feed stored them first (issue 30; on SQLite "earlier" is the
+ * storage order, see ../deliveries-repo.ts). Served by deliveries_request_pending (every
+ * pending delivery of the request: a handful).
+ */
 const HELD_BACK = `SELECT 1 FROM deliveries p
-  WHERE p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
-    AND p.id <> d.id AND (p.lease_expires_at IS NOT NULL OR p.id < d.id)`;
+  WHERE p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND p.id <> d.id
+    AND (p.lease_expires_at IS NOT NULL OR (p.order_at, p.id) < (d.order_at, d.id))`;
+/**
+ * The time a fresh delivery's release is compared with: the clock ($2), or the newest queue
+ * time if the clock is behind it (stepped back, or another instance's clock ahead). A delivery
+ * queued without a hold (a replay, a recovery, a test event; any with a window of 0) has its
+ * queue time as release_at, so it is due at once whatever the clock says, as on SQLite; and a
+ * clock stepped back holds nothing already released. One primary-key probe (the newest
+ * delivery: created_at never decreases along the id, see FeedRepo.receivedAt), once per statement.
+ */
+const QUEUE_NOW = 'greatest($2::bigint, (SELECT n.created_at FROM deliveries n ORDER BY n.id DESC LIMIT 1))';
+/**
+ * Whether a due delivery holds back a later pending change of its request (those are left out
+ * of the due rows): its end must bring its webhook another look (ClaimedDelivery.holdsBack).
+ */
+const HOLDS_BACK = `EXISTS (SELECT 1 FROM deliveries q
+  WHERE q.ordering_key = d.ordering_key AND q.org_id = d.org_id AND q.status = 'pending' AND (q.order_at, q.id) > (d.order_at, d.id))`;
 const IN_STATUS_INDEX = `(status <> 'pending' OR attempts > 0 OR lease_expires_at IS NOT NULL)`;
 /**
  * An event's type: a whole stored body names it; stored details are a status change's. The
@@ -58,15 +81,21 @@ const EVENT_TYPE_SQL = `CASE WHEN left(e.payload, 1) = '{' THEN e.payload::jsonb
 const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL} AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
   d.last_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at`;
 
-/** The due rows of an organization ($1) at $2, at most $3: ../deliveries-repo.ts's dueSql, in PostgreSQL's words (exported for the EXPLAIN checks). */
+/**
+ * The due rows of an organization ($1) at $2, at most $3: ../deliveries-repo.ts's dueSql, in
+ * PostgreSQL's words (exported for the EXPLAIN checks), but for two things: a fresh delivery
+ * is due once released (release_at, the reorder window), read by release time through
+ * deliveries_org_release, so that the window's held changes are never visited; and HELD_BACK
+ * orders a request's changes by when they happened.
+ */
 export const PG_DUE_SQL = `
   SELECT d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload,
-    w.url, w.headers, w.active_hmac::int AS active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at
+    w.url, w.headers, w.active_hmac::int AS active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at, ${HOLDS_BACK} AS holds_back
   FROM (
     (SELECT d.id FROM deliveries d
-      WHERE d.org_id = $1 AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL
+      WHERE d.org_id = $1 AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL AND d.release_at <= ${QUEUE_NOW}
         AND NOT EXISTS (${HELD_BACK})
-      ORDER BY d.id LIMIT $3)
+      ORDER BY d.release_at, d.id LIMIT $3)
     UNION ALL
     (SELECT d.id FROM deliveries d
       WHERE d.org_id = $1 AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at <= $2
@@ -89,10 +118,16 @@ export const PG_QUEUE_GAUGE_SQL = {
     SELECT count(*) AS n, max(id) AS last FROM (SELECT id FROM deliveries
       WHERE org_id = $1 AND status = 'pending' AND ${IN_STATUS_INDEX} AND id > $2
       ORDER BY id LIMIT $3) c`,
+  /** A fresh delivery is due once released (the reorder window): the first released one, by release time. */
   oldestFresh: `
-    SELECT next_attempt_at AS at FROM deliveries
-    WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL
-    ORDER BY id LIMIT 1`,
+    SELECT release_at AS at FROM deliveries
+    WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL AND release_at <= ${QUEUE_NOW}
+    ORDER BY release_at LIMIT 1`,
+  /** The next release of a fresh delivery held by the reorder window (nextRetryAt). */
+  nextRelease: `
+    SELECT release_at AS at FROM deliveries
+    WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL AND release_at > ${QUEUE_NOW}
+    ORDER BY release_at LIMIT 1`,
   countDueRetries: `
     SELECT count(*)::int AS n FROM (SELECT 1 FROM deliveries
       WHERE org_id = $1 AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL) AND next_attempt_at <= $2
@@ -132,6 +167,18 @@ interface PgTurnRow {
   rate_window: unknown[] | null;
   now: number;
 }
+
+/** lease(): leases $1 until $2 at $3 for instance $4, and returns the ids of the first leases that come after a later change of their request was sent (exported for the EXPLAIN checks). */
+export const PG_LEASE_SQL = `
+  WITH late AS (
+    SELECT d.id FROM deliveries d
+    WHERE d.id = ANY($1::bigint[]) AND d.attempts = 0 AND d.leased_by IS NULL
+      AND EXISTS (SELECT 1 FROM deliveries s
+        WHERE s.ordering_key = d.ordering_key AND s.org_id = d.org_id AND s.attempts > 0 AND (s.order_at, s.id) > (d.order_at, d.id))
+  ), leased AS (
+    UPDATE deliveries SET lease_expires_at = $2, leased_by = $4, updated_at = $3 WHERE id = ANY($1::bigint[])
+  )
+  SELECT id FROM late`;
 
 /** idsCreated's binary search over the delivery id, run by the server in one statement (see ordered-search.ts). */
 const ID_RANGE = orderedSearchSql('deliveries', 'id', 'created_at');
@@ -186,10 +233,11 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
   }
 
   return {
+    /** A replay or a test event: ordered by its queue time, due at once (see DeliveryToQueue). */
     async insert(eventSeq: number, orgId: string, orderingKey: number, now: number): Promise<number> {
       const { rows } = await db.query<{ id: number }>(
-        `INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
-         VALUES ($1, $2, $3, 'pending', $4, $4, $4) RETURNING id`,
+        `INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at, order_at, release_at)
+         VALUES ($1, $2, $3, 'pending', $4, $4, $4, $4, $4) RETURNING id`,
         [eventSeq, orgId, orderingKey, now],
       );
       return rows[0]!.id;
@@ -198,11 +246,11 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
     async insertMany(list: readonly DeliveryToQueue[], now: number): Promise<void> {
       if (list.length === 0) return;
       await db.query(
-        `INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
-         SELECT u.seq, u.org, u.key, 'pending', $4::bigint, $4::bigint, $4::bigint
-         FROM unnest($1::bigint[], $2::text[], $3::bigint[]) WITH ORDINALITY AS u (seq, org, key, ordinality)
+        `INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at, order_at, release_at)
+         SELECT u.seq, u.org, u.key, 'pending', $4::bigint, $4::bigint, $4::bigint, coalesce(u.order_at, $4::bigint), coalesce(u.release_at, $4::bigint)
+         FROM unnest($1::bigint[], $2::text[], $3::bigint[], $5::bigint[], $6::bigint[]) WITH ORDINALITY AS u (seq, org, key, order_at, release_at, ordinality)
          ORDER BY u.ordinality`,
-        [list.map((r) => r.eventSeq), list.map((r) => r.orgId), list.map((r) => r.orderingKey), now],
+        [list.map((r) => r.eventSeq), list.map((r) => r.orgId), list.map((r) => r.orderingKey), now, list.map((r) => r.orderAt ?? null), list.map((r) => r.releaseAt ?? null)],
       );
     },
     /**
@@ -238,12 +286,13 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       const { rows } = await db.query<DueRow>(PG_DUE_SQL, [orgId, now, Math.max(1, Math.trunc(limit))]);
       return rows;
     },
+    /** The next retry or the next release of a change held by the reorder window, whichever comes first, in one statement. */
     async nextRetryAt(orgId: string, now: number): Promise<number | null> {
-      const { rows } = await db.query<{ at: number }>(
-        `SELECT d.next_attempt_at AS at FROM deliveries d
-         WHERE d.org_id = $1 AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at > $2
-           AND d.lease_expires_at IS NULL
-         ORDER BY d.next_attempt_at LIMIT 1`,
+      const { rows } = await db.query<{ at: number | null }>(
+        `SELECT least((SELECT d.next_attempt_at FROM deliveries d
+           WHERE d.org_id = $1 AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at > $2
+             AND d.lease_expires_at IS NULL
+           ORDER BY d.next_attempt_at LIMIT 1), (${PG_QUEUE_GAUGE_SQL.nextRelease})) AS at`,
         [orgId, now],
       );
       return rows[0]?.at ?? null;
@@ -255,9 +304,16 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
         now,
       ]);
     },
-    async lease(ids: readonly number[], until: number, now: number): Promise<void> {
-      if (ids.length === 0) return;
-      await db.query('UPDATE deliveries SET lease_expires_at = $2, leased_by = $4, updated_at = $3 WHERE id = ANY($1::bigint[])', [ids, until, now, instance]);
+    /**
+     * One statement: the lease, and which of the deliveries leased for the first time (never
+     * leased by anyone: leased_by is NULL) have a later change of their request that was already
+     * sent (attempted at least once; deliveries_request_sent). Both read the rows as they were
+     * before the statement (one snapshot), so the check sees no lease of its own.
+     */
+    async lease(ids: readonly number[], until: number, now: number): Promise<number[]> {
+      if (ids.length === 0) return [];
+      const { rows } = await db.query<{ id: number }>(PG_LEASE_SQL, [ids, until, now, instance]);
+      return rows.map((r) => r.id);
     },
     /** One statement, in the order given; a NUL in a response body or an error becomes U+FFFD (PostgreSQL text cannot hold it). */
     async insertAttempts(attempts: readonly AttemptToStore[]): Promise<void> {
@@ -356,7 +412,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       return { n: rows[0]?.n ?? 0, last: rows[0]?.last ?? after };
     },
     async oldestDueAt(orgId: string, now: number): Promise<number | null> {
-      const fresh = (await db.query<{ at: number }>(PG_QUEUE_GAUGE_SQL.oldestFresh, [orgId])).rows[0]?.at ?? null;
+      const fresh = (await db.query<{ at: number }>(PG_QUEUE_GAUGE_SQL.oldestFresh, [orgId, now])).rows[0]?.at ?? null;
       const retry = (await db.query<{ at: number }>(PG_QUEUE_GAUGE_SQL.earliestRetry, [orgId, now])).rows[0]?.at ?? null;
       const due = retry !== null && retry <= now ? retry : null;
       if (fresh === null) return due;

@@ -59,6 +59,14 @@ import type { Pool, PoolClient } from 'pg';
 import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
 import type { Logger } from '../../log.ts';
 
+/**
+ * Gives the pending deliveries that lack them their place in their request's order (their
+ * event's occurred_at) and a release time (their queue time: due as they were): migration 7,
+ * and `db copy` for the rows it copies from SQLite, which has neither column.
+ */
+export const BACKFILL_DELIVERY_ORDER = `UPDATE deliveries d SET order_at = e.occurred_at, release_at = d.created_at
+  FROM events e WHERE e.seq = d.event_seq AND d.status = 'pending' AND d.order_at IS NULL`;
+
 export const PG_MIGRATIONS: readonly string[] = [
   // 1: the whole schema of SQLite version 8, for several instances (see above).
   `
@@ -246,6 +254,36 @@ export const PG_MIGRATIONS: readonly string[] = [
   // transaction: the limit holds for all instances together.
   `
   ALTER TABLE webhooks ADD COLUMN rate_window bigint[];
+  `,
+  // 7: per-request order across feeds (issue 30; PostgreSQL only: SQLite has one feed, whose
+  // order stands). Self-contained: it needs nothing of migration 6.
+  // - deliveries.order_at: where the change stands in its request's order (its event's
+  //   occurred_at; a replay's or a recovery's queue time); a request's changes are sent in
+  //   (order_at, id) order. deliveries.release_at: a fresh delivery is not due before it (the
+  //   reorder window, see domain/ordering.ts reorderReleaseAt). Nullable, without a default:
+  //   no table rewrite. Only pending rows need them, and get them here (BACKFILL_DELIVERY_ORDER,
+  //   which `db copy` runs too); delivered and dead rows keep NULL (a change stored late is
+  //   then not counted against them, see deliveries_request_sent).
+  // - deliveries_request_pending: the pending changes of a request in order, for the rule that
+  //   an earlier pending change (fresh or tried) or one in flight holds a later one back. It
+  //   replaces deliveries_ordering (tried and leased ones by id), which nothing reads any more
+  //   on PostgreSQL.
+  // - deliveries_request_sent: the changes of a request sent at least once, in order, to find
+  //   at a first lease whether a later change went out before (an out-of-order delivery).
+  // - deliveries_org_release: an organization's fresh deliveries by release time, so that a
+  //   claim reads only those released and the next release is one index probe away (the
+  //   dispatcher's wake-up), without visiting the window's held changes.
+  // - webhooks.out_of_order_deliveries: how many of its deliveries went out after a later
+  //   change of their request, for `hookrelay status` (a metadata-only column add).
+  `
+  ALTER TABLE deliveries ADD COLUMN order_at bigint, ADD COLUMN release_at bigint;
+  ${BACKFILL_DELIVERY_ORDER};
+  ALTER TABLE webhooks ADD COLUMN out_of_order_deliveries bigint NOT NULL DEFAULT 0;
+  CREATE INDEX deliveries_request_pending ON deliveries (ordering_key, order_at, id) WHERE status = 'pending';
+  CREATE INDEX deliveries_request_sent ON deliveries (ordering_key, order_at, id) WHERE attempts > 0;
+  CREATE INDEX deliveries_org_release ON deliveries (org_id, release_at, id)
+    WHERE status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL;
+  DROP INDEX deliveries_ordering;
   `,
 ];
 

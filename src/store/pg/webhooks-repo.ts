@@ -49,8 +49,8 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
     },
     /** By organization id (COLLATE "C": byte order, as in SQLite). */
     async listWithHealth(): Promise<WebhookWithHealth[]> {
-      const { rows } = await db.query<WebhookRow & HealthRow>(`SELECT ${WEBHOOK}, ${HEALTH} FROM webhooks ORDER BY org_id`);
-      return rows.map((row) => ({ ...toWebhook(row), ...toHealth(row) }));
+      const { rows } = await db.query<WebhookRow & HealthRow & { out_of_order_deliveries: number }>(`SELECT ${WEBHOOK}, ${HEALTH}, out_of_order_deliveries FROM webhooks ORDER BY org_id`);
+      return rows.map((row) => ({ ...toWebhook(row), ...toHealth(row), outOfOrderDeliveries: row.out_of_order_deliveries }));
     },
     async recordSuccess(orgId: string, now: number): Promise<WebhookStatusChange | null> {
       const { rows } = await db.query<{ prior: WebhookStatus }>(
@@ -85,6 +85,10 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
     async lockInOrder(orgIds: readonly string[]): Promise<void> {
       if (orgIds.length === 0) return;
       await db.query('SELECT 1 FROM webhooks WHERE org_id = ANY($1::text[]) ORDER BY org_id FOR UPDATE', [orgIds]);
+    },
+    async countOutOfOrder(orgId: string, n: number): Promise<void> {
+      if (n <= 0) return;
+      await db.query('UPDATE webhooks SET out_of_order_deliveries = out_of_order_deliveries + $2 WHERE org_id = $1', [orgId, n]);
     },
     async setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): Promise<WebhookStatusChange | null> {
       const { rows } = await db.query<{ prior: WebhookStatus }>(
