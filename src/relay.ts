@@ -256,7 +256,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     for (let failures = 0; ; ) {
       try {
         // The daemon never sleeps on a lock another process holds: its writers wait on timers (store/lock-wait.ts).
-        const opened = (deps.openStore ?? openStore)(path, clock, { busyTimeoutMs: config.database.busyTimeoutMs, waitForLocks: false, backgroundWalSync: true });
+        const opened = (deps.openStore ?? openStore)(path, clock, { busyTimeoutMs: config.database.busyTimeoutMs, waitForLocks: false });
         if (failures > 0) log.info({ database: path, tries: failures + 1 }, 'database opened: the disk has room again');
         return opened;
       } catch (err) {

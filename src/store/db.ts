@@ -38,12 +38,6 @@ export interface OpenDatabaseOptions {
    * of queueing in SQLite (lock-wait.ts), gets its turn during a long ingest or recovery.
    */
   readonly lockGapMs?: number;
-  /**
-   * For the daemon: commits write the WAL without syncing it on the event loop, and a durable
-   * transaction's promise resolves once a sync from libuv's thread pool has put it on the disk
-   * (see store.ts, openWalSync). What a durable transaction promises is unchanged.
-   */
-  readonly backgroundWalSync?: boolean;
 }
 
 /**

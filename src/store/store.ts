@@ -1,4 +1,3 @@
-import { closeSync, fsync, openSync } from 'node:fs';
 import type { Clock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
@@ -36,7 +35,7 @@ export function openStore(path: string, clock: Clock, options: OpenDatabaseOptio
   let opened: ReturnType<typeof openDatabase> | null = null;
   try {
     opened = openDatabase(path, options);
-    return storeOver(opened.db, opened.migrated, clock, options.lockGapMs ?? 0, options.backgroundWalSync === true);
+    return storeOver(opened.db, opened.migrated, clock, options.lockGapMs ?? 0);
   } catch (err) {
     if (opened?.db.open) opened.db.close();
     if (storageFaultOf(err) === StorageFault.damaged) {
@@ -52,8 +51,7 @@ const LOCK_GAP_EVERY = 10;
 /** Sleeps this thread (Atomics.wait on a word nobody changes): the CLI's lock gap. */
 const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
 
-function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock, lockGapMs: number, backgroundWalSync: boolean): SqliteStore {
-  const walSync = backgroundWalSync ? openWalSync(db) : null;
+function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock, lockGapMs: number): SqliteStore {
   const select1 = db.prepare('SELECT 1');
   let lastWriteEnded = -Infinity;
   // The CLI's lock gap (see OpenDatabaseOptions.lockGapMs): after each write transaction while
@@ -105,16 +103,12 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
    * synchronously when it is this call's turn, so a lock error (busy_timeout 0 in the daemon)
    * surfaces before anything ran, and `fn` starts at once when no other transaction is open.
    */
-  const run = <T>(write: boolean, durable: boolean, fn: (tx: Tx) => Promise<T>): Promise<T> => {
-    const committed = turns.take(() => {
+  const run = <T>(write: boolean, durable: boolean, fn: (tx: Tx) => Promise<T>): Promise<T> =>
+    turns.take(() => {
       if (write && lockGapMs > 0) gapBeforeWrite();
-      // Without the WAL synced in the background, a transaction that need not wait for the disk
-      // is committed at NORMAL: the WAL is written, not synced, and the next durable commit (or
-      // checkpoint) syncs it.
-      const switched = !durable && walSync === null;
-      if (switched) synchronous.normal.run();
+      if (!durable) synchronous.normal.run();
       const done = (): void => {
-        if (switched) synchronous.full.run();
+        if (!durable) synchronous.full.run();
         if (write && lockGapMs > 0) afterWrite();
       };
       try {
@@ -148,11 +142,6 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
         },
       );
     });
-    // The connection is free once COMMIT has run; the caller of a durable write hears of it once
-    // the WAL holding it is on the disk.
-    if (walSync === null || !write || !durable) return committed;
-    return committed.then((value) => walSync.sync().then(() => value));
-  };
 
   return {
     backend: 'sqlite',
@@ -171,86 +160,9 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
     get canTrimHeap() {
       return trimmer.available;
     },
-    close: async () => {
-      await walSync?.close();
+    close: () => {
       if (db.open) db.close();
-    },
-  };
-}
-
-/** The WAL synced off the event loop (see OpenDatabaseOptions.backgroundWalSync). */
-interface WalSync {
-  /** Resolves once everything written to the WAL before the call is on the disk. */
-  sync(): Promise<void>;
-  /** Waits for the sync under way, then closes the descriptor. */
-  close(): Promise<void>;
-}
-
-/**
- * Puts the connection at synchronous=NORMAL (a commit writes the WAL and does not sync it) and
- * syncs the WAL from libuv's thread pool instead, through a descriptor of its own (fsync flushes
- * a file whichever descriptor wrote it). Syncs are grouped: one at a time, and every commit that
- * ended while one was under way is covered by the next, so many commits share an fsync and the
- * event loop never waits for the disk (docs/storage.md, "Durable commits off the event loop").
- * The WAL is appended to in commit order and read back at recovery only up to its first frame
- * that was not written whole, so a commit on the disk has every earlier one there too.
- *
- * A failed fsync is fatal, as in PostgreSQL: after one, Linux may have dropped the pages it could
- * not write, and a later fsync would succeed without them. The error is thrown out of the event
- * loop (the daemon logs it at fatal level and exits; systemd restarts it, and SQLite recovers from
- * what is on the disk). Null (commits stay synchronous=FULL) when the WAL file cannot be opened.
- */
-function openWalSync(db: Db): WalSync | null {
-  let fd: number;
-  try {
-    fd = openSync(`${db.name}-wal`, 'r');
-  } catch {
-    return null;
-  }
-  db.pragma('synchronous = NORMAL');
-  let running: Promise<void> | null = null;
-  let queued: { promise: Promise<void>; resolve: () => void } | null = null;
-  const fsyncOnce = (): Promise<void> =>
-    new Promise<void>((resolve) => {
-      fsync(fd, (err) => {
-        if (err) {
-          const fatal = new Error(`fsync of the SQLite WAL ${db.name}-wal failed (${err.code ?? err.message}): what was committed may not be on the disk; exiting so that the database is recovered from what is`, { cause: err });
-          setImmediate(() => {
-            throw fatal;
-          });
-          return;
-        }
-        resolve();
-      });
-    });
-  const start = (): Promise<void> => {
-    const p = fsyncOnce().then(() => {
-      running = null;
-      const next = queued;
-      queued = null;
-      if (next !== null) {
-        running = start();
-        void running.then(next.resolve);
-      }
-    });
-    return p;
-  };
-  return {
-    sync(): Promise<void> {
-      if (running === null) {
-        running = start();
-        return running;
-      }
-      if (queued === null) {
-        let resolve!: () => void;
-        const promise = new Promise<void>((r) => (resolve = r));
-        queued = { promise, resolve };
-      }
-      return queued.promise;
-    },
-    async close(): Promise<void> {
-      while (running !== null) await running;
-      closeSync(fd);
+      return Promise.resolve();
     },
   };
 }
