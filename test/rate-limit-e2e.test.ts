@@ -19,6 +19,13 @@ import { RATE_MARGIN_MS, RATE_WINDOW_MS } from '../src/domain/rate-window.ts';
 import { assertBuilt, databaseIn, runCli, scratchDir, spawnServe } from './feed-helpers.ts';
 import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor, type Receiver, type TestTls } from './receivers.ts';
 
+// The limit is taken when deliveries are claimed (in the claim's transaction); an attempt's
+// started_at is read a moment later, after the claim's commit and on an event loop that a loaded
+// machine may stall. Starts are checked in windows this much narrower than a second, so that
+// one claim's attempts starting late against the next claim's do not fail the daemon's promise;
+// without a working limit, a window holds many times the limit all the same.
+const START_ALLOWANCE_MS = 50;
+
 const PER_WEBHOOK = 4;
 
 /** The most requests that arrived in one window [t, t + width), t ranging over every arrival, and where. */
@@ -139,8 +146,8 @@ test('20/s over 200 events: no one-second window above 20 at the receiver, an un
   // The bound, in every window: as the daemon started the attempts, and as the receiver got them.
   const started = (db.prepare("SELECT a.started_at AS at FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE d.org_id = 'acme'").all() as Array<{ at: number }>).map((r) => r.at);
   assert.equal(started.length, 220);
-  const busiestStart = busiestWindow(started);
-  assert.ok(busiestStart.count <= 20, `${busiestStart.count} attempts started within one second`);
+  const busiestStart = busiestWindow(started, RATE_WINDOW_MS - START_ALLOWANCE_MS);
+  assert.ok(busiestStart.count <= 20, `${busiestStart.count} attempts started within ${RATE_WINDOW_MS - START_ALLOWANCE_MS} ms`);
   // At the receiver, the same bound, less what the way there took unevenly: the limit counts
   // starts, a second and RATE_MARGIN_MS apart, and a request delayed on its way (a loaded
   // machine stalls one now and then) by more than the margin beyond the others arrives closer to

@@ -24,6 +24,13 @@ import { assertBuilt, runCli, scratchDir, spawnServe, type Daemon } from './feed
 import { pgServer, stopPgServer } from './pg-harness.ts';
 import { appendFeed, createTestTls, feedLine, type TestTls } from './receivers.ts';
 
+// The limit is taken when deliveries are claimed (in the claim's transaction); an attempt's
+// started_at is read a moment later, after the claim's commit and on an event loop that a loaded
+// machine may stall. Starts are checked in windows this much narrower than a second, so that
+// one claim's attempts starting late against the next claim's do not fail the daemon's promise;
+// without a working limit, a window holds many times the limit all the same.
+const START_ALLOWANCE_MS = 50;
+
 after(stopPgServer);
 
 const LIMIT = 10;
@@ -173,14 +180,14 @@ test(`two instances on one PostgreSQL database hold one webhook to ${LIMIT}/s to
   )).rows.map((r) => ({ eventId: r.event_id, at: Number(r.at), by: r.by }));
   assert.equal(attempts.length, total);
   const starts = attempts.map((a) => a.at);
-  const busiestStart = busiestWindow(starts);
+  const busiestStart = busiestWindow(starts, RATE_WINDOW_MS - START_ALLOWANCE_MS);
   const s0 = Math.min(...starts);
   const around = attempts
     .filter((a) => a.at >= busiestStart.from - RATE_WINDOW_MS && a.at < busiestStart.from + 2 * RATE_WINDOW_MS)
     .sort((a, b) => a.at - b.at)
     .map((a) => `+${a.at - s0}:${a.by}`)
     .join(' ');
-  assert.ok(busiestStart.count <= LIMIT, `${busiestStart.count} attempts started within one second from +${busiestStart.from - s0} ms, by both instances together: ${around}`);
+  assert.ok(busiestStart.count <= LIMIT, `${busiestStart.count} attempts started within ${RATE_WINDOW_MS - START_ALLOWANCE_MS} ms from +${busiestStart.from - s0} ms, by both instances together: ${around}`);
 
   // At the receiver: every event once, and the bound less what the way there took unevenly
   // (see test/rate-limit-e2e.test.ts): the window narrowed by the spread of start-to-arrival
