@@ -32,11 +32,14 @@ import {
 } from './console-harness.ts';
 import { assertBuilt, jsonLine, runCli, scratchDir, spawnServe, type Daemon } from './feed-helpers.ts';
 import { createTestTls, startReceiver, type Receiver } from './receivers.ts';
+import { HIDDEN_HEADER_VALUE } from '../src/domain/webhook-headers.ts';
 
 before(assertBuilt);
 
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 const RECEIVER_DOWN = '{"error":"receiver down for maintenance"}';
+const ACME_CREDENTIAL = 'Bearer console-test-credential-0123';
+const ACME_WEBHOOK_SETTINGS = ['--header', 'X-Environment: staging', '--header', `Authorization: ${ACME_CREDENTIAL}`, '--rate-limit', '1000'];
 const ACME_EVENT = 'evt_7c1f0e2a9b3d4c58';
 const ACME_REQUEST = 'ar_5e21d9';
 const ACME_OTHER_EVENT = 'evt_d4b28e61f0a94c3e';
@@ -159,7 +162,8 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
     orgs.flatMap((org) => [
       setup(['users', 'add', '--org', org, '--email', `admin@${org}.example`, '--role', 'saas_admin']),
       setup(['users', 'add', '--org', org, '--email', `viewer@${org}.example`, '--role', 'saas_viewer']),
-      setup(['webhook', 'set', '--org', org, '--url', receiver.url.replace(/\/hook$/, `/${org}`)]),
+      // acme's webhook carries headers of its own, one a credential, and a rate limit far above this test's pace.
+      setup(['webhook', 'set', '--org', org, '--url', receiver.url.replace(/\/hook$/, `/${org}`), ...(org === 'acme' ? ACME_WEBHOOK_SETTINGS : [])]),
     ]),
   );
   const daemon = await spawnServe(t, state, ['--config', config]);
@@ -266,9 +270,16 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
       // The header and the webhook view.
       for (const name of ['Webhook', 'Deliveries']) await admin.getByRole('link', { name, exact: true }).first().waitFor({ state: 'visible' });
       await admin.getByRole('button', { name: 'Sign out' }).waitFor({ state: 'visible' });
-      for (const term of ['URL', 'Status', 'Last success', 'Last failure', 'Secret rotation']) {
+      for (const term of ['URL', 'Headers', 'Rate limit', 'Status', 'Last success', 'Last failure', 'Secret rotation']) {
         await definition(admin, term).waitFor({ state: 'visible' });
       }
+      // The webhook's own headers, the credential's value never shown; its rate limit.
+      const headers = await definition(admin, 'Headers').innerText();
+      assert.match(headers, /X-Environment: staging/);
+      assert.match(headers, /Authorization: set; value hidden/);
+      assert.ok(!headers.includes(ACME_CREDENTIAL), 'the credential header\'s value is on the page');
+      assert.ok(!(await admin.content()).includes(ACME_CREDENTIAL), 'the credential header\'s value is in the page\'s markup');
+      assert.equal((await definition(admin, 'Rate limit').innerText()).trim(), 'at most 1000 deliveries per second');
       await eventually('the webhook\'s URL and failing status', async () => {
         assert.match(await definition(admin, 'URL').innerText(), /https:\/\/127\.0\.0\.1:\d+\/acme/);
         assert.match(await definition(admin, 'Status').innerText(), /failing/i);
@@ -548,7 +559,14 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
       // What the receiver got for this delivery (its fourth request for the event): every header, the same values, the timestamp and the signature the attempt sent included.
       const sent = receiver.requestsFor(ACME_EVENT)[3]!;
       assert.equal(receiver.requestsFor(ACME_EVENT).length, 4);
-      assert.deepEqual(shown, sent.headers);
+      // Every header as the receiver got it (names compared as HTTP does, without case), but the
+      // credential among the webhook's own, which the delivery log says is set and never shows.
+      const shownByName = Object.fromEntries(Object.entries(shown).map(([name, value]) => [name.toLowerCase(), value]));
+      assert.equal(sent.headers['authorization'], ACME_CREDENTIAL);
+      assert.equal(sent.headers['x-environment'], 'staging');
+      assert.equal(shownByName['authorization'], HIDDEN_HEADER_VALUE);
+      assert.deepEqual(shownByName, { ...sent.headers, authorization: HIDDEN_HEADER_VALUE });
+      assert.ok(!(await admin.content()).includes(ACME_CREDENTIAL), 'the credential header\'s value is in the page\'s markup');
       const body = await section.locator('pre.request-body').innerText();
       assert.equal(body, sent.body.toString('utf8'), 'the exact body');
       assert.match(await section.locator('.request-line').innerText(), new RegExp(`^POST ${receiver.url.replace(/\/hook$/, '/acme').replace(/[.]/g, '\\.')}$`));

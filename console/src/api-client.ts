@@ -15,6 +15,8 @@ export interface Webhook {
   readonly active_hmac: boolean;
   /** Headers sent on every delivery, name to value; null: a credential, set but never shown. */
   readonly headers: Readonly<Record<string, string | null>>;
+  /** Deliveries per second at most; null: no limit. */
+  readonly rate_limit: number | null;
   readonly status: 'active' | 'failing' | 'disabled';
   readonly created_at: string;
   readonly updated_at: string;

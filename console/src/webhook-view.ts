@@ -30,6 +30,7 @@ function facts(webhook: Webhook): HTMLElement[] {
     ...row('URL', h('span', { class: 'url' }, webhook.webhook_url)),
     ...row('Signing', webhook.active_hmac ? 'on (Standard Webhooks signatures)' : 'off'),
     ...row('Headers', ...headerLines(webhook)),
+    ...row('Rate limit', webhook.rate_limit === null ? 'none' : `at most ${webhook.rate_limit} deliveries per second`),
     ...row('Status', h('span', { class: `badge badge-${webhook.status}` }, webhook.status), ' ', h('span', { class: 'detail' }, webhook.status_detail)),
     ...row('Last success', time(webhook.last_success_at)),
     ...row('Last failure', ...(lastError === null ? [time(null)] : [time(lastError.at), ': ', lastError.error])),
