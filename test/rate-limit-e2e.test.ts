@@ -12,41 +12,14 @@ import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { RATE_MARGIN_MS, RATE_WINDOW_MS } from '../src/domain/rate-window.ts';
 import { assertBuilt, databaseIn, runCli, scratchDir, spawnServe } from './feed-helpers.ts';
-import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor, type Receiver, type TestTls } from './receivers.ts';
+import { busiestWindow, leastSlack, START_ALLOWANCE_MS, startTimedReceiver } from './rate-limit-helpers.ts';
+import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor, type Receiver } from './receivers.ts';
 
-// The limit is taken when deliveries are claimed (in the claim's transaction); an attempt's
-// started_at is read a moment later, after the claim's commit and on an event loop that a loaded
-// machine may stall. Starts are checked in windows this much narrower than a second, so that
-// one claim's attempts starting late against the next claim's do not fail the daemon's promise;
-// without a working limit, a window holds many times the limit all the same.
-const START_ALLOWANCE_MS = 50;
 
 const PER_WEBHOOK = 4;
-
-/** The most requests that arrived in one window [t, t + width), t ranging over every arrival, and where. */
-export function busiestWindow(arrivals: readonly number[], width = RATE_WINDOW_MS): { count: number; from: number } {
-  const sorted = [...arrivals].sort((a, b) => a - b);
-  let best = { count: 0, from: 0 };
-  let j = 0;
-  for (let i = 0; i < sorted.length; i++) {
-    while (j < sorted.length && sorted[j]! < sorted[i]! + width) j++;
-    if (j - i > best.count) best = { count: j - i, from: sorted[i]! };
-  }
-  return best;
-}
-
-/** The least time by which a window of a second missed holding limit + 1 arrivals: (a[i + limit] - a[i]) - 1 s, at least. */
-function leastSlack(arrivalTimes: readonly number[], limit: number): number {
-  const sorted = [...arrivalTimes].sort((a, b) => a - b);
-  let least = Infinity;
-  for (let i = 0; i + limit < sorted.length; i++) least = Math.min(least, sorted[i + limit]! - sorted[i]! - RATE_WINDOW_MS);
-  return least;
-}
 
 function setup(t: TestContext, caFile: string) {
   const dir = scratchDir(t, 'hookrelay-rate-');
@@ -69,29 +42,6 @@ function setup(t: TestContext, caFile: string) {
 async function registered(cli: (args: string[]) => Promise<{ code: number | null; stdout: string; stderr: string }>, org: string, url: string, extra: string[] = []): Promise<void> {
   const r = await cli(['webhook', 'set', '--org', org, '--url', url, ...extra]);
   assert.equal(r.code, 0, r.stderr);
-}
-
-/** A receiver in a process of its own (test/fixtures/timed-receiver.mjs): its arrival times are its own. */
-async function startTimedReceiver(t: TestContext, tls: TestTls): Promise<{ url: string; arrivals(): Promise<Array<[number, string]>> }> {
-  const child = fork(fileURLToPath(new URL('./fixtures/timed-receiver.mjs', import.meta.url)), [], {
-    env: { ...process.env, TIMED_RECEIVER_TLS: JSON.stringify({ key: tls.keyPem, cert: tls.certPem }) },
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-  });
-  t.after(() => {
-    child.kill();
-  });
-  const port = await new Promise<number>((resolve, reject) => {
-    child.once('message', (m: { port: number }) => resolve(m.port));
-    child.once('exit', (code) => reject(new Error(`the receiver exited (${code})`)));
-  });
-  return {
-    url: `https://127.0.0.1:${port}/hook`,
-    arrivals: () =>
-      new Promise((resolve) => {
-        child.once('message', (m: { arrivals: Array<[number, string]> }) => resolve(m.arrivals));
-        child.send('report');
-      }),
-  };
 }
 
 function arrivals(receiver: Receiver): number[] {

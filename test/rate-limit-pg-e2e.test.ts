@@ -13,23 +13,16 @@
  * instance counting only its own starts) the two start up to 20 a second and this fails.
  */
 import assert from 'node:assert/strict';
-import { fork } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test, type TestContext } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { RATE_MARGIN_MS, RATE_WINDOW_MS } from '../src/domain/rate-window.ts';
 import { assertBuilt, runCli, scratchDir, spawnServe, type Daemon } from './feed-helpers.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
-import { appendFeed, createTestTls, feedLine, type TestTls } from './receivers.ts';
+import { busiestWindow, leastSlack, START_ALLOWANCE_MS, startTimedReceiver } from './rate-limit-helpers.ts';
+import { appendFeed, createTestTls, feedLine } from './receivers.ts';
 
-// The limit is taken when deliveries are claimed (in the claim's transaction); an attempt's
-// started_at is read a moment later, after the claim's commit and on an event loop that a loaded
-// machine may stall. Starts are checked in windows this much narrower than a second, so that
-// one claim's attempts starting late against the next claim's do not fail the daemon's promise;
-// without a working limit, a window holds many times the limit all the same.
-const START_ALLOWANCE_MS = 50;
 
 after(stopPgServer);
 
@@ -40,49 +33,6 @@ const PER_FEED = 60;
 const NAMES = ['rate-a', 'rate-b'] as const;
 /** Each instance delivers at least this many of the backlog, or the test shows nothing about two instances sharing one window. */
 const LEAST_SHARE = 20;
-
-/** The most times that fall in one window [t, t + width), t ranging over every time, and where. */
-function busiestWindow(times: readonly number[], width = RATE_WINDOW_MS): { count: number; from: number } {
-  const sorted = [...times].sort((a, b) => a - b);
-  let best = { count: 0, from: 0 };
-  let j = 0;
-  for (let i = 0; i < sorted.length; i++) {
-    while (j < sorted.length && sorted[j]! < sorted[i]! + width) j++;
-    if (j - i > best.count) best = { count: j - i, from: sorted[i]! };
-  }
-  return best;
-}
-
-/** The least time by which a window of a second missed holding limit + 1 of `times`. */
-function leastSlack(times: readonly number[], limit: number): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let least = Infinity;
-  for (let i = 0; i + limit < sorted.length; i++) least = Math.min(least, sorted[i + limit]! - sorted[i]! - RATE_WINDOW_MS);
-  return least;
-}
-
-/** A receiver in a process of its own (test/fixtures/timed-receiver.mjs): its arrival times are not delayed by this process's database reads. */
-async function startTimedReceiver(t: TestContext, tls: TestTls): Promise<{ url: string; arrivals(): Promise<Array<[number, string]>> }> {
-  const child = fork(fileURLToPath(new URL('./fixtures/timed-receiver.mjs', import.meta.url)), [], {
-    env: { ...process.env, TIMED_RECEIVER_TLS: JSON.stringify({ key: tls.keyPem, cert: tls.certPem }) },
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-  });
-  t.after(() => {
-    child.kill();
-  });
-  const port = await new Promise<number>((resolve, reject) => {
-    child.once('message', (m: { port: number }) => resolve(m.port));
-    child.once('exit', (code) => reject(new Error(`the receiver exited (${code})`)));
-  });
-  return {
-    url: `https://127.0.0.1:${port}/hook`,
-    arrivals: () =>
-      new Promise((resolve) => {
-        child.once('message', (m: { arrivals: Array<[number, string]> }) => resolve(m.arrivals));
-        child.send('report');
-      }),
-  };
-}
 
 /** An instance's state directory, feed and config file, on `url`'s database under `name`. */
 function instanceSetup(t: TestContext, name: string, url: string, caFile: string) {
