@@ -68,7 +68,7 @@ import { EVENT_TYPE, statusChangeBody } from '../src/domain/feed-event.ts';
 import { generateWebhookSecret } from '../src/domain/secrets.ts';
 import { signatureHeader } from '../src/domain/signature.ts';
 import type { PhaseArrivals, ReceiverStats } from './bench-delivery-receiver.ts';
-import { cleanEnv, createTls, ipcCaller, startReceiverProcess, type ReceiverProcess } from './receiver-control.ts';
+import { cleanEnv, createTls, ipcCaller, startReceiverProcess } from './receiver-control.ts';
 
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const THIS_FILE = fileURLToPath(import.meta.url);

@@ -28,7 +28,6 @@ import {
   screenshot,
   seriousAxeViolations,
   sessionStorageValues,
-  type ConsoleBrowser,
 } from './console-harness.ts';
 import { assertBuilt, jsonLine, runCli, scratchDir, spawnServe, type Daemon } from './feed-helpers.ts';
 import { createTestTls, startReceiver, type Receiver } from './receivers.ts';

@@ -21,7 +21,7 @@ import { openPgStore, type PgStore } from '../src/store/pg/store.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
 import { DeliveryStatus, sendable, type AttemptToStore, type DeliveryRow, type Settlement, type Store, type Tx } from '../src/store/repos.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
-import { CONTRACT_INSTANCE, STORE_BACKENDS } from './store-backends.ts';
+import { STORE_BACKENDS } from './store-backends.ts';
 
 after(stopPgServer);
 
@@ -35,7 +35,6 @@ const testClock = (at: number): TestClock => {
   return clock;
 };
 
-const INSTANCE = CONTRACT_INSTANCE;
 const T0 = 1_700_000_000_000;
 
 /** The contract's backends, each on a clock of its own the test moves. */

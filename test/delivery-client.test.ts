@@ -478,7 +478,7 @@ test('with 127.0.0.1/32 and ::1/128 allowed, https://localhost reaches the recei
 });
 
 test('the URL policy is applied on every attempt: http without allowHttp, user-info and a malformed URL are invalid_url, and nothing connects', async (t) => {
-  const server = await startHttp(t, (req, res) => res.end('ok'));
+  const server = await startHttp(t, (_req, res) => res.end('ok'));
   const strict = makeDeliverer(t, { allowHttp: false });
   const http = await strict.deliver(request(`http://127.0.0.1:${server.port}/hook`));
   assert.equal(http.error, AttemptError.invalidUrl, shown(http));

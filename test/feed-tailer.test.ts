@@ -203,7 +203,7 @@ describe('rotation and truncation', () => {
   });
 
   test('copytruncate while running: truncation is detected and the file read again from 0', async (t) => {
-    const { path, relay, probe } = await startWithLines(t, 10);
+    const { path, probe } = await startWithLines(t, 10);
     const inode = inodeOf(path);
 
     truncateSync(path, 0);
@@ -220,7 +220,7 @@ describe('rotation and truncation', () => {
   });
 
   test('copytruncate followed at once by new lines (shorter than before): read from 0', async (t) => {
-    const { path, relay, probe } = await startWithLines(t, 10);
+    const { path, probe } = await startWithLines(t, 10);
 
     truncateSync(path, 0);
     appendFileSync(path, feedLines(2, 300).text);
@@ -243,7 +243,7 @@ describe('rotation and truncation', () => {
   });
 
   test('rewritten in place with other first bytes and more data than before, while running: read from 0, never from the old offset', async (t) => {
-    const { path, relay, probe } = await startWithLines(t, 3);
+    const { path, probe } = await startWithLines(t, 3);
     const inode = inodeOf(path);
 
     // Same inode (O_TRUNC then write), other content, larger than the committed position.
@@ -300,7 +300,7 @@ describe('rotation and truncation', () => {
   });
 
   test('rewritten while running with the same first bytes and other bytes before the position: read from 0, never from the old offset', async (t) => {
-    const { path, relay, probe } = await startWithLines(t, 10);
+    const { path, probe } = await startWithLines(t, 10);
     const inode = inodeOf(path);
 
     writeFileSync(path, feedLines(3).text + feedLines(40, 700).text);

@@ -12,7 +12,6 @@
  * identity columns never hand a number out twice, even after a rollback or a conflict).
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, describe, test, type TestContext } from 'node:test';
 import pg from 'pg';
 import { systemClock } from '../src/domain/clock.ts';

@@ -2,7 +2,7 @@ import { EVENT_TYPE } from '../domain/feed-event.ts';
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './db.ts';
 import { firstKeyAtOrAfter } from './ordered-search.ts';
-import { DeliveryStatus, RECENT_FAILURE_WINDOW, sendable, type AttemptCount, type AttemptRow, type AttemptToStore, type ClaimTurn, type DeliveriesRepo, type DeliveryRow, type DeliveryToQueue, type DueRow, type ListFilter, type Settlement } from './repos.ts';
+import { DeliveryStatus, RECENT_FAILURE_WINDOW, type AttemptCount, type AttemptRow, type AttemptToStore, type ClaimTurn, type DeliveriesRepo, type DeliveryRow, type DeliveryToQueue, type DueRow, type ListFilter, type Settlement } from './repos.ts';
 import { listParams, listSql, type ListParams } from './delivery-log.ts';
 import { ATTEMPT_COLUMNS, rateWindowOf, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from './rows.ts';
 import type { Sync } from './sync-repo.ts';

@@ -1,4 +1,4 @@
-import type { RejectReason, StoredEvent } from '../domain/feed-event.ts';
+import type { StoredEvent } from '../domain/feed-event.ts';
 import type { Db } from './db.ts';
 import { firstKeyAtOrAfter } from './ordered-search.ts';
 import type { EventToStore, FeedPosition, FeedReject, FeedRepo, FeedStats } from './repos.ts';

@@ -1,6 +1,6 @@
 import { orderedSearchSql } from './ordered-search.ts';
 import type { QueryResult } from 'pg';
-import type { RejectReason, StoredEvent } from '../../domain/feed-event.ts';
+import type { StoredEvent } from '../../domain/feed-event.ts';
 import type { EventToStore, FeedPosition, FeedReject, FeedRepo, FeedStats } from '../repos.ts';
 import { toPosition, toReject, type PositionRow, type RejectRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
