@@ -39,9 +39,10 @@ test('hookrelay listen: the setup it prints lets the daemon deliver to it; each 
 
   // Before the configuration allows it, listen says what to add, for this organization only.
   const first = await startListener(t, ['--org', 'acme', ...common]);
+  // Both lines are waited for: the second may come in a later chunk of output than the first.
   await first.waitFor(/"organizationNetworks": \["acme=127\.0\.0\.1\/32"\]/);
+  await first.waitFor(new RegExp(`hookrelay webhook set --org acme --url ${first.url.replace(/[.]/g, '\\.')}`));
   assert.match(first.output(), /\{ "delivery": \{ "allowHttp": true, "organizationNetworks": \["acme=127\.0\.0\.1\/32"\] \} \}/);
-  assert.match(first.output(), new RegExp(`hookrelay webhook set --org acme --url ${first.url.replace(/[.]/g, '\\.')}`));
   first.child.kill('SIGINT');
 
   // The user follows it: the settings into the file both the daemon and the CLI read.
