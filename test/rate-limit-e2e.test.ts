@@ -44,6 +44,18 @@ async function registered(cli: (args: string[]) => Promise<{ code: number | null
   assert.equal(r.code, 0, r.stderr);
 }
 
+/** An install with acme's webhook limited to `limit` a second, at an HTTPS receiver of this test (the daemon not started). */
+async function limitedInstall(t: TestContext, limit: number) {
+  assertBuilt();
+  const tls = createTestTls(t);
+  const receiver = await startReceiver(t, tls);
+  const s = setup(t, tls.caFile);
+  assert.equal((await s.cli(['migrate'])).code, 0);
+  assert.equal((await s.cli(['orgs', 'add', 'acme'])).code, 0);
+  await registered(s.cli, 'acme', receiver.url, ['--rate-limit', String(limit)]);
+  return { receiver, s };
+}
+
 function arrivals(receiver: Receiver): number[] {
   return receiver.requests.map((r) => r.receivedAt);
 }
@@ -138,13 +150,7 @@ test('20/s over 200 events: no one-second window above 20 at the receiver, an un
 });
 
 test('a limit changed while a backlog waits holds from the next claim: lowered, then removed', { timeout: 180_000 }, async (t) => {
-  assertBuilt();
-  const tls = createTestTls(t);
-  const receiver = await startReceiver(t, tls);
-  const s = setup(t, tls.caFile);
-  assert.equal((await s.cli(['migrate'])).code, 0);
-  assert.equal((await s.cli(['orgs', 'add', 'acme'])).code, 0);
-  await registered(s.cli, 'acme', receiver.url, ['--rate-limit', '40']);
+  const { receiver, s } = await limitedInstall(t, 40);
   await spawnServe(t, s.stateDir, ['--config', s.configFile]);
   appendFeed(s.feed, Array.from({ length: 300 }, (_, i) => feedLine('acme', `evt_${i}`)));
 
@@ -170,13 +176,7 @@ test('a limit changed while a backlog waits holds from the next claim: lowered, 
 });
 
 test('hookrelay status and the metrics show the deliveries waiting for a reached limit, and the limit', { timeout: 120_000 }, async (t) => {
-  assertBuilt();
-  const tls = createTestTls(t);
-  const receiver = await startReceiver(t, tls);
-  const s = setup(t, tls.caFile);
-  assert.equal((await s.cli(['migrate'])).code, 0);
-  assert.equal((await s.cli(['orgs', 'add', 'acme'])).code, 0);
-  await registered(s.cli, 'acme', receiver.url, ['--rate-limit', '2']);
+  const { receiver, s } = await limitedInstall(t, 2);
   // A bad value: exit 2, one line naming the option, nothing changed.
   const bad = await s.cli(['webhook', 'set', '--org', 'acme', '--url', receiver.url, '--rate-limit', '0']);
   assert.equal(bad.code, 2);
