@@ -35,7 +35,7 @@ import { createFileTailer } from '../src/feed/file-tailer.ts';
 import { createWorkerLineParser, inlineLineParser } from '../src/feed/line-parser.ts';
 import { createLogger } from '../src/log.ts';
 import { createIngestService } from '../src/services/ingest.ts';
-import { openStore } from '../src/store/store.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 
 const { values } = parseArgs({
   options: {
@@ -100,7 +100,7 @@ interface Result {
 
 async function measure(variant: Variant, run: number, feedPath: string, size: number, dir: string): Promise<Result> {
   const dbPath = join(dir, `${variant}-${run}.db`);
-  const store = openStore(dbPath, systemClock);
+  const store = openSqliteStore(dbPath, systemClock);
   // Half of the organizations have a webhook, so half of the events also get an outbox row.
   await store.transaction(async (tx) => {
     for (let o = 0; o < 50; o += 2) {

@@ -19,8 +19,8 @@ import { orderingKey } from '../src/domain/ordering.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics } from '../src/metrics/metrics.ts';
 import { createStatusService } from '../src/services/status.ts';
-import { QUEUE_GAUGE_SQL } from '../src/store/deliveries-repo.ts';
-import { openStore } from '../src/store/store.ts';
+import { QUEUE_GAUGE_SQL } from '../src/store/sqlite/deliveries-repo.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { createDeliveryLogService, type LogQuery } from '../src/services/delivery-log.ts';
 
 const { values } = parseArgs({ options: { deliveries: { type: 'string' }, orgs: { type: 'string' }, runs: { type: 'string' }, keep: { type: 'string' } } });
@@ -28,7 +28,7 @@ const total = Number(values.deliveries ?? 1_000_000);
 const orgCount = Number(values.orgs ?? 16);
 const runs = Number(values.runs ?? 3);
 const dir = values.keep ?? mkdtempSync(join(tmpdir(), 'hookrelay-bench-metrics-'));
-const store = openStore(join(dir, 'hookrelay.db'), systemClock);
+const store = openSqliteStore(join(dir, 'hookrelay.db'), systemClock);
 const db = store.db;
 
 if ((db.prepare('SELECT count(*) FROM deliveries').pluck().get() as number) < total) {
@@ -209,7 +209,7 @@ if ((db.prepare('SELECT count(*) FROM delivery_attempts').pluck().get() as numbe
   console.log(`\nadded ${deliveryIds.length} attempts over a day in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 }
 const endOfDay = (db.prepare('SELECT max(started_at) FROM delivery_attempts').pluck().get() as number) + 1;
-const chartStore = openStore(join(dir, 'hookrelay.db'), { now: () => endOfDay });
+const chartStore = openSqliteStore(join(dir, 'hookrelay.db'), { now: () => endOfDay });
 const chart = createDeliveryLogService(chartStore, { userAgent: 'bench' });
 console.log(`
 the chart of org-0 (GET /webhook/stats) with a million attempts in the last day (${Math.round(total / orgCount)} of them org-0's), median of ${reads} reads:`);

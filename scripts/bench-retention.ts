@@ -29,10 +29,10 @@ import { createLogger } from '../src/log.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import { createRetentionService } from '../src/services/retention.ts';
 import { DeliveryStatus } from '../src/store/repos.ts';
-import { backupDatabase } from '../src/store/maintenance.ts';
-import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
+import { backupDatabase } from '../src/store/sqlite/maintenance.ts';
+import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import type { Tx, TransactionOptions } from '../src/store/repos.ts';
-import { createDeliveriesRepo } from '../src/store/deliveries-repo.ts';
+import { createDeliveriesRepo } from '../src/store/sqlite/deliveries-repo.ts';
 
 const { values } = parseArgs({
   options: {
@@ -172,7 +172,7 @@ const dir = mkdtempSync(join(tmpdir(), 'hookrelay-bench-retention-'));
 const report: Record<string, unknown> = { lines, responseBytes };
 try {
   const dbPath = join(dir, 'hookrelay.db');
-  const store = openStore(dbPath, { now: () => Date.now() });
+  const store = openSqliteStore(dbPath, { now: () => Date.now() });
   await store.transaction(async (tx) => {
     for (let o = 0; o < 50; o++) {
       await tx.orgs.insert({ id: `org-${o}`, name: `org-${o}`, createdAt: 0 });

@@ -26,10 +26,10 @@ import { createServices } from './services/services.ts';
 import { createRetentionService, startRetention } from './services/retention.ts';
 import { createStorageHealth, type StorageHealth } from './services/storage-health.ts';
 import { createWorkSignal } from './services/work-signal.ts';
-import { acquireDaemonLock, type DaemonLock } from './store/daemon-lock.ts';
+import { acquireDaemonLock, type DaemonLock } from './store/sqlite/daemon-lock.ts';
 import { availableBytes } from './store/directories.ts';
 import { StorageFault, storageFaultOf } from './store/storage-faults.ts';
-import { openStore } from './store/store.ts';
+import { openSqliteStore } from './store/sqlite/store.ts';
 import type { Store } from './store/repos.ts';
 import { isTransientPgError } from './store/pg/errors.ts';
 import { loggableDatabaseUrl } from './store/pg/pool.ts';
@@ -172,7 +172,7 @@ function counted(result: FlushResult, work: FlushWork, metrics: Metrics): FlushR
 }
 
 /** Composition root: wires store, services and adapters; owns their start/stop order. */
-export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; stdin?: Readable; openStore?: typeof openStore }): Relay {
+export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; stdin?: Readable; openSqliteStore?: typeof openSqliteStore }): Relay {
   const log = deps.log;
   const clock = deps.clock ?? systemClock;
   let store: Store | null = null;
@@ -255,8 +255,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     const path = config.database.path;
     for (let failures = 0; ; ) {
       try {
-        // The daemon never sleeps on a lock another process holds: its writers wait on timers (store/lock-wait.ts).
-        const opened = (deps.openStore ?? openStore)(path, clock, { busyTimeoutMs: config.database.busyTimeoutMs, waitForLocks: false });
+        // The daemon never sleeps on a lock another process holds: its writers wait on timers (store/sqlite/lock-wait.ts).
+        const opened = (deps.openSqliteStore ?? openSqliteStore)(path, clock, { busyTimeoutMs: config.database.busyTimeoutMs, waitForLocks: false });
         if (failures > 0) log.info({ database: path, tries: failures + 1 }, 'database opened: the disk has room again');
         return opened;
       } catch (err) {

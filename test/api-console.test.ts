@@ -15,7 +15,7 @@ import { Webhook } from 'standardwebhooks';
 import { orderingKey } from '../src/domain/ordering.ts';
 import { createDeliveryLogService, type LogQuery } from '../src/services/delivery-log.ts';
 import { createIngestService } from '../src/services/ingest.ts';
-import { openStore, type SqliteStore } from '../src/store/store.ts';
+import { openSqliteStore, type SqliteStore } from '../src/store/sqlite/store.ts';
 import { VERSION } from '../src/version.ts';
 import { assertProblem, assertUnchanged, call, seedOrg, silentLog, tempDir } from './helpers.ts';
 import { attemptsOf, deliveriesOf, eventIdOf, feedLine, startDeliveryRig, startReceiver, waitFor, waitForDelivery } from './receivers.ts';
@@ -214,7 +214,7 @@ test('GET /webhook/deliveries?request_id= lists the deliveries of that request o
 /** A store on a clock the test sets, with organizations a and b, each with a webhook. */
 function storeAt(t: TestContext): { store: SqliteStore; clock: { at: number; now(): number } } {
   const clock = { at: 1_000, now: () => clock.at };
-  const store = openStore(join(tempDir(t), 'hookrelay.db'), clock);
+  const store = openSqliteStore(join(tempDir(t), 'hookrelay.db'), clock);
   t.after(() => store.close());
   for (const org of ['org-a', 'org-b']) {
     repos(store).orgs.insert({ id: org, name: org, createdAt: 0 });

@@ -13,8 +13,8 @@ import { before, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { systemClock } from '../src/domain/clock.ts';
-import { SCHEMA_VERSION } from '../src/store/db.ts';
-import { openStore } from '../src/store/store.ts';
+import { SCHEMA_VERSION } from '../src/store/sqlite/db.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { damageHeader, damagePageOf, readyz, seededState } from './db-helpers.ts';
 import { assertBuilt, databaseIn, defer, migrateCli, runCli, scratchDir, spawnServe } from './feed-helpers.ts';
 import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor, type TestTls } from './receivers.ts';
@@ -237,7 +237,7 @@ test('db prune in batches, again and again while the daemon delivers and prunes 
     conn.close();
     throw new Error(`${String(err)}; missing ${missing.length}: ${missing.slice(0, 10).join(' ')}; rows ${JSON.stringify(rows)}; counts ${JSON.stringify(counts)} events ${events}; tries ${tries.slice(0, 10).join(' ')}; log ${JSON.stringify(daemon.logRecords().filter((r) => (r.level as number) >= 40 && r.subsystem !== 'dispatch').slice(0, 5))}`);
   });
-  const store = openStore(databaseIn(stateDir), systemClock);
+  const store = openSqliteStore(databaseIn(stateDir), systemClock);
   defer(t, () => store.close());
   await waitFor('every refused event to be dead', () => store.db.prepare("SELECT count(*) FROM deliveries WHERE status = 'dead'").pluck().get() === refused.length, 30_000);
   await sleep(1100);
@@ -292,7 +292,7 @@ test('db prune --dry-run counts what db prune then removes, and removes nothing'
   mkdirSync(stateDir, { recursive: true });
   const db = databaseIn(stateDir);
   {
-    const store = openStore(db, { now: () => Date.now() - 40 * 86_400_000 });
+    const store = openSqliteStore(db, { now: () => Date.now() - 40 * 86_400_000 });
     const r = repos(store);
     r.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 0 });
     r.webhooks.upsert('acme', 'https://hooks.example.com/hook', false, null, 0);

@@ -15,12 +15,12 @@ import { Permission } from '../src/domain/permissions.ts';
 import { emailKey } from '../src/domain/validation.ts';
 import { createLogger } from '../src/log.ts';
 import { copySqliteToPostgres } from '../src/store/copy.ts';
-import { SCHEMA_VERSION } from '../src/store/db.ts';
+import { SCHEMA_VERSION } from '../src/store/sqlite/db.ts';
 import { PG_SCHEMA_VERSION } from '../src/store/pg/migrations.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
 import { openPgStore } from '../src/store/pg/store.ts';
 import type { Tx } from '../src/store/repos.ts';
-import { openStore, type SqliteStore } from '../src/store/store.ts';
+import { openSqliteStore, type SqliteStore } from '../src/store/sqlite/store.ts';
 import { assertBuilt, migrateCli, runCli } from './feed-helpers.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
 
@@ -43,7 +43,7 @@ function tempDir(t: TestContext): string {
 /** A SQLite store over a fresh file, closed when the test ends (closing twice is harmless). */
 function sqliteStore(t: TestContext): { path: string; store: SqliteStore } {
   const path = join(tempDir(t), 'hookrelay.db');
-  const store = openStore(path, systemClock);
+  const store = openSqliteStore(path, systemClock);
   t.after(() => store.close());
   return { path, store };
 }
@@ -208,7 +208,7 @@ describe('db copy: SQLite to PostgreSQL', () => {
     const s = await seed(seeding);
     await seeding.close();
     // Opened again: the SQLite feed repository reads legacy_event_ids when it is made.
-    const store = openStore(path, systemClock);
+    const store = openSqliteStore(path, systemClock);
     t.after(() => store.close());
     const before = await store.read((tx) => snapshot(tx, s));
     const counts = Object.fromEntries(
@@ -339,7 +339,7 @@ describe('db copy: SQLite to PostgreSQL', () => {
     await store.close();
     const url = await (await pgServer()).createDatabase();
     // A daemon still running: it writes once the copy has read the organizations.
-    const daemon = openStore(path, systemClock);
+    const daemon = openSqliteStore(path, systemClock);
     t.after(() => daemon.close());
     let wrote = false;
     const log = createLogger('info', {

@@ -23,8 +23,8 @@ import { systemClock } from '../src/domain/clock.ts';
 import { createLogger } from '../src/log.ts';
 import { createRelay } from '../src/relay.ts';
 import { createServices } from '../src/services/services.ts';
-import type { Db } from '../src/store/db.ts';
-import { openStore, type SqliteStore } from '../src/store/store.ts';
+import type { Db } from '../src/store/sqlite/db.ts';
+import { openSqliteStore, type SqliteStore } from '../src/store/sqlite/store.ts';
 import { assertBuilt, CLI, cleanEnv, defer, scratchDir, spawnServe, WAIT_LIMIT_MS } from './feed-helpers.ts';
 import { damageHeader, damagePageOf, readyz, seededState, waitUntil } from './db-helpers.ts';
 import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor } from './receivers.ts';
@@ -38,7 +38,7 @@ interface SmallDisk {
   /** Where the state directory goes. */
   readonly dir: string;
   /** Wraps the daemon's store opening (fault injection only). */
-  readonly openStore?: typeof openStore;
+  readonly openSqliteStore?: typeof openSqliteStore;
   fill(): void;
   free(): void;
 }
@@ -91,8 +91,8 @@ function smallDisk(t: TestContext): SmallDisk {
   return {
     kind: 'a fault-injected store (PRAGMA max_page_count on the daemon connection)',
     dir,
-    openStore: (...args) => {
-      const store = openStore(...args);
+    openSqliteStore: (...args) => {
+      const store = openSqliteStore(...args);
       daemonDb = store.db;
       return store;
     },
@@ -114,7 +114,7 @@ test('started on a full disk, the daemon waits for space (logged once) instead o
   const stateDir = join(mounted, 'state');
   const config = loadConfig({ env: {}, overrides: { stateDir, 'api.listen': '127.0.0.1:0', 'feed.path': join(scratchDir(t), 'feed.jsonl') } });
   // A database that exists, closed cleanly (no -wal or -shm file left: opening creates the -shm).
-  await openStore(config.database.path, systemClock).close();
+  await openSqliteStore(config.database.path, systemClock).close();
   let refusals = 0;
   let full = true;
   const ballast = join(mounted, 'ballast');
@@ -126,12 +126,12 @@ test('started on a full disk, the daemon waits for space (logged once) instead o
     ...(real
       ? {}
       : {
-          openStore: (...args: Parameters<typeof openStore>) => {
+          openSqliteStore: (...args: Parameters<typeof openSqliteStore>) => {
             if (full) {
               refusals++;
               throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
             }
-            return openStore(...args);
+            return openSqliteStore(...args);
           },
         }),
   });
@@ -154,7 +154,7 @@ test('stopped while it waits for space to open the database, the daemon stops cl
   const config = loadConfig({ env: {}, overrides: { stateDir: scratchDir(t), 'api.listen': '127.0.0.1:0', 'feed.path': join(scratchDir(t), 'feed.jsonl') } });
   const relay = createRelay(config, {
     log: createLogger('silent'),
-    openStore: () => {
+    openSqliteStore: () => {
       throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
     },
   });
@@ -193,11 +193,11 @@ test('a full disk: /readyz answers 503 disk_full, logged once; nothing is lost; 
   });
   const records: Array<Record<string, unknown>> = [];
   const log = createLogger('info', { write: (line: string) => void records.push(JSON.parse(line) as Record<string, unknown>) });
-  const relay = createRelay(config, { log, ...(disk.openStore ? { openStore: disk.openStore } : {}) });
+  const relay = createRelay(config, { log, ...(disk.openSqliteStore ? { openSqliteStore: disk.openSqliteStore } : {}) });
   await relay.start();
   defer(t, () => relay.stop());
   const baseUrl = `http://127.0.0.1:${relay.address().port}`;
-  const store = openStore(config.database.path, systemClock);
+  const store = openSqliteStore(config.database.path, systemClock);
   defer(t, () => store.close());
   const services = createServices(store, config);
   await services.orgs.add({ id: 'acme' });

@@ -13,7 +13,7 @@ import { test, type TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { systemClock } from '../src/domain/clock.ts';
-import { openStore } from '../src/store/store.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { cleanEnv } from './feed-helpers.ts';
 import { tempDir } from './helpers.ts';
 import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor } from './receivers.ts';
@@ -108,7 +108,7 @@ test('a daemon killed mid-delivery loses nothing: every event is delivered, only
   const inFlight = new Set(receiver.requests.slice(1).map((r) => eventIdOf(r)!));
   assert.equal(inFlight.size, 4, `expected four distinct events in flight, got ${[...inFlight].join(', ')}`);
 
-  const store = openStore(join(stateDir, 'hookrelay.db'), systemClock);
+  const store = openSqliteStore(join(stateDir, 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const rows = () =>
     store.db.prepare("SELECT e.id AS event_id, d.status, d.attempts, d.lease_expires_at FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.org_id = 'org-a'").all() as Array<{
@@ -218,7 +218,7 @@ test('kill -9 in the middle of group commits under load: every event delivered, 
   const beforeKill = receiver.requests.length;
 
   const second = serve();
-  const store = openStore(join(stateDir, 'hookrelay.db'), systemClock);
+  const store = openSqliteStore(join(stateDir, 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const delivered = () => (store.db.prepare("SELECT count(*) AS n FROM deliveries WHERE status = 'delivered'").get() as { n: number }).n;
   await waitFor('every event delivered after the restart (in-flight ones once their lease lapses, about 11 s)', () => delivered() === ids.length, 100_000, 100);

@@ -21,7 +21,7 @@ import { createRelay } from '../src/relay.ts';
 import { createServices } from '../src/services/services.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import { DeliveryStatus } from '../src/store/repos.ts';
-import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
+import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { call, seedOrg, silentLog, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
 import {
@@ -258,7 +258,7 @@ test('a row whose body cannot be built is marked dead with the reason; its organ
 /** A store with one organization and its webhook, and a clock the test sets. */
 function queueStore(t: TestContext): { store: Store; clock: { at: number } & Clock } {
   const clock = { at: 1_000_000, now: () => clock.at };
-  const store = openStore(join(tempDir(t, 'hookrelay-claim-'), 'hookrelay.db'), clock);
+  const store = openSqliteStore(join(tempDir(t, 'hookrelay-claim-'), 'hookrelay.db'), clock);
   t.after(() => store.close());
   repos(store).orgs.insert({ id: 'org-a', name: 'org-a', createdAt: 0 });
   repos(store).webhooks.upsert('org-a', 'https://hooks.example/a', false, null, 0);
@@ -321,7 +321,7 @@ test('the clock steps forward then back: fresh deliveries go out at once, before
   });
   const DAY = 86_400_000;
   const clock = { offset: 0, now: () => Date.now() + clock.offset };
-  const store = openStore(config.database.path, clock);
+  const store = openSqliteStore(config.database.path, clock);
   t.after(() => store.close());
   const services = createServices(store, config);
   await seedOrg(services, 'org-a');

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { lookup } from 'node:dns/promises';
 import { hostname } from 'node:os';
 import { test } from 'node:test';
-import type { SqliteStore as Store } from '../src/store/store.ts';
+import type { SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { call, seedOrg, startRelay } from './helpers.ts';
 import { appendFeed, attemptsOf, createTestTls, FAST_DELIVERY, feedLine, startReceiver, waitForDelivery } from './receivers.ts';
 import { repos } from './sqlite-repos.ts';

@@ -16,7 +16,7 @@ import { AttemptError, decideOutcome, parseRetryAfter, type AttemptResult, type 
 import { generateWebhookSecret } from '../src/domain/secrets.ts';
 import { signatureHeader } from '../src/domain/signature.ts';
 import { createServices } from '../src/services/services.ts';
-import { openStore } from '../src/store/store.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
 
@@ -268,7 +268,7 @@ test('signature: one v1 signature per secret, newest first, verified by the stan
 
 test('webhook health in the store: failing after N failures in a row, disabled after failing too long, success and enable reset it', async (t) => {
   const dir = tempDir(t);
-  const store = openStore(join(dir, 'hookrelay.db'), systemClock);
+  const store = openSqliteStore(join(dir, 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const services = createServices(store, loadConfig({ env: {}, overrides: { stateDir: dir } }));
   await services.orgs.add({ id: 'org-a' });

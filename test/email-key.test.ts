@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { emailKey } from '../src/domain/validation.ts';
-import { openStore } from '../src/store/store.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { call, claimsFor, databaseAtVersion, seedOrg, startRelay, tempDir } from './helpers.ts';
 
 const KELVIN = '\u212A';
@@ -62,7 +62,7 @@ test('a database made before keeps its users under the new keys: an address with
   for (const email of ['Ada@Acme.Test', '\u00c9mile@acme.test', `${KELVIN}elvin@acme.test`]) insert.run(email, email.toLowerCase());
   db.close();
 
-  const store = openStore(path, { now: () => 10_000 });
+  const store = openSqliteStore(path, { now: () => 10_000 });
   t.after(() => store.close());
   assert.equal(store.migrated.from, 6);
   const keys = store.db.prepare('SELECT email, email_key FROM users ORDER BY id').raw().all();

@@ -20,7 +20,7 @@ import { systemClock } from '../src/domain/clock.ts';
 import { storedBody } from '../src/domain/feed-event.ts';
 import { createLogger } from '../src/log.ts';
 import { createRelay, type Relay } from '../src/relay.ts';
-import { openStore, type SqliteStore } from '../src/store/store.ts';
+import { openSqliteStore, type SqliteStore } from '../src/store/sqlite/store.ts';
 import { repos } from './sqlite-repos.ts';
 
 export const CLI = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
@@ -96,7 +96,7 @@ export async function waitFor<T>(what: string, probe: () => T | undefined | fals
 export class Probe {
   readonly store: SqliteStore;
   constructor(t: TestContext, databasePath: string) {
-    this.store = openStore(databasePath, systemClock);
+    this.store = openSqliteStore(databasePath, systemClock);
     defer(t, () => this.store.close());
   }
 

@@ -21,7 +21,7 @@ import { createWorkerLineParser } from '../src/feed/line-parser.ts';
 import { LineSplitter } from '../src/feed/line-splitter.ts';
 import { ingestStream } from '../src/feed/stream-reader.ts';
 import { createIngestService, type IngestService, type Lines, type RawLine } from '../src/services/ingest.ts';
-import { openStore } from '../src/store/store.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { feedLines, WAIT_LIMIT_MS } from './feed-helpers.ts';
 import { silentLog, tempDir } from './helpers.ts';
 
@@ -163,8 +163,8 @@ describe('LineSplitter.pushInto', () => {
 });
 
 /** An ingest service on a fresh database that records the lines of each batch it stores. */
-function recordingIngest(t: TestContext): { ingest: IngestService; batches: Array<{ lines: number; bytes: number; lastLineBytes: number }>; store: ReturnType<typeof openStore> } {
-  const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
+function recordingIngest(t: TestContext): { ingest: IngestService; batches: Array<{ lines: number; bytes: number; lastLineBytes: number }>; store: ReturnType<typeof openSqliteStore> } {
+  const store = openSqliteStore(join(tempDir(t), 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const service = createIngestService(store, silentLog);
   const batches: Array<{ lines: number; bytes: number; lastLineBytes: number }> = [];

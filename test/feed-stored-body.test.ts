@@ -15,8 +15,8 @@ import { EVENT_TYPE, statusChangeBody, storedBody, type StoredEvent } from '../s
 import { orderingKey } from '../src/domain/ordering.ts';
 import { createIngestService, type RawLine } from '../src/services/ingest.ts';
 import { DeliveryStatus, sendable, type DueDelivery } from '../src/store/repos.ts';
-import { MIGRATIONS } from '../src/store/migrations.ts';
-import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
+import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
+import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { databaseAtVersion, silentLog, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
 
@@ -88,7 +88,7 @@ function due(store: Store, orgId: string, now: number, limit: number): DueDelive
 }
 
 function openTestStore(t: TestContext, path: string, clock: Clock): Store {
-  const store = openStore(path, clock);
+  const store = openSqliteStore(path, clock);
   t.after(() => store.close());
   return store;
 }

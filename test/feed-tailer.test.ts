@@ -13,7 +13,7 @@ import { systemClock } from '../src/domain/clock.ts';
 import { orderingKey } from '../src/domain/ordering.ts';
 import { createIngestService, MAX_QUARANTINED_BYTES, type RawLine } from '../src/services/ingest.ts';
 import { createServices } from '../src/services/services.ts';
-import { openStore } from '../src/store/store.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { loadConfig } from '../src/config/load.ts';
 import { defer, feedLines, feedRelay, fields, jsonLine, scratchDir, waitFor, type FeedRelay } from './feed-helpers.ts';
 import { silentLog } from './helpers.ts';
@@ -438,7 +438,7 @@ describe('duplicates, conflicts and bad lines', () => {
   test('lines ingested by the service: an organization with a webhook gets a pending outbox row per event; one without keeps its events, undeliverable', async (t) => {
     const stateDir = scratchDir(t, 'hookrelay-feed-state-');
     const config = loadConfig({ env: {}, overrides: { stateDir } });
-    const store = openStore(config.database.path, systemClock);
+    const store = openSqliteStore(config.database.path, systemClock);
     defer(t, () => store.close());
     const services = createServices(store, config);
     await services.orgs.add({ id: 'org-hooked' });

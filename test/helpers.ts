@@ -18,8 +18,8 @@ import { createRelay, type Relay } from '../src/relay.ts';
 import { loadAuthKeys } from '../src/services/auth-keys.ts';
 import { createServices, type Services } from '../src/services/services.ts';
 import { signToken } from '../src/services/tokens.ts';
-import { MIGRATIONS } from '../src/store/migrations.ts';
-import { openStore, type SqliteStore } from '../src/store/store.ts';
+import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
+import { openSqliteStore, type SqliteStore } from '../src/store/sqlite/store.ts';
 
 export const silentLog = createLogger('silent');
 
@@ -56,7 +56,7 @@ export async function startRelay(t: TestContext, overrides: Record<string, strin
   });
   const relay = createRelay(config, { log: options.log ?? silentLog });
   await relay.start();
-  const store = openStore(config.database.path, systemClock);
+  const store = openSqliteStore(config.database.path, systemClock);
   t.after(async () => {
     await store.close();
     await relay.stop();

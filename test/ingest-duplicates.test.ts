@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { systemClock } from '../src/domain/clock.ts';
 import { createIngestService, type RawLine } from '../src/services/ingest.ts';
-import { openStore } from '../src/store/store.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { createLogger } from '../src/log.ts';
 import { silentLog, tempDir } from './helpers.ts';
 
@@ -27,7 +27,7 @@ const original = {
 };
 
 test('the same event_id: equal content (same bytes, other key order or spacing, other time zone) is a duplicate; any other column is a conflict', async (t) => {
-  const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
+  const store = openSqliteStore(join(tempDir(t), 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const ingest = createIngestService(store, silentLog);
   assert.deepEqual(await ingest.ingest('feed', [line(original)], null), { accepted: 1, duplicates: 0, quarantined: 0, undeliverable: 1 });
@@ -56,7 +56,7 @@ test('the same event_id: equal content (same bytes, other key order or spacing, 
 
 test('a line without occurred_at read again later is a duplicate (the stored time stands in for the missing one); with another time it is not', async (t) => {
   let now = Date.UTC(2026, 10, 22, 9, 0, 0);
-  const store = openStore(join(tempDir(t), 'hookrelay.db'), { now: () => now });
+  const store = openSqliteStore(join(tempDir(t), 'hookrelay.db'), { now: () => now });
   t.after(() => store.close());
   const ingest = createIngestService(store, silentLog);
   const { occurred_at: _, ...timeless } = original;
@@ -68,7 +68,7 @@ test('a line without occurred_at read again later is a duplicate (the stored tim
 });
 
 test('events of an organization without a webhook (or that does not exist) are stored and said at warn, once per organization in ten minutes', async (t) => {
-  const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
+  const store = openSqliteStore(join(tempDir(t), 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const records: Array<Record<string, unknown>> = [];
   const ingest = createIngestService(store, createLogger('info', { write: (text: string) => void records.push(JSON.parse(text) as Record<string, unknown>) }), undefined, { noticeUndeliverable: true });

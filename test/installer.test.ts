@@ -91,7 +91,7 @@ test('install into a staging directory: the package with its production dependen
   const { stdout } = await installed(dest);
   const prefix = join(dest, 'opt/hookrelay');
 
-  for (const file of ['package.json', 'dist/cli.js', 'dist/feed/parse-worker.js', 'dist/store/checkpoint-worker.js', 'docs/openapi.json', 'docs/operations.md', 'config/hookrelay.example.json', 'node_modules/better-sqlite3/package.json', 'node_modules/koa/package.json', 'node_modules/pino/package.json']) {
+  for (const file of ['package.json', 'dist/cli.js', 'dist/feed/parse-worker.js', 'dist/store/sqlite/checkpoint-worker.js', 'docs/openapi.json', 'docs/operations.md', 'config/hookrelay.example.json', 'node_modules/better-sqlite3/package.json', 'node_modules/koa/package.json', 'node_modules/pino/package.json']) {
     assert.ok(existsSync(join(prefix, file)), `${file} is missing from the install`);
   }
   for (const tool of ['typescript', 'tsx', 'standardwebhooks', '@types/node']) {

@@ -25,7 +25,7 @@ import { systemClock } from '../src/domain/clock.ts';
 import { ErrorCode } from '../src/domain/errors.ts';
 import { loadAuthKeys } from '../src/services/auth-keys.ts';
 import { createServices } from '../src/services/services.ts';
-import { openStore } from '../src/store/store.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { call, seedOrg, silentLog, startRelay, tempDir, type ApiResponse, type RunningRelay } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
 
@@ -287,7 +287,7 @@ test('the Version parameter and header match src/api/version.ts', () => {
 /** The route list of a real createApi over a temp database, as the relay builds it. */
 function servedRoutes(t: TestContext): readonly RouteInfo[] {
   const config = loadConfig({ env: {}, cwd: tempDir(t), overrides: { 'log.level': 'silent' } });
-  const store = openStore(config.database.path, systemClock);
+  const store = openSqliteStore(config.database.path, systemClock);
   t.after(() => store.close());
   const { routes } = createApi({
     config,

@@ -18,7 +18,7 @@ import { createServer as createTlsServer, type Server as TlsServer, type TLSSock
 import { createTls } from '../scripts/receiver-control.ts';
 import type { AttemptRow, DeliveryRow } from '../src/store/repos.ts';
 import type { Logger } from '../src/log.ts';
-import type { SqliteStore as Store } from '../src/store/store.ts';
+import type { SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { repos } from './sqlite-repos.ts';
 import { startRelay, type RunningRelay } from './helpers.ts';
 

@@ -19,7 +19,7 @@ import { WebhookStatus } from '../src/domain/types.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import { createRetentionService } from '../src/services/retention.ts';
 import { DeliveryStatus } from '../src/store/repos.ts';
-import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
+import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { silentLog, snapshot, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
 
@@ -171,7 +171,7 @@ test(`retention over ${ITERATIONS} random histories removes exactly what was del
   let keptUndelivered = 0;
   for (let seed = 1; seed <= ITERATIONS; seed++) {
     const random = prng(seed);
-    const store = openStore(join(dir, `h${seed}.db`), clock);
+    const store = openSqliteStore(join(dir, `h${seed}.db`), clock);
     try {
       const model = randomHistory(store, random);
       const expected = expectedAfterPrune(model);
@@ -226,7 +226,7 @@ test(`retention over ${ITERATIONS} random histories removes exactly what was del
 
 test('a feed line read again after its event was pruned is a new event: retention forgets ids (docs/operations.md, "Retention")', async (t) => {
   const clock = { at: NOW - 40 * DAY, now: () => clock.at };
-  const store = openStore(join(tempDir(t, 'hookrelay-retention-'), 'hookrelay.db'), clock);
+  const store = openSqliteStore(join(tempDir(t, 'hookrelay-retention-'), 'hookrelay.db'), clock);
   t.after(() => store.close());
   repos(store).orgs.insert({ id: 'acme', name: 'Acme', createdAt: 0 });
   repos(store).webhooks.upsert('acme', 'https://hooks.example/acme', false, null, 0);

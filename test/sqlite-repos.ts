@@ -3,14 +3,14 @@
  * database directly (the services go through the async boundary: src/store/repos.ts). Each
  * call is its own statement (autocommit) unless run inside `store.db.transaction(...)`.
  */
-import { createDeliveriesRepo } from '../src/store/deliveries-repo.ts';
-import { createFeedRepo } from '../src/store/feed-repo.ts';
-import { createOrgsRepo } from '../src/store/orgs-repo.ts';
-import { createRetentionRepo } from '../src/store/retention-repo.ts';
-import { createRolesRepo } from '../src/store/roles-repo.ts';
-import type { SqliteStore } from '../src/store/store.ts';
-import { createUsersRepo } from '../src/store/users-repo.ts';
-import { createWebhooksRepo } from '../src/store/webhooks-repo.ts';
+import { createDeliveriesRepo } from '../src/store/sqlite/deliveries-repo.ts';
+import { createFeedRepo } from '../src/store/sqlite/feed-repo.ts';
+import { createOrgsRepo } from '../src/store/sqlite/orgs-repo.ts';
+import { createRetentionRepo } from '../src/store/sqlite/retention-repo.ts';
+import { createRolesRepo } from '../src/store/sqlite/roles-repo.ts';
+import type { SqliteStore } from '../src/store/sqlite/store.ts';
+import { createUsersRepo } from '../src/store/sqlite/users-repo.ts';
+import { createWebhooksRepo } from '../src/store/sqlite/webhooks-repo.ts';
 
 const cache = new WeakMap<object, ReturnType<typeof build>>();
 

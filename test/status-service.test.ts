@@ -18,9 +18,9 @@ import { createStatusService } from '../src/services/status.ts';
 import { createTargetCheck } from '../src/services/webhook-target.ts';
 import { createWebhookService } from '../src/services/webhooks.ts';
 import { createOrgService } from '../src/services/orgs.ts';
-import { QUEUE_GAUGE_SQL } from '../src/store/deliveries-repo.ts';
+import { QUEUE_GAUGE_SQL } from '../src/store/sqlite/deliveries-repo.ts';
 import { DeliveryStatus } from '../src/store/repos.ts';
-import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
+import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
 
@@ -33,7 +33,7 @@ interface ManualClock extends Clock {
 
 function openTestStore(t: TestContext, orgs: readonly string[]): Store {
   const clock: ManualClock = { at: 1_000_000, now: () => clock.at };
-  const store = openStore(join(tempDir(t, 'hookrelay-status-'), 'hookrelay.db'), clock);
+  const store = openSqliteStore(join(tempDir(t, 'hookrelay-status-'), 'hookrelay.db'), clock);
   t.after(() => store.close());
   for (const org of orgs) {
     repos(store).orgs.insert({ id: org, name: org, createdAt: 0 });

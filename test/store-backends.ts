@@ -12,7 +12,7 @@ import { systemClock, type Clock } from '../src/domain/clock.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
 import { openPgStore } from '../src/store/pg/store.ts';
 import type { Store } from '../src/store/repos.ts';
-import { openStore } from '../src/store/store.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { pgServer } from './pg-harness.ts';
 
 /** The instance name the PostgreSQL store is opened for. */
@@ -42,7 +42,7 @@ export const STORE_BACKENDS: readonly Backend[] = [
     name: 'sqlite',
     async open(t, clock = systemClock) {
       const dir = mkdtempSync(join(tmpdir(), 'hookrelay-contract-'));
-      const store = openStore(join(dir, 'hookrelay.db'), clock);
+      const store = openSqliteStore(join(dir, 'hookrelay.db'), clock);
       t.after(async () => {
         await store.close();
         rmSync(dir, { recursive: true, force: true });

@@ -9,9 +9,9 @@ import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../src/domain/clock.ts';
 import { createIngestService } from '../src/services/ingest.ts';
-import { BUSY_LINGER_MS, QUIET_AUTOCHECKPOINT_PAGES, SAFETY_NET_PAGES, startBackgroundCheckpoints } from '../src/store/checkpointer.ts';
-import { BURST_CACHE_KIB, QUIET_CACHE_KIB } from '../src/store/db.ts';
-import { openStore } from '../src/store/store.ts';
+import { BUSY_LINGER_MS, QUIET_AUTOCHECKPOINT_PAGES, SAFETY_NET_PAGES, startBackgroundCheckpoints } from '../src/store/sqlite/checkpointer.ts';
+import { BURST_CACHE_KIB, QUIET_CACHE_KIB } from '../src/store/sqlite/db.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
 
 function feedLine(i: number): Buffer {
@@ -20,7 +20,7 @@ function feedLine(i: number): Buffer {
 
 test('committed pages reach the database file through the checkpoint thread, and stop() restores the writer’s own checkpoints', async (t) => {
   const path = join(tempDir(t), 'hookrelay.db');
-  const store = openStore(path, systemClock);
+  const store = openSqliteStore(path, systemClock);
   t.after(() => store.close());
   // The thread's first checkpoint comes a second after its start: long after the five batches
   // below are written, even on a busy machine, so that they are all in the WAL when it is measured
@@ -52,7 +52,7 @@ test('committed pages reach the database file through the checkpoint thread, and
 
 test('whileBusy (the daemon): the large page cache and background checkpoints only during a burst of large batches, the small cache again after it', async (t) => {
   const path = join(tempDir(t), 'hookrelay.db');
-  const store = openStore(path, systemClock);
+  const store = openSqliteStore(path, systemClock);
   t.after(() => store.close());
   // A one-shot command (no whileBusy) keeps the large cache throughout.
   assert.equal(store.db.pragma('cache_size', { simple: true }), -BURST_CACHE_KIB);

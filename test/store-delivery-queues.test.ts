@@ -15,11 +15,11 @@ import { orderingKey } from '../src/domain/ordering.ts';
 import { WebhookStatus } from '../src/domain/types.ts';
 import { publicStatus } from '../src/services/deliveries.ts';
 import { createIngestService } from '../src/services/ingest.ts';
-import type { Db } from '../src/store/db.ts';
-import { createDeliveriesRepo } from '../src/store/deliveries-repo.ts';
+import type { Db } from '../src/store/sqlite/db.ts';
+import { createDeliveriesRepo } from '../src/store/sqlite/deliveries-repo.ts';
 import { DeliveryStatus, sendable, type ListFilter } from '../src/store/repos.ts';
-import { MIGRATIONS } from '../src/store/migrations.ts';
-import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
+import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
+import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { databaseAtVersion, silentLog, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
 
@@ -35,7 +35,7 @@ interface ManualClock extends Clock {
 /** A new database with two organizations, each with an active webhook, and a clock the test sets. */
 function openTestStore(t: TestContext): Store {
   const clock: ManualClock = { at: 0, now: () => clock.at };
-  const store = openStore(join(tempDir(t, 'hookrelay-queues-'), 'hookrelay.db'), clock);
+  const store = openSqliteStore(join(tempDir(t, 'hookrelay-queues-'), 'hookrelay.db'), clock);
   t.after(() => store.close());
   for (const org of [ORG, OTHER]) {
     repos(store).orgs.insert({ id: org, name: org, createdAt: 0 });
@@ -435,7 +435,7 @@ describe('the partial indexes of migration 5', () => {
   test('a database upgraded from version 4 has the same indexes, holding its existing deliveries, which due() and list() find', async (t) => {
     const path = join(tempDir(t, 'hookrelay-queues-'), 'hookrelay.db');
     version4Database(path);
-    const store = openStore(path, { now: () => 0 });
+    const store = openSqliteStore(path, { now: () => 0 });
     t.after(() => store.close());
     assert.deepEqual(store.migrated, { from: 4, to: MIGRATIONS.length });
     assertIndexes(store, { fresh: [1], leased: [2], failed: [3], settled: [4, 5] });

@@ -11,9 +11,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../src/domain/clock.ts';
 import { openIngestPath } from '../src/feed/ingest-path.ts';
 import { createIngestService } from '../src/services/ingest.ts';
-import { BURST_CACHE_KIB, QUIET_CACHE_KIB } from '../src/store/db.ts';
-import { createHeapTrimmer } from '../src/store/heap-trim.ts';
-import { openStore } from '../src/store/store.ts';
+import { BURST_CACHE_KIB, QUIET_CACHE_KIB } from '../src/store/sqlite/db.ts';
+import { createHeapTrimmer } from '../src/store/sqlite/heap-trim.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
 
 const MiB = 2 ** 20;
@@ -28,7 +28,7 @@ function lines(batch: number, count: number) {
 }
 
 test('the pages a burst’s page cache freed stay resident until the trimmer gives them back', async (t) => {
-  const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
+  const store = openSqliteStore(join(tempDir(t), 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const trimmer = createHeapTrimmer(store.db);
   assert.equal(trimmer.available, true, 'Linux with glibc: malloc_trim can be called');
@@ -52,7 +52,7 @@ test('the pages a burst’s page cache freed stay resident until the trimmer giv
 });
 
 test('without glibc the trimmer turns itself off at the first call and never fails', (t) => {
-  const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
+  const store = openSqliteStore(join(tempDir(t), 'hookrelay.db'), systemClock);
   t.after(() => store.close());
 
   const elsewhere = createHeapTrimmer(store.db, { platform: 'darwin' });
@@ -69,7 +69,7 @@ test('without glibc the trimmer turns itself off at the first call and never fai
 });
 
 test('the daemon’s ingest path gives memory back once after a burst of large batches or a retention pass, not after small batches', async (t) => {
-  const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
+  const store = openSqliteStore(join(tempDir(t), 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const releases: Array<[number, number]> = [];
   const path = await openIngestPath(store, silentLog, { checkpointsWhileBusy: true, releaseAfterBurstMs: 100, onReleased: (b, a) => releases.push([b, a]) });
@@ -95,7 +95,7 @@ test('the daemon’s ingest path gives memory back once after a burst of large b
 });
 
 test('a batch of few but long lines is a burst too: the large page cache is on while it is stored', async (t) => {
-  const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
+  const store = openSqliteStore(join(tempDir(t), 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const path = await openIngestPath(store, silentLog, { checkpointsWhileBusy: true });
   t.after(() => path.close());
@@ -110,7 +110,7 @@ test('a batch of few but long lines is a burst too: the large page cache is on w
 });
 
 test('a one-shot ingest (hookrelay ingest) does not trim: it ends soon and gives everything back at exit', async (t) => {
-  const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
+  const store = openSqliteStore(join(tempDir(t), 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const oneShotReleases: number[] = [];
   const oneShot = await openIngestPath(store, silentLog, { releaseAfterBurstMs: 50, onReleased: () => oneShotReleases.push(1) });
@@ -121,7 +121,7 @@ test('a one-shot ingest (hookrelay ingest) does not trim: it ends soon and gives
 });
 
 test('while the daemon delivers, memory is given back on request, but never in the middle of a burst', async (t) => {
-  const store = openStore(join(tempDir(t), 'hookrelay.db'), systemClock);
+  const store = openSqliteStore(join(tempDir(t), 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const releases: Array<[number, number]> = [];
   const path = await openIngestPath(store, silentLog, { checkpointsWhileBusy: true, releaseAfterBurstMs: 300, onReleased: (b, a) => releases.push([b, a]) });

@@ -1,5 +1,5 @@
 /**
- * Lock waits in the daemon (src/store/lock-wait.ts): while another connection (a CLI command,
+ * Lock waits in the daemon (src/store/sqlite/lock-wait.ts): while another connection (a CLI command,
  * a backup) holds the database's write lock, the daemon's writers wait on timers, never in
  * SQLite on the event loop. Real database files; a second better-sqlite3 connection plays the
  * other process, holding BEGIN IMMEDIATE for as long as a test needs.
@@ -12,8 +12,8 @@ import Database from 'better-sqlite3';
 import { systemClock } from '../src/domain/clock.ts';
 import { createLogger } from '../src/log.ts';
 import { createStorageHealth } from '../src/services/storage-health.ts';
-import { isLockWait, whenUnlocked } from '../src/store/lock-wait.ts';
-import { openStore } from '../src/store/store.ts';
+import { isLockWait, whenUnlocked } from '../src/store/sqlite/lock-wait.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { assertProblem, call, roleOf, seedOrg, startRelay, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
 import { feedLine, startDeliveryRig, startReceiver, waitForDelivery } from './receivers.ts';
@@ -59,8 +59,8 @@ function loopWatch(): { stop(): number } {
 test("the daemon's connection does not wait in SQLite for a lock (the CLI's does): a write fails at once, before changing anything", async (t) => {
   const dir = tempDir(t);
   const path = join(dir, 'hookrelay.db');
-  const daemon = openStore(path, systemClock, { busyTimeoutMs: 5000, waitForLocks: false });
-  const cli = openStore(path, systemClock, { busyTimeoutMs: 300 });
+  const daemon = openSqliteStore(path, systemClock, { busyTimeoutMs: 5000, waitForLocks: false });
+  const cli = openSqliteStore(path, systemClock, { busyTimeoutMs: 300 });
   t.after(async () => {
     await daemon.close();
     await cli.close();
@@ -100,7 +100,7 @@ test("the daemon's connection does not wait in SQLite for a lock (the CLI's does
 
 test('whenUnlocked runs the write again on timers until the lock is released, the event loop free meanwhile; past maxWaitMs it is database_busy', async (t) => {
   const path = join(tempDir(t), 'hookrelay.db');
-  const store = openStore(path, systemClock, { waitForLocks: false });
+  const store = openSqliteStore(path, systemClock, { waitForLocks: false });
   t.after(() => store.close());
   const lock = holdLock(t, path);
   setTimeout(() => lock.release(), 300);
@@ -131,7 +131,7 @@ test('whenUnlocked runs the write again on timers until the lock is released, th
 
 test('a feed write waits for the lock without reporting a storage fault; a long wait is logged once, and its end', async (t) => {
   const path = join(tempDir(t), 'hookrelay.db');
-  const store = openStore(path, systemClock, { waitForLocks: false });
+  const store = openSqliteStore(path, systemClock, { waitForLocks: false });
   t.after(() => store.close());
   const records: Array<Record<string, unknown>> = [];
   const health = createStorageHealth(createLogger('info', { write: (line: string) => void records.push(JSON.parse(line) as Record<string, unknown>) }), Date.now, { lockNoticeMs: 100 });

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
-import { SCHEMA_VERSION } from '../src/store/db.ts';
-import { openStore } from '../src/store/store.ts';
+import { SCHEMA_VERSION } from '../src/store/sqlite/db.ts';
+import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { createDeliveryService } from '../src/services/deliveries.ts';
 import { databaseAtVersion, silentLog, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
@@ -32,7 +32,7 @@ test('a version 3 database upgrades to the current schema with its events and de
   const path = join(tempDir(t), 'hookrelay.db');
   version3Database(path);
 
-  const store = openStore(path, { now: () => 10_000 });
+  const store = openSqliteStore(path, { now: () => 10_000 });
   t.after(() => store.close());
   assert.deepEqual(store.migrated, { from: 3, to: SCHEMA_VERSION });
 
@@ -87,7 +87,7 @@ test('a migration that would leave a broken foreign key rolls back and leaves th
   raw.exec("INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at) VALUES (404, 'acme', 9, 'pending', 1, 1, 1)");
   raw.close();
 
-  assert.throws(() => openStore(path, { now: () => 10_000 }), /would leave 1 broken foreign key\(s\); nothing was changed/);
+  assert.throws(() => openSqliteStore(path, { now: () => 10_000 }), /would leave 1 broken foreign key\(s\); nothing was changed/);
   const after = new Database(path, { readonly: true });
   t.after(() => after.close());
   assert.equal(after.pragma('user_version', { simple: true }), 3);
@@ -106,7 +106,7 @@ test('a version 8 database upgrades to 9: its attempt log is indexed by start ti
   assert.equal(db.prepare("SELECT count(*) FROM sqlite_schema WHERE name = 'delivery_attempts_started'").pluck().get(), 0);
   db.close();
 
-  const store = openStore(path, { now: () => 100_000 });
+  const store = openSqliteStore(path, { now: () => 100_000 });
   t.after(() => store.close());
   assert.deepEqual(store.migrated, { from: 8, to: SCHEMA_VERSION });
   assert.equal(
@@ -127,7 +127,7 @@ test('a version 9 database upgrades to 10: its attempts keep their rows, with no
   assert.equal(db.prepare("SELECT count(*) FROM pragma_table_info('delivery_attempts') WHERE name LIKE 'sent_%'").pluck().get(), 0);
   db.close();
 
-  const store = openStore(path, { now: () => 100_000 });
+  const store = openSqliteStore(path, { now: () => 100_000 });
   t.after(() => store.close());
   assert.deepEqual(store.migrated, { from: 9, to: SCHEMA_VERSION });
   assert.deepEqual(

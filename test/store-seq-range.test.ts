@@ -11,9 +11,9 @@ import { describe, test, type TestContext } from 'node:test';
 import type { Clock } from '../src/domain/clock.ts';
 import { createDeliveryService } from '../src/services/deliveries.ts';
 import { createIngestService, type RawLine } from '../src/services/ingest.ts';
-import { SCHEMA_VERSION } from '../src/store/db.ts';
-import { MIGRATIONS } from '../src/store/migrations.ts';
-import { openStore, type SqliteStore as Store } from '../src/store/store.ts';
+import { SCHEMA_VERSION } from '../src/store/sqlite/db.ts';
+import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
+import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
 
@@ -28,7 +28,7 @@ function manualClock(at: number): ManualClock {
 }
 
 function openTestStore(t: TestContext, clock: Clock): Store {
-  const store = openStore(join(tempDir(t, 'hookrelay-seq-range-'), 'hookrelay.db'), clock);
+  const store = openSqliteStore(join(tempDir(t, 'hookrelay-seq-range-'), 'hookrelay.db'), clock);
   t.after(() => store.close());
   return store;
 }
@@ -246,7 +246,7 @@ describe('migration 4', () => {
     v3.close();
 
     const clock = manualClock(250);
-    const store = openStore(path, clock);
+    const store = openSqliteStore(path, clock);
     t.after(() => store.close());
     assert.deepEqual(store.migrated, { from: 3, to: SCHEMA_VERSION });
     assert.equal(store.db.prepare("SELECT 1 FROM sqlite_schema WHERE name = 'events_org_received'").get(), undefined);

@@ -23,7 +23,7 @@ import { registerDeliveryRoutes } from './routes/deliveries.ts';
 import type { DeliveryService } from '../services/deliveries.ts';
 import type { DeliveryLogService } from '../services/delivery-log.ts';
 import { metricsHandler, type MetricsEndpoint } from './metrics.ts';
-import { whenUnlocked } from '../store/lock-wait.ts';
+import { whenUnlocked } from '../store/sqlite/lock-wait.ts';
 import { registerConsoleRoutes } from './console.ts';
 import { configuredListener, type ListenerIdentity } from './host-check.ts';
 
@@ -50,7 +50,7 @@ export interface ApiDeps {
   readonly listener?: ListenerIdentity;
   /**
    * How long a request waits for the database's write lock while another process (a CLI
-   * command) holds it, then 503 `database_busy` (see store/lock-wait.ts). Unlimited without it,
+   * command) holds it, then 503 `database_busy` (see store/sqlite/lock-wait.ts). Unlimited without it,
    * as the CLI's own connection waits in SQLite.
    */
   readonly lockWaitMs?: number;
@@ -92,7 +92,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
       const chain: Middleware[] = [versionMiddleware, auth, limit, requirePermission(permission)];
       if (options.body) chain.push(body);
       // A write that finds the database locked by another process failed before it changed
-      // anything (store/lock-wait.ts): the handler runs again a few ms later, on a timer, so the
+      // anything (store/sqlite/lock-wait.ts): the handler runs again a few ms later, on a timer, so the
       // daemon serves other requests meanwhile. Handlers write in one transaction, or in chunks
       // that can each be run again (recover).
       chain.push((ctx) => whenUnlocked(() => handler(ctx, ctx.state.principal as Principal), lockWait));

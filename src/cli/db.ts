@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { environmentVariable, type Config } from '../config/load.ts';
 import { parseDuration } from '../domain/duration.ts';
 import { createRetentionService, type PrunedRows } from '../services/retention.ts';
-import { backupDatabase, checkDatabase, type CheckReport } from '../store/maintenance.ts';
+import { backupDatabase, checkDatabase, type CheckReport } from '../store/sqlite/maintenance.ts';
 import { copySqliteToPostgres } from '../store/copy.ts';
 import { loggableDatabaseUrl } from '../store/pg/pool.ts';
 import { resolve } from 'node:path';

@@ -7,7 +7,7 @@ import { openIngestPath } from '../feed/ingest-path.ts';
 import { sourceBytes } from '../feed/line-batch.ts';
 import { ingestStream } from '../feed/stream-reader.ts';
 import { createIngestService, type IngestService } from '../services/ingest.ts';
-import type { Store } from '../store/store.ts';
+import type { Store } from '../store/sqlite/store.ts';
 import { rateSummary, startProgress } from './progress.ts';
 import { cliLogger, configFrom, iso, jsonOption, limitOption, openConfiguredStore, optionsOf, print, table, UsageError, withServices } from './shared.ts';
 

@@ -23,7 +23,7 @@ import { systemClock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError, isHookrelayError } from '../domain/errors.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createServices, type Services } from '../services/services.ts';
-import { CLI_LOCK_GAP_MS } from '../store/lock-wait.ts';
+import { CLI_LOCK_GAP_MS } from '../store/sqlite/lock-wait.ts';
 import { StorageFault, storageFaultOf } from '../store/storage-faults.ts';
 import { openStoreFor } from '../store/open.ts';
 import { publishWork } from '../store/pg/wakeups.ts';
@@ -128,7 +128,7 @@ export function openConfiguredStore(config: Config): Promise<Store> {
 
 /** Opens the configured store, creating the install when there is none: `migrate` only. */
 function openCreatingStore(config: Config): Promise<Store> {
-  // SQLite: leaves the lock free between two of its transactions, for a daemon that may be waiting for it (store/lock-wait.ts).
+  // SQLite: leaves the lock free between two of its transactions, for a daemon that may be waiting for it (store/sqlite/lock-wait.ts).
   return openStoreFor(config, systemClock, { sqlite: { busyTimeoutMs: config.database.busyTimeoutMs, lockGapMs: CLI_LOCK_GAP_MS }, log: cliLogger(config) });
 }
 

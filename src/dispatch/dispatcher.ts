@@ -5,7 +5,7 @@ import { isTransientStoreError } from '../store/storage-faults.ts';
 import type { Logger } from '../log.ts';
 import type { ClaimedDelivery, ClaimWanted, DeliveryService, FinishedAttempt, FlushResult } from '../services/deliveries.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
-import { isLockWait, lockPollDelayMs } from '../store/lock-wait.ts';
+import { isLockWait, lockPollDelayMs } from '../store/sqlite/lock-wait.ts';
 import type { WorkKind, WorkSignal } from '../services/work-signal.ts';
 import type { Deliverer } from './deliverer.ts';
 
@@ -45,7 +45,7 @@ export interface DispatcherOptions {
   readonly health?: StorageHealth;
   /**
    * A commit that finds the database locked by another process (a CLI command) keeps what it
-   * carries and is tried again every few ms (see store/lock-wait.ts); a wait longer than this is
+   * carries and is tried again every few ms (see store/sqlite/lock-wait.ts); a wait longer than this is
    * logged, and at stop the last commit waits this long at most. 5 s by default.
    */
   readonly lockWaitMs?: number;

@@ -1,7 +1,7 @@
 import type { Logger } from '../log.ts';
 import { createIngestService, type IngestService, type Lines } from '../services/ingest.ts';
 import { nobodyListens, type WorkSignal } from '../services/work-signal.ts';
-import { BUSY_LINGER_MS } from '../store/checkpointer.ts';
+import { BUSY_LINGER_MS } from '../store/sqlite/checkpointer.ts';
 import type { Store } from '../store/repos.ts';
 import { sourceBytes } from './line-batch.ts';
 import { createWorkerLineParser, IDLE_THREAD_MS, type LineParser } from './line-parser.ts';

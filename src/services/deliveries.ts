@@ -10,7 +10,7 @@ import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason, disabledReasonText } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
 import { DeliveryStatus, sendable, type AttemptToStore, type DeliverableWebhook, type OutOfOrderDelivery, type DeliveryRow, type Settlement, type DueDelivery, type ListFilter, type Store, type Tx } from '../store/repos.ts';
-import { whenUnlocked } from '../store/lock-wait.ts';
+import { whenUnlocked } from '../store/sqlite/lock-wait.ts';
 import type { WebhookHealth, WebhookStatusChange } from '../store/repos.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
@@ -24,7 +24,7 @@ export interface RecoverOptions {
   readonly onChunk?: (done: number, total: number) => void;
   /**
    * The daemon's mode: a chunk that finds the database locked by another process is tried again
-   * on a timer for up to `maxWaitMs` (store/lock-wait.ts). Without it, the lock is waited for
+   * on a timer for up to `maxWaitMs` (store/sqlite/lock-wait.ts). Without it, the lock is waited for
    * in SQLite (the CLI's connection has a busy timeout).
    */
   readonly lockWait?: { readonly maxWaitMs?: number };

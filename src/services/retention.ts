@@ -1,7 +1,7 @@
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../log.ts';
 import { noPrunedRows, type PrunedRows, type Store, type Tx } from '../store/repos.ts';
-import { whenUnlocked } from '../store/lock-wait.ts';
+import { whenUnlocked } from '../store/sqlite/lock-wait.ts';
 import type { StorageHealth } from './storage-health.ts';
 
 export type { PrunedRows } from '../store/repos.ts';
@@ -29,7 +29,7 @@ export interface PruneOptions {
   readonly pauseMs?: number;
   /**
    * The daemon's mode: a batch that finds the database locked by another process is tried again
-   * on a timer until it gets the lock or `signal` aborts (store/lock-wait.ts). Without it, the
+   * on a timer until it gets the lock or `signal` aborts (store/sqlite/lock-wait.ts). Without it, the
    * lock is waited for in SQLite (the CLI's connection has a busy timeout).
    */
   readonly waitForLock?: boolean;

@@ -3,7 +3,7 @@ import { createNetworkPolicies } from '../domain/address-policy.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createDeliveryService } from './deliveries.ts';
 import { createDeliveryLogService } from './delivery-log.ts';
-import type { Store } from '../store/store.ts';
+import type { Store } from '../store/sqlite/store.ts';
 import { createOrgService } from './orgs.ts';
 import { createRoleService } from './roles.ts';
 import { createStatusService } from './status.ts';

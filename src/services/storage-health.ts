@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../log.ts';
-import { whenUnlocked } from '../store/lock-wait.ts';
+import { whenUnlocked } from '../store/sqlite/lock-wait.ts';
 import { FAULT_SEVERITY, StorageFault, storageFaultOf } from '../store/storage-faults.ts';
 
 export { StorageFault, storageFaultOf } from '../store/storage-faults.ts';

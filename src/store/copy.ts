@@ -37,12 +37,12 @@ import type { Pool, PoolClient } from 'pg';
 import { systemClock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
-import type { Db } from './db.ts';
+import type { Db } from './sqlite/db.ts';
 import { inPgTransaction } from './pg/connection.ts';
 import { BACKFILL_DELIVERY_ORDER, migratePostgres } from './pg/migrations.ts';
 import { createPgPool, loggableDatabaseUrl } from './pg/pool.ts';
 import { withoutNul } from './pg/text.ts';
-import { openStore, type SqliteStore } from './store.ts';
+import { openSqliteStore, type SqliteStore } from './sqlite/store.ts';
 
 export interface CopyOptions {
   /** The SQLite database file to copy (it must exist). */
@@ -324,7 +324,7 @@ export async function copySqliteToPostgres(o: CopyOptions): Promise<CopyResult> 
     await assertEmpty(pool, shown);
 
     const openOptions = o.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: o.busyTimeoutMs };
-    store = openStore(o.from, systemClock, openOptions);
+    store = openSqliteStore(o.from, systemClock, openOptions);
     const db = store.db;
     const sqliteSchema = store.migrated;
     db.pragma('query_only = ON');

@@ -9,8 +9,8 @@ import type { Logger } from '../log.ts';
 import { openPgStore } from './pg/store.ts';
 import { loggableDatabaseUrl } from './pg/pool.ts';
 import type { Store } from './repos.ts';
-import { openStore } from './store.ts';
-import type { OpenDatabaseOptions } from './db.ts';
+import { openSqliteStore } from './sqlite/store.ts';
+import type { OpenDatabaseOptions } from './sqlite/db.ts';
 
 /** The database, as it may be logged or printed: the SQLite file's path, or the URL without its password. */
 export function databaseName(config: Config): string {
@@ -22,6 +22,6 @@ const CLI_POOL_SIZE = 2;
 
 /** Opens (and migrates) the configured database for a one-shot command. */
 export async function openStoreFor(config: Config, clock: Clock, o: { sqlite: OpenDatabaseOptions; log?: Logger }): Promise<Store> {
-  if (config.database.url === null) return openStore(config.database.path, clock, o.sqlite);
+  if (config.database.url === null) return openSqliteStore(config.database.path, clock, o.sqlite);
   return openPgStore(config.database.url, clock, { instance: config.instance.name, poolSize: CLI_POOL_SIZE, log: o.log });
 }

@@ -1,8 +1,8 @@
-import type { StoredEvent } from '../domain/feed-event.ts';
+import type { StoredEvent } from '../../domain/feed-event.ts';
 import type { Db } from './db.ts';
-import { firstKeyAtOrAfter } from './ordered-search.ts';
-import type { EventToStore, FeedPosition, FeedReject, FeedRepo, FeedStats } from './repos.ts';
-import { toPosition, toReject, type PositionRow, type RejectRow } from './rows.ts';
+import { firstKeyAtOrAfter } from '../ordered-search.ts';
+import type { EventToStore, FeedPosition, FeedReject, FeedRepo, FeedStats } from '../repos.ts';
+import { toPosition, toReject, type PositionRow, type RejectRow } from '../rows.ts';
 import type { Sync } from './sync-repo.ts';
 
 

@@ -1,5 +1,5 @@
 import type { Db } from './db.ts';
-import { noPrunedRows, type Newest, type PrunedRows, type RetentionRepo } from './repos.ts';
+import { noPrunedRows, type Newest, type PrunedRows, type RetentionRepo } from '../repos.ts';
 import type { Sync } from './sync-repo.ts';
 
 /**

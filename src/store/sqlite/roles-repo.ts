@@ -1,8 +1,8 @@
-import type { Permission } from '../domain/permissions.ts';
-import type { Role } from '../domain/types.ts';
+import type { Permission } from '../../domain/permissions.ts';
+import type { Role } from '../../domain/types.ts';
 import type { Db } from './db.ts';
-import type { RolesRepo } from './repos.ts';
-import { toRole, type RoleRow } from './rows.ts';
+import type { RolesRepo } from '../repos.ts';
+import { toRole, type RoleRow } from '../rows.ts';
 import type { Sync } from './sync-repo.ts';
 
 

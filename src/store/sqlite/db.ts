@@ -1,9 +1,9 @@
 import Database from 'better-sqlite3';
 import { closeSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { ErrorCode, HookrelayError } from '../domain/errors.ts';
-import { emailKey } from '../domain/validation.ts';
-import { databaseOpenError, ensureDirectory, pathError } from './directories.ts';
+import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
+import { emailKey } from '../../domain/validation.ts';
+import { databaseOpenError, ensureDirectory, pathError } from '../directories.ts';
 import { MIGRATIONS } from './migrations.ts';
 
 export type Db = Database.Database;

@@ -17,10 +17,10 @@
  * be made again, which is what the callers do.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ErrorCode, HookrelayError } from '../domain/errors.ts';
-import { isLockWait } from './storage-faults.ts';
+import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
+import { isLockWait } from '../storage-faults.ts';
 
-export { isLockWait } from './storage-faults.ts';
+export { isLockWait } from '../storage-faults.ts';
 
 /**
  * Pause before try number `tries` + 1 of a write that found the lock taken: 1 ms, then 2 ms.

@@ -1,8 +1,8 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { ErrorCode, HookrelayError } from '../domain/errors.ts';
-import { ensureDirectory, pathError } from './directories.ts';
+import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
+import { ensureDirectory, pathError } from '../directories.ts';
 
 /** The lock file in the state directory, and the file naming the process that holds it. */
 export const DAEMON_LOCK_FILE = 'daemon.lock';

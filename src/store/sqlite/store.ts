@@ -1,21 +1,21 @@
-import type { Clock } from '../domain/clock.ts';
-import { ErrorCode, HookrelayError } from '../domain/errors.ts';
-import type { Logger } from '../log.ts';
+import type { Clock } from '../../domain/clock.ts';
+import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
+import type { Logger } from '../../log.ts';
 import { startBackgroundCheckpoints } from './checkpointer.ts';
 import { openDatabase, type Db, type OpenDatabaseOptions } from './db.ts';
 import { createDeliveriesRepo } from './deliveries-repo.ts';
 import { createFeedRepo } from './feed-repo.ts';
 import { createHeapTrimmer } from './heap-trim.ts';
 import { createOrgsRepo } from './orgs-repo.ts';
-import type { Store, TransactionOptions, Tx } from './repos.ts';
+import type { Store, TransactionOptions, Tx } from '../repos.ts';
 import { createRetentionRepo } from './retention-repo.ts';
 import { createRolesRepo } from './roles-repo.ts';
-import { StorageFault, storageFaultOf } from './storage-faults.ts';
+import { StorageFault, storageFaultOf } from '../storage-faults.ts';
 import { asyncRepo } from './sync-repo.ts';
 import { createUsersRepo } from './users-repo.ts';
 import { createWebhooksRepo } from './webhooks-repo.ts';
 
-export type { Store, Tx } from './repos.ts';
+export type { Store, Tx } from '../repos.ts';
 
 /**
  * The SQLite store: the Store boundary over one better-sqlite3 connection, plus the connection
@@ -31,7 +31,7 @@ export interface SqliteStore extends Store {
  * Opens the database (see openDatabase) and prepares the repositories. A file that is not a
  * database or whose pages are damaged fails with `database_damaged`: restarting cannot help.
  */
-export function openStore(path: string, clock: Clock, options: OpenDatabaseOptions = {}): SqliteStore {
+export function openSqliteStore(path: string, clock: Clock, options: OpenDatabaseOptions = {}): SqliteStore {
   let opened: ReturnType<typeof openDatabase> | null = null;
   try {
     opened = openDatabase(path, options);

@@ -1,6 +1,6 @@
-import type { Organization } from '../domain/types.ts';
+import type { Organization } from '../../domain/types.ts';
 import type { Db } from './db.ts';
-import type { OrgsRepo } from './repos.ts';
+import type { OrgsRepo } from '../repos.ts';
 import type { Sync } from './sync-repo.ts';
 
 interface OrgRow {

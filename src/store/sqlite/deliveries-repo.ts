@@ -1,10 +1,10 @@
-import { EVENT_TYPE } from '../domain/feed-event.ts';
+import { EVENT_TYPE } from '../../domain/feed-event.ts';
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './db.ts';
-import { firstKeyAtOrAfter } from './ordered-search.ts';
-import { DeliveryStatus, RECENT_FAILURE_WINDOW, type AttemptCount, type AttemptRow, type AttemptToStore, type ClaimTurn, type DeliveriesRepo, type DeliveryRow, type DeliveryToQueue, type DueRow, type ListFilter, type Settlement } from './repos.ts';
-import { listParams, listSql, type ListParams } from './delivery-log.ts';
-import { ATTEMPT_COLUMNS, rateWindowOf, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from './rows.ts';
+import { firstKeyAtOrAfter } from '../ordered-search.ts';
+import { DeliveryStatus, RECENT_FAILURE_WINDOW, type AttemptCount, type AttemptRow, type AttemptToStore, type ClaimTurn, type DeliveriesRepo, type DeliveryRow, type DeliveryToQueue, type DueRow, type ListFilter, type Settlement } from '../repos.ts';
+import { listParams, listSql, type ListParams } from '../delivery-log.ts';
+import { ATTEMPT_COLUMNS, rateWindowOf, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from '../rows.ts';
 import type { Sync } from './sync-repo.ts';
 
 const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.headers, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;

@@ -2,11 +2,11 @@ import { closeSync, existsSync, fsyncSync, openSync, renameSync, statSync, unlin
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
-import { ErrorCode, HookrelayError, validationError } from '../domain/errors.ts';
-import { startWorker } from '../worker-thread.ts';
+import { ErrorCode, HookrelayError, validationError } from '../../domain/errors.ts';
+import { startWorker } from '../../worker-thread.ts';
 import type { BackupReport, BackupWorkerData } from './backup-worker.ts';
 import { SCHEMA_VERSION } from './db.ts';
-import { StorageFault, storageFaultOf } from './storage-faults.ts';
+import { StorageFault, storageFaultOf } from '../storage-faults.ts';
 
 /** How a database file's space is used. */
 export interface DiskUse {

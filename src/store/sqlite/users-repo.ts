@@ -1,8 +1,8 @@
-import type { User } from '../domain/types.ts';
-import type { Permission } from '../domain/permissions.ts';
+import type { User } from '../../domain/types.ts';
+import type { Permission } from '../../domain/permissions.ts';
 import type { Db } from './db.ts';
-import type { UsersRepo } from './repos.ts';
-import { toUser, USER_COLUMNS as COLUMNS, type UserRow } from './rows.ts';
+import type { UsersRepo } from '../repos.ts';
+import { toUser, USER_COLUMNS as COLUMNS, type UserRow } from '../rows.ts';
 import type { Sync } from './sync-repo.ts';
 
 

@@ -1,9 +1,9 @@
-import { encodeRateWindow, type RateWindow } from '../domain/rate-window.ts';
-import type { Webhook, WebhookStatus, WebhookWithSecret } from '../domain/types.ts';
-import { storedHeaders } from '../domain/webhook-headers.ts';
+import { encodeRateWindow, type RateWindow } from '../../domain/rate-window.ts';
+import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/types.ts';
+import { storedHeaders } from '../../domain/webhook-headers.ts';
 import type { Db } from './db.ts';
-import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookSettings, type WebhooksRepo, type WebhookHealth, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from './repos.ts';
-import { rateWindowOf, toWebhook } from './rows.ts';
+import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookSettings, type WebhooksRepo, type WebhookHealth, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../repos.ts';
+import { rateWindowOf, toWebhook } from '../rows.ts';
 import type { Sync } from './sync-repo.ts';
 
 interface WebhookRow {

@@ -1,5 +1,5 @@
-import type { Logger } from '../log.ts';
-import { startWorker } from '../worker-thread.ts';
+import type { Logger } from '../../log.ts';
+import { startWorker } from '../../worker-thread.ts';
 import type { CheckpointReport, CheckpointWorkerData } from './checkpoint-worker.ts';
 import { AUTOCHECKPOINT_PAGES, BURST_CACHE_KIB, QUIET_CACHE_KIB, type Db } from './db.ts';
 
