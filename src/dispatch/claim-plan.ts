@@ -1,0 +1,240 @@
+/**
+ * The fairness plan: which organizations a commit claims for, and how many deliveries each.
+ *
+ * Pure: no I/O, no timers, no store, no clock of its own. The dispatcher keeps what it knows of
+ * each webhook in memory (WebhookState) and passes the moments in (`now`, epoch ms from the
+ * injected clock; `mono`, performance.now() ms for pauses and slowness, immune to clock steps).
+ * Nothing here changes the state it is given; the unit tests (test/dispatch-claim-plan.test.ts)
+ * build states by hand.
+ */
+import type { ClaimWanted } from '../services/deliveries.ts';
+
+/** After a webhook's second failure in a row, the wait before its next attempt doubles from this... */
+export const WEBHOOK_PAUSE_BASE_MS = 500;
+/** ...up to this. */
+export const WEBHOOK_PAUSE_MAX_MS = 5_000;
+
+/** How long a webhook waits before its next attempt after `failures` failed attempts in a row. */
+export function webhookPauseMs(failures: number): number {
+  if (failures < 2) return 0;
+  return Math.min(WEBHOOK_PAUSE_BASE_MS * 2 ** (failures - 2), WEBHOOK_PAUSE_MAX_MS);
+}
+
+/**
+ * The pause (ms, 0: none) before a failing webhook's next attempt: the pause after `failures`
+ * failures in a row, or a 429 or 503's Retry-After (capped at `maxRetryAfterMs`) when longer.
+ */
+export function pauseAfterFailure(failures: number, statusCode: number | null, retryAfterMs: number | null, maxRetryAfterMs: number): number {
+  const pause = webhookPauseMs(failures);
+  if ((statusCode === 429 || statusCode === 503) && retryAfterMs !== null) return Math.max(pause, Math.min(retryAfterMs, maxRetryAfterMs));
+  return pause;
+}
+
+/** What the plan reads of an attempt holding a slot. */
+export interface AttemptState {
+  /** performance.now() at its start. */
+  readonly startedMono: number;
+  /** Null while it runs; set once it has ended (it keeps its slot until its outcome is committed). */
+  readonly finished: unknown;
+}
+
+/** What the dispatcher knows of one webhook; in memory only, rebuilt from the database at start. */
+export interface WebhookState {
+  readonly orgId: string;
+  /** In the last list of webhooks that are not disabled. */
+  deliverable: boolean;
+  /** Attempts that hold a slot of this webhook: running, or ended and waiting for their group commit. Oldest first. */
+  readonly attempts: ReadonlySet<AttemptState>;
+  /**
+   * Deliveries claimed (leased) ahead for this healthy webhook, oldest first, started as its
+   * slots free up: one claim query serves several attempts. At most perWebhookConcurrency.
+   */
+  readonly ready: readonly unknown[];
+  /** It may have due deliveries that were not claimed yet. */
+  hasWork: boolean;
+  /** When its next known retry falls due (epoch ms), once its queue was read to the end. */
+  retryAt: number | null;
+  /** Its last attempt failed: one attempt at a time until one succeeds. */
+  failing: boolean;
+  /** It has answered an attempt with success (in this process, or as the database remembers it): it may have all its slots. */
+  proven: boolean;
+  /** Failed attempts in a row. */
+  failures: number;
+  /** No attempt starts before this (performance.now() ms): a Retry-After, or the pause after failures. */
+  pausedUntil: number;
+  /**
+   * Its rate limit (deliveries per second), as the last list of webhooks said; null: none. A
+   * webhook with one claims only what starts at once (nothing ahead), and what it claims
+   * starts at once or is given back: the limit counts a delivery when it is claimed.
+   */
+  rateLimit: number | null;
+  /** Its rate limit is reached: nothing of it is claimed before this (performance.now() ms). */
+  rateUntil: number;
+}
+
+/** The fixed rules of a dispatcher, from its options. */
+export interface ClaimRules {
+  /** Attempts in flight at once per webhook, while it answers (`delivery.perWebhookConcurrency`). */
+  readonly perWebhook: number;
+  /** Slots that failing or slow webhooks may take together (half of `delivery.concurrency`, at least 1). */
+  readonly limitedCap: number;
+  /** An attempt running this long (ms) makes its webhook slow. */
+  readonly slowMs: number;
+  /** Several instances share the database (PostgreSQL): claim only what can start here now. */
+  readonly sharedDatabase: boolean;
+}
+
+/** The slots failing or slow webhooks may take together: half of `concurrency`, at least one. */
+export function limitedCapOf(concurrency: number): number {
+  return Math.max(1, Math.floor(concurrency / 2));
+}
+
+/** Its oldest attempt has been running for `slowMs` or more. */
+export function isSlow(hook: WebhookState, mono: number, slowMs: number): boolean {
+  for (const a of hook.attempts) return a.finished === null && mono - a.startedMono >= slowMs;
+  return false;
+}
+
+/**
+ * Limited to one attempt at a time: failing or slow (these share at most half of the slots),
+ * or not yet known to answer (so that a receiver that hangs from its first request holds one
+ * slot, not its whole share).
+ */
+export function isLimited(hook: WebhookState, mono: number, slowMs: number): boolean {
+  return hook.failing || !hook.proven || isSlow(hook, mono, slowMs);
+}
+
+/** Its next known retry has fallen due while nothing holds it back: it has work again (the caller clears `retryAt`). */
+export function retryFellDue(hook: WebhookState, now: number, mono: number): boolean {
+  return hook.deliverable && hook.pausedUntil <= mono && hook.rateUntil <= mono && hook.retryAt !== null && hook.retryAt <= now;
+}
+
+/**
+ * What becomes of a delivery a commit just claimed for `hook`: `start` now, `buffer` (leased
+ * ahead, started as a slot frees), or `give-back` (a rate-limited webhook without a free slot:
+ * the claim counted it against the limit, so it is sent now or never later, as a late start
+ * would crowd the next second's).
+ *
+ * @param freeHere a slot is free in this instance (slots used < `delivery.concurrency`)
+ */
+export function placeClaimed(rules: ClaimRules, hook: WebhookState, mono: number, freeHere: boolean): 'start' | 'buffer' | 'give-back' {
+  const limited = isLimited(hook, mono, rules.slowMs);
+  if (limited) return hook.attempts.size === 0 && hook.ready.length === 0 ? 'start' : 'buffer';
+  if (hook.rateLimit === null) return 'buffer';
+  return hook.attempts.size < rules.perWebhook && freeHere ? 'start' : 'give-back';
+}
+
+/**
+ * How long (ms) until something of `hooks` becomes due without a wake-up: a known retry (wall
+ * clock, `now`), or the end of a pause or a reached rate limit for a webhook with work
+ * (monotonic, `mono`). Infinity: nothing. Only moments still to come: what is due already
+ * waits for a slot, and the end of an attempt (which frees one) asks for a commit anyway.
+ */
+export function nextWakeDelay(hooks: Iterable<WebhookState>, now: number, mono: number): number {
+  let delay = Infinity;
+  for (const hook of hooks) {
+    if (!hook.deliverable) continue;
+    // A pause and a reached rate limit both hold its claims back.
+    const paused = Math.max(hook.pausedUntil, hook.rateUntil) - mono;
+    if (hook.hasWork && paused > 0) delay = Math.min(delay, paused);
+    if (hook.retryAt !== null) {
+      const at = Math.max(hook.retryAt - now, paused);
+      if (at > 0) delay = Math.min(delay, at);
+    }
+  }
+  return delay;
+}
+
+/**
+ * Slots of failing or slow webhooks still taken once the commit has recorded what ended:
+ * attempts still running, less those given back in it (`back`).
+ */
+export function troubledInFlight(hooks: Iterable<WebhookState>, mono: number, slowMs: number, back: readonly AttemptState[]): number {
+  let used = 0;
+  for (const hook of hooks) {
+    if (hook.attempts.size === 0 || !(hook.failing || isSlow(hook, mono, slowMs))) continue;
+    for (const a of hook.attempts) if (a.finished === null && !back.includes(a)) used++;
+  }
+  return used;
+}
+
+/**
+ * The organizations to claim for now, each with how many deliveries to lease. Limited
+ * webhooks come first, one each while slots are free: webhooks not yet known to answer
+ * (they may well be healthy), then failing or slow ones while the half of the slots these
+ * may hold together lasts; then the healthy ones, whose buffer is topped up to their slots
+ * plus as many again once it has run half down. Each group in the order of `hooks` rotated to
+ * start at `first`: the caller moves `first` on from one commit to the next, so no webhook
+ * always comes last.
+ *
+ * Skipped: webhooks not deliverable (disabled), paused, at their rate limit, or without work.
+ *
+ * @param first index in `hooks` where this commit's order starts (0 when `hooks` is empty)
+ * @param free slots free in this instance once the commit has recorded what ended
+ * @param troubledUsed slots failing or slow webhooks hold (see troubledInFlight)
+ */
+export function planClaims(rules: ClaimRules, hooks: readonly WebhookState[], first: number, mono: number, free: number, troubledUsed: number): ClaimWanted[] {
+  const perHook = rules.perWebhook;
+  // A limited webhook's delivery starts as soon as it is claimed: it needs a free slot.
+  let freeLeft = free;
+  let troubledLeft = rules.limitedCap - troubledUsed;
+  const unknown: ClaimWanted[] = [];
+  const troubled: ClaimWanted[] = [];
+  const healthy: ClaimWanted[] = [];
+  for (let i = 0; i < hooks.length; i++) {
+    const hook = hooks[(first + i) % hooks.length]!;
+    if (!hook.deliverable || hook.pausedUntil > mono || hook.rateUntil > mono || !hook.hasWork) continue;
+    const rated = hook.rateLimit !== null ? { rateLimited: true } : {};
+    if (isLimited(hook, mono, rules.slowMs)) {
+      if (hook.attempts.size === 0 && hook.ready.length === 0) (hook.failing || hook.proven ? troubled : unknown).push({ orgId: hook.orgId, room: 1, cap: 1, ...rated });
+      continue;
+    }
+    const held = hook.attempts.size + hook.ready.length;
+    if (hook.rateLimit !== null) {
+      // Nothing claimed ahead: a delivery counts against the limit when it is claimed, so it
+      // must start then (see the dispatcher's `claimed`).
+      const room = perHook - held;
+      if (room > 0) healthy.push({ orgId: hook.orgId, room, cap: room, rateLimited: true });
+      continue;
+    }
+    const room = 2 * perHook - held;
+    if (held === 0 || room >= Math.ceil(perHook / 2)) healthy.push({ orgId: hook.orgId, room, cap: Math.max(0, perHook - held) });
+  }
+  const wanted: ClaimWanted[] = [];
+  // Shared database: each healthy webhook's claim is capped to the slots free here, handed
+  // out in the rotating order, what the limited ones take first.
+  for (const w of unknown) {
+    if (freeLeft <= 0) break;
+    freeLeft--;
+    wanted.push(w);
+  }
+  for (const w of troubled) {
+    if (freeLeft <= 0 || troubledLeft <= 0) break;
+    freeLeft--;
+    troubledLeft--;
+    wanted.push(w);
+  }
+  if (rules.sharedDatabase) {
+    const capped: ClaimWanted[] = [];
+    for (const w of healthy) {
+      if (freeLeft <= 0) break;
+      const cap = Math.min(w.cap ?? w.room, freeLeft);
+      if (cap <= 0) continue;
+      freeLeft -= cap;
+      capped.push({ ...w, cap });
+    }
+    return wanted.concat(capped);
+  }
+  // One instance: a healthy webhook claims ahead, but one with a rate limit only what the
+  // slots free now can start.
+  const rest: ClaimWanted[] = [];
+  for (const w of healthy) {
+    if (w.rateLimited !== true) rest.push(w);
+    else if (freeLeft > 0) {
+      const cap = Math.min(w.room, freeLeft);
+      freeLeft -= cap;
+      rest.push({ ...w, room: cap, cap });
+    }
+  }
+  return wanted.concat(rest);
+}
