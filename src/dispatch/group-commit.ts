@@ -345,7 +345,9 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
       unstarted.push(d);
     },
 
+    /** Starts taking outcomes and requests, with `commitHost` the claim side of each commit. One host at a time. */
     start(commitHost: CommitHost<A>): void {
+      if (mode !== 'stopped') throw new Error(`group commit: started while ${mode} (a bug: one dispatcher per group commit)`);
       host = commitHost;
       to('idle');
       request();
