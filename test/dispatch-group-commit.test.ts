@@ -58,11 +58,13 @@ function recordingHost(over: Partial<CommitHost<PendingAttempt>> = {}) {
   const seen = { plans: [] as CommitKind[], committed: 0 };
   const host: CommitHost<PendingAttempt> = {
     claiming: () => true,
-    prepare: async () => {},
-    plan: async (_batch: CommitBatch<PendingAttempt>, kind: CommitKind) => {
+    refresh: () => null,
+    prepare: () => {},
+    plan: (_batch: CommitBatch<PendingAttempt>, kind: CommitKind) => {
       seen.plans.push(kind);
       return null;
     },
+    peek: async () => null,
     committed: () => {
       seen.committed++;
     },

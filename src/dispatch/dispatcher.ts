@@ -235,8 +235,9 @@ export function createDispatcher(options: DispatcherOptions) {
   const host: CommitHost<Attempt> = {
     claiming: () => started && !stopping,
 
-    async prepare(): Promise<void> {
-      if (table.refreshWanted && !stopping) await table.refresh();
+    refresh: () => (table.refreshWanted && !stopping ? table.refresh() : null),
+
+    prepare(): void {
       const now = (commitNow = clock.now());
       const mono = (commitMono = performance.now());
       for (const hook of hooks.values()) {
@@ -249,8 +250,7 @@ export function createDispatcher(options: DispatcherOptions) {
       }
     },
 
-    async plan(batch, kind) {
-      const { done, back, unsent } = batch;
+    plan({ done, back }) {
       const mono = commitMono;
       // Webhooks to look at again once this commit has recorded their attempts: in this very
       // commit (recording comes before claiming), or in the next one when they cannot claim yet.
@@ -260,17 +260,16 @@ export function createDispatcher(options: DispatcherOptions) {
       const troubledUsed = troubledInFlight(hooks.values(), mono, slowMs, back);
       const list = [...hooks.values()];
       const first = list.length === 0 ? 0 : rotation++ % list.length;
-      let wanted = planClaims(rules, list, first, mono, options.concurrency - slotsUsed + done.length + back.length, troubledUsed);
-      // A claim for new work skips the look: the work was just queued, and a claim that finds
-      // nothing writes nothing.
-      if (wanted.length > 0 && done.length + back.length + unsent.length === 0 && kind === 'all') {
-        // Nothing to record: find out without a write transaction whether anything is due.
-        const peeked = await deliveries.peek(wanted.map((w) => w.orgId));
-        applyDrained(peeked.drained);
-        const due = new Set(peeked.due);
-        wanted = wanted.filter((w) => due.has(w.orgId));
-      }
+      const wanted = planClaims(rules, list, first, mono, options.concurrency - slotsUsed + done.length + back.length, troubledUsed);
       return wanted.length > 0 ? { wanted, leaseMs: options.leaseMs } : null;
+    },
+
+    async peek(claim) {
+      const peeked = await deliveries.peek(claim.wanted.map((w) => w.orgId));
+      applyDrained(peeked.drained);
+      const due = new Set(peeked.due);
+      const wanted = claim.wanted.filter((w) => due.has(w.orgId));
+      return wanted.length > 0 ? { wanted, leaseMs: claim.leaseMs } : null;
     },
 
     committed(batch: CommitBatch<Attempt>, result: FlushResult | null): void {

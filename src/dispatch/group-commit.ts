@@ -57,10 +57,14 @@ export interface CommitBatch<A extends PendingAttempt> {
 export interface CommitHost<A extends PendingAttempt> {
   /** The dispatcher still claims (it runs and is not stopping). */
   claiming(): boolean;
-  /** Before the batch is taken: reads the webhooks when due, gives back stale buffers (they join this commit). */
-  prepare(): Promise<void>;
+  /** Reads the list of webhooks when it is due (null: not due), before anything else of the commit. */
+  refresh(): Promise<void> | null;
+  /** Before the batch is taken: gives back stale buffers (they join this commit), notes retries fallen due. */
+  prepare(): void;
   /** What this commit claims (null: nothing); `kind` 'claim' comes with an empty batch. */
-  plan(batch: CommitBatch<A>, kind: CommitKind): Promise<FlushWork['claim']>;
+  plan(batch: CommitBatch<A>, kind: CommitKind): FlushWork['claim'];
+  /** A group commit with nothing to record: the part of `claim` that has anything due (a read, no write transaction), or null. */
+  peek(claim: NonNullable<FlushWork['claim']>): Promise<FlushWork['claim']>;
   /** After the transaction (its result), or when the commit had nothing to write (null). */
   committed(batch: CommitBatch<A>, result: FlushResult | null): void;
   /** After repeated failures, `a` was recorded (or given back) alone, or let go: its slot is free. */
@@ -240,11 +244,17 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
   async function commitNow(kind: CommitKind): Promise<void> {
     const h = host;
     if (h === null || (kind === 'claim' && !h.claiming())) return;
-    await h.prepare();
+    const reading = h.refresh();
+    if (reading !== null) await reading;
+    h.prepare();
     const claimOnly = kind === 'claim';
     const batch = claimOnly ? EMPTY : take();
-    const claim = await h.plan(batch, kind);
-    if (batch.done.length + batch.back.length + batch.unsent.length === 0 && claim === null) {
+    const writes = batch.done.length + batch.back.length + batch.unsent.length;
+    let claim = h.plan(batch, kind);
+    // A claim for new work skips the look: the work was just queued, and a claim that finds
+    // nothing writes nothing.
+    if (claim !== null && writes === 0 && !claimOnly) claim = await h.peek(claim);
+    if (writes === 0 && claim === null) {
       h.committed(batch, null);
       return;
     }
