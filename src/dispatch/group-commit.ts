@@ -10,12 +10,14 @@
  *                                                                │ a timer fires meanwhile
  *                                                                v
  *                                                      committing-more-wanted ──end──> idle | scheduled
+ *   scheduled ──a timer fires on a damaged database──> idle (nothing more is written)
  *   any but stopped ──close──> closing (the last commits, nothing more scheduled) ──> stopped
  *
- * A timer (the window's, a claim's, a back-off's) may be armed during a commit: it is the group
- * commit window counted from the previous commit. If it fires before the commit ends, the mode
+ * A timer may be armed during a commit (the window's, counted from the previous group commit; a
+ * claim's; a back-off's), as the dispatcher asks: if it fires before the commit ends, the mode
  * becomes committing-more-wanted and the commit it wanted ('all' wins over 'claim') is asked for
- * again at the end; if not, it fires later and finds the mode scheduled.
+ * again at the end; if not, it fires later and finds the mode scheduled. This keeps the timing
+ * of the commits as it was before the modes were named (see docs/benchmarks.md).
  *
  * The dispatcher hands outcomes in (finished, aborted, giveBack) and supplies the claim side as
  * a CommitHost: the plan before the transaction, what was claimed after it.
