@@ -17,7 +17,7 @@
  * claim's; a back-off's), as the dispatcher asks: if it fires before the commit ends, the mode
  * becomes committing-more-wanted and the commit it wanted ('all' wins over 'claim') is asked for
  * again at the end; if not, it fires later and finds the mode scheduled. This keeps the timing
- * of the commits as it was before the modes were named (see docs/benchmarks.md).
+ * of the commits as it was before the modes were named (docs/benchmarks.md, "Delivery").
  *
  * The dispatcher hands outcomes in (finished, aborted, giveBack) and supplies the claim side as
  * a CommitHost: the plan before the transaction, what was claimed after it.
