@@ -16,7 +16,8 @@ import { EVENT_TYPE, statusChangeBody, type StorableEvent } from '../src/domain/
 import { orderingKey } from '../src/domain/ordering.ts';
 import type { AttemptResult, DeliveryOutcome } from '../src/domain/retry-policy.ts';
 import { createLogger } from '../src/log.ts';
-import { createDeliveryService, type ClaimedDelivery, type ClaimWanted, type FinishedAttempt, type FlushResult } from '../src/services/deliveries.ts';
+import { createDeliveryLogService } from '../src/services/delivery-log.ts';
+import { createOutboxService, type ClaimedDelivery, type ClaimWanted, type FinishedAttempt, type FlushResult } from '../src/services/outbox.ts';
 import { openPgStore, type PgStore } from '../src/store/pg/store.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
 import { DeliveryStatus, sendable, type AttemptToStore, type DeliveryRow, type Settlement, type Store, type Tx } from '../src/store/repos.ts';
@@ -531,7 +532,7 @@ for (const backend of backends) {
         6000,
       );
       clock.at = 7000;
-      const service = createDeliveryService(store, silentLog, serviceOptions);
+      const service = createOutboxService(store, silentLog, serviceOptions);
       const first = await service.flush(claimOnly([{ orgId: 'acme', room: 10 }]));
       assert.deepEqual(
         first.claimed.map((d) => [d.id, d.holdsBack]),
@@ -596,7 +597,7 @@ for (const backend of backends) {
         Array.from({ length: 8 }, (_, i) => ({ id: `evt_${i}`, request: `ar_${i}` })),
         T0,
       );
-      const service = createDeliveryService(store, silentLog, serviceOptions);
+      const service = createOutboxService(store, silentLog, serviceOptions);
       clock.at = T0 + 10;
       const claimed = await service.flush(claimOnly([{ orgId: 'acme', room: 6, cap: 3 }]));
       assert.equal(claimed.claimed.length, backend.name === 'postgres' ? 3 : 6);
@@ -882,7 +883,7 @@ for (const backend of backends) {
         T0,
       );
       assert.ok(d1 && d2 && d3);
-      const service = createDeliveryService(store, silentLog, serviceOptions);
+      const service = createOutboxService(store, silentLog, serviceOptions);
       clock.at = T0 + 1000;
       const first = await service.flush(claimOnly([{ orgId: 'acme', room: 5 }], 30_000));
       assert.deepEqual(
@@ -914,7 +915,7 @@ for (const backend of backends) {
       );
       const three = await getRow(store, 'acme', d3.id);
       assert.deepEqual([three?.status, three?.attempts, three?.nextAttemptAt, three?.lastStatusCode, three?.lastError], ['pending', 1, retryAt, 500, 'HTTP 500']);
-      assert.deepEqual(ids(await service.list('acme', { status: 'failed', limit: 10 })), [d3.id]);
+      assert.deepEqual(ids(await createDeliveryLogService(store, { userAgent: 'test' }).list('acme', { status: 'failed', limit: 10 })), [d3.id]);
       const health = await store.read((tx) => tx.webhooks.health('acme'));
       assert.deepEqual([health?.consecutiveFailures, health?.lastSuccessAt], [1, T0 + 2000]);
 
@@ -1004,7 +1005,7 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
     // An organization without a webhook is not held by anyone: it gets its turn (and has nothing due).
     assert.deepEqual(await b.transaction((tx) => tx.deliveries.claimTurns(['acme', 'no-webhook'], now)), new Map([['no-webhook', free]]));
     // The delivery service skips the webhook for this commit, and says so.
-    const service = createDeliveryService(b, silentLog, serviceOptions);
+    const service = createOutboxService(b, silentLog, serviceOptions);
     await queue(a, [{ id: 'evt_1', request: 'ar_1' }], now);
     const contended = await service.flush(claimOnly([{ orgId: 'acme', room: 3 }]));
     assert.deepEqual(contended, { claimed: [], drained: [], unsendable: [], contended: ['acme'], superseded: [], rateLimited: [], outOfOrder: [] });
@@ -1031,8 +1032,8 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
     const { a, b, column } = await open(t);
     await a.transaction((tx) => tx.webhooks.upsert('acme', 'https://hooks.example/acme', false, null, T0, { rateLimit: 3 }));
     await queue(a, Array.from({ length: 8 }, (_, i) => ({ id: `evt_${i}`, request: `ar_${i}` })), T0);
-    const sa = createDeliveryService(a, silentLog, serviceOptions);
-    const sb = createDeliveryService(b, silentLog, serviceOptions);
+    const sa = createOutboxService(a, silentLog, serviceOptions);
+    const sb = createOutboxService(b, silentLog, serviceOptions);
     // Neither instance flags the webhook as limited: PostgreSQL reads the limit with the row anyway.
     const first = await sa.flush(claimOnly([{ orgId: 'acme', room: 2, cap: 2 }]));
     assert.equal(first.claimed.length, 2);
@@ -1143,8 +1144,8 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
   test('fencing through the delivery service: the late outcome is logged as an attempt and reported superseded', multi, async (t) => {
     const { clock, a, b } = await open(t);
     const [d] = await queue(a, [{ id: 'evt_1', request: 'ar_1' }], T0);
-    const serviceA = createDeliveryService(a, silentLog, serviceOptions);
-    const serviceB = createDeliveryService(b, silentLog, serviceOptions);
+    const serviceA = createOutboxService(a, silentLog, serviceOptions);
+    const serviceB = createOutboxService(b, silentLog, serviceOptions);
     clock.at = T0 + 10;
     const byA = await serviceA.flush(claimOnly([{ orgId: 'acme', room: 1 }], 1000));
     assert.deepEqual(ids(byA.claimed), [d!.id]);
@@ -1181,8 +1182,8 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
       T0,
     );
     assert.ok(d1 && d2 && d3);
-    const serviceA = createDeliveryService(a, silentLog, serviceOptions);
-    const serviceB = createDeliveryService(b, silentLog, serviceOptions);
+    const serviceA = createOutboxService(a, silentLog, serviceOptions);
+    const serviceB = createOutboxService(b, silentLog, serviceOptions);
     clock.at = T0 + 10;
     const claimA = await serviceA.flush(claimOnly([{ orgId: 'acme', room: 1 }]));
     assert.deepEqual(ids(claimA.claimed), [d1.id]);
@@ -1213,8 +1214,8 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
       Array.from({ length: 10 }, (_, i) => ({ id: `evt_${i}`, request: `ar_${i}` })),
       T0,
     );
-    const serviceA = createDeliveryService(a, silentLog, serviceOptions);
-    const serviceB = createDeliveryService(b, silentLog, serviceOptions);
+    const serviceA = createOutboxService(a, silentLog, serviceOptions);
+    const serviceB = createOutboxService(b, silentLog, serviceOptions);
     clock.at = T0 + 10;
     const claim = async (service: typeof serviceA, want: ClaimWanted): Promise<FlushResult> => service.flush(claimOnly([want], 1000));
     const leasedBy = async () => column(`SELECT leased_by || ' ' || count(*) FROM deliveries WHERE lease_expires_at > ${clock.at} GROUP BY leased_by ORDER BY leased_by`);
@@ -1269,7 +1270,7 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
     // Each request's changes in queue order: what must be claimed next for it.
     const order = new Map<number, number[]>();
     for (const x of q) order.set(x.key, [...(order.get(x.key) ?? []), x.id]);
-    const services = [createDeliveryService(a, silentLog, serviceOptions), createDeliveryService(b, silentLog, serviceOptions)] as const;
+    const services = [createOutboxService(a, silentLog, serviceOptions), createOutboxService(b, silentLog, serviceOptions)] as const;
     const held: [ClaimedDelivery[], ClaimedDelivery[]] = [[], []];
     const claimedOnce = new Set<number>();
     const deliveredIds = new Set<number>();

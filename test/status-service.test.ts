@@ -136,7 +136,7 @@ test('each webhook says why it has its status: the latest failure of its recent 
   const clock = store.clock as ManualClock;
   const t0 = clock.at;
   const status = createStatusService(store, { disableAfterMs: 5 * DAY });
-  const webhooks = createWebhookService(store, createOrgService(store), { checkTarget: createTargetCheck(createNetworkPolicies({ allowNetworks: [], organizationNetworks: [], storeInternalResponses: [] }), false), disableAfterMs: 5 * DAY });
+  const webhooks = createWebhookService(store, createOrgService(store), { checkTarget: createTargetCheck(createNetworkPolicies({ allowNetworks: [], organizationNetworks: [], storeInternalResponses: [] }), false), disableAfterMs: 5 * DAY, secretRotationGraceMs: 1000 });
 
   const [ok] = await queue(store, 'org-ok', ['ar_1']);
   settle(store, ok!, t0, 'delivered');

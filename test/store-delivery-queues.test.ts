@@ -13,7 +13,7 @@ import { describe, test, type TestContext } from 'node:test';
 import type { Clock } from '../src/domain/clock.ts';
 import { orderingKey } from '../src/domain/ordering.ts';
 import { WebhookStatus } from '../src/domain/types.ts';
-import { publicStatus } from '../src/services/deliveries.ts';
+import { publicStatus } from '../src/services/delivery-log.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import type { Db } from '../src/store/sqlite/db.ts';
 import { createDeliveriesRepo } from '../src/store/sqlite/deliveries-repo.ts';
