@@ -188,88 +188,6 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
       });
     },
 
-    /** Queues the delivery's event again (same webhook-id) with a fresh retry schedule. */
-    async replay(orgId: string, id: number): Promise<DeliveryRow> {
-      const queued = await store.transaction(async (tx) => {
-        await requireWebhook(tx, orgId);
-        const row = await tx.deliveries.get(orgId, id);
-        if (!row) throw notFound(id);
-        const ref = (await tx.deliveries.eventOf(id))!;
-        if (await tx.deliveries.hasPendingDelivery(ref.eventSeq)) {
-          throw validationError(`delivery ${id}'s event is already queued (a delivery of it is pending); replay it once that one is delivered or dead`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
-        }
-        const newId = await tx.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, await queueTime(tx));
-        return (await tx.deliveries.get(orgId, newId))!;
-      });
-      work.notify(orgId, 'queued');
-      return queued;
-    },
-
-    /**
-     * Re-queues every event of the organization received in [since, until) that was never
-     * delivered: dead and undeliverable ones get a new delivery, failed ones are made due now.
-     */
-    async recover(orgId: string, since: number, until?: number, options: RecoverOptions = {}): Promise<Recovered> {
-      // Without `until`: everything received so far, which may be later than the clock if it stepped back.
-      const end = until ?? (await store.read((tx) => tx.feed.receivedAt(store.clock.now()))) + 1;
-      if (!(since < end)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
-      /** Requeues the events with seq in [from, to) (in the caller's transaction). */
-      const recoverRange = async (tx: Tx, from: number, to: number) => {
-        await requireWebhook(tx, orgId);
-        const queuedAt = await queueTime(tx);
-        const queue = (await tx.deliveries.recoverable(orgId, from, to)).map((e) => ({
-          eventSeq: e.eventSeq,
-          orgId,
-          orderingKey: e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId),
-        }));
-        if (queue.length > 0) await tx.deliveries.insertMany(queue, queuedAt);
-        // Retries are due by the raw clock (see DeliveriesRepo.dueRows): made due now by it.
-        return { requeued: queue.length, retriedNow: await tx.deliveries.hurryFailed(orgId, from, to, store.clock.now()) };
-      };
-      const inChunk = (lo: number, hi: number) => store.transaction((tx) => recoverRange(tx, lo, hi));
-      const { from, to } = await store.read((tx) => tx.feed.seqRange(since, end));
-      const counts = { requeued: 0, retriedNow: 0 };
-      options.onChunk?.(0, to - from);
-      try {
-        for (let lo = from; lo < to; lo += RECOVER_CHUNK_SEQS) {
-          const hi = Math.min(lo + RECOVER_CHUNK_SEQS, to);
-          const chunk = options.lockWait === undefined ? await inChunk(lo, hi) : await whenUnlocked(() => inChunk(lo, hi), options.lockWait);
-          counts.requeued += chunk.requeued;
-          counts.retriedNow += chunk.retriedNow;
-          options.onChunk?.(hi - from, to - from);
-          // The daemon's other work (the admin API, attempts, the feed) runs between two chunks.
-          if (hi < to) await yieldToEventLoop();
-        }
-      } catch (err) {
-        if (counts.requeued + counts.retriedNow === 0 || !(err instanceof HookrelayError) || err.code !== ErrorCode.databaseBusy) throw err;
-        work.notify(orgId, 'queued');
-        throw new HookrelayError(
-          ErrorCode.databaseBusy,
-          `the database stayed locked by another process (a hookrelay CLI command or a backup, say) part way through: ${counts.requeued} event(s) of the window were queued again and ${counts.retriedNow} failed delivery(ies) made due now; recover again shortly to do the rest (nothing is queued twice)`,
-          { cause: err },
-        );
-      }
-      if (from >= to) await store.read((tx) => requireWebhook(tx, orgId));
-      if (counts.requeued + counts.retriedNow > 0) work.notify(orgId, 'queued');
-      return counts;
-    },
-
-    /** Stores and queues a `webhook.test` event for the organization's webhook. */
-    async sendTest(orgId: string): Promise<DeliveryRow> {
-      const queued = await store.transaction(async (tx) => {
-        await requireWebhook(tx, orgId);
-        const now = await queueTime(tx);
-        const id = `evt_test_${randomUUID().replaceAll('-', '')}`;
-        const timestamp = iso(now);
-        const payload = JSON.stringify({ type: TEST_EVENT_TYPE, timestamp, data: { event_id: id, organization_id: orgId, message: 'Test notification from hookrelay' } });
-        const seq = await tx.deliveries.insertTestEvent(id, orgId, payload, now);
-        const deliveryId = await tx.deliveries.insert(seq, orgId, testOrderingKey(orgId, id), now);
-        return (await tx.deliveries.get(orgId, deliveryId))!;
-      });
-      work.notify(orgId, 'queued');
-      return queued;
-    },
-
     /**
      * A page of the organization's deliveries, newest first. A time window is first turned
      * into a range of ids (idsCreated), so that a window deep in a large log is read from its
@@ -383,6 +301,88 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
         if (end < until) await yieldToEventLoop();
       }
       return { window, bucketMs, from, until, buckets };
+    },
+
+    /** Queues the delivery's event again (same webhook-id) with a fresh retry schedule. */
+    async replay(orgId: string, id: number): Promise<DeliveryRow> {
+      const queued = await store.transaction(async (tx) => {
+        await requireWebhook(tx, orgId);
+        const row = await tx.deliveries.get(orgId, id);
+        if (!row) throw notFound(id);
+        const ref = (await tx.deliveries.eventOf(id))!;
+        if (await tx.deliveries.hasPendingDelivery(ref.eventSeq)) {
+          throw validationError(`delivery ${id}'s event is already queued (a delivery of it is pending); replay it once that one is delivered or dead`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
+        }
+        const newId = await tx.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, await queueTime(tx));
+        return (await tx.deliveries.get(orgId, newId))!;
+      });
+      work.notify(orgId, 'queued');
+      return queued;
+    },
+
+    /**
+     * Re-queues every event of the organization received in [since, until) that was never
+     * delivered: dead and undeliverable ones get a new delivery, failed ones are made due now.
+     */
+    async recover(orgId: string, since: number, until?: number, options: RecoverOptions = {}): Promise<Recovered> {
+      // Without `until`: everything received so far, which may be later than the clock if it stepped back.
+      const end = until ?? (await store.read((tx) => tx.feed.receivedAt(store.clock.now()))) + 1;
+      if (!(since < end)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
+      /** Requeues the events with seq in [from, to) (in the caller's transaction). */
+      const recoverRange = async (tx: Tx, from: number, to: number) => {
+        await requireWebhook(tx, orgId);
+        const queuedAt = await queueTime(tx);
+        const queue = (await tx.deliveries.recoverable(orgId, from, to)).map((e) => ({
+          eventSeq: e.eventSeq,
+          orgId,
+          orderingKey: e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId),
+        }));
+        if (queue.length > 0) await tx.deliveries.insertMany(queue, queuedAt);
+        // Retries are due by the raw clock (see DeliveriesRepo.dueRows): made due now by it.
+        return { requeued: queue.length, retriedNow: await tx.deliveries.hurryFailed(orgId, from, to, store.clock.now()) };
+      };
+      const inChunk = (lo: number, hi: number) => store.transaction((tx) => recoverRange(tx, lo, hi));
+      const { from, to } = await store.read((tx) => tx.feed.seqRange(since, end));
+      const counts = { requeued: 0, retriedNow: 0 };
+      options.onChunk?.(0, to - from);
+      try {
+        for (let lo = from; lo < to; lo += RECOVER_CHUNK_SEQS) {
+          const hi = Math.min(lo + RECOVER_CHUNK_SEQS, to);
+          const chunk = options.lockWait === undefined ? await inChunk(lo, hi) : await whenUnlocked(() => inChunk(lo, hi), options.lockWait);
+          counts.requeued += chunk.requeued;
+          counts.retriedNow += chunk.retriedNow;
+          options.onChunk?.(hi - from, to - from);
+          // The daemon's other work (the admin API, attempts, the feed) runs between two chunks.
+          if (hi < to) await yieldToEventLoop();
+        }
+      } catch (err) {
+        if (counts.requeued + counts.retriedNow === 0 || !(err instanceof HookrelayError) || err.code !== ErrorCode.databaseBusy) throw err;
+        work.notify(orgId, 'queued');
+        throw new HookrelayError(
+          ErrorCode.databaseBusy,
+          `the database stayed locked by another process (a hookrelay CLI command or a backup, say) part way through: ${counts.requeued} event(s) of the window were queued again and ${counts.retriedNow} failed delivery(ies) made due now; recover again shortly to do the rest (nothing is queued twice)`,
+          { cause: err },
+        );
+      }
+      if (from >= to) await store.read((tx) => requireWebhook(tx, orgId));
+      if (counts.requeued + counts.retriedNow > 0) work.notify(orgId, 'queued');
+      return counts;
+    },
+
+    /** Stores and queues a `webhook.test` event for the organization's webhook. */
+    async sendTest(orgId: string): Promise<DeliveryRow> {
+      const queued = await store.transaction(async (tx) => {
+        await requireWebhook(tx, orgId);
+        const now = await queueTime(tx);
+        const id = `evt_test_${randomUUID().replaceAll('-', '')}`;
+        const timestamp = iso(now);
+        const payload = JSON.stringify({ type: TEST_EVENT_TYPE, timestamp, data: { event_id: id, organization_id: orgId, message: 'Test notification from hookrelay' } });
+        const seq = await tx.deliveries.insertTestEvent(id, orgId, payload, now);
+        const deliveryId = await tx.deliveries.insert(seq, orgId, testOrderingKey(orgId, id), now);
+        return (await tx.deliveries.get(orgId, deliveryId))!;
+      });
+      work.notify(orgId, 'queued');
+      return queued;
     },
   };
 }
