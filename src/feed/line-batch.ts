@@ -96,7 +96,10 @@ export class LineBatch implements Lines {
     }
     if (this.#count === s.starts.length) {
       const size = s.starts.length * 2;
-      const grow = <T extends Int32Array | Float64Array>(from: T, to: T): T => (to.set(from), to);
+      const grow = <T extends Int32Array | Float64Array>(from: T, to: T): T => {
+        to.set(from);
+        return to;
+      };
       s.starts = grow(s.starts, new Int32Array(size));
       s.codes = grow(s.codes, sharedInts(size));
       s.positions = grow(s.positions, new Float64Array(size));
