@@ -1,5 +1,5 @@
 import type { Lines, RawLine } from '../services/ingest.ts';
-import type { LineSplitter } from './line-splitter.ts';
+import type { LineSink, LineSplitter } from './line-splitter.ts';
 
 type Rejection = NonNullable<RawLine['rejected']>;
 
@@ -36,7 +36,7 @@ function sharedInts(count: number): Int32Array {
  * are (see line-parser.ts), no copy and no transfer, and they are still here for the commit
  * (quarantine and duplicate checks need their bytes).
  */
-export class LineBatch implements Lines {
+export class LineBatch implements Lines, LineSink {
   #storage: Storage | null;
   #count = 0;
   #bytes = 0;
