@@ -3,7 +3,7 @@ import { createNetworkPolicies } from '../domain/address-policy.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createDeliveryLogService } from './delivery-log.ts';
 import { createOutboxService } from './outbox.ts';
-import type { Store } from '../store/sqlite/store.ts';
+import type { Store } from '../store/repos.ts';
 import { createOrgService } from './orgs.ts';
 import { createRoleService } from './roles.ts';
 import { createStatusService } from './status.ts';
