@@ -9,9 +9,11 @@ import { WebhookStatus } from '../domain/types.ts';
 import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason, disabledReasonText } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
-import { DeliveryStatus, sendable, type AttemptToStore, type DeliverableWebhook, type OutOfOrderDelivery, type DeliveryRow, type Settlement, type DueDelivery, type ListFilter, type Store, type Tx } from '../store/repos.ts';
+import type { Store, Tx } from '../store/repos.ts';
+import { sendable } from '../store/rows.ts';
+import { DeliveryStatus, type AttemptToStore, type DeliverableWebhook, type OutOfOrderDelivery, type DeliveryRow, type Settlement, type DueDelivery, type ListFilter } from '../store/types.ts';
 import { whenUnlocked } from '../store/sqlite/lock-wait.ts';
-import type { WebhookHealth, WebhookStatusChange } from '../store/repos.ts';
+import type { WebhookHealth, WebhookStatusChange } from '../store/types.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
 export const TEST_EVENT_TYPE = 'webhook.test';

@@ -10,7 +10,8 @@ import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { storedBody } from '../domain/feed-event.ts';
 import { signingSecrets } from '../domain/secrets.ts';
 import { loggedHeaders } from '../domain/webhook-headers.ts';
-import type { AttemptRow, DeliveryRow, ListFilter, Store } from '../store/repos.ts';
+import type { Store } from '../store/repos.ts';
+import type { AttemptRow, DeliveryRow, ListFilter } from '../store/types.ts';
 
 /**
  * A search by request reads the log's deliveries one by one, by id (no index holds them by

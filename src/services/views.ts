@@ -1,6 +1,6 @@
 import type { Webhook } from '../domain/types.ts';
 import { shownHeaders } from '../domain/webhook-headers.ts';
-import type { DeliveryRow } from '../store/repos.ts';
+import type { DeliveryRow } from '../store/types.ts';
 import type { AttemptStats } from './delivery-log.ts';
 import { publicStatus, TEST_EVENT_TYPE } from './deliveries.ts';
 import type { WebhookHealthReport } from './webhooks.ts';

@@ -4,7 +4,7 @@
  * (pg/deliveries-repo.ts) runs the statement of listSql for its shape of filter.
  */
 import { orderingKey } from '../domain/ordering.ts';
-import type { ListFilter } from './repos.ts';
+import type { ListFilter } from './types.ts';
 
 /** deliveries_org_status's condition, spelt as the index has it: without it SQLite would not use that partial index. */
 const IN_STATUS_INDEX = `(d.status <> 'pending' OR d.attempts > 0 OR d.lease_expires_at IS NOT NULL)`;
