@@ -1,4 +1,4 @@
-import { orderedSearchSql } from './ordered-search.ts';
+import { keyRangeOf, orderedSearchSql } from './ordered-search.ts';
 import { decodeRateWindow } from '../../domain/rate-window.ts';
 import type { DeliveriesRepo } from '../repos.ts';
 import {
@@ -329,13 +329,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
     /** SQLite's binary search (see ../sqlite/deliveries-repo.ts), in one statement on the server (ID_RANGE). */
     async idsCreated(since: number | null, until: number | null): Promise<{ from: number; to: number }> {
       const { rows } = await db.query<{ k: number; low: number }>(ID_RANGE, [since ?? '-Infinity', until ?? 'Infinity']);
-      if (rows.length === 0) return { from: 0, to: 0 };
-      const at = (k: number): number => {
-        const row = rows.find((r) => r.k === k);
-        if (row === undefined) throw new Error(`idsCreated found no bound ${k}`);
-        return row.low;
-      };
-      return { from: at(0), to: at(1) };
+      return keyRangeOf(rows, 'idsCreated');
     },
     async attemptCounts(orgId: string, from: number, to: number, bucketMs: number): Promise<AttemptCount[]> {
       const { rows } = await db.query<AttemptCount>(PG_ATTEMPT_COUNTS_SQL, [orgId, from, to, bucketMs]);

@@ -1,4 +1,4 @@
-import { orderedSearchSql } from './ordered-search.ts';
+import { keyRangeOf, orderedSearchSql } from './ordered-search.ts';
 import type { QueryResult } from 'pg';
 import type { StoredEvent } from '../../domain/feed-event.ts';
 import type { FeedRepo } from '../repos.ts';
@@ -182,13 +182,7 @@ export function createPgFeedRepo(db: PgConnection, instance: string): FeedRepo {
      */
     async seqRange(since: number, until: number): Promise<{ from: number; to: number }> {
       const { rows } = await db.query<{ k: number; low: number }>(SEQ_RANGE, [since, until]);
-      if (rows.length === 0) return { from: 0, to: 0 };
-      const at = (k: number): number => {
-        const row = rows.find((r) => r.k === k);
-        if (row === undefined) throw new Error(`seqRange found no bound ${k}`);
-        return row.low;
-      };
-      return { from: at(0), to: at(1) };
+      return keyRangeOf(rows, 'seqRange');
     },
 
     /** One statement for the batch (INSERT_REJECTS); a NUL in the detail or the event id becomes U+FFFD (see withoutNul). */

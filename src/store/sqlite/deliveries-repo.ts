@@ -1,6 +1,6 @@
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './db.ts';
-import { firstKeyAtOrAfter } from '../ordered-search.ts';
+import { keyRange } from '../ordered-search.ts';
 import type { DeliveriesRepo } from '../repos.ts';
 import {
   deliveryByIdSql,
@@ -225,15 +225,10 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
       return listStatement(f).all(listParams(orgId, f)).map(toDeliveryRow);
     },
     idsCreated(since: number | null, until: number | null): { from: number; to: number } {
-      const bounds = idBounds.get();
-      if (!bounds || bounds.lo === null || bounds.hi === null) return { from: 0, to: 0 };
-      const { lo, hi } = bounds;
-      const firstIdQueuedAtOrAfter = (t: number): number =>
-        firstKeyAtOrAfter(lo, hi, t, (id) => {
-          const row = firstIdAtOrAfter.get(id);
-          return row && { key: row.id, at: row.created_at };
-        });
-      return { from: since === null ? lo : firstIdQueuedAtOrAfter(since), to: until === null ? hi + 1 : firstIdQueuedAtOrAfter(until) };
+      return keyRange(idBounds.get(), since, until, (id) => {
+        const row = firstIdAtOrAfter.get(id);
+        return row && { key: row.id, at: row.created_at };
+      });
     },
     attemptCounts(orgId: string, from: number, to: number, bucketMs: number): AttemptCount[] {
       return attemptCounts.all({ org: orgId, from, to, bucket: bucketMs });

@@ -1,6 +1,6 @@
 import type { StoredEvent } from '../../domain/feed-event.ts';
 import type { Db } from './db.ts';
-import { firstKeyAtOrAfter } from '../ordered-search.ts';
+import { keyRange } from '../ordered-search.ts';
 import type { FeedRepo } from '../repos.ts';
 import type { EventToStore, FeedPosition, FeedReject, FeedStats } from '../types.ts';
 import { EVENT_COLUMNS, POSITION_COLUMNS, REJECT_COLUMNS, STATS_COLUMNS, toFeedStats, toPosition, toReject, toStoredEvent, type EventRow, type PositionRow, type RejectRow, type StatsRow } from '../rows.ts';
@@ -96,15 +96,10 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
      * index on received_at because received_at never decreases along seq.
      */
     seqRange(since: number, until: number): { from: number; to: number } {
-      const bounds = seqBounds.get();
-      if (!bounds || bounds.lo === null || bounds.hi === null) return { from: 0, to: 0 };
-      const { lo, hi } = bounds;
-      const firstSeqAtOrAfter = (t: number): number =>
-        firstKeyAtOrAfter(lo, hi, t, (seq) => {
-          const row = firstAtOrAfter.get(seq);
-          return row && { key: row.seq, at: row.received_at };
-        });
-      return { from: firstSeqAtOrAfter(since), to: firstSeqAtOrAfter(until) };
+      return keyRange(seqBounds.get(), since, until, (seq) => {
+        const row = firstAtOrAfter.get(seq);
+        return row && { key: row.seq, at: row.received_at };
+      });
     },
     insertRejects(rejects: ReadonlyArray<Omit<FeedReject, 'id'>>): void {
       for (const r of rejects) insertReject.run(r.source, r.position, r.lineBytes, r.raw, r.reason, r.detail, r.eventId, r.receivedAt);
