@@ -19,7 +19,7 @@ import {
   RECENT_FAILURE_WINDOW,
   recoverableSql,
 } from '../sql.ts';
-import { type DeliveryStatus, type AttemptCount, type AttemptRow, type AttemptToStore, type ClaimTurn, type DeliveryRow, type DeliveryToQueue, type ListFilter, type Settlement } from '../types.ts';
+import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryStatus, DeliveryToQueue, ListFilter, Settlement } from '../types.ts';
 import { listParams, listSql, type ListParams } from '../delivery-log.ts';
 import { ATTEMPT_COLUMNS, rateWindowOf, toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../rows.ts';
 import type { Sync } from './sync-repo.ts';
@@ -45,9 +45,9 @@ const ONLY_CLAIMER: ClaimTurn = Object.freeze({ leasedElsewhere: 0, failing: fal
 /**
  * The reads behind the queue gauges (metrics, `hookrelay status`; see ../sql.ts's QUEUE_GAUGES),
  * exported so that a test can check their query plans. The oldest fresh delivery is the first
- * in deliveries_org_fresh (queue times never decrease along id). The `+` on the organization of
- * the two lookups that take one row keeps SQLite on the index of the order they read (as in the
- * claim, see HELD_BACK).
+ * in deliveries_org_fresh (queue times never decrease along id). The two lookups of one row
+ * spell the organization `+@org`, as the claim does: with a bare parameter SQLite would plan the
+ * statement again at every run (docs/benchmarks.md, "The claim planned once").
  */
 export const QUEUE_GAUGE_SQL = {
   countFreshChunk: QUEUE_GAUGES.countFreshChunk(named('org', 'after', 'limit')),
