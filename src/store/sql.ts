@@ -202,6 +202,11 @@ export const upsertWebhookSql = (values: string): string => `
       status = 'active', disabled_reason = NULL, consecutive_failures = 0, failing_since = NULL,
       updated_at = excluded.updated_at`;
 
+/** The current secret becomes the previous one (SET reads the row as it was: previous_secret takes the secret being replaced). */
+export const rotateSecretSql = (p: { org: string; secret: string; expires: string; now: string }): string => `
+    UPDATE webhooks SET previous_secret = secret, previous_secret_expires_at = ${p.expires}, secret = ${p.secret}, updated_at = ${p.now}
+    WHERE org_id = ${p.org}`;
+
 /** The webhooks that may receive deliveries now (rows.ts's toDeliverable). */
 export const DELIVERABLE_SQL = "SELECT org_id, status, last_success_at, rate_limit FROM webhooks WHERE status <> 'disabled' ORDER BY org_id";
 

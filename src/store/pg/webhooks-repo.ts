@@ -4,7 +4,7 @@ import { storedHeaders } from '../../domain/webhook-headers.ts';
 import type { WebhooksRepo } from '../repos.ts';
 import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookHealth, type WebhookSettings, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../types.ts';
 import { HEALTH_COLUMNS as HEALTH, SIGNING_KEY_COLUMNS, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS as WEBHOOK, type DeliverableRow, type SigningKeysRow, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
-import { DELIVERABLE_SQL, numbered, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, setStatusSet, upsertWebhookSql } from '../sql.ts';
+import { DELIVERABLE_SQL, numbered, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, rotateSecretSql, setStatusSet, upsertWebhookSql } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 
 type WebhookRow = WebhookBaseRow;
@@ -91,13 +91,7 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
       return { from: prior, to: status, disabledReason: reason };
     },
     async rotateSecret(orgId: string, secret: string, previousExpiresAt: number, now: number): Promise<void> {
-      // SET reads the row as it was: previous_secret takes the secret being replaced.
-      await db.query('UPDATE webhooks SET previous_secret = secret, previous_secret_expires_at = $2, secret = $3, updated_at = $4 WHERE org_id = $1', [
-        orgId,
-        previousExpiresAt,
-        secret,
-        now,
-      ]);
+      await db.query(rotateSecretSql(numbered('org', 'expires', 'secret', 'now')), [orgId, previousExpiresAt, secret, now]);
     },
     async signingKeys(orgId: string): Promise<WebhookSigningKeys | null> {
       const { rows } = await db.query<SigningKeysRow>(`SELECT ${SIGNING_KEY_COLUMNS} FROM webhooks WHERE org_id = $1`, [orgId]);

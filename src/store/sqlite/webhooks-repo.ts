@@ -5,7 +5,7 @@ import type { Db } from './db.ts';
 import type { WebhooksRepo } from '../repos.ts';
 import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookSettings, type WebhookHealth, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../types.ts';
 import { HEALTH_COLUMNS, rateWindowOf, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS, type DeliverableRow, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
-import { DELIVERABLE_SQL, named, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, setStatusSet, upsertWebhookSql } from '../sql.ts';
+import { DELIVERABLE_SQL, named, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, rotateSecretSql, setStatusSet, upsertWebhookSql } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 
 /** A webhook's whole row: one read serves get, getWithSecret, health and signingKeys (a primary-key lookup, prepared once). */
@@ -31,9 +31,7 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
   const setStatus = db.prepare<{ org: string; status: WebhookStatus; reason: string | null; now: number }>(`
     UPDATE webhooks SET ${setStatusSet('', named('status', 'reason', 'now'))}
     WHERE org_id = @org`);
-  const rotate = db.prepare<{ org: string; secret: string; expires: number; now: number }>(`
-    UPDATE webhooks SET previous_secret = secret, previous_secret_expires_at = @expires, secret = @secret, updated_at = @now
-    WHERE org_id = @org`);
+  const rotate = db.prepare<{ org: string; secret: string; expires: number; now: number }>(rotateSecretSql(named('org', 'secret', 'expires', 'now')));
   const previousExpiresAt = db.prepare<[string], { at: number | null }>(previousSecretExpiresAtSql({ org: '?' }));
   const upsert = db.prepare<{ org_id: string; url: string; active_hmac: number; headers: string | null; secret: string | null; now: number; rate_limit: number | null }>(
     upsertWebhookSql("@org_id, @url, @active_hmac, @headers, @secret, 'active', @rate_limit, @now, @now"),
