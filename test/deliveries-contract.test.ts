@@ -20,7 +20,9 @@ import { createDeliveryLogService } from '../src/services/delivery-log.ts';
 import { createOutboxService, type ClaimedDelivery, type ClaimWanted, type FinishedAttempt, type FlushResult } from '../src/services/outbox.ts';
 import { openPgStore, type PgStore } from '../src/store/pg/store.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
-import { DeliveryStatus, sendable, type AttemptToStore, type DeliveryRow, type Settlement, type Store, type Tx } from '../src/store/repos.ts';
+import type { Store, Tx } from '../src/store/repos.ts';
+import { sendable } from '../src/store/rows.ts';
+import { DeliveryStatus, type AttemptToStore, type DeliveryRow, type Settlement } from '../src/store/types.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
 import { STORE_BACKENDS } from './store-backends.ts';
 

@@ -20,7 +20,7 @@ import { orderingKey } from '../src/domain/ordering.ts';
 import { createRelay } from '../src/relay.ts';
 import { createServices } from '../src/services/services.ts';
 import { createIngestService } from '../src/services/ingest.ts';
-import { DeliveryStatus } from '../src/store/repos.ts';
+import { DeliveryStatus } from '../src/store/types.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { call, seedOrg, silentLog, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';

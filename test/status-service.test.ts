@@ -19,7 +19,7 @@ import { createTargetCheck } from '../src/services/webhook-target.ts';
 import { createWebhookService } from '../src/services/webhooks.ts';
 import { createOrgService } from '../src/services/orgs.ts';
 import { QUEUE_GAUGE_SQL } from '../src/store/sqlite/deliveries-repo.ts';
-import { DeliveryStatus } from '../src/store/repos.ts';
+import { DeliveryStatus } from '../src/store/types.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';

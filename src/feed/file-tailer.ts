@@ -6,7 +6,7 @@ import { RejectReason, type ParsedLines } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import type { IngestService, Lines } from '../services/ingest.ts';
 import { storageRetryDelayMs, type StorageHealth } from '../services/storage-health.ts';
-import type { FeedPosition } from '../store/repos.ts';
+import type { FeedPosition } from '../store/types.ts';
 import { BatchPipeline } from './batch-pipeline.ts';
 import { watchForChanges, type ChangeWatch } from './change-watch.ts';
 import {

@@ -12,7 +12,9 @@ import { WebhookStatus } from '../domain/types.ts';
 import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
-import { DeliveryStatus, sendable, type AttemptToStore, type DeliverableWebhook, type OutOfOrderDelivery, type Settlement, type DueDelivery, type Store, type Tx, type WebhookStatusChange } from '../store/repos.ts';
+import type { Store, Tx } from '../store/repos.ts';
+import { DeliveryStatus, type AttemptToStore, type DeliverableWebhook, type OutOfOrderDelivery, type Settlement, type DueDelivery, type WebhookStatusChange } from '../store/types.ts';
+import { sendable } from '../store/rows.ts';
 import { logStatusChange, type LoggedStatusChange } from './webhooks.ts';
 
 /** A delivery claimed for one attempt: what to send and where. */

@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import { validationError, type InvalidParam } from '../../domain/errors.ts';
 import { iso } from '../../domain/iso.ts';
 import { Permission } from '../../domain/permissions.ts';
-import type { AttemptRow } from '../../store/repos.ts';
+import type { AttemptRow } from '../../store/types.ts';
 import { STATS_WINDOWS, type DeliveryLogService, type RequestAsSent, type StatsWindow } from '../../services/delivery-log.ts';
 import { attemptStatsView, deliveryView } from '../../services/views.ts';
 import type { SecuredRouter } from '../secured-router.ts';
