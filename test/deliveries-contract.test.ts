@@ -21,7 +21,7 @@ import { createOutboxService, type ClaimedDelivery, type ClaimWanted, type Finis
 import { openPgStore, type PgStore } from '../src/store/pg/store.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
 import type { Store, Tx } from '../src/store/repos.ts';
-import { sendable } from '../src/store/rows.ts';
+import { dueDeliveryOf } from '../src/store/rows.ts';
 import { DeliveryStatus, type AttemptToStore, type DeliveryRow, type Settlement } from '../src/store/types.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
 import { STORE_BACKENDS } from './store-backends.ts';
@@ -448,7 +448,7 @@ for (const backend of backends) {
         ...(backend.name === 'postgres' ? { holds_back: false } : {}),
       });
       assert.equal(rows[0]!.attempts, 1);
-      const due = sendable(rows[1]!);
+      const due = dueDeliveryOf(rows[1]!);
       assert.equal(due.payload, statusChangeBody({ id: 'evt_f1', orgId: 'acme', anticipationRequestId: 'ar_f1', occurredAt: OCCURRED_AT, details: DETAILS }));
       assert.equal(due.activeHmac, true);
       assert.equal(due.unsendable, null);
@@ -466,7 +466,7 @@ for (const backend of backends) {
       // The webhook's own headers come with the row too, in their order, whatever the backend's JSON type.
       await store.transaction((tx) => tx.webhooks.upsert('globex', hookUrl('globex'), false, null, 1300, { headers: [['X-B', '2'], ['Authorization', 'Bearer t']] }));
       assert.deepEqual(
-        (await store.read((tx) => tx.deliveries.dueRows('globex', 5000, 1))).map((r) => sendable(r).headers),
+        (await store.read((tx) => tx.deliveries.dueRows('globex', 5000, 1))).map((r) => dueDeliveryOf(r).headers),
         [[['X-B', '2'], ['Authorization', 'Bearer t']]],
       );
 
@@ -733,7 +733,7 @@ for (const backend of backends) {
       assert.deepEqual(ids(await store.read((tx) => tx.deliveries.list('acme', { status: 'dead', limit: 10 }))), [a.id]);
     });
 
-    test('nextRetryAt, hurryFailed and recoverable', async (t) => {
+    test('nextRetryAt, retryFailedNow and recoverable', async (t) => {
       const { store } = await backend.open(t);
       await seedOrgs(store);
       const [d1, d2, d3, d4, d5] = await queue(
@@ -786,9 +786,9 @@ for (const backend of backends) {
       ]);
 
       // Failed deliveries in the range are made due now; fresh, delivered and dead ones are not touched.
-      assert.equal(await store.transaction((tx) => tx.deliveries.hurryFailed('acme', from, d3.seq, 9000)), 0);
-      assert.equal(await store.transaction((tx) => tx.deliveries.hurryFailed('globex', from, to, 9000)), 0);
-      assert.equal(await store.transaction((tx) => tx.deliveries.hurryFailed('acme', from, to, 9000)), 2);
+      assert.equal(await store.transaction((tx) => tx.deliveries.retryFailedNow('acme', from, d3.seq, 9000)), 0);
+      assert.equal(await store.transaction((tx) => tx.deliveries.retryFailedNow('globex', from, to, 9000)), 0);
+      assert.equal(await store.transaction((tx) => tx.deliveries.retryFailedNow('acme', from, to, 9000)), 2);
       for (const d of [d3, d5]) {
         const row = await getRow(store, 'acme', d.id);
         assert.deepEqual([row?.nextAttemptAt, row?.updatedAt, row?.attempts], [9000, 9000, 1]);
@@ -866,7 +866,7 @@ for (const backend of backends) {
       const id = await store.transaction((tx) => tx.deliveries.insert(s1!, 'acme', 42, 1000));
       const row = await getRow(store, 'acme', id);
       assert.deepEqual([row?.eventId, row?.eventType, row?.anticipationRequestId], ['evt_test_1', 'webhook.test', '']);
-      const due = (await store.read((tx) => tx.deliveries.dueRows('acme', 2000, 1))).map(sendable);
+      const due = (await store.read((tx) => tx.deliveries.dueRows('acme', 2000, 1))).map(dueDeliveryOf);
       assert.equal(due[0]?.payload, payload(1), 'a whole stored body is sent as stored');
       // An id is stored once.
       await assert.rejects(store.transaction((tx) => tx.deliveries.insertTestEvent('evt_test_1', 'acme', payload(9), 1003)));

@@ -340,7 +340,7 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
         }));
         if (queue.length > 0) await tx.deliveries.insertMany(queue, queuedAt);
         // Retries are due by the raw clock (see DeliveriesRepo.dueRows): made due now by it.
-        return { requeued: queue.length, retriedNow: await tx.deliveries.hurryFailed(orgId, from, to, store.clock.now()) };
+        return { requeued: queue.length, retriedNow: await tx.deliveries.retryFailedNow(orgId, from, to, store.clock.now()) };
       };
       const inChunk = (lo: number, hi: number) => store.transaction((tx) => recoverRange(tx, lo, hi));
       const { from, to } = await store.read((tx) => tx.feed.seqRange(since, end));

@@ -14,7 +14,7 @@ import { DisabledReason } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
 import type { Store, Tx } from '../store/repos.ts';
 import { DeliveryStatus, type AttemptToStore, type DeliverableWebhook, type OutOfOrderDelivery, type Settlement, type DueDelivery, type WebhookStatusChange } from '../store/types.ts';
-import { sendable } from '../store/rows.ts';
+import { dueDeliveryOf } from '../store/rows.ts';
 import { logStatusChange, type LoggedStatusChange } from './webhooks.ts';
 
 /** A delivery claimed for one attempt: what to send and where. */
@@ -169,7 +169,7 @@ export function createOutboxService(store: Store, log: Logger, options: OutboxOp
           full = true;
           break;
         }
-        const d = sendable(row);
+        const d = dueDeliveryOf(row);
         if (d.unsendable !== null) {
           await tx.deliveries.markUnsendable(d.id, d.unsendable, now);
           into.unsendable.push({ id: d.id, orgId, eventId: d.eventId, reason: d.unsendable });

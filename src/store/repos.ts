@@ -5,7 +5,7 @@
  * handed out by Store.transaction and Store.read), so no caller holds a driver or a connection.
  *
  * The values the repositories take and give are in types.ts; DueRow, the claim's raw row, is
- * in rows.ts (see sendable).
+ * in rows.ts (see dueDeliveryOf).
  */
 import type { Clock } from '../domain/clock.ts';
 import type { StoredEvent } from '../domain/feed-event.ts';
@@ -27,7 +27,7 @@ import type {
   FeedReject,
   FeedStats,
   ListFilter,
-  Newest,
+  PruneBounds,
   PrunedRows,
   RateState,
   Settlement,
@@ -191,7 +191,7 @@ export interface DeliveriesRepo {
   /**
    * Up to `limit` deliveries of the organization that may be attempted now (not leased, not
    * held back by an earlier change of their request, webhook not disabled), oldest due first,
-   * without their request body (see sendable). It locks nothing: on a backend shared by several
+   * without their request body (see dueDeliveryOf). It locks nothing: on a backend shared by several
    * instances, call it within the organization's claim turn (claimTurns), which keeps other
    * claims for the organization out until this transaction ends.
    *
@@ -231,7 +231,7 @@ export interface DeliveriesRepo {
   get(orgId: string, id: number): Promise<DeliveryRow | null>;
   attempts(deliveryId: number): Promise<AttemptRow[]>;
   /**
-   * Newest first. `status` is the public status: `pending` is never attempted, `failed` attempted
+   * PruneBounds first. `status` is the public status: `pending` is never attempted, `failed` attempted
    * and waiting for a retry. Each part of the log (fresh, pending and tried, delivered, dead) is
    * read newest first through its own index, within [fromId, beforeId), and the parts merged:
    * a page costs the same at the front of the log and deep in it.
@@ -257,7 +257,7 @@ export interface DeliveriesRepo {
   /** Events of the organization with seq in [from, to) that were never delivered and are not queued. */
   recoverable(orgId: string, from: number, to: number): Promise<Array<{ eventSeq: number; eventId: string; orgId: string; anticipationRequestId: string; type: string }>>;
   /** Makes failed (pending, already attempted) deliveries of events with seq in [from, to) due now. */
-  hurryFailed(orgId: string, from: number, to: number, now: number): Promise<number>;
+  retryFailedNow(orgId: string, from: number, to: number, now: number): Promise<number>;
   /**
    * Counts up to `limit` pending deliveries of the organization with an id above `after`:
    * `fresh` ones (never attempted, not leased) or `tried` ones (attempted, or leased now).
@@ -280,14 +280,14 @@ export interface DeliveriesRepo {
 
 export interface RetentionRepo {
   /** The newest row of each table, and the oldest event (0 when a table is empty). */
-  newest(): Promise<Newest>;
+  newest(): Promise<PruneBounds>;
   /**
    * Looks at up to `limit` events with seq in (after, before), oldest first, and removes those
    * whose deliveries were all delivered before `cutoff` (epoch ms), with their deliveries and
    * attempts; with `dryRun` only counts them. Returns the last seq looked at (null: none left)
    * and the rows removed.
    */
-  pruneEvents(o: { after: number; before: number; cutoff: number; newest: Newest; limit: number; dryRun: boolean }): Promise<{ last: number | null; removed: PrunedRows }>;
+  pruneEvents(o: { after: number; before: number; cutoff: number; newest: PruneBounds; limit: number; dryRun: boolean }): Promise<{ last: number | null; removed: PrunedRows }>;
   /** Removes up to `limit` quarantined lines received before `cutoff` (never the newest one); returns how many. */
   pruneRejects(cutoff: number, newestId: number, limit: number): Promise<number>;
   /** How many quarantined lines pruneRejects would remove in all. */

@@ -7,7 +7,7 @@ import { storedBody, type RejectReason, type StoredEvent } from '../domain/feed-
 import { decodeRateWindow, EMPTY_RATE_WINDOW, type RateWindow } from '../domain/rate-window.ts';
 import type { Organization, Role, User, Webhook, WebhookStatus } from '../domain/types.ts';
 import { parseStoredHeaders } from '../domain/webhook-headers.ts';
-import type { AttemptRow, DeliverableWebhook, DeliveryRow, DeliveryStatus, DueDelivery, FeedPosition, FeedReject, FeedStats, Newest, WebhookHealth, WebhookSigningKeys } from './types.ts';
+import type { AttemptRow, DeliverableWebhook, DeliveryRow, DeliveryStatus, DueDelivery, FeedPosition, FeedReject, FeedStats, PruneBounds, WebhookHealth, WebhookSigningKeys } from './types.ts';
 
 /** A 0/1 flag (SQLite) or a boolean (PostgreSQL). */
 type Flag = number | boolean;
@@ -267,7 +267,7 @@ export interface NewestRow {
   attempt_id: number | null;
   reject_id: number | null;
 }
-export const toNewest = (r: NewestRow): Newest => ({ oldestSeq: r.oldest_seq ?? 0, seq: r.seq ?? 0, deliveryId: r.delivery_id ?? 0, attemptId: r.attempt_id ?? 0, rejectId: r.reject_id ?? 0 });
+export const toNewest = (r: NewestRow): PruneBounds => ({ oldestSeq: r.oldest_seq ?? 0, seq: r.seq ?? 0, deliveryId: r.delivery_id ?? 0, attemptId: r.attempt_id ?? 0, rejectId: r.reject_id ?? 0 });
 
 /** A webhook's rate window as SQLite stores it (JSON text, see webhooks-repo.ts), read back; null or unreadable text is an empty window. */
 export function rateWindowOf(text: string | null): RateWindow {
@@ -279,7 +279,7 @@ export function rateWindowOf(text: string | null): RateWindow {
   }
 }
 
-/** A due delivery as read, before its request body is built (see sendable). */
+/** A due delivery as read, before its request body is built (see dueDeliveryOf). */
 export interface DueRow {
   id: number;
   org_id: string;
@@ -308,7 +308,7 @@ function bodyOf(r: DueRow): { payload: string; unsendable: string | null } {
   }
 }
 /** The due delivery of a row read by dueRows(), with its request body (or why it cannot have one). */
-export const sendable = (r: DueRow): DueDelivery => ({
+export const dueDeliveryOf = (r: DueRow): DueDelivery => ({
   id: r.id,
   orgId: r.org_id,
   orderingKey: r.ordering_key,

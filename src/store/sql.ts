@@ -231,7 +231,7 @@ export const NEWEST_SQL = `
 /**
  * Whether event `e` may go: every delivery of it was delivered before the cutoff (none pending:
  * fresh, failing, leased or held behind a disabled webhook; none dead), none is the newest
- * delivery or holds the newest attempt (see Newest), and there is at least one (an event without
+ * delivery or holds the newest attempt (see PruneBounds), and there is at least one (an event without
  * a delivery is kept: `deliveries recover` can still queue it).
  */
 export const prunableSql = (p: { cutoff: string; newestDelivery: string; newestAttempt: string }): string => `EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq)

@@ -176,7 +176,7 @@ export const noPrunedRows = (): PrunedRows => ({ events: 0, deliveries: 0, attem
  * a delivery id the API shows, a quarantine id the CLI pages by) to the next row. Retention keeps
  * these rows, whatever their age.
  */
-export interface Newest {
+export interface PruneBounds {
   /** Not a newest row: the oldest event's seq, where a pass starts. */
   readonly oldestSeq: number;
   readonly seq: number;

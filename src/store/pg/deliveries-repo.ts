@@ -347,7 +347,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       const { rows } = await db.query<RecoverableRow>(recoverableSql('postgres', numbered('from', 'to', 'org')), [from, to, orgId]);
       return rows.map(toRecoverable);
     },
-    async hurryFailed(orgId: string, from: number, to: number, now: number): Promise<number> {
+    async retryFailedNow(orgId: string, from: number, to: number, now: number): Promise<number> {
       const { rowCount } = await db.query(hurryFailedSql(numbered('now', 'org', 'from', 'to')), [now, orgId, from, to]);
       return rowCount ?? 0;
     },

@@ -1,5 +1,5 @@
 import type { RetentionRepo } from '../repos.ts';
-import { noPrunedRows, type Newest, type PrunedRows } from '../types.ts';
+import { noPrunedRows, type PruneBounds, type PrunedRows } from '../types.ts';
 import { toNewest, type NewestRow } from '../rows.ts';
 import { countRejectsSql, NEWEST_SQL, numbered, prunableSql, pruneWindowSql } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
@@ -45,12 +45,12 @@ const COUNT_BATCH = `SELECT (SELECT count(*) FROM deliveries WHERE event_seq = A
  */
 export function createPgRetentionRepo(db: PgConnection): RetentionRepo {
   return {
-    async newest(): Promise<Newest> {
+    async newest(): Promise<PruneBounds> {
       const { rows } = await db.query<NewestRow>(NEWEST_SQL);
       return toNewest(rows[0]!);
     },
 
-    async pruneEvents(o: { after: number; before: number; cutoff: number; newest: Newest; limit: number; dryRun: boolean }): Promise<{ last: number | null; removed: PrunedRows }> {
+    async pruneEvents(o: { after: number; before: number; cutoff: number; newest: PruneBounds; limit: number; dryRun: boolean }): Promise<{ last: number | null; removed: PrunedRows }> {
       const removed = noPrunedRows();
       const { rows } = await db.query<{ seq: number; prunable: boolean }>(WINDOW, [o.after, o.before, o.cutoff, o.newest.deliveryId, o.newest.attemptId, o.limit]);
       const last = rows.length === 0 ? null : rows[rows.length - 1]!.seq;

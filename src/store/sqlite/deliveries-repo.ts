@@ -146,7 +146,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   const eventSeqOfDelivery = db.prepare<[number], { event_seq: number; ordering_key: number }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = ?');
   const hasOpenDelivery = db.prepare<[number], { n: number }>("SELECT count(*) AS n FROM deliveries WHERE event_seq = ? AND status = 'pending'");
   const recoverable = db.prepare<{ from: number; to: number; org: string }, RecoverableRow>(recoverableSql('sqlite', named('from', 'to', 'org')));
-  const hurryFailed = db.prepare<{ now: number; org: string; from: number; to: number }>(hurryFailedSql(named('now', 'org', 'from', 'to')));
+  const retryFailedNow = db.prepare<{ now: number; org: string; from: number; to: number }>(hurryFailedSql(named('now', 'org', 'from', 'to')));
   const countFreshChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(QUEUE_GAUGE_SQL.countFreshChunk);
   const countTriedChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(QUEUE_GAUGE_SQL.countTriedChunk);
   const oldestFresh = db.prepare<{ org: string }, { at: number }>(QUEUE_GAUGE_SQL.oldestFresh);
@@ -180,7 +180,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     },
     /**
      * Due rows without their request body, which costs more to build than the row to read:
-     * the dispatcher builds it (sendable()) only for the rows it takes.
+     * the dispatcher builds it (dueDeliveryOf()) only for the rows it takes.
      */
     dueRows(orgId: string, now: number, limit: number): DueRow[] {
       return dueStatement(limit).all({ org: orgId, now });
@@ -220,7 +220,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     attempts(deliveryId: number): AttemptRow[] {
       return attemptsOf.all(deliveryId).map(toAttempt);
     },
-    /** Newest first, through one statement per shape of filter (see listSql). */
+    /** PruneBounds first, through one statement per shape of filter (see listSql). */
     list(orgId: string, f: ListFilter): DeliveryRow[] {
       return listStatement(f).all(listParams(orgId, f)).map(toDeliveryRow);
     },
@@ -245,8 +245,8 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
       return recoverable.all({ from, to, org: orgId }).map(toRecoverable);
     },
     /** Makes failed (pending, already attempted) deliveries of events with seq in [from, to) due now. */
-    hurryFailed(orgId: string, from: number, to: number, now: number): number {
-      return hurryFailed.run({ now, org: orgId, from, to }).changes;
+    retryFailedNow(orgId: string, from: number, to: number, now: number): number {
+      return retryFailedNow.run({ now, org: orgId, from, to }).changes;
     },
     /**
      * Counts up to `limit` pending deliveries of the organization with an id above `after`:

@@ -1,6 +1,6 @@
 import type { Db } from './db.ts';
 import type { RetentionRepo } from '../repos.ts';
-import { noPrunedRows, type Newest, type PrunedRows } from '../types.ts';
+import { noPrunedRows, type PruneBounds, type PrunedRows } from '../types.ts';
 import { toNewest, type NewestRow } from '../rows.ts';
 import { countRejectsSql, named, NEWEST_SQL, pruneWindowSql } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
@@ -22,7 +22,7 @@ export function createRetentionRepo(db: Db): Sync<RetentionRepo> {
 
   return {
     /** The newest row of each table, and the oldest event (0 when a table is empty). */
-    newest(): Newest {
+    newest(): PruneBounds {
       return toNewest(newest.get()!);
     },
 
@@ -32,7 +32,7 @@ export function createRetentionRepo(db: Db): Sync<RetentionRepo> {
      * attempts; with `dryRun` only counts them. Returns the last seq looked at (null: none left
      * in the range) and the rows removed. Run it in one transaction (a write one unless dryRun).
      */
-    pruneEvents(o: { after: number; before: number; cutoff: number; newest: Newest; limit: number; dryRun: boolean }): { last: number | null; removed: PrunedRows } {
+    pruneEvents(o: { after: number; before: number; cutoff: number; newest: PruneBounds; limit: number; dryRun: boolean }): { last: number | null; removed: PrunedRows } {
       const removed = noPrunedRows();
       const rows = window.all({ after: o.after, before: o.before, cutoff: o.cutoff, newestDelivery: o.newest.deliveryId, newestAttempt: o.newest.attemptId, limit: o.limit });
       for (const { seq, prunable } of rows) {
