@@ -171,13 +171,14 @@ export interface PrunedRows {
 export const noPrunedRows = (): PrunedRows => ({ events: 0, deliveries: 0, attempts: 0, quarantinedLines: 0 });
 
 /**
- * The newest row of each table a prune may touch. Rowids are never handed out twice: SQLite
+ * Where a prune stops and starts: the newest row of each table it may touch, and the oldest
+ * event's seq. Rowids are never handed out twice: SQLite
  * gives a new row max(rowid) + 1, so removing the newest row would give its id (an event's seq,
  * a delivery id the API shows, a quarantine id the CLI pages by) to the next row. Retention keeps
  * these rows, whatever their age.
  */
 export interface PruneBounds {
-  /** Not a newest row: the oldest event's seq, where a pass starts. */
+  /** The oldest event's seq, where a pass starts. */
   readonly oldestSeq: number;
   readonly seq: number;
   readonly deliveryId: number;
