@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
 import { createGroupCommit, type CommitBatch, type CommitHost, type CommitKind, type PendingAttempt } from '../src/dispatch/group-commit.ts';
-import type { ClaimedDelivery, FinishedAttempt, FlushResult, FlushWork } from '../src/services/deliveries.ts';
+import type { ClaimedDelivery, FinishedAttempt, FlushResult, FlushWork } from '../src/services/outbox.ts';
 import { silentLog, tempDir } from './helpers.ts';
 import { waitFor } from './receivers.ts';
 

@@ -7,7 +7,7 @@
  * Nothing here changes the state it is given; the unit tests (test/dispatch-claim-plan.test.ts)
  * build states by hand.
  */
-import type { ClaimWanted } from '../services/deliveries.ts';
+import type { ClaimWanted } from '../services/outbox.ts';
 
 /** After a webhook's second failure in a row, the wait before its next attempt doubles from this... */
 export const WEBHOOK_PAUSE_BASE_MS = 500;

@@ -2,7 +2,7 @@ import type { Clock } from '../domain/clock.ts';
 import { decideOutcome, isSuccess, type AttemptResult, type DeliveryOutcome, type RetryPolicy } from '../domain/retry-policy.ts';
 import { loggableUrl } from '../domain/validation.ts';
 import type { Logger } from '../log.ts';
-import type { ClaimedDelivery, DeliveryService, FlushResult } from '../services/deliveries.ts';
+import type { ClaimedDelivery, OutboxService, FlushResult } from '../services/outbox.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
 import type { WorkKind, WorkSignal } from '../services/work-signal.ts';
 import { isLimited, limitedCapOf, nextWakeDelay, pauseAfterFailure, placeClaimed, planClaims, retryFellDue, troubledInFlight, type ClaimRules } from './claim-plan.ts';
@@ -11,7 +11,7 @@ import { createGroupCommit, type CommitBatch, type CommitHost, type GroupCommit 
 import { createWebhookTable, type Attempt, type Hook } from './webhook-table.ts';
 
 export interface DispatcherOptions {
-  readonly deliveries: DeliveryService;
+  readonly deliveries: OutboxService;
   /**
    * The database is shared with other instances (PostgreSQL): a claim takes no more than this
    * instance can start now (see plan), so that deliveries it could not start yet stay for the
@@ -283,11 +283,7 @@ export function createDispatcher(options: DispatcherOptions) {
       pump(performance.now());
       armWakeTimer(now);
       // One that could not claim in this commit (its slot was still taken, say) claims in the next.
-      if (stopping) return;
-      for (const a of batch.done) {
-        if (endCallsForLook(a) && a.hook.hasWork && a.hook.deliverable) return commits.request();
-      }
-      for (const a of batch.back) if (a.hook.hasWork && a.hook.deliverable) return commits.request();
+      if (!stopping && wantsAnotherLook(batch)) commits.request();
     },
 
     settled(a: Attempt, givenBack: boolean): void {
@@ -295,6 +291,13 @@ export function createDispatcher(options: DispatcherOptions) {
       if (givenBack || endCallsForLook(a)) a.hook.hasWork = true;
     },
   };
+
+  /** A webhook this commit recorded an attempt of, and that was to be looked at again, still has work. */
+  function wantsAnotherLook(batch: CommitBatch<Attempt>): boolean {
+    for (const a of batch.done) if (endCallsForLook(a) && a.hook.hasWork && a.hook.deliverable) return true;
+    for (const a of batch.back) if (a.hook.hasWork && a.hook.deliverable) return true;
+    return false;
+  }
 
   /** After a commit: frees the slots of what it recorded, and starts or buffers what it claimed. */
   function claimed(batch: CommitBatch<Attempt>, result: FlushResult): void {

@@ -1,7 +1,7 @@
 /**
  * The group commit: what ended since the last commit (attempts with their outcome, attempts cut
  * short, deliveries claimed and never started) is recorded in one write transaction, which also
- * leases what the free slots can take (see DeliveryService.flush). One commit at a time, at
+ * leases what the free slots can take (see OutboxService.flush). One commit at a time, at
  * most one group commit every `groupCommitMs`; a claim for new work may run sooner, alone.
  *
  * Its modes, one at a time, changed only by `to()`, which refuses an illegal change (a bug):
@@ -23,7 +23,7 @@
  * a CommitHost: the plan before the transaction, what was claimed after it.
  */
 import type { Logger } from '../log.ts';
-import type { ClaimedDelivery, DeliveryService, FinishedAttempt, FlushResult, FlushWork } from '../services/deliveries.ts';
+import type { ClaimedDelivery, OutboxService, FinishedAttempt, FlushResult, FlushWork } from '../services/outbox.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
 import { isTransientStoreError } from '../store/storage-faults.ts';
 import { isLockWait, lockPollDelayMs } from '../store/sqlite/lock-wait.ts';
@@ -74,7 +74,7 @@ export interface CommitHost<A extends PendingAttempt> {
 }
 
 export interface GroupCommitOptions {
-  readonly deliveries: Pick<DeliveryService, 'flush'>;
+  readonly deliveries: Pick<OutboxService, 'flush'>;
   readonly log: Logger;
   /** Least time between two group commits (ms). */
   readonly groupCommitMs: number;
@@ -158,15 +158,17 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
   /**
    * New work while slots are free: claims at once, without waiting for the group-commit window,
    * in a transaction that claims only (outcomes wait for their group commit) and does not wait
-   * for the disk (see DeliveryService.flush's `durable`). Under load, when every slot is taken,
+   * for the disk (see OutboxService.flush's `durable`). Under load, when every slot is taken,
    * new work waits for the next group commit as before.
    */
   function requestClaim(): void {
     // A group commit about to run claims too; after a failed commit, its back-off decides.
     if (claimImmediate !== null || commitImmediate !== null || !accepting()) return;
-    if (failures > 0 || lockTries > 0) return request();
-    claimImmediate = setImmediate(onClaimTimer);
-    if (mode === 'idle') to('scheduled');
+    if (failures > 0 || lockTries > 0) request();
+    else {
+      claimImmediate = setImmediate(onClaimTimer);
+      if (mode === 'idle') to('scheduled');
+    }
   }
 
   /** A group commit in `ms`, unless one is scheduled already (a back-off after a failure, a lock wait). */
@@ -265,7 +267,10 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
       result = await deliveries.flush({ finished: batch.done.map((a) => a.finished!), released: [...batch.back.map((a) => a.delivery), ...batch.unsent], claim }, { durable: !claimOnly });
     } catch (err) {
       putBack(batch);
-      if (isLockWait(err)) return waitForLock();
+      if (isLockWait(err)) {
+        waitForLock();
+        return;
+      }
       failures++;
       if (health?.failed('dispatch', err) != null) {
         // Logged once per state change by `health`; what waits is kept and tried again.

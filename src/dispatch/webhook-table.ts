@@ -5,7 +5,7 @@
  * rebuilt from the database at start (the list of webhooks) and as commits report their
  * queues (drained, next retry).
  */
-import type { ClaimedDelivery, DeliveryService, FinishedAttempt, FlushResult } from '../services/deliveries.ts';
+import type { ClaimedDelivery, OutboxService, FinishedAttempt, FlushResult } from '../services/outbox.ts';
 import type { WebhookState } from './claim-plan.ts';
 import type { GroupCommit } from './group-commit.ts';
 
@@ -27,7 +27,7 @@ export interface Attempt {
   running: Promise<void> | null;
 }
 
-export function createWebhookTable(deliveries: Pick<DeliveryService, 'deliverableWebhooks'>, commits: Pick<GroupCommit<Attempt>, 'giveBack' | 'request'>) {
+export function createWebhookTable(deliveries: Pick<OutboxService, 'deliverableWebhooks'>, commits: Pick<GroupCommit<Attempt>, 'giveBack' | 'request'>) {
   const hooks = new Map<string, Hook>();
   /** The list of webhooks is read again before the next commit. */
   let refreshWanted = true;
