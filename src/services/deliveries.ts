@@ -10,7 +10,6 @@ import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason, disabledReasonText } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
 import { DeliveryStatus, sendable, type AttemptToStore, type DeliverableWebhook, type OutOfOrderDelivery, type DeliveryRow, type Settlement, type DueDelivery, type ListFilter, type Store, type Tx } from '../store/repos.ts';
-import { whenUnlocked } from '../store/sqlite/lock-wait.ts';
 import type { WebhookHealth, WebhookStatusChange } from '../store/repos.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
@@ -509,7 +508,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
       try {
         for (let lo = from; lo < to; lo += RECOVER_CHUNK_SEQS) {
           const hi = Math.min(lo + RECOVER_CHUNK_SEQS, to);
-          const chunk = options.lockWait === undefined ? await inChunk(lo, hi) : await whenUnlocked(() => inChunk(lo, hi), options.lockWait);
+          const chunk = await inChunk(lo, hi);
           counts.requeued += chunk.requeued;
           counts.hurried += chunk.hurried;
           options.onChunk?.(hi - from, to - from);
