@@ -19,7 +19,7 @@ import { createDispatcher, type Dispatcher } from './dispatch/dispatcher.ts';
 import type { RetryPolicy } from './domain/retry-policy.ts';
 import { DELIVERY_USER_AGENT, VERSION } from './version.ts';
 import { loadAuthKeys } from './services/auth-keys.ts';
-import type { FlushResult, FlushWork } from './services/deliveries.ts';
+import type { FlushResult, FlushWork } from './services/outbox.ts';
 import { createServices } from './services/services.ts';
 import { createRetentionService, startRetention } from './services/retention.ts';
 import { createStorageHealth, type StorageHealth } from './services/storage-health.ts';
@@ -151,7 +151,7 @@ function countedIngest(path: IngestPath, metrics: Metrics): IngestPath {
  */
 export const STEADY_RELEASE_MS = 30_000;
 
-/** Counts the outcomes of a group commit that succeeded (see DeliveryService.flush). */
+/** Counts the outcomes of a group commit that succeeded (see OutboxService.flush). */
 function counted(result: FlushResult, work: FlushWork, metrics: Metrics): FlushResult {
   metrics.recorded(work.finished, result.unsendable.length);
   metrics.outOfOrder(result.outOfOrder.length);
@@ -319,7 +319,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       proxies,
       proxyTarget: config.delivery.proxyTarget,
     });
-    const { deliveries } = services;
+    const deliveries = services.outbox;
     // Attempts recorded since the last release of memory (see STEADY_RELEASE_MS).
     let recordedSinceRelease = 0;
     const path = ingestPath;

@@ -16,10 +16,13 @@ import { EVENT_TYPE, statusChangeBody, type StorableEvent } from '../src/domain/
 import { orderingKey } from '../src/domain/ordering.ts';
 import type { AttemptResult, DeliveryOutcome } from '../src/domain/retry-policy.ts';
 import { createLogger } from '../src/log.ts';
-import { createDeliveryService, type ClaimedDelivery, type ClaimWanted, type FinishedAttempt, type FlushResult } from '../src/services/deliveries.ts';
+import { createDeliveryLogService } from '../src/services/delivery-log.ts';
+import { createOutboxService, type ClaimedDelivery, type ClaimWanted, type FinishedAttempt, type FlushResult } from '../src/services/outbox.ts';
 import { openPgStore, type PgStore } from '../src/store/pg/store.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
-import { DeliveryStatus, sendable, type AttemptToStore, type DeliveryRow, type Settlement, type Store, type Tx } from '../src/store/repos.ts';
+import type { Store, Tx } from '../src/store/repos.ts';
+import { dueDeliveryOf } from '../src/store/rows.ts';
+import { DeliveryStatus, type AttemptToStore, type DeliveryRow, type Settlement } from '../src/store/types.ts';
 import { pgServer, stopPgServer } from './pg-harness.ts';
 import { STORE_BACKENDS } from './store-backends.ts';
 
@@ -445,7 +448,7 @@ for (const backend of backends) {
         ...(backend.name === 'postgres' ? { holds_back: false } : {}),
       });
       assert.equal(rows[0]!.attempts, 1);
-      const due = sendable(rows[1]!);
+      const due = dueDeliveryOf(rows[1]!);
       assert.equal(due.payload, statusChangeBody({ id: 'evt_f1', orgId: 'acme', anticipationRequestId: 'ar_f1', occurredAt: OCCURRED_AT, details: DETAILS }));
       assert.equal(due.activeHmac, true);
       assert.equal(due.unsendable, null);
@@ -463,7 +466,7 @@ for (const backend of backends) {
       // The webhook's own headers come with the row too, in their order, whatever the backend's JSON type.
       await store.transaction((tx) => tx.webhooks.upsert('globex', hookUrl('globex'), false, null, 1300, { headers: [['X-B', '2'], ['Authorization', 'Bearer t']] }));
       assert.deepEqual(
-        (await store.read((tx) => tx.deliveries.dueRows('globex', 5000, 1))).map((r) => sendable(r).headers),
+        (await store.read((tx) => tx.deliveries.dueRows('globex', 5000, 1))).map((r) => dueDeliveryOf(r).headers),
         [[['X-B', '2'], ['Authorization', 'Bearer t']]],
       );
 
@@ -531,7 +534,7 @@ for (const backend of backends) {
         6000,
       );
       clock.at = 7000;
-      const service = createDeliveryService(store, silentLog, serviceOptions);
+      const service = createOutboxService(store, silentLog, serviceOptions);
       const first = await service.flush(claimOnly([{ orgId: 'acme', room: 10 }]));
       assert.deepEqual(
         first.claimed.map((d) => [d.id, d.holdsBack]),
@@ -596,7 +599,7 @@ for (const backend of backends) {
         Array.from({ length: 8 }, (_, i) => ({ id: `evt_${i}`, request: `ar_${i}` })),
         T0,
       );
-      const service = createDeliveryService(store, silentLog, serviceOptions);
+      const service = createOutboxService(store, silentLog, serviceOptions);
       clock.at = T0 + 10;
       const claimed = await service.flush(claimOnly([{ orgId: 'acme', room: 6, cap: 3 }]));
       assert.equal(claimed.claimed.length, backend.name === 'postgres' ? 3 : 6);
@@ -730,7 +733,7 @@ for (const backend of backends) {
       assert.deepEqual(ids(await store.read((tx) => tx.deliveries.list('acme', { status: 'dead', limit: 10 }))), [a.id]);
     });
 
-    test('nextRetryAt, hurryFailed and recoverable', async (t) => {
+    test('nextRetryAt, retryFailedNow and recoverable', async (t) => {
       const { store } = await backend.open(t);
       await seedOrgs(store);
       const [d1, d2, d3, d4, d5] = await queue(
@@ -783,9 +786,9 @@ for (const backend of backends) {
       ]);
 
       // Failed deliveries in the range are made due now; fresh, delivered and dead ones are not touched.
-      assert.equal(await store.transaction((tx) => tx.deliveries.hurryFailed('acme', from, d3.seq, 9000)), 0);
-      assert.equal(await store.transaction((tx) => tx.deliveries.hurryFailed('globex', from, to, 9000)), 0);
-      assert.equal(await store.transaction((tx) => tx.deliveries.hurryFailed('acme', from, to, 9000)), 2);
+      assert.equal(await store.transaction((tx) => tx.deliveries.retryFailedNow('acme', from, d3.seq, 9000)), 0);
+      assert.equal(await store.transaction((tx) => tx.deliveries.retryFailedNow('globex', from, to, 9000)), 0);
+      assert.equal(await store.transaction((tx) => tx.deliveries.retryFailedNow('acme', from, to, 9000)), 2);
       for (const d of [d3, d5]) {
         const row = await getRow(store, 'acme', d.id);
         assert.deepEqual([row?.nextAttemptAt, row?.updatedAt, row?.attempts], [9000, 9000, 1]);
@@ -863,7 +866,7 @@ for (const backend of backends) {
       const id = await store.transaction((tx) => tx.deliveries.insert(s1!, 'acme', 42, 1000));
       const row = await getRow(store, 'acme', id);
       assert.deepEqual([row?.eventId, row?.eventType, row?.anticipationRequestId], ['evt_test_1', 'webhook.test', '']);
-      const due = (await store.read((tx) => tx.deliveries.dueRows('acme', 2000, 1))).map(sendable);
+      const due = (await store.read((tx) => tx.deliveries.dueRows('acme', 2000, 1))).map(dueDeliveryOf);
       assert.equal(due[0]?.payload, payload(1), 'a whole stored body is sent as stored');
       // An id is stored once.
       await assert.rejects(store.transaction((tx) => tx.deliveries.insertTestEvent('evt_test_1', 'acme', payload(9), 1003)));
@@ -882,7 +885,7 @@ for (const backend of backends) {
         T0,
       );
       assert.ok(d1 && d2 && d3);
-      const service = createDeliveryService(store, silentLog, serviceOptions);
+      const service = createOutboxService(store, silentLog, serviceOptions);
       clock.at = T0 + 1000;
       const first = await service.flush(claimOnly([{ orgId: 'acme', room: 5 }], 30_000));
       assert.deepEqual(
@@ -914,7 +917,7 @@ for (const backend of backends) {
       );
       const three = await getRow(store, 'acme', d3.id);
       assert.deepEqual([three?.status, three?.attempts, three?.nextAttemptAt, three?.lastStatusCode, three?.lastError], ['pending', 1, retryAt, 500, 'HTTP 500']);
-      assert.deepEqual(ids(await service.list('acme', { status: 'failed', limit: 10 })), [d3.id]);
+      assert.deepEqual(ids(await createDeliveryLogService(store, { userAgent: 'test' }).list('acme', { status: 'failed', limit: 10 })), [d3.id]);
       const health = await store.read((tx) => tx.webhooks.health('acme'));
       assert.deepEqual([health?.consecutiveFailures, health?.lastSuccessAt], [1, T0 + 2000]);
 
@@ -1004,7 +1007,7 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
     // An organization without a webhook is not held by anyone: it gets its turn (and has nothing due).
     assert.deepEqual(await b.transaction((tx) => tx.deliveries.claimTurns(['acme', 'no-webhook'], now)), new Map([['no-webhook', free]]));
     // The delivery service skips the webhook for this commit, and says so.
-    const service = createDeliveryService(b, silentLog, serviceOptions);
+    const service = createOutboxService(b, silentLog, serviceOptions);
     await queue(a, [{ id: 'evt_1', request: 'ar_1' }], now);
     const contended = await service.flush(claimOnly([{ orgId: 'acme', room: 3 }]));
     assert.deepEqual(contended, { claimed: [], drained: [], unsendable: [], contended: ['acme'], superseded: [], rateLimited: [], outOfOrder: [] });
@@ -1031,8 +1034,8 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
     const { a, b, column } = await open(t);
     await a.transaction((tx) => tx.webhooks.upsert('acme', 'https://hooks.example/acme', false, null, T0, { rateLimit: 3 }));
     await queue(a, Array.from({ length: 8 }, (_, i) => ({ id: `evt_${i}`, request: `ar_${i}` })), T0);
-    const sa = createDeliveryService(a, silentLog, serviceOptions);
-    const sb = createDeliveryService(b, silentLog, serviceOptions);
+    const sa = createOutboxService(a, silentLog, serviceOptions);
+    const sb = createOutboxService(b, silentLog, serviceOptions);
     // Neither instance flags the webhook as limited: PostgreSQL reads the limit with the row anyway.
     const first = await sa.flush(claimOnly([{ orgId: 'acme', room: 2, cap: 2 }]));
     assert.equal(first.claimed.length, 2);
@@ -1143,8 +1146,8 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
   test('fencing through the delivery service: the late outcome is logged as an attempt and reported superseded', multi, async (t) => {
     const { clock, a, b } = await open(t);
     const [d] = await queue(a, [{ id: 'evt_1', request: 'ar_1' }], T0);
-    const serviceA = createDeliveryService(a, silentLog, serviceOptions);
-    const serviceB = createDeliveryService(b, silentLog, serviceOptions);
+    const serviceA = createOutboxService(a, silentLog, serviceOptions);
+    const serviceB = createOutboxService(b, silentLog, serviceOptions);
     clock.at = T0 + 10;
     const byA = await serviceA.flush(claimOnly([{ orgId: 'acme', room: 1 }], 1000));
     assert.deepEqual(ids(byA.claimed), [d!.id]);
@@ -1181,8 +1184,8 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
       T0,
     );
     assert.ok(d1 && d2 && d3);
-    const serviceA = createDeliveryService(a, silentLog, serviceOptions);
-    const serviceB = createDeliveryService(b, silentLog, serviceOptions);
+    const serviceA = createOutboxService(a, silentLog, serviceOptions);
+    const serviceB = createOutboxService(b, silentLog, serviceOptions);
     clock.at = T0 + 10;
     const claimA = await serviceA.flush(claimOnly([{ orgId: 'acme', room: 1 }]));
     assert.deepEqual(ids(claimA.claimed), [d1.id]);
@@ -1213,8 +1216,8 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
       Array.from({ length: 10 }, (_, i) => ({ id: `evt_${i}`, request: `ar_${i}` })),
       T0,
     );
-    const serviceA = createDeliveryService(a, silentLog, serviceOptions);
-    const serviceB = createDeliveryService(b, silentLog, serviceOptions);
+    const serviceA = createOutboxService(a, silentLog, serviceOptions);
+    const serviceB = createOutboxService(b, silentLog, serviceOptions);
     clock.at = T0 + 10;
     const claim = async (service: typeof serviceA, want: ClaimWanted): Promise<FlushResult> => service.flush(claimOnly([want], 1000));
     const leasedBy = async () => column(`SELECT leased_by || ' ' || count(*) FROM deliveries WHERE lease_expires_at > ${clock.at} GROUP BY leased_by ORDER BY leased_by`);
@@ -1269,7 +1272,7 @@ describe('PostgreSQL deliveries: several instances on one database', () => {
     // Each request's changes in queue order: what must be claimed next for it.
     const order = new Map<number, number[]>();
     for (const x of q) order.set(x.key, [...(order.get(x.key) ?? []), x.id]);
-    const services = [createDeliveryService(a, silentLog, serviceOptions), createDeliveryService(b, silentLog, serviceOptions)] as const;
+    const services = [createOutboxService(a, silentLog, serviceOptions), createOutboxService(b, silentLog, serviceOptions)] as const;
     const held: [ClaimedDelivery[], ClaimedDelivery[]] = [[], []];
     const claimedOnce = new Set<number>();
     const deliveredIds = new Set<number>();

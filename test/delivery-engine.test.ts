@@ -20,7 +20,7 @@ import { orderingKey } from '../src/domain/ordering.ts';
 import { createRelay } from '../src/relay.ts';
 import { createServices } from '../src/services/services.ts';
 import { createIngestService } from '../src/services/ingest.ts';
-import { DeliveryStatus } from '../src/store/repos.ts';
+import { DeliveryStatus } from '../src/store/types.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { call, seedOrg, silentLog, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
@@ -286,7 +286,7 @@ test('a claim always ends: rows that wait behind a tried delivery of their reque
   })();
   clock.at += 1_000;
 
-  const claim = (room: number) => services.deliveries.flush({ finished: [], released: [], claim: { wanted: [{ orgId: 'org-a', room }], leaseMs: 30_000 } });
+  const claim = (room: number) => services.outbox.flush({ finished: [], released: [], claim: { wanted: [{ orgId: 'org-a', room }], leaseMs: 30_000 } });
   // The claim loop before issue 9 leased the tried one, skipped the fresh ones of its request
   // in memory, found a full page with room left, read the same page again, and never ended.
   const first = await claim(2);
@@ -343,9 +343,9 @@ test('the clock steps forward then back: fresh deliveries go out at once, before
   const back = await delivered('evt_back_1', 'an event received after the clock stepped back (it must not wait a day)');
   assert.ok(back.createdAt >= ahead.createdAt, 'queue times went back with the clock');
   // ... a replay and a test event share that time base and go out at once too...
-  const replayed = await services.deliveries.replay('org-a', ahead.id);
+  const replayed = await services.deliveryLog.replay('org-a', ahead.id);
   assert.ok(replayed.createdAt >= back.createdAt, 'a replay was queued on another time base than ingestion');
-  const testEvent = await services.deliveries.sendTest('org-a');
+  const testEvent = await services.deliveryLog.sendTest('org-a');
   await waitFor('the replay and the test event', () => {
     const rows = deliveriesOf(store, 'org-a');
     return [replayed.id, testEvent.id].every((id) => rows.find((d) => d.id === id)?.status === DeliveryStatus.delivered);

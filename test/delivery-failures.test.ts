@@ -152,7 +152,7 @@ test('410 disables the webhook and holds later deliveries, which go out after re
   await sleep(400);
   assert.equal(deliveriesOfEvent(store, 'org-a', 'evt_held_2')[0]!.attempts, 0);
   gone = false;
-  await rig.relay.services.deliveries.setEnabled('org-a', true);
+  await rig.relay.services.webhooks.setEnabled('org-a', true);
   for (const eventId of ['evt_gone_2', 'evt_held_2']) await waitForDelivery(store, 'org-a', eventId, (d) => d.status === 'delivered', 'delivery after enabling');
   assert.equal(await status(), 'active');
   assert.equal(deliveriesOf(store, 'org-a').filter((d) => d.status !== 'delivered').length, 0);

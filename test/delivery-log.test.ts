@@ -160,7 +160,7 @@ test('GET /webhook/deliveries filters by status and pages with a cursor, newest 
     return rows.length === 6 && rows.filter((d) => d.status === 'delivered').length === 5 && rows.some((d) => d.attempts === 1 && d.status === 'pending');
   });
   // A pending delivery never attempted: held while the webhook is disabled.
-  await rig.relay.services.deliveries.setEnabled('org-a', false);
+  await rig.relay.services.webhooks.setEnabled('org-a', false);
   rig.feed(feedLine('org-a', 'evt_list_held'));
   await waitForDelivery(store, 'org-a', 'evt_list_held', () => true, 'the held event');
 

@@ -98,7 +98,7 @@ test('a delivery is a signed POST of the stored bytes that standardwebhooks veri
   assert.throws(() => new Webhook(secret).verify(raw + ' ', headers), /No matching signature/);
   assert.throws(() => new Webhook(secret).verify(raw, { ...headers, 'webhook-id': 'evt_other' }), /No matching signature/);
   assert.throws(() => new Webhook(secret).verify(raw, { ...headers, 'webhook-timestamp': String(Number(timestamp) - 1) }), /No matching signature/);
-  const otherSecret = (await rig.relay.services.deliveries.rotateSecret('org-a')).secret;
+  const otherSecret = (await rig.relay.services.webhooks.rotateSecret('org-a')).secret;
   assert.throws(() => new Webhook(otherSecret).verify(raw, headers), /No matching signature/);
 });
 
@@ -163,7 +163,7 @@ test('after the grace period (delivery.secretRotationGrace) only the new secret 
   const receiver = await startReceiver(t, rig.tls);
   await seedOrg(rig.relay.services, 'org-a');
   const oldSecret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
-  const { secret: newSecret, previousSecretExpiresAt } = await rig.relay.services.deliveries.rotateSecret('org-a');
+  const { secret: newSecret, previousSecretExpiresAt } = await rig.relay.services.webhooks.rotateSecret('org-a');
   await waitFor('the grace period to end', () => Date.now() > previousSecretExpiresAt + 5, 5_000);
 
   rig.feed(feedLine('org-a', 'evt_after_grace'));

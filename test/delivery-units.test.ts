@@ -296,9 +296,9 @@ test('webhook health in the store: failing after N failures in a row, disabled a
   // A late success (an attempt that was in flight) does not re-enable it; only the operator or a re-registration does.
   repos(store).webhooks.recordSuccess('org-a', t1 + 5 * day + 1);
   assert.equal(state().status, 'disabled');
-  await services.deliveries.setEnabled('org-a', true);
+  await services.webhooks.setEnabled('org-a', true);
   assert.deepEqual(state(), { status: 'active', consecutiveFailures: 0, failingSince: null, lastSuccessAt: t1 + 5 * day + 1, disabledReason: null });
-  await services.deliveries.setEnabled('org-a', false);
+  await services.webhooks.setEnabled('org-a', false);
   assert.equal(state().disabledReason, 'operator');
 });
 

@@ -8,6 +8,9 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, test } from 'node:test';
+import { RELEASE_AFTER_BURST_MS } from '../src/feed/ingest-path.ts';
+import { IDLE_THREAD_MS } from '../src/feed/line-parser.ts';
+import { BUSY_LINGER_MS } from '../src/store/sqlite/checkpointer.ts';
 import { assertBuilt, databaseIn, feedLines, Probe, scratchDir, spawnServe, waitFor } from './feed-helpers.ts';
 
 before(assertBuilt);
@@ -49,4 +52,10 @@ test('kill -9 in the middle of a large file, then restart: every line stored exa
 
   second.child.kill('SIGTERM');
   assert.deepEqual(await second.exited, { code: 0, signal: null });
+});
+
+test('the daemon gives memory back after a burst only once the parser thread has ended and SQLite\'s background checkpoints have stopped', () => {
+  // ingest-path.ts cannot read BUSY_LINGER_MS (the feed imports no backend): this keeps the two in step.
+  assert.ok(RELEASE_AFTER_BURST_MS > IDLE_THREAD_MS, `${RELEASE_AFTER_BURST_MS} ms is not past the parser thread's idle end (${IDLE_THREAD_MS} ms)`);
+  assert.ok(RELEASE_AFTER_BURST_MS > BUSY_LINGER_MS, `${RELEASE_AFTER_BURST_MS} ms is not past the checkpoints' linger (${BUSY_LINGER_MS} ms)`);
 });

@@ -14,7 +14,8 @@ import type { Clock } from '../src/domain/clock.ts';
 import { EVENT_TYPE, statusChangeBody, storedBody, type StoredEvent } from '../src/domain/feed-event.ts';
 import { orderingKey } from '../src/domain/ordering.ts';
 import { createIngestService, type RawLine } from '../src/services/ingest.ts';
-import { DeliveryStatus, sendable, type DueDelivery } from '../src/store/repos.ts';
+import { dueDeliveryOf } from '../src/store/rows.ts';
+import { DeliveryStatus, type DueDelivery } from '../src/store/types.ts';
 import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { databaseAtVersion, silentLog, tempDir } from './helpers.ts';
@@ -82,9 +83,9 @@ function line(value: unknown): RawLine {
   return { bytes: Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)), position: null };
 }
 
-/** The deliveries the dispatcher would take now, with their request bodies (dueRows, then sendable). */
+/** The deliveries the dispatcher would take now, with their request bodies (dueRows, then dueDeliveryOf). */
 function due(store: Store, orgId: string, now: number, limit: number): DueDelivery[] {
-  return repos(store).deliveries.dueRows(orgId, now, limit).map(sendable);
+  return repos(store).deliveries.dueRows(orgId, now, limit).map(dueDeliveryOf);
 }
 
 function openTestStore(t: TestContext, path: string, clock: Clock): Store {

@@ -128,10 +128,10 @@ test('operator changes of a webhook are logged at warn: disabled, enabled, regis
   const services = createServices(relay.store, relay.config, createLogger('info', log.stream));
   await services.orgs.add({ id: 'acme' });
   await services.webhooks.register('acme', { webhook_url: 'https://hooks.acme.example/in?token=t0k3n' });
-  await services.deliveries.setEnabled('acme', false);
-  await services.deliveries.setEnabled('acme', false); // no change: no line
-  await services.deliveries.setEnabled('acme', true);
-  await services.deliveries.setEnabled('acme', false);
+  await services.webhooks.setEnabled('acme', false);
+  await services.webhooks.setEnabled('acme', false); // no change: no line
+  await services.webhooks.setEnabled('acme', true);
+  await services.webhooks.setEnabled('acme', false);
   await services.webhooks.register('acme', { webhook_url: 'https://hooks2.acme.example/in' });
   assert.deepEqual(
     log.records().map((r) => [r.level, r.subsystem, r.org, r.url, r.from, r.to, r.by, r.msg]),

@@ -12,7 +12,8 @@ import assert from 'node:assert/strict';
 import { after, test, type TestContext } from 'node:test';
 import type { AttemptResult } from '../src/domain/retry-policy.ts';
 import { createLogger } from '../src/log.ts';
-import { createDeliveryService, type ClaimedDelivery, type DeliveryService, type FinishedAttempt, type FlushResult } from '../src/services/deliveries.ts';
+import { createDeliveryLogService } from '../src/services/delivery-log.ts';
+import { createOutboxService, type ClaimedDelivery, type OutboxService, type FinishedAttempt, type FlushResult } from '../src/services/outbox.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import { createStatusService } from '../src/services/status.ts';
 import { nobodyListens } from '../src/services/work-signal.ts';
@@ -41,7 +42,8 @@ async function open(t: TestContext, backend: Backend) {
     await tx.webhooks.upsert('acme', 'https://acme.example.com/hook', true, 'whsec_acme', 1);
   });
   const ingest = createIngestService(store, silentLog, nobodyListens, { reorderWindowMs: WINDOW });
-  const deliveries = createDeliveryService(store, silentLog, { failingAfterFailures: 5, disableAfterMs: 86_400_000, secretRotationGraceMs: 1000 });
+  const deliveries = createOutboxService(store, silentLog, { failingAfterFailures: 5, disableAfterMs: 86_400_000 });
+  const deliveryLog = createDeliveryLogService(store, { userAgent: 'test' });
   const status = createStatusService(store, { disableAfterMs: 86_400_000 });
   /** Lines read from the feed of `source` (another instance's, say). */
   const read = (source: string, lines: readonly FeedLine[]) =>
@@ -49,14 +51,14 @@ async function open(t: TestContext, backend: Backend) {
   /** A claim for up to 8, as the dispatcher makes it. */
   const claim = (finished: readonly FinishedAttempt[] = []): Promise<FlushResult> =>
     deliveries.flush({ finished, released: [], claim: { wanted: [{ orgId: 'acme', room: 8, cap: 8 }], leaseMs: 60_000 } });
-  return { ...opened, clock, read, claim, deliveries, status };
+  return { ...opened, clock, read, claim, deliveries, deliveryLog, status };
 }
 
 const delivered = (d: ClaimedDelivery, at: number): FinishedAttempt => ({ delivery: d, result: ok, outcome: { kind: 'delivered' }, startedAt: at });
 const change = (id: string, request: string, at: number) => feedLine('acme', id, request, 'approved', { occurred_at: iso(at) });
 
 /** Claims and delivers, one claim after another, until nothing is due; returns the event ids in the order they were claimed. */
-async function drain(o: Awaited<ReturnType<typeof open>>, deliveries: DeliveryService = o.deliveries): Promise<string[]> {
+async function drain(o: Awaited<ReturnType<typeof open>>, deliveries: OutboxService = o.deliveries): Promise<string[]> {
   const order: string[] = [];
   let result = await o.claim();
   while (result.claimed.length > 0) {
@@ -150,10 +152,10 @@ test('PostgreSQL: a replay keeps its own rule: queued now, it goes after the cha
   await o.read('feed-a', [change('evt_1', 'ar_1', T0 - 100)]);
   o.clock.at = T0 + WINDOW;
   assert.deepEqual(await drain(o), ['evt_1']);
-  const [row] = await o.deliveries.list('acme', { limit: 1 });
+  const [row] = await o.deliveryLog.list('acme', { limit: 1 });
   await o.read('feed-a', [change('evt_2', 'ar_1', T0 + 500)]);
   // Replayed before evt_2 is released: due at once, but evt_2 happened before the replay was queued, and goes first.
-  const replay = await o.deliveries.replay('acme', row!.id);
+  const replay = await o.deliveryLog.replay('acme', row!.id);
   assert.equal(replay.eventId, 'evt_1');
   assert.deepEqual((await o.claim()).claimed, [], 'the replay waits for evt_2, queued before it');
   o.clock.at += WINDOW;

@@ -16,7 +16,7 @@ import type { TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createTlsServer, type Server as TlsServer, type TLSSocket } from 'node:tls';
 import { createTls } from '../scripts/receiver-control.ts';
-import type { AttemptRow, DeliveryRow } from '../src/store/repos.ts';
+import type { AttemptRow, DeliveryRow } from '../src/store/types.ts';
 import type { Logger } from '../src/log.ts';
 import type { SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { repos } from './sqlite-repos.ts';

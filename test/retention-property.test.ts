@@ -18,7 +18,7 @@ import { orderingKey } from '../src/domain/ordering.ts';
 import { WebhookStatus } from '../src/domain/types.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import { createRetentionService } from '../src/services/retention.ts';
-import { DeliveryStatus } from '../src/store/repos.ts';
+import { DeliveryStatus } from '../src/store/types.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { silentLog, snapshot, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';

@@ -19,7 +19,7 @@ import { createTargetCheck } from '../src/services/webhook-target.ts';
 import { createWebhookService } from '../src/services/webhooks.ts';
 import { createOrgService } from '../src/services/orgs.ts';
 import { QUEUE_GAUGE_SQL } from '../src/store/sqlite/deliveries-repo.ts';
-import { DeliveryStatus } from '../src/store/repos.ts';
+import { DeliveryStatus } from '../src/store/types.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
@@ -136,7 +136,7 @@ test('each webhook says why it has its status: the latest failure of its recent 
   const clock = store.clock as ManualClock;
   const t0 = clock.at;
   const status = createStatusService(store, { disableAfterMs: 5 * DAY });
-  const webhooks = createWebhookService(store, createOrgService(store), { checkTarget: createTargetCheck(createNetworkPolicies({ allowNetworks: [], organizationNetworks: [], storeInternalResponses: [] }), false), disableAfterMs: 5 * DAY });
+  const webhooks = createWebhookService(store, createOrgService(store), { checkTarget: createTargetCheck(createNetworkPolicies({ allowNetworks: [], organizationNetworks: [], storeInternalResponses: [] }), false), disableAfterMs: 5 * DAY, secretRotationGraceMs: 1000 });
 
   const [ok] = await queue(store, 'org-ok', ['ar_1']);
   settle(store, ok!, t0, 'delivered');

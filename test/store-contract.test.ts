@@ -22,7 +22,8 @@ import { createLogger } from '../src/log.ts';
 import { PG_SCHEMA_VERSION } from '../src/store/pg/migrations.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
 import { openPgStore, type PgStore } from '../src/store/pg/store.ts';
-import type { EventToStore, FeedPosition, FeedReject, Newest, Store, Tx } from '../src/store/repos.ts';
+import type { Store, Tx } from '../src/store/repos.ts';
+import type { EventToStore, FeedPosition, FeedReject, PruneBounds } from '../src/store/types.ts';
 import { createOrgService } from '../src/services/orgs.ts';
 import { createRoleService } from '../src/services/roles.ts';
 import { createUserService } from '../src/services/users.ts';
@@ -783,7 +784,7 @@ for (const backend of backends) {
       const newest = await store.read((tx) => tx.retention.newest());
       assert.deepEqual(newest, { oldestSeq: 1, seq: 8, deliveryId: 9, attemptId: 4, rejectId: 0 });
       const none = { events: 0, deliveries: 0, attempts: 0, quarantinedLines: 0 };
-      const prune = (after: number, limit: number, dryRun: boolean, at: Newest = newest) => {
+      const prune = (after: number, limit: number, dryRun: boolean, at: PruneBounds = newest) => {
         const fn = (tx: Tx) => tx.retention.pruneEvents({ after, before: 9, cutoff, newest: at, limit, dryRun });
         return dryRun ? store.read(fn) : store.transaction(fn, { durable: false });
       };

@@ -1,6 +1,6 @@
 /**
  * The two queues of deliveries (migration 5): fresh ones (never tried, not leased) and the
- * others are indexed apart, and due() (dueRows(), each row made sendable) and list() each read
+ * others are indexed apart, and due() (dueRows(), each row through dueDeliveryOf) and list() each read
  * both and merge them. These tests pin what the dispatcher and the delivery log rely on,
  * whichever queue a row sits in: which
  * deliveries are offered, in what order, per-request ordering, leases, statuses, paging and
@@ -13,11 +13,12 @@ import { describe, test, type TestContext } from 'node:test';
 import type { Clock } from '../src/domain/clock.ts';
 import { orderingKey } from '../src/domain/ordering.ts';
 import { WebhookStatus } from '../src/domain/types.ts';
-import { publicStatus } from '../src/services/deliveries.ts';
+import { publicStatus } from '../src/services/delivery-log.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import type { Db } from '../src/store/sqlite/db.ts';
 import { createDeliveriesRepo } from '../src/store/sqlite/deliveries-repo.ts';
-import { DeliveryStatus, sendable, type ListFilter } from '../src/store/repos.ts';
+import { dueDeliveryOf } from '../src/store/rows.ts';
+import { DeliveryStatus, type ListFilter } from '../src/store/types.ts';
 import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { databaseAtVersion, silentLog, tempDir } from './helpers.ts';
@@ -68,9 +69,9 @@ function finish(store: Store, id: number, at: number, status: 'delivered' | 'dea
   repos(store).deliveries.settle(id, { status, attempts: 1, nextAttemptAt: at, at, statusCode: status === 'delivered' ? 200 : 500, error: status === 'dead' ? 'HTTP 500' : null });
 }
 
-/** The ids due() (dueRows, each made sendable as the dispatcher does) offers, in its order. */
+/** The ids due() (dueRows, each through dueDeliveryOf as the dispatcher does) offers, in its order. */
 function dueIds(store: Store, now: number, limit = 100, orgId = ORG): number[] {
-  return repos(store).deliveries.dueRows(orgId, now, limit).map(sendable).map((d) => d.id);
+  return repos(store).deliveries.dueRows(orgId, now, limit).map(dueDeliveryOf).map((d) => d.id);
 }
 
 describe('due(): what the dispatcher is offered', () => {

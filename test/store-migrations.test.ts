@@ -8,8 +8,8 @@ import { test } from 'node:test';
 import Database from 'better-sqlite3';
 import { SCHEMA_VERSION } from '../src/store/sqlite/db.ts';
 import { openSqliteStore } from '../src/store/sqlite/store.ts';
-import { createDeliveryService } from '../src/services/deliveries.ts';
-import { databaseAtVersion, silentLog, tempDir } from './helpers.ts';
+import { createDeliveryLogService } from '../src/services/delivery-log.ts';
+import { databaseAtVersion, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
 
 /** A database at schema version 3 (the delivery engine, before leaner ingestion), with one organization, its webhook, two events and their deliveries. */
@@ -73,9 +73,9 @@ test('a version 3 database upgrades to the current schema with its events and de
   );
 
   // Recovery finds the dead event of the window through the seq range, and requeues only it.
-  const service = createDeliveryService(store, silentLog, { failingAfterFailures: 5, disableAfterMs: 86_400_000, secretRotationGraceMs: 1000 });
-  assert.deepEqual(await service.recover('acme', 4000, 5500), { requeued: 1, hurried: 0 });
-  assert.deepEqual(await service.recover('acme', 5500, 7000), { requeued: 0, hurried: 0 });
+  const service = createDeliveryLogService(store, { userAgent: 'test' });
+  assert.deepEqual(await service.recover('acme', 4000, 5500), { requeued: 1, retriedNow: 0 });
+  assert.deepEqual(await service.recover('acme', 5500, 7000), { requeued: 0, retriedNow: 0 });
 });
 
 test('a migration that would leave a broken foreign key rolls back and leaves the database as it was', (t) => {

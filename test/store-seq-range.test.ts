@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import type { Clock } from '../src/domain/clock.ts';
-import { createDeliveryService } from '../src/services/deliveries.ts';
+import { createDeliveryLogService } from '../src/services/delivery-log.ts';
 import { createIngestService, type RawLine } from '../src/services/ingest.ts';
 import { SCHEMA_VERSION } from '../src/store/sqlite/db.ts';
 import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
@@ -272,6 +272,6 @@ test('recovery without an end covers the events received after the clock stepped
   await ingest.ingest('/feed.jsonl', lines(1), null);
   // Both stored at 1,000,000 (the second batch does not go back in time), neither queued (no webhook yet).
   repos(store).webhooks.upsert('org-a', 'https://hooks.example/a', false, null, clock.at);
-  const deliveries = createDeliveryService(store, silentLog, { failingAfterFailures: 5, disableAfterMs: 86_400_000, secretRotationGraceMs: 1000 });
-  assert.deepEqual(await deliveries.recover('org-a', 0), { requeued: 2, hurried: 0 });
+  const deliveries = createDeliveryLogService(store, { userAgent: 'test' });
+  assert.deepEqual(await deliveries.recover('org-a', 0), { requeued: 2, retriedNow: 0 });
 });

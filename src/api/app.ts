@@ -20,7 +20,6 @@ import type { SecuredRouter } from './secured-router.ts';
 import { registerUserRoutes } from './routes/users.ts';
 import { registerWebhookRoutes } from './routes/webhook.ts';
 import { registerDeliveryRoutes } from './routes/deliveries.ts';
-import type { DeliveryService } from '../services/deliveries.ts';
 import type { DeliveryLogService } from '../services/delivery-log.ts';
 import { metricsHandler, type MetricsEndpoint } from './metrics.ts';
 import { registerConsoleRoutes } from './console.ts';
@@ -35,7 +34,6 @@ export interface ApiDeps {
     readonly roles: RoleService;
     readonly users: UserService;
     readonly webhooks: WebhookService;
-    readonly deliveries: DeliveryService;
     readonly deliveryLog: DeliveryLogService;
   };
   /** Readiness: throws, returns false or says why not while the relay cannot serve (database gone or unwritable, shutting down). */

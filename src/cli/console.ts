@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { isWildcardHost, localBaseUrl, parseListen } from '../domain/listen.ts';
-import { iso, jsonOption, optionsOf, print, UsageError, withServices } from './shared.ts';
+import { iso } from '../domain/iso.ts';
+import { jsonOption, optionsOf, print, UsageError, withServices } from './shared.ts';
 import { issueUserToken, ttlOption } from './token.ts';
 
 /** Lifetime of a console link unless --ttl: long enough for a debugging session, short enough to leak little. */

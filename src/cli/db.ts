@@ -8,7 +8,8 @@ import { copySqliteToPostgres } from '../store/copy.ts';
 import { loggableDatabaseUrl } from '../store/pg/pool.ts';
 import { resolve } from 'node:path';
 import { startProgress } from './progress.ts';
-import { cliLogger, configFrom, EXIT_DATABASE_DAMAGED, iso, jsonOption, optionsOf, print, UsageError, withStore } from './shared.ts';
+import { iso } from '../domain/iso.ts';
+import { cliLogger, configFrom, EXIT_DATABASE_DAMAGED, jsonOption, optionsOf, print, UsageError, withStore } from './shared.ts';
 
 const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
 

@@ -1,7 +1,9 @@
 import type { Command } from 'commander';
+import type { Recovered } from '../services/delivery-log.ts';
 import { deliveryView } from '../services/views.ts';
 import { startProgress } from './progress.ts';
-import { cliId, cliTime, iso, jsonOption, limitOption, optionsOf, print, table, UsageError, withServices } from './shared.ts';
+import { iso } from '../domain/iso.ts';
+import { cliId, cliTime, jsonOption, limitOption, optionsOf, print, table, UsageError, withServices } from './shared.ts';
 
 const STATUSES = ['pending', 'failed', 'delivered', 'dead'] as const;
 
@@ -17,7 +19,7 @@ export function registerDeliveriesCommands(program: Command): void {
       const status = options.status as (typeof STATUSES)[number] | undefined;
       if (status !== undefined && !STATUSES.includes(status)) throw new UsageError(`--status must be one of ${STATUSES.join(', ')}; got "${options.status}"`);
       return withServices(options, async ({ services }) => {
-        const rows = (await services.deliveries.list(options.org, { status, limit })).map(deliveryView);
+        const rows = (await services.deliveryLog.list(options.org, { status, limit })).map(deliveryView);
         print(options, rows, () =>
           rows.length === 0 ? 'no deliveries' : table([['ID', 'STATUS', 'ATTEMPTS', 'EVENT', 'LAST ERROR'], ...rows.map((r) => [String(r.id), r.status, String(r.attempts), r.event_id, r.last_error ?? ''])]),
         );
@@ -29,7 +31,7 @@ export function registerDeliveriesCommands(program: Command): void {
       const options = optionsOf<{ org: string }>(cmd);
       const deliveryId = cliId(id);
       return withServices(options, async ({ services }) => {
-        const { delivery, attempts } = await services.deliveries.get(options.org, deliveryId);
+        const { delivery, attempts } = await services.deliveryLog.get(options.org, deliveryId);
         const view = { ...deliveryView(delivery), attempt_log: attempts.map((a) => ({ attempt: a.attempt, started_at: iso(a.startedAt), duration_ms: a.durationMs, status_code: a.statusCode, error: a.errorClass, error_detail: a.errorDetail, outcome: a.outcome })) };
         print(options, view, () =>
           [`delivery ${view.id}: ${view.status}, ${view.attempts} attempt(s), event ${view.event_id}`, ...view.attempt_log.map((a) => `  #${a.attempt} ${a.started_at} ${a.status_code ?? a.error} ${a.outcome}${a.error_detail ? ` (${a.error_detail})` : ''}`)].join('\n'),
@@ -45,7 +47,7 @@ export function registerDeliveriesCommands(program: Command): void {
       const options = optionsOf<{ org: string }>(cmd);
       const deliveryId = cliId(id);
       return withServices(options, async ({ services }) => {
-        const d = await services.deliveries.replay(options.org, deliveryId);
+        const d = await services.deliveryLog.replay(options.org, deliveryId);
         process.stdout.write(`event ${d.eventId} queued again as delivery ${d.id}\n`);
       });
     });
@@ -62,13 +64,13 @@ export function registerDeliveriesCommands(program: Command): void {
       return withServices(options, async ({ services }) => {
         // In chunks, one transaction each: the daemon's writer never waits long for this one.
         const progress = startProgress('recover', { unit: 'events' });
-        let r: { requeued: number; hurried: number };
+        let r: Recovered;
         try {
-          r = await services.deliveries.recover(options.org, since, until, { onChunk: (done, total) => progress.update(done, total === 0 ? 1 : done / total) });
+          r = await services.deliveryLog.recover(options.org, since, until, { onChunk: (done, total) => progress.update(done, total === 0 ? 1 : done / total) });
         } finally {
           progress.end();
         }
-        process.stdout.write(`${r.requeued} event(s) queued again, ${r.hurried} failed delivery(ies) made due now\n`);
+        process.stdout.write(`${r.requeued} event(s) queued again, ${r.retriedNow} failed delivery(ies) made due now\n`);
       });
     });
 }

@@ -9,7 +9,8 @@ import { ingestStream } from '../feed/stream-reader.ts';
 import { createIngestService, type IngestService } from '../services/ingest.ts';
 import type { Store } from '../store/sqlite/store.ts';
 import { rateSummary, startProgress } from './progress.ts';
-import { cliLogger, configFrom, iso, jsonOption, limitOption, openConfiguredStore, optionsOf, print, table, UsageError, withServices } from './shared.ts';
+import { iso } from '../domain/iso.ts';
+import { cliLogger, configFrom, jsonOption, limitOption, openConfiguredStore, optionsOf, print, table, UsageError, withServices } from './shared.ts';
 
 /** Opens the file to ingest; what is wrong with it is a usage error (exit 2), said in one line. */
 async function openInput(file: string): Promise<{ input: Readable; source: string; size: number | null }> {

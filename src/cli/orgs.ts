@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { iso, jsonOption, optionsOf, print, table, withServices } from './shared.ts';
+import { iso } from '../domain/iso.ts';
+import { jsonOption, optionsOf, print, table, withServices } from './shared.ts';
 
 export function registerOrgsCommands(program: Command): void {
   const orgs = program.command('orgs').description('manage organizations');

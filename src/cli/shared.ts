@@ -183,8 +183,6 @@ export function table(rows: readonly (readonly string[])[]): string {
   return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
 }
 
-export const iso = (ms: number) => new Date(ms).toISOString();
-
 /** A `--limit` value: an integer from 1 to 10000. */
 export function limitOption(text: string): number {
   const limit = Number(text);

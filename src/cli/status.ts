@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { iso } from '../domain/iso.ts';
 import { localBaseUrl } from '../domain/listen.ts';
 import type { FeedReport, QueueSnapshot, WebhookReport } from '../services/status.ts';
 import { webhookHealthView } from '../services/views.ts';
@@ -44,8 +45,6 @@ export async function probeDaemon(listen: string, timeoutMs = PROBE_TIMEOUT_MS):
     return { url, reachable: false, ready: false, statusCode: null, error: why };
   }
 }
-
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 /** The JSON of `hookrelay status --json` (the human form is made from it). */
 export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null; queue: QueueSnapshot; webhooks: readonly WebhookReport[]; now: number }) {

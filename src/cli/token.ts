@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { parseDuration } from '../domain/duration.ts';
 import { loadAuthKeys } from '../services/auth-keys.ts';
 import { issueToken } from '../services/tokens.ts';
-import { iso, jsonOption, optionsOf, print, UsageError, withServices, type CommandContext } from './shared.ts';
+import { iso } from '../domain/iso.ts';
+import { jsonOption, optionsOf, print, UsageError, withServices, type CommandContext } from './shared.ts';
 
 /** `--ttl`'s value in ms (at least 1 s), or null when not given. */
 export function ttlOption(text: string | undefined, examples: string): number | null {

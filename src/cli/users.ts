@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { iso, jsonOption, optionsOf, print, table, withServices } from './shared.ts';
+import { iso } from '../domain/iso.ts';
+import { jsonOption, optionsOf, print, table, withServices } from './shared.ts';
 
 export function registerUsersCommands(program: Command): void {
   const users = program.command('users').description('manage users');

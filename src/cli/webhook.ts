@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { HIDDEN_HEADER_VALUE, parseHeaderLine } from '../domain/webhook-headers.ts';
 import { excerpt } from '../domain/errors.ts';
 import { deliveryView, webhookView } from '../services/views.ts';
-import { iso, jsonOption, optionsOf, print, UsageError, withServices } from './shared.ts';
+import { iso } from '../domain/iso.ts';
+import { jsonOption, optionsOf, print, UsageError, withServices } from './shared.ts';
 import { RATE_LIMIT_MAX, RATE_LIMIT_MIN } from '../domain/rate-window.ts';
 
 /** The headers of webhookView in one line: "X-Env: prod, Authorization: (set; value hidden)", or "none". */
@@ -85,7 +86,7 @@ export function registerWebhookCommands(program: Command): void {
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string }>(cmd);
       return withServices(options, async ({ services }) => {
-        const d = await services.deliveries.sendTest(options.org);
+        const d = await services.deliveryLog.sendTest(options.org);
         print(options, deliveryView(d), () => `queued test event ${d.eventId} as delivery ${d.id}; see: hookrelay deliveries show ${d.id} --org ${options.org}`);
       });
     });
@@ -97,7 +98,7 @@ export function registerWebhookCommands(program: Command): void {
       .action((_options: unknown, cmd: Command) => {
         const options = optionsOf<{ org: string }>(cmd);
         return withServices(options, async ({ services }) => {
-          await services.deliveries.setEnabled(options.org, enabled);
+          await services.webhooks.setEnabled(options.org, enabled);
           process.stdout.write(`webhook of ${options.org} ${enabled ? 'enabled' : 'disabled'}\n`);
         });
       });
@@ -109,7 +110,7 @@ export function registerWebhookCommands(program: Command): void {
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string }>(cmd);
       return withServices(options, async ({ services }) => {
-        const r = await services.deliveries.rotateSecret(options.org);
+        const r = await services.webhooks.rotateSecret(options.org);
         process.stdout.write(`${r.secret}\nprevious secret keeps signing until ${iso(r.previousSecretExpiresAt)}\n`);
       });
     });

@@ -3,14 +3,14 @@ import { decideOutcome, isSuccess, type AttemptResult, type DeliveryOutcome, typ
 import { loggableUrl } from '../domain/validation.ts';
 import { isTransientStoreError } from '../store/storage-faults.ts';
 import type { Logger } from '../log.ts';
-import type { ClaimedDelivery, ClaimWanted, DeliveryService, FinishedAttempt, FlushResult } from '../services/deliveries.ts';
+import type { ClaimedDelivery, ClaimWanted, FinishedAttempt, FlushResult, FlushWork, OutboxService } from '../services/outbox.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
 import { isLockWait, lockPollDelayMs } from '../store/sqlite/lock-wait.ts';
 import type { WorkKind, WorkSignal } from '../services/work-signal.ts';
 import type { Deliverer } from './deliverer.ts';
 
 export interface DispatcherOptions {
-  readonly deliveries: DeliveryService;
+  readonly deliveries: OutboxService;
   /**
    * The database is shared with other instances (PostgreSQL): a claim takes no more than this
    * instance can start now (see plan), so that deliveries it could not start yet stay for the
@@ -120,7 +120,7 @@ interface Attempt {
  * Claims due deliveries under a lease and runs their attempts, within a global cap and fair
  * per-webhook slots, recording outcomes in group commits.
  *
- * - One write transaction (see DeliveryService.flush) records every attempt that ended since
+ * - One write transaction (see OutboxService.flush) records every attempt that ended since
  *   the last one and leases what the free slots can take, at most every `groupCommitMs`; an
  *   attempt keeps its slot until its outcome is committed, so the attempts whose outcome a
  *   crash could lose are never more than `concurrency` (they are sent again once their lease
@@ -483,7 +483,7 @@ export function createDispatcher(options: DispatcherOptions) {
   /**
    * New work while slots are free: claims at once, without waiting for the group-commit window,
    * in a transaction that claims only (outcomes wait for their group commit) and does not wait
-   * for the disk (see DeliveryService.flush's `durable`). Under load, when every slot is taken,
+   * for the disk (see OutboxService.flush's `durable`). Under load, when every slot is taken,
    * new work waits for the next group commit as before.
    */
   function requestClaim(): void {
@@ -693,7 +693,7 @@ export function createDispatcher(options: DispatcherOptions) {
   async function isolate(): Promise<void> {
     const { done, back, unsent } = takeWaiting();
     /** Records one item; false (it is kept for the next commit) when the database is locked by another process. */
-    const one = async (work: Parameters<DeliveryService['flush']>[0], id: number): Promise<boolean> => {
+    const one = async (work: FlushWork, id: number): Promise<boolean> => {
       try {
         await deliveries.flush(work);
       } catch (err) {

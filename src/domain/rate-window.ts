@@ -92,7 +92,7 @@ export function rateTake(window: RateWindow, now: number, count: number): RateWi
 
 /** The stored form: a flat list [at, count, at, count, ...] (a PostgreSQL bigint[], JSON text in SQLite). */
 export function encodeRateWindow(window: RateWindow): number[] {
-  return window.flatMap(([at, count]) => [at, count]);
+  return window.flat();
 }
 
 /** The stored form read back; anything malformed (a hand-edited row) reads as an empty window. */

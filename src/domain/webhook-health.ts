@@ -1,4 +1,5 @@
 import { formatDuration } from './duration.ts';
+import { iso } from './iso.ts';
 import type { WebhookStatus } from './types.ts';
 
 /** Why a webhook is disabled (webhooks.disabled_reason). */
@@ -31,8 +32,6 @@ export interface HealthFacts {
   /** `delivery.disableAfter`, ms. */
   readonly disableAfterMs: number;
 }
-
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** Why the webhook was disabled, as a phrase ("the receiver answered 410 Gone"). */
 export function disabledReasonText(reason: string | null, disableAfterMs: number): string {

@@ -1,5 +1,5 @@
 import type { Lines, RawLine } from '../services/ingest.ts';
-import type { LineSplitter } from './line-splitter.ts';
+import type { LineSink, LineSplitter } from './line-splitter.ts';
 
 type Rejection = NonNullable<RawLine['rejected']>;
 
@@ -36,7 +36,7 @@ function sharedInts(count: number): Int32Array {
  * are (see line-parser.ts), no copy and no transfer, and they are still here for the commit
  * (quarantine and duplicate checks need their bytes).
  */
-export class LineBatch implements Lines {
+export class LineBatch implements Lines, LineSink {
   #storage: Storage | null;
   #count = 0;
   #bytes = 0;
@@ -96,7 +96,10 @@ export class LineBatch implements Lines {
     }
     if (this.#count === s.starts.length) {
       const size = s.starts.length * 2;
-      const grow = <T extends Int32Array | Float64Array>(from: T, to: T): T => (to.set(from), to);
+      const grow = <T extends Int32Array | Float64Array>(from: T, to: T): T => {
+        to.set(from);
+        return to;
+      };
       s.starts = grow(s.starts, new Int32Array(size));
       s.codes = grow(s.codes, sharedInts(size));
       s.positions = grow(s.positions, new Float64Array(size));

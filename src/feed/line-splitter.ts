@@ -1,6 +1,5 @@
 import { RejectReason } from '../domain/feed-event.ts';
 import { MAX_QUARANTINED_BYTES, type RawLine } from '../services/ingest.ts';
-import type { LineBatch } from './line-batch.ts';
 
 const NEWLINE = 0x0a;
 
@@ -8,6 +7,16 @@ const NEWLINE = 0x0a;
 export interface SplitLine {
   readonly line: RawLine;
   readonly end: number;
+}
+
+/**
+ * Where pushInto copies lines: a LineBatch (line-batch.ts). Named here, by what the splitter needs
+ * of it, so that the splitter does not import the batch that imports it (no import cycle).
+ */
+export interface LineSink {
+  add(line: RawLine): void;
+  /** True once the sink takes no more lines. */
+  readonly full: boolean;
 }
 
 /**
@@ -63,7 +72,7 @@ export class LineSplitter {
    * batch is full. Returns how many bytes of `chunk` were taken: the rest is to be pushed again
    * (into the next batch). `chunk` can be used again afterwards: nothing refers to it.
    */
-  pushInto(chunk: Buffer, batch: LineBatch): number {
+  pushInto(chunk: Buffer, batch: LineSink): number {
     return this.#split(chunk, (line) => {
       batch.add(line);
       return batch.full;

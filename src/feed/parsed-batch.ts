@@ -37,7 +37,7 @@ export const PRE_REJECTED = -1;
  * then the text. One buffer crosses to the receiving thread (transferred) and comes back to be
  * filled again (PackedLines.release). Separate typed arrays per batch were freed only when the
  * receiving thread's garbage collector got to them, and meanwhile this thread's malloc arena
- * grew by their size for every batch of a large ingest (20 MB over a million lines).
+ * grew by their size for every batch of a large ingest (docs/benchmarks.md, "Memory", the fifth pass).
  */
 class Packer {
   readonly #lines: number;

@@ -6,7 +6,7 @@ import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { AttemptError, isSuccess } from '../domain/retry-policy.ts';
 import { WebhookStatus } from '../domain/types.ts';
 import type { Logger } from '../log.ts';
-import type { FinishedAttempt } from '../services/deliveries.ts';
+import type { FinishedAttempt } from '../services/outbox.ts';
 import type { IngestCounts } from '../services/ingest.ts';
 import type { FeedReport, QueueSnapshot, StatusService } from '../services/status.ts';
 

@@ -1,16 +1,45 @@
 /**
- * The delivery log as the admin API and the console read it: pages of an organization's
- * deliveries (filters, time windows, a search by request), one delivery with its attempts and
- * the request hookrelay sends for it, and its attempts per minute for the console's chart.
- * Reads only: what changes deliveries is in deliveries.ts.
+ * The delivery log, as the admin API, the console and the CLI see it: pages of an
+ * organization's deliveries (filters, time windows, a search by request), one delivery with its
+ * attempts and the request hookrelay sends for it, its attempts per minute for the console's
+ * chart; and what an operator does with the log: replay a delivery, recover a window, queue a
+ * test event. The dispatcher's side of the deliveries (claiming, recording outcomes) is the
+ * outbox (outbox.ts).
  */
+import { randomUUID } from 'node:crypto';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { deliveryHeaders, requestHeadersOnTheWire } from '../domain/delivery-request.ts';
-import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import { ErrorCode, HookrelayError, validationError } from '../domain/errors.ts';
 import { storedBody } from '../domain/feed-event.ts';
+import { iso } from '../domain/iso.ts';
+import { orderingKey, testOrderingKey } from '../domain/ordering.ts';
 import { signingSecrets } from '../domain/secrets.ts';
 import { loggedHeaders } from '../domain/webhook-headers.ts';
-import type { AttemptRow, DeliveryRow, ListFilter, Store } from '../store/repos.ts';
+import type { Store, Tx } from '../store/repos.ts';
+import { DeliveryStatus, type AttemptRow, type DeliveryRow, type ListFilter } from '../store/types.ts';
+import { webhookNotConfigured } from './webhooks.ts';
+import { nobodyListens, type WorkSignal } from './work-signal.ts';
+
+export const TEST_EVENT_TYPE = 'webhook.test';
+
+/** Events (a span of seqs) that a chunked recovery handles per transaction. */
+export const RECOVER_CHUNK_SEQS = 2_500;
+
+export interface RecoverOptions {
+  /** Called after each chunk (see recover) with the events covered so far and in all. */
+  readonly onChunk?: (done: number, total: number) => void;
+}
+
+/** What a recovery did: events queued again (new deliveries), and failed deliveries made due now (the API's `retried_now`). */
+export interface Recovered {
+  readonly requeued: number;
+  readonly retriedNow: number;
+}
+
+/** The public state of a delivery: `failed` is a pending delivery whose last attempt failed. */
+export function publicStatus(row: Pick<DeliveryRow, 'status' | 'attempts'>): 'pending' | 'failed' | 'delivered' | 'dead' {
+  return row.status === DeliveryStatus.pending && row.attempts > 0 ? 'failed' : row.status;
+}
 
 /**
  * A search by request reads the log's deliveries one by one, by id (no index holds them by
@@ -115,9 +144,44 @@ export interface DeliveryLogOptions {
   readonly requestSearch?: { readonly chunkIds: number; readonly maxIds: number };
 }
 
-export function createDeliveryLogService(store: Store, options: DeliveryLogOptions) {
+/**
+ * The delivery log's service. `work` hears of every delivery it queues (replay, recover, test),
+ * so that the daemon's dispatcher sends it without waiting for a poll.
+ */
+export function createDeliveryLogService(store: Store, options: DeliveryLogOptions, work: WorkSignal = nobodyListens) {
   const { chunkIds, maxIds } = options.requestSearch ?? { chunkIds: REQUEST_SEARCH_CHUNK_IDS, maxIds: REQUEST_SEARCH_MAX_IDS };
+
+  /**
+   * The one time base of every queue: when a delivery is queued (ingest, replay, recovery, test
+   * events), its created_at is the clock, but never before the newest stored event (see
+   * FeedRepo.receivedAt), so queue order and time order agree even when the clock steps back.
+   * Call inside the write transaction.
+   */
+  function queueTime(tx: Tx): Promise<number> {
+    return tx.feed.receivedAt(store.clock.now());
+  }
+
+  async function requireWebhook(tx: Tx, orgId: string) {
+    const webhook = await tx.webhooks.get(orgId);
+    if (!webhook) throw webhookNotConfigured(orgId);
+    return webhook;
+  }
+
   return {
+    /** Up to `filter.limit` of the organization's deliveries, newest first (`hookrelay deliveries list`). */
+    list(orgId: string, filter: ListFilter): Promise<DeliveryRow[]> {
+      return store.read((tx) => tx.deliveries.list(orgId, filter));
+    },
+
+    /** One delivery with its attempts (`hookrelay deliveries show`; the API's is detail). */
+    get(orgId: string, id: number): Promise<{ delivery: DeliveryRow; attempts: AttemptRow[] }> {
+      return store.read(async (tx) => {
+        const row = await tx.deliveries.get(orgId, id);
+        if (!row) throw notFound(id);
+        return { delivery: row, attempts: await tx.deliveries.attempts(id) };
+      });
+    },
+
     /**
      * A page of the organization's deliveries, newest first. A time window is first turned
      * into a range of ids (idsCreated), so that a window deep in a large log is read from its
@@ -231,6 +295,88 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
         if (end < until) await yieldToEventLoop();
       }
       return { window, bucketMs, from, until, buckets };
+    },
+
+    /** Queues the delivery's event again (same webhook-id) with a fresh retry schedule. */
+    async replay(orgId: string, id: number): Promise<DeliveryRow> {
+      const queued = await store.transaction(async (tx) => {
+        await requireWebhook(tx, orgId);
+        const row = await tx.deliveries.get(orgId, id);
+        if (!row) throw notFound(id);
+        const ref = (await tx.deliveries.eventOf(id))!;
+        if (await tx.deliveries.hasPendingDelivery(ref.eventSeq)) {
+          throw validationError(`delivery ${id}'s event is already queued (a delivery of it is pending); replay it once that one is delivered or dead`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
+        }
+        const newId = await tx.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, await queueTime(tx));
+        return (await tx.deliveries.get(orgId, newId))!;
+      });
+      work.notify(orgId, 'queued');
+      return queued;
+    },
+
+    /**
+     * Re-queues every event of the organization received in [since, until) that was never
+     * delivered: dead and undeliverable ones get a new delivery, failed ones are made due now.
+     */
+    async recover(orgId: string, since: number, until?: number, options: RecoverOptions = {}): Promise<Recovered> {
+      // Without `until`: everything received so far, which may be later than the clock if it stepped back.
+      const end = until ?? (await store.read((tx) => tx.feed.receivedAt(store.clock.now()))) + 1;
+      if (!(since < end)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
+      /** Requeues the events with seq in [from, to) (in the caller's transaction). */
+      const recoverRange = async (tx: Tx, from: number, to: number) => {
+        await requireWebhook(tx, orgId);
+        const queuedAt = await queueTime(tx);
+        const queue = (await tx.deliveries.recoverable(orgId, from, to)).map((e) => ({
+          eventSeq: e.eventSeq,
+          orgId,
+          orderingKey: e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId),
+        }));
+        if (queue.length > 0) await tx.deliveries.insertMany(queue, queuedAt);
+        // Retries are due by the raw clock (see DeliveriesRepo.dueRows): made due now by it.
+        return { requeued: queue.length, retriedNow: await tx.deliveries.retryFailedNow(orgId, from, to, store.clock.now()) };
+      };
+      const inChunk = (lo: number, hi: number) => store.transaction((tx) => recoverRange(tx, lo, hi));
+      const { from, to } = await store.read((tx) => tx.feed.seqRange(since, end));
+      const counts = { requeued: 0, retriedNow: 0 };
+      options.onChunk?.(0, to - from);
+      try {
+        for (let lo = from; lo < to; lo += RECOVER_CHUNK_SEQS) {
+          const hi = Math.min(lo + RECOVER_CHUNK_SEQS, to);
+          const chunk = await inChunk(lo, hi);
+          counts.requeued += chunk.requeued;
+          counts.retriedNow += chunk.retriedNow;
+          options.onChunk?.(hi - from, to - from);
+          // The daemon's other work (the admin API, attempts, the feed) runs between two chunks.
+          if (hi < to) await yieldToEventLoop();
+        }
+      } catch (err) {
+        if (counts.requeued + counts.retriedNow === 0 || !(err instanceof HookrelayError) || err.code !== ErrorCode.databaseBusy) throw err;
+        work.notify(orgId, 'queued');
+        throw new HookrelayError(
+          ErrorCode.databaseBusy,
+          `the database stayed locked by another process (a hookrelay CLI command or a backup, say) part way through: ${counts.requeued} event(s) of the window were queued again and ${counts.retriedNow} failed delivery(ies) made due now; recover again shortly to do the rest (nothing is queued twice)`,
+          { cause: err },
+        );
+      }
+      if (from >= to) await store.read((tx) => requireWebhook(tx, orgId));
+      if (counts.requeued + counts.retriedNow > 0) work.notify(orgId, 'queued');
+      return counts;
+    },
+
+    /** Stores and queues a `webhook.test` event for the organization's webhook. */
+    async sendTest(orgId: string): Promise<DeliveryRow> {
+      const queued = await store.transaction(async (tx) => {
+        await requireWebhook(tx, orgId);
+        const now = await queueTime(tx);
+        const id = `evt_test_${randomUUID().replaceAll('-', '')}`;
+        const timestamp = iso(now);
+        const payload = JSON.stringify({ type: TEST_EVENT_TYPE, timestamp, data: { event_id: id, organization_id: orgId, message: 'Test notification from hookrelay' } });
+        const seq = await tx.deliveries.insertTestEvent(id, orgId, payload, now);
+        const deliveryId = await tx.deliveries.insert(seq, orgId, testOrderingKey(orgId, id), now);
+        return (await tx.deliveries.get(orgId, deliveryId))!;
+      });
+      work.notify(orgId, 'queued');
+      return queued;
     },
   };
 }

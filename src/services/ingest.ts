@@ -1,7 +1,8 @@
 import { LINE_EXCERPT_BYTES, lineExcerpt, parseFeedLine, RejectReason, sameNotification, statusChangeBody, storedBody, type ParsedLines, type StorableEvent, type StoredEvent } from '../domain/feed-event.ts';
 import { orderingKey, reorderReleaseAt } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
-import type { DeliveryToQueue, EventToStore, FeedPosition, FeedReject, Store } from '../store/repos.ts';
+import type { Store } from '../store/repos.ts';
+import type { DeliveryToQueue, EventToStore, FeedPosition, FeedReject } from '../store/types.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
 /** Least time between two notices of events stored for the same organization without a webhook (see createIngestService). */

@@ -1,9 +1,9 @@
 import type { Config } from '../config/load.ts';
 import { createNetworkPolicies } from '../domain/address-policy.ts';
 import { createLogger, type Logger } from '../log.ts';
-import { createDeliveryService } from './deliveries.ts';
 import { createDeliveryLogService } from './delivery-log.ts';
-import type { Store } from '../store/sqlite/store.ts';
+import { createOutboxService } from './outbox.ts';
+import type { Store } from '../store/repos.ts';
 import { createOrgService } from './orgs.ts';
 import { createRoleService } from './roles.ts';
 import { createStatusService } from './status.ts';
@@ -23,14 +23,14 @@ export function createServices(store: Store, config: Pick<Config, 'delivery'>, l
   const users = createUserService(store, orgs, roles);
   // The URL policy registration applies; every delivery attempt applies it again (dispatch/network-guard.ts).
   const checkTarget = createTargetCheck(createNetworkPolicies(config.delivery), config.delivery.allowHttp);
-  const webhooks = createWebhookService(store, orgs, { checkTarget, disableAfterMs: config.delivery.disableAfter }, work, log);
-  const deliveries = createDeliveryService(store, log.child({ subsystem: 'dispatch' }), {
+  const webhooks = createWebhookService(store, orgs, { checkTarget, disableAfterMs: config.delivery.disableAfter, secretRotationGraceMs: config.delivery.secretRotationGrace }, work, log);
+  // The dispatcher's side of the deliveries (claim, record); the API's and the CLI's is deliveryLog.
+  const outbox = createOutboxService(store, log.child({ subsystem: 'dispatch' }), {
     failingAfterFailures: config.delivery.failingAfterFailures,
     disableAfterMs: config.delivery.disableAfter,
-    secretRotationGraceMs: config.delivery.secretRotationGrace,
-  }, work);
-  const deliveryLog = createDeliveryLogService(store, { userAgent: DELIVERY_USER_AGENT });
+  });
+  const deliveryLog = createDeliveryLogService(store, { userAgent: DELIVERY_USER_AGENT }, work);
   const status = createStatusService(store, { disableAfterMs: config.delivery.disableAfter });
-  return { orgs, roles, users, webhooks, deliveries, deliveryLog, status };
+  return { orgs, roles, users, webhooks, outbox, deliveryLog, status };
 }
 export type Services = ReturnType<typeof createServices>;

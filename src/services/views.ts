@@ -1,13 +1,11 @@
+import { iso } from '../domain/iso.ts';
 import type { Webhook } from '../domain/types.ts';
 import { shownHeaders } from '../domain/webhook-headers.ts';
-import type { DeliveryRow } from '../store/repos.ts';
-import type { AttemptStats } from './delivery-log.ts';
-import { publicStatus, TEST_EVENT_TYPE } from './deliveries.ts';
+import type { DeliveryRow } from '../store/types.ts';
+import { publicStatus, TEST_EVENT_TYPE, type AttemptStats } from './delivery-log.ts';
 import type { WebhookHealthReport } from './webhooks.ts';
 
 /** Public JSON shapes shared by the admin API and the CLI's --json output. */
-
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 export function deliveryView(d: DeliveryRow) {
   const status = publicStatus(d);
@@ -38,8 +36,8 @@ export function webhookView(webhook: Webhook) {
     headers: shownHeaders(webhook.headers),
     status: webhook.status,
     rate_limit: webhook.rateLimit,
-    created_at: new Date(webhook.createdAt).toISOString(),
-    updated_at: new Date(webhook.updatedAt).toISOString(),
+    created_at: iso(webhook.createdAt),
+    updated_at: iso(webhook.updatedAt),
   };
 }
 

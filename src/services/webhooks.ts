@@ -2,12 +2,14 @@ import { ErrorCode, HookrelayError, validationError, type InvalidParam } from '.
 import { checkRateLimit } from '../domain/rate-window.ts';
 import { generateWebhookSecret } from '../domain/secrets.ts';
 import type { TargetRefusal } from '../domain/address-policy.ts';
-import type { Webhook } from '../domain/types.ts';
+import { iso } from '../domain/iso.ts';
+import { WebhookStatus, type Webhook } from '../domain/types.ts';
 import { checkWebhookUrl, loggableUrl } from '../domain/validation.ts';
 import { checkWebhookHeaders } from '../domain/webhook-headers.ts';
 import type { Logger } from '../log.ts';
-import type { Store, Tx, WebhookHealth } from '../store/repos.ts';
-import { healthSentence, type RecentFailure } from '../domain/webhook-health.ts';
+import type { Store, Tx } from '../store/repos.ts';
+import type { WebhookHealth, WebhookStatusChange } from '../store/types.ts';
+import { DisabledReason, disabledReasonText, healthSentence, type RecentFailure } from '../domain/webhook-health.ts';
 import type { OrgService } from './orgs.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
@@ -31,6 +33,50 @@ export interface WebhookServiceOptions {
   readonly checkTarget: TargetCheck;
   /** `delivery.disableAfter`, ms: health reports say when a failing webhook will be disabled. */
   readonly disableAfterMs: number;
+  /** `delivery.secretRotationGrace`, ms: how long the previous secret keeps signing after a rotation. */
+  readonly secretRotationGraceMs: number;
+}
+
+/** A webhook status change, logged once the transaction that made it has committed. */
+export interface LoggedStatusChange {
+  readonly orgId: string;
+  readonly url: string;
+  readonly change: WebhookStatusChange;
+  /** The webhook's health once the change was made, read in the same transaction (for the log line). */
+  health?: WebhookHealth | null;
+}
+
+/**
+ * Logs a webhook status change at warn, an operator filtering on warnings sees it: made by an
+ * attempt's outcome (the outbox's group commit) or by an operator (enable, disable).
+ */
+export function logStatusChange(log: Logger, { orgId, url, change, health }: LoggedStatusChange, by: 'delivery' | 'operator', disableAfterMs: number): void {
+  const reason = change.to === WebhookStatus.disabled ? disabledReasonText(change.disabledReason, disableAfterMs) : undefined;
+  const message =
+    change.to === WebhookStatus.disabled
+      ? `webhook disabled: ${reason}; its deliveries are held`
+      : change.to === WebhookStatus.failing
+        ? 'webhook failing: attempts fail in a row'
+        : by === 'operator'
+          ? 'webhook enabled: held deliveries go out'
+          : 'webhook active again: an attempt succeeded';
+  log.warn(
+    {
+      org: orgId,
+      url: loggableUrl(url),
+      from: change.from,
+      to: change.to,
+      ...(change.to === WebhookStatus.disabled ? { disabledReason: change.disabledReason } : {}),
+      ...(health && change.to !== WebhookStatus.active ? { consecutiveFailures: health.consecutiveFailures, failingSince: iso(health.failingSince) } : {}),
+      by,
+    },
+    message,
+  );
+}
+
+/** The error of an organization without a webhook, for every operation that needs one. */
+export function webhookNotConfigured(orgId: string): HookrelayError {
+  return new HookrelayError(ErrorCode.webhookNotConfigured, `organization "${orgId}" has no webhook; register one first`);
 }
 
 /** Why a webhook has its status: its delivery health, its latest failure, one sentence. */
@@ -50,10 +96,6 @@ export async function healthReport(tx: Tx, w: Webhook & WebhookHealth, disableAf
 
 export function createWebhookService(store: Store, orgs: OrgService, options: WebhookServiceOptions, work: WorkSignal = nobodyListens, log?: Logger) {
   const stateLog = log?.child({ subsystem: 'dispatch' });
-
-  function notConfigured(orgId: string): HookrelayError {
-    return new HookrelayError(ErrorCode.webhookNotConfigured, `organization "${orgId}" has no webhook; register one first`);
-  }
 
   return {
     /**
@@ -102,7 +144,7 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
       });
       const { previousStatus, ...result } = registration;
       if (previousStatus !== null && previousStatus !== result.webhook.status) {
-        // A state change, logged at warn like the others (see the delivery service).
+        // A state change, logged at warn like the others (see logStatusChange).
         stateLog?.warn({ org: orgId, url: loggableUrl(url), from: previousStatus, to: result.webhook.status, by: 'registration' }, 'webhook enabled: registered again, held deliveries go out');
       }
       // Held deliveries of a disabled webhook go out to the new URL at once.
@@ -113,7 +155,7 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
     /** The organization's webhook (never its secret), or `webhook_not_configured`. */
     async get(orgId: string): Promise<Webhook> {
       const webhook = await store.read((tx) => tx.webhooks.get(orgId));
-      if (!webhook) throw notConfigured(orgId);
+      if (!webhook) throw webhookNotConfigured(orgId);
       return webhook;
     },
 
@@ -126,7 +168,7 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
       return store.read(async (tx) => {
         const webhook = await tx.webhooks.get(orgId);
         const health = await tx.webhooks.health(orgId);
-        if (!webhook || !health) throw notConfigured(orgId);
+        if (!webhook || !health) throw webhookNotConfigured(orgId);
         const expires = await tx.webhooks.previousSecretExpiresAt(orgId);
         const previousSecretExpiresAt = webhook.activeHmac && expires !== null && expires > store.clock.now() ? expires : null;
         return { webhook, health: await healthReport(tx, { ...webhook, ...health }, options.disableAfterMs), previousSecretExpiresAt };
@@ -136,11 +178,37 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
     /** The signing secret, for admins and the operator; `secret_not_configured` when HMAC was never enabled. */
     async getSecret(orgId: string): Promise<string> {
       const webhook = await store.read((tx) => tx.webhooks.getWithSecret(orgId));
-      if (!webhook) throw notConfigured(orgId);
+      if (!webhook) throw webhookNotConfigured(orgId);
       if (!webhook.secret) {
         throw new HookrelayError(ErrorCode.secretNotConfigured, `the webhook of organization "${orgId}" has no signing secret; register it with active_hmac true`);
       }
       return webhook.secret;
+    },
+
+    /** New signing secret; the previous one keeps signing for the grace period. Returns the new secret once. */
+    rotateSecret(orgId: string): Promise<{ secret: string; previousSecretExpiresAt: number }> {
+      return store.transaction(async (tx) => {
+        const webhook = await tx.webhooks.getWithSecret(orgId);
+        if (!webhook) throw webhookNotConfigured(orgId);
+        if (!webhook.activeHmac) throw new HookrelayError(ErrorCode.secretNotConfigured, 'HMAC signing is off for this webhook; register it with active_hmac true first');
+        const now = store.clock.now();
+        const secret = generateWebhookSecret();
+        const previousSecretExpiresAt = now + options.secretRotationGraceMs;
+        await tx.webhooks.rotateSecret(orgId, secret, previousSecretExpiresAt, now);
+        return { secret, previousSecretExpiresAt };
+      });
+    },
+
+    /** Operator switch: `disabled` holds deliveries; `active` releases them. */
+    async setEnabled(orgId: string, enabled: boolean): Promise<void> {
+      const changed = await store.transaction(async (tx) => {
+        const webhook = await tx.webhooks.get(orgId);
+        if (!webhook) throw webhookNotConfigured(orgId);
+        const change = await tx.webhooks.setStatus(orgId, enabled ? WebhookStatus.active : WebhookStatus.disabled, enabled ? null : DisabledReason.operator, store.clock.now());
+        return change === null ? null : { orgId, url: webhook.url, change, health: await tx.webhooks.health(orgId) };
+      });
+      if (changed !== null && stateLog !== undefined) logStatusChange(stateLog, changed, 'operator', options.disableAfterMs);
+      work.notify(orgId, 'webhook');
     },
   };
 }

@@ -4,17 +4,18 @@
  * (pg/deliveries-repo.ts) runs the statement of listSql for its shape of filter.
  */
 import { orderingKey } from '../domain/ordering.ts';
-import type { ListFilter } from './repos.ts';
+import { inStatusIndex, isFresh } from './sql.ts';
+import type { ListFilter } from './types.ts';
 
 /** deliveries_org_status's condition, spelt as the index has it: without it SQLite would not use that partial index. */
-const IN_STATUS_INDEX = `(d.status <> 'pending' OR d.attempts > 0 OR d.lease_expires_at IS NOT NULL)`;
+const IN_STATUS_INDEX = inStatusIndex('d.');
 /**
  * The parts of the delivery log, each held by one index in id order (see listSql): fresh
  * deliveries (deliveries_org_fresh), and the pending-and-tried, delivered and dead ones
  * (deliveries_org_status, one status each).
  */
 const LOG_PARTS = {
-  fresh: `d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL`,
+  fresh: isFresh('d.'),
   tried: `d.status = 'pending' AND ${IN_STATUS_INDEX}`,
   delivered: `d.status = 'delivered' AND ${IN_STATUS_INDEX}`,
   dead: `d.status = 'dead' AND ${IN_STATUS_INDEX}`,

@@ -1,305 +1,43 @@
 /**
  * The store boundary: what the services, the API, the CLI and the dispatcher need of the
- * database, whichever it is (SQLite, the embedded default: store.ts; PostgreSQL: pg/). Every
+ * database, whichever it is (SQLite, the embedded default: sqlite/; PostgreSQL: pg/). Every
  * repository call is asynchronous and is made through the transaction it belongs to (`tx`,
  * handed out by Store.transaction and Store.read), so no caller holds a driver or a connection.
  *
- * The data types the repositories take and give are here too: they are what both backends
- * store, in the services' terms (camelCase, booleans, epoch ms), except DueRow, which is the
- * claim's raw row (see sendable).
+ * The values the repositories take and give are in types.ts; DueRow, the claim's raw row, is
+ * in rows.ts (see dueDeliveryOf).
  */
 import type { Clock } from '../domain/clock.ts';
-import { storedBody, type RejectReason, type StorableEvent, type StoredEvent } from '../domain/feed-event.ts';
+import type { StoredEvent } from '../domain/feed-event.ts';
 import type { Permission } from '../domain/permissions.ts';
 import type { RateWindow } from '../domain/rate-window.ts';
 import type { Organization, Role, User, Webhook, WebhookStatus, WebhookWithSecret } from '../domain/types.ts';
-import { parseStoredHeaders, type WebhookHeaders } from '../domain/webhook-headers.ts';
 import type { Logger } from '../log.ts';
 import type { WorkSignal } from '../domain/work.ts';
-
-export const DeliveryStatus = { pending: 'pending', delivered: 'delivered', dead: 'dead' } as const;
-export type DeliveryStatus = (typeof DeliveryStatus)[keyof typeof DeliveryStatus];
-
-/** A delivery the dispatcher may attempt now, with everything the attempt needs. */
-export interface DueDelivery {
-  readonly id: number;
-  readonly orgId: string;
-  readonly orderingKey: number;
-  readonly attempts: number;
-  readonly eventId: string;
-  /** Its event's anticipation request (for logs). */
-  readonly anticipationRequestId: string;
-  readonly payload: string;
-  readonly url: string;
-  /** The webhook's own headers, read with its URL: sent on this attempt. */
-  readonly headers: WebhookHeaders;
-  readonly activeHmac: boolean;
-  readonly secret: string | null;
-  readonly previousSecret: string | null;
-  readonly previousSecretExpiresAt: number | null;
-  /**
-   * Why no request body can be built from the stored event (a damaged row), or null. Such a
-   * delivery can never be sent: the dispatcher marks it dead with this reason and goes on.
-   */
-  readonly unsendable: string | null;
-}
-
-export interface DeliveryRow {
-  readonly id: number;
-  readonly orgId: string;
-  readonly eventId: string;
-  readonly eventType: string;
-  readonly anticipationRequestId: string;
-  readonly status: DeliveryStatus;
-  readonly attempts: number;
-  readonly nextAttemptAt: number;
-  readonly lastAttemptAt: number | null;
-  readonly lastStatusCode: number | null;
-  readonly lastError: string | null;
-  readonly createdAt: number;
-  readonly updatedAt: number;
-}
-
-export interface AttemptRow {
-  readonly id: number;
-  readonly attempt: number;
-  readonly startedAt: number;
-  readonly durationMs: number;
-  readonly url: string;
-  readonly statusCode: number | null;
-  readonly errorClass: string | null;
-  readonly errorDetail: string | null;
-  readonly responseBody: string | null;
-  readonly outcome: string;
-  /** The webhook-timestamp (seconds) the attempt sent; null when it sent nothing, or was recorded before schema 10. */
-  readonly sentTimestamp: number | null;
-  /** The webhook-signature header it sent; null when unsigned, nothing sent, or recorded before schema 10. */
-  readonly sentSignature: string | null;
-}
-
-export interface ListFilter {
-  readonly status?: DeliveryStatus | 'failed' | undefined;
-  /** Queued at or after (epoch ms). */
-  readonly since?: number | undefined;
-  /** Queued before (epoch ms). */
-  readonly until?: number | undefined;
-  /** Cursor: only deliveries with a smaller id (newest first). */
-  readonly beforeId?: number | undefined;
-  /**
-   * Only deliveries with this id or a larger one. A time window becomes this and beforeId
-   * (DeliveriesRepo.idsCreated), so that a page deep in a large log is found without reading
-   * the newer deliveries first.
-   */
-  readonly fromId?: number | undefined;
-  /**
-   * Only deliveries of this anticipation request. No index holds deliveries by request (one
-   * would be written at a random place for every ingested event), so the deliveries with ids
-   * in [fromId, beforeId) are read one by one: the caller bounds that range.
-   */
-  readonly requestId?: string | undefined;
-  readonly limit: number;
-}
-
-/** Attempts of one bucket of time (see DeliveriesRepo.attemptCounts). */
-export interface AttemptCount {
-  /** The bucket's number: 0 for the one starting at the window's start. */
-  readonly bucket: number;
-  /** Attempts that delivered (a 2xx answer). */
-  readonly succeeded: number;
-  /** Every other attempt: an error answer, a timeout, a connection failure, a refusal. */
-  readonly failed: number;
-}
-
-
-/** A due delivery as read, before its request body is built (see sendable). */
-export interface DueRow {
-  id: number;
-  org_id: string;
-  ordering_key: number;
-  attempts: number;
-  event_id: string;
-  anticipation_request_id: string;
-  occurred_at: number;
-  payload: string;
-  url: string;
-  /** JSON text (SQLite) or the parsed jsonb (PostgreSQL) of the webhook's headers, or null. */
-  headers: unknown;
-  active_hmac: number;
-  secret: string | null;
-  previous_secret: string | null;
-  previous_secret_expires_at: number | null;
-  /** PostgreSQL: a later pending change of its request waits behind it (left out of the due rows). */
-  holds_back?: boolean;
-}
-/** The request body of a due row, or why there can be none. */
-function bodyOf(r: DueRow): { payload: string; unsendable: string | null } {
-  try {
-    return { payload: storedBody({ id: r.event_id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, occurredAt: r.occurred_at, payload: r.payload }), unsendable: null };
-  } catch (err) {
-    return { payload: '', unsendable: `the stored event cannot be turned into a request body (${err instanceof Error ? err.message : String(err)})` };
-  }
-}
-/** The due delivery of a row read by dueRows(), with its request body (or why it cannot have one). */
-export const sendable = (r: DueRow): DueDelivery => ({
-  id: r.id,
-  orgId: r.org_id,
-  orderingKey: r.ordering_key,
-  attempts: r.attempts,
-  eventId: r.event_id,
-  anticipationRequestId: r.anticipation_request_id,
-  ...bodyOf(r),
-  url: r.url,
-  headers: parseStoredHeaders(r.headers),
-  activeHmac: r.active_hmac === 1,
-  secret: r.secret,
-  previousSecret: r.previous_secret,
-  previousSecretExpiresAt: r.previous_secret_expires_at,
-});
-
-
-/** How many of an organization's newest tried deliveries recentFailure() looks at, per status. */
-export const RECENT_FAILURE_WINDOW = 2000;
-
-/** Where a tailed feed file was last committed, and how to recognise that file again. */
-export interface FeedPosition {
-  readonly source: string;
-  readonly dev: string;
-  readonly ino: string;
-  /** sha256 (hex) of the file's first `fingerprintBytes` bytes. */
-  readonly fingerprint: string;
-  readonly fingerprintBytes: number;
-  /** Byte offset just past the last committed line. */
-  readonly position: number;
-  /**
-   * sha256 (hex) of the up to 256 bytes just before `position`: a file rewritten with the same
-   * first bytes is told apart by what precedes the committed position. Null for positions
-   * committed before schema version 8.
-   */
-  readonly tailFingerprint: string | null;
-}
-
-export interface FeedReject {
-  readonly id: number;
-  readonly source: string;
-  readonly position: number | null;
-  readonly lineBytes: number;
-  readonly raw: Buffer;
-  readonly reason: RejectReason;
-  readonly detail: string;
-  readonly eventId: string | null;
-  readonly receivedAt: number;
-}
-
-export interface FeedStats {
-  readonly source: string;
-  readonly accepted: number;
-  readonly duplicates: number;
-  readonly quarantined: number;
-  readonly updatedAt: number;
-}
-
-
-/** Delivery health of a webhook, kept by the dispatcher. */
-export interface WebhookHealth {
-  readonly consecutiveFailures: number;
-  readonly failingSince: number | null;
-  readonly lastSuccessAt: number | null;
-  readonly disabledReason: string | null;
-}
-
-/** A webhook's status before and after a change, with why it was disabled when it was. */
-export interface WebhookStatusChange {
-  readonly from: WebhookStatus;
-  readonly to: WebhookStatus;
-  readonly disabledReason: string | null;
-}
-
-/** A webhook with its delivery health, for status reports (never the secret). */
-export interface WebhookWithHealth extends Webhook, WebhookHealth {
-  /** Its deliveries sent after a later change of their request (see DeliveriesRepo.lease); always 0 on SQLite. */
-  readonly outOfOrderDeliveries: number;
-}
-
-
-/** Rows a prune removed (or, in a dry run, would remove). */
-export interface PrunedRows {
-  events: number;
-  deliveries: number;
-  attempts: number;
-  quarantinedLines: number;
-}
-
-export const noPrunedRows = (): PrunedRows => ({ events: 0, deliveries: 0, attempts: 0, quarantinedLines: 0 });
-
-/**
- * The newest row of each table a prune may touch. Rowids are never handed out twice: SQLite
- * gives a new row max(rowid) + 1, so removing the newest row would give its id (an event's seq,
- * a delivery id the API shows, a quarantine id the CLI pages by) to the next row. Retention keeps
- * these rows, whatever their age.
- */
-export interface Newest {
-  /** Not a newest row: the oldest event's seq, where a pass starts. */
-  readonly oldestSeq: number;
-  readonly seq: number;
-  readonly deliveryId: number;
-  readonly attemptId: number;
-  readonly rejectId: number;
-}
-
-
-/** An event to store, read at byte `position` of its source (null: a source without offsets). */
-export interface EventToStore {
-  readonly event: StorableEvent;
-  readonly position: number | null;
-}
-
-/** A delivery to queue: the outbox row of a stored event for its organization's webhook. */
-export interface DeliveryToQueue {
-  readonly eventSeq: number;
-  readonly orgId: string;
-  readonly orderingKey: number;
-  /**
-   * Where the change stands in its request's order (epoch ms; PostgreSQL, see
-   * DeliveriesRepo.dueRows): a feed line's occurred_at. Absent: the queue time (a recovery
-   * queues old events in the order it queues them, as a replay does).
-   */
-  readonly orderAt?: number;
-  /** Not sent before this (epoch ms; PostgreSQL: the reorder window, see reorderReleaseAt). Absent: the queue time. */
-  readonly releaseAt?: number;
-}
-
-/** A change of a request leased for its first attempt after a later change of the request was already sent (see DeliveriesRepo.lease). */
-export interface OutOfOrderDelivery {
-  readonly id: number;
-  readonly orgId: string;
-  readonly eventId: string;
-  readonly anticipationRequestId: string;
-}
-
-/** A finished attempt as stored in the attempts log. */
-export type AttemptToStore = Omit<AttemptRow, 'id'> & { readonly deliveryId: number };
-
-/** An organization's turn to claim (see DeliveriesRepo.claimTurns). */
-export interface ClaimTurn {
-  /** Deliveries of the organization leased now by other instances (unexpired leases). */
-  readonly leasedElsewhere: number;
-  /** The webhook's stored status is `failing`. */
-  readonly failing: boolean;
-  /** The database is shared by several instances (PostgreSQL): claims take only what can start now. */
-  readonly shared: boolean;
-  /** The webhook's rate limit and the deliveries it started lately, or null (no limit, or not asked for). */
-  readonly rate?: RateState | null;
-}
-
-/** A delivery's new state once an attempt has ended (see DeliveriesRepo.settle). */
-export interface Settlement {
-  readonly status: DeliveryStatus;
-  readonly attempts: number;
-  readonly nextAttemptAt: number;
-  readonly at: number;
-  readonly statusCode: number | null;
-  readonly error: string | null;
-}
+import type { DueRow } from './rows.ts';
+import type {
+  AttemptCount,
+  AttemptRow,
+  AttemptToStore,
+  ClaimTurn,
+  DeliverableWebhook,
+  DeliveryRow,
+  DeliveryToQueue,
+  EventToStore,
+  FeedPosition,
+  FeedReject,
+  FeedStats,
+  ListFilter,
+  PruneBounds,
+  PrunedRows,
+  RateState,
+  Settlement,
+  WebhookHealth,
+  WebhookSettings,
+  WebhookSigningKeys,
+  WebhookStatusChange,
+  WebhookWithHealth,
+} from './types.ts';
 
 export interface OrgsRepo {
   /** Inserts; returns false when the id is taken. */
@@ -323,15 +61,6 @@ export interface UsersRepo {
   setRole(userId: number, roleName: string, now: number): Promise<void>;
   remove(userId: number): Promise<void>;
   countOthersWithPermission(orgId: string, exceptUserId: number, permission: Permission): Promise<number>;
-}
-
-/** Where a webhook's requests go and what signs them: only services that sign a request load it. */
-export interface WebhookSigningKeys {
-  readonly url: string;
-  readonly activeHmac: boolean;
-  readonly secret: string | null;
-  readonly previousSecret: string | null;
-  readonly previousSecretExpiresAt: number | null;
 }
 
 export interface WebhooksRepo {
@@ -391,34 +120,6 @@ export interface WebhooksRepo {
    * the clock their windows are in). For reports (status, metrics).
    */
   rateStates(now: number): Promise<RateState[]>;
-}
-
-/** What a webhook registration sets besides its URL and signing. */
-export interface WebhookSettings {
-  /** Deliveries per second at most (1-10,000); null for no limit. */
-  readonly rateLimit: number | null;
-  /** The webhook's own headers, sent on every attempt (none: empty). */
-  readonly headers: WebhookHeaders;
-}
-
-/** A webhook registered without settings: no rate limit, no headers of its own. */
-export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = Object.freeze({ rateLimit: null, headers: Object.freeze([]) as WebhookHeaders });
-
-/** A webhook that may receive deliveries (WebhooksRepo.deliverable). */
-export interface DeliverableWebhook {
-  readonly orgId: string;
-  readonly status: WebhookStatus;
-  readonly lastSuccessAt: number | null;
-  readonly rateLimit: number | null;
-}
-
-/** A webhook's rate limit and the deliveries it started lately, judged at `now` (see domain/rate-window.ts). */
-export interface RateState {
-  readonly orgId: string;
-  readonly limit: number;
-  readonly window: RateWindow;
-  /** Epoch ms, in the clock of `window`. */
-  readonly now: number;
 }
 
 /**
@@ -491,7 +192,7 @@ export interface DeliveriesRepo {
   /**
    * Up to `limit` deliveries of the organization that may be attempted now (not leased, not
    * held back by an earlier change of their request, webhook not disabled), oldest due first,
-   * without their request body (see sendable). It locks nothing: on a backend shared by several
+   * without their request body (see dueDeliveryOf). It locks nothing: on a backend shared by several
    * instances, call it within the organization's claim turn (claimTurns), which keeps other
    * claims for the organization out until this transaction ends.
    *
@@ -531,7 +232,7 @@ export interface DeliveriesRepo {
   get(orgId: string, id: number): Promise<DeliveryRow | null>;
   attempts(deliveryId: number): Promise<AttemptRow[]>;
   /**
-   * Newest first. `status` is the public status: `pending` is never attempted, `failed` attempted
+   * PruneBounds first. `status` is the public status: `pending` is never attempted, `failed` attempted
    * and waiting for a retry. Each part of the log (fresh, pending and tried, delivered, dead) is
    * read newest first through its own index, within [fromId, beforeId), and the parts merged:
    * a page costs the same at the front of the log and deep in it.
@@ -557,7 +258,7 @@ export interface DeliveriesRepo {
   /** Events of the organization with seq in [from, to) that were never delivered and are not queued. */
   recoverable(orgId: string, from: number, to: number): Promise<Array<{ eventSeq: number; eventId: string; orgId: string; anticipationRequestId: string; type: string }>>;
   /** Makes failed (pending, already attempted) deliveries of events with seq in [from, to) due now. */
-  hurryFailed(orgId: string, from: number, to: number, now: number): Promise<number>;
+  retryFailedNow(orgId: string, from: number, to: number, now: number): Promise<number>;
   /**
    * Counts up to `limit` pending deliveries of the organization with an id above `after`:
    * `fresh` ones (never attempted, not leased) or `tried` ones (attempted, or leased now).
@@ -580,14 +281,14 @@ export interface DeliveriesRepo {
 
 export interface RetentionRepo {
   /** The newest row of each table, and the oldest event (0 when a table is empty). */
-  newest(): Promise<Newest>;
+  newest(): Promise<PruneBounds>;
   /**
    * Looks at up to `limit` events with seq in (after, before), oldest first, and removes those
    * whose deliveries were all delivered before `cutoff` (epoch ms), with their deliveries and
    * attempts; with `dryRun` only counts them. Returns the last seq looked at (null: none left)
    * and the rows removed.
    */
-  pruneEvents(o: { after: number; before: number; cutoff: number; newest: Newest; limit: number; dryRun: boolean }): Promise<{ last: number | null; removed: PrunedRows }>;
+  pruneEvents(o: { after: number; before: number; cutoff: number; newest: PruneBounds; limit: number; dryRun: boolean }): Promise<{ last: number | null; removed: PrunedRows }>;
   /** Removes up to `limit` quarantined lines received before `cutoff` (never the newest one); returns how many. */
   pruneRejects(cutoff: number, newestId: number, limit: number): Promise<number>;
   /** How many quarantined lines pruneRejects would remove in all. */

@@ -3,15 +3,23 @@
  * mapping to the services' types. Flags are 0/1 in SQLite and booleans in PostgreSQL.
  */
 import { isPermission, type Permission } from '../domain/permissions.ts';
-import type { RejectReason } from '../domain/feed-event.ts';
+import { storedBody, type RejectReason, type StoredEvent } from '../domain/feed-event.ts';
 import { decodeRateWindow, EMPTY_RATE_WINDOW, type RateWindow } from '../domain/rate-window.ts';
-import type { Role, User, Webhook, WebhookStatus } from '../domain/types.ts';
+import type { Organization, Role, User, Webhook, WebhookStatus } from '../domain/types.ts';
 import { parseStoredHeaders } from '../domain/webhook-headers.ts';
-import type { AttemptRow, DeliveryRow, DeliveryStatus, FeedPosition, FeedReject, WebhookHealth } from './repos.ts';
+import type { AttemptRow, DeliverableWebhook, DeliveryRow, DeliveryStatus, DueDelivery, FeedPosition, FeedReject, FeedStats, PruneBounds, WebhookHealth, WebhookSigningKeys } from './types.ts';
 
 /** A 0/1 flag (SQLite) or a boolean (PostgreSQL). */
 type Flag = number | boolean;
 const isSet = (flag: Flag): boolean => flag === true || flag === 1;
+
+export interface OrgRow {
+  id: string;
+  name: string;
+  created_at: number;
+}
+export const ORG_COLUMNS = 'id, name, created_at';
+export const toOrg = (row: OrgRow): Organization => ({ id: row.id, name: row.name, createdAt: row.created_at });
 
 export interface UserRow {
   id: number;
@@ -38,6 +46,7 @@ export interface RoleRow {
   permissions: string;
   builtin: Flag;
 }
+export const ROLE_COLUMNS = 'name, description, permissions, builtin';
 export function toRole(row: RoleRow): Role {
   const parsed: unknown = JSON.parse(row.permissions);
   // A permission this code no longer knows grants nothing (deny by default).
@@ -62,6 +71,33 @@ export interface WebhookHealthRow {
   last_success_at: number | null;
   disabled_reason: string | null;
 }
+/** A webhook's columns (WebhookBaseRow): never its secrets. */
+export const WEBHOOK_COLUMNS = 'org_id, url, active_hmac, headers, status, rate_limit, created_at, updated_at';
+/** A webhook's delivery health (WebhookHealthRow). */
+export const HEALTH_COLUMNS = 'consecutive_failures, failing_since, last_success_at, disabled_reason';
+/** Where a webhook's requests go and what signs them (SigningKeysRow). */
+export const SIGNING_KEY_COLUMNS = 'url, active_hmac, secret, previous_secret, previous_secret_expires_at';
+export interface SigningKeysRow {
+  url: string;
+  active_hmac: Flag;
+  secret: string | null;
+  previous_secret: string | null;
+  previous_secret_expires_at: number | null;
+}
+export const toSigningKeys = (row: SigningKeysRow): WebhookSigningKeys => ({
+  url: row.url,
+  activeHmac: isSet(row.active_hmac),
+  secret: row.secret,
+  previousSecret: row.previous_secret,
+  previousSecretExpiresAt: row.previous_secret_expires_at,
+});
+export interface DeliverableRow {
+  org_id: string;
+  status: WebhookStatus;
+  last_success_at: number | null;
+  rate_limit: number | null;
+}
+export const toDeliverable = (r: DeliverableRow): DeliverableWebhook => ({ orgId: r.org_id, status: r.status, lastSuccessAt: r.last_success_at, rateLimit: r.rate_limit });
 export const toWebhook = (row: WebhookBaseRow): Webhook => ({
   orgId: row.org_id,
   url: row.url,
@@ -79,6 +115,43 @@ export const toHealth = (row: WebhookHealthRow): WebhookHealth => ({
   disabledReason: row.disabled_reason,
 });
 
+/** An event's stored columns, what its webhook body is built from (see storedBody). */
+export interface EventRow {
+  id: string;
+  org_id: string;
+  anticipation_request_id: string;
+  payload: string;
+  occurred_at: number;
+}
+export const EVENT_COLUMNS = 'id, org_id, anticipation_request_id, payload, occurred_at';
+export const toStoredEvent = (row: EventRow): StoredEvent => ({
+  id: row.id,
+  orgId: row.org_id,
+  anticipationRequestId: row.anticipation_request_id,
+  occurredAt: row.occurred_at,
+  payload: row.payload,
+});
+
+/** An event that may be queued again (DeliveriesRepo.recoverable). */
+export interface RecoverableRow {
+  seq: number;
+  id: string;
+  org_id: string;
+  anticipation_request_id: string;
+  type: string;
+}
+export const toRecoverable = (r: RecoverableRow) => ({ eventSeq: r.seq, eventId: r.id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, type: r.type });
+
+export interface StatsRow {
+  source: string;
+  accepted: number;
+  duplicates: number;
+  quarantined: number;
+  updated_at: number;
+}
+export const STATS_COLUMNS = 'source, accepted, duplicates, quarantined, updated_at';
+export const toFeedStats = (r: StatsRow): FeedStats => ({ source: r.source, accepted: r.accepted, duplicates: r.duplicates, quarantined: r.quarantined, updatedAt: r.updated_at });
+
 export interface PositionRow {
   source: string;
   dev: string;
@@ -88,6 +161,7 @@ export interface PositionRow {
   position: number;
   tail_fingerprint: string | null;
 }
+export const POSITION_COLUMNS = 'source, dev, ino, fingerprint, fingerprint_bytes, position, tail_fingerprint';
 export const toPosition = (row: PositionRow): FeedPosition => ({
   source: row.source,
   dev: row.dev,
@@ -109,6 +183,7 @@ export interface RejectRow {
   event_id: string | null;
   received_at: number;
 }
+export const REJECT_COLUMNS = 'id, source, position, line_bytes, raw, reason, detail, event_id, received_at';
 export const toReject = (r: RejectRow): FeedReject => ({
   id: r.id,
   source: r.source,
@@ -184,6 +259,16 @@ export const toAttempt = (r: AttemptLogRow): AttemptRow => ({
   sentSignature: r.sent_signature,
 });
 
+/** The newest rows a prune keeps (NEWEST_SQL's row; null: an empty table). */
+export interface NewestRow {
+  oldest_seq: number | null;
+  seq: number | null;
+  delivery_id: number | null;
+  attempt_id: number | null;
+  reject_id: number | null;
+}
+export const toNewest = (r: NewestRow): PruneBounds => ({ oldestSeq: r.oldest_seq ?? 0, seq: r.seq ?? 0, deliveryId: r.delivery_id ?? 0, attemptId: r.attempt_id ?? 0, rejectId: r.reject_id ?? 0 });
+
 /** A webhook's rate window as SQLite stores it (JSON text, see webhooks-repo.ts), read back; null or unreadable text is an empty window. */
 export function rateWindowOf(text: string | null): RateWindow {
   if (text === null) return EMPTY_RATE_WINDOW;
@@ -193,3 +278,48 @@ export function rateWindowOf(text: string | null): RateWindow {
     return EMPTY_RATE_WINDOW;
   }
 }
+
+/** A due delivery as read, before its request body is built (see dueDeliveryOf). */
+export interface DueRow {
+  id: number;
+  org_id: string;
+  ordering_key: number;
+  attempts: number;
+  event_id: string;
+  anticipation_request_id: string;
+  occurred_at: number;
+  payload: string;
+  url: string;
+  /** JSON text (SQLite) or the parsed jsonb (PostgreSQL) of the webhook's headers, or null. */
+  headers: unknown;
+  active_hmac: number;
+  secret: string | null;
+  previous_secret: string | null;
+  previous_secret_expires_at: number | null;
+  /** PostgreSQL: a later pending change of its request waits behind it (left out of the due rows). */
+  holds_back?: boolean;
+}
+/** The request body of a due row, or why there can be none. */
+function bodyOf(r: DueRow): { payload: string; unsendable: string | null } {
+  try {
+    return { payload: storedBody({ id: r.event_id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, occurredAt: r.occurred_at, payload: r.payload }), unsendable: null };
+  } catch (err) {
+    return { payload: '', unsendable: `the stored event cannot be turned into a request body (${err instanceof Error ? err.message : String(err)})` };
+  }
+}
+/** The due delivery of a row read by dueRows(), with its request body (or why it cannot have one). */
+export const dueDeliveryOf = (r: DueRow): DueDelivery => ({
+  id: r.id,
+  orgId: r.org_id,
+  orderingKey: r.ordering_key,
+  attempts: r.attempts,
+  eventId: r.event_id,
+  anticipationRequestId: r.anticipation_request_id,
+  ...bodyOf(r),
+  url: r.url,
+  headers: parseStoredHeaders(r.headers),
+  activeHmac: r.active_hmac === 1,
+  secret: r.secret,
+  previousSecret: r.previous_secret,
+  previousSecretExpiresAt: r.previous_secret_expires_at,
+});

@@ -1,8 +1,8 @@
 import type { Context } from 'koa';
 import { validationError, type InvalidParam } from '../../domain/errors.ts';
+import { iso } from '../../domain/iso.ts';
 import { Permission } from '../../domain/permissions.ts';
-import type { AttemptRow } from '../../store/repos.ts';
-import type { DeliveryService } from '../../services/deliveries.ts';
+import type { AttemptRow } from '../../store/types.ts';
 import { STATS_WINDOWS, type DeliveryLogService, type RequestAsSent, type StatsWindow } from '../../services/delivery-log.ts';
 import { attemptStatsView, deliveryView } from '../../services/views.ts';
 import type { SecuredRouter } from '../secured-router.ts';
@@ -13,7 +13,6 @@ const MAX_PAGE = 200;
 const MAX_REQUEST_ID = 200;
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 const WINDOWS = Object.keys(STATS_WINDOWS) as StatsWindow[];
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 function attemptView(a: AttemptRow) {
   return {
@@ -64,7 +63,7 @@ function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-export function registerDeliveryRoutes(router: SecuredRouter, services: { deliveries: DeliveryService; deliveryLog: DeliveryLogService }): void {
+export function registerDeliveryRoutes(router: SecuredRouter, services: { deliveryLog: DeliveryLogService }): void {
   router.route(['GET'], '/webhook/deliveries', Permission.webhookRead, async (ctx, principal) => {
     const invalid: InvalidParam[] = [];
     const q = ctx.query;
@@ -114,7 +113,7 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
   });
 
   router.route(['POST'], '/webhook/deliveries/:id/replay', Permission.webhookManage, async (ctx, principal) => {
-    const delivery = await services.deliveries.replay(principal.orgId, deliveryId(ctx));
+    const delivery = await services.deliveryLog.replay(principal.orgId, deliveryId(ctx));
     ctx.status = 202;
     ctx.body = { message: `Event ${delivery.eventId} queued again as delivery ${delivery.id}`, delivery: deliveryView(delivery) };
   });
@@ -131,29 +130,20 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
       const until = parseTime('until', body.until, invalid);
       if (invalid.length > 0) throw validationError('the request body is invalid', invalid);
       // In chunks, each a transaction of its own that waits for the lock on its own (in the store).
-      const result = await services.deliveries.recover(principal.orgId, since!, until);
+      const result = await services.deliveryLog.recover(principal.orgId, since!, until);
       ctx.status = 202;
       ctx.body = {
-        message: `${result.requeued} event(s) queued again, ${result.hurried} failed delivery(ies) made due now`,
+        message: `${result.requeued} event(s) queued again, ${result.retriedNow} failed delivery(ies) made due now`,
         requeued: result.requeued,
-        retried_now: result.hurried,
+        retried_now: result.retriedNow,
       };
     },
     { body: true },
   );
 
   router.route(['POST'], '/webhook/test', Permission.webhookManage, async (ctx, principal) => {
-    const delivery = await services.deliveries.sendTest(principal.orgId);
+    const delivery = await services.deliveryLog.sendTest(principal.orgId);
     ctx.status = 202;
     ctx.body = { message: `Test event ${delivery.eventId} queued as delivery ${delivery.id}`, delivery: deliveryView(delivery) };
-  });
-
-  router.route(['POST'], '/webhook/rotate_secret', Permission.webhookManage, async (ctx, principal) => {
-    const { secret, previousSecretExpiresAt } = await services.deliveries.rotateSecret(principal.orgId);
-    ctx.body = {
-      message: 'Signing secret rotated: give the new secret to your receiver (an admin can read it again with GET /webhook/get_secret); the previous one keeps signing until previous_secret_expires_at',
-      secret,
-      previous_secret_expires_at: iso(previousSecretExpiresAt),
-    };
   });
 }

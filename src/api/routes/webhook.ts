@@ -1,10 +1,10 @@
+import { iso } from '../../domain/iso.ts';
 import { Permission } from '../../domain/permissions.ts';
 import { secretRotationView, webhookHealthView, webhookView } from '../../services/views.ts';
 import type { WebhookService } from '../../services/webhooks.ts';
-import type { DeliveryService } from '../../services/deliveries.ts';
 import type { SecuredRouter } from '../secured-router.ts';
 
-export function registerWebhookRoutes(router: SecuredRouter, services: { webhooks: WebhookService; deliveries: DeliveryService }): void {
+export function registerWebhookRoutes(router: SecuredRouter, services: { webhooks: WebhookService }): void {
   router.route(
     ['POST', 'PUT'],
     '/webhook/register_webhook',
@@ -40,11 +40,20 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
     ctx.body = { secret: await services.webhooks.getSecret(principal.orgId) };
   });
 
+  router.route(['POST'], '/webhook/rotate_secret', Permission.webhookManage, async (ctx, principal) => {
+    const { secret, previousSecretExpiresAt } = await services.webhooks.rotateSecret(principal.orgId);
+    ctx.body = {
+      message: 'Signing secret rotated: give the new secret to your receiver (an admin can read it again with GET /webhook/get_secret); the previous one keeps signing until previous_secret_expires_at',
+      secret,
+      previous_secret_expires_at: iso(previousSecretExpiresAt),
+    };
+  });
+
   // Disabling holds the webhook's deliveries (kept, not dropped); enabling lets them go out and
   // starts the failure count over. The same as `hookrelay webhook disable|enable`.
   for (const [action, enabled] of [['disable', false], ['enable', true]] as const) {
     router.route(['POST'], `/webhook/${action}`, Permission.webhookManage, async (ctx, principal) => {
-      await services.deliveries.setEnabled(principal.orgId, enabled);
+      await services.webhooks.setEnabled(principal.orgId, enabled);
       const { webhook, health, previousSecretExpiresAt } = await services.webhooks.getWithHealth(principal.orgId);
       ctx.body = {
         message: enabled ? 'Webhook enabled: held deliveries go out' : 'Webhook disabled: its deliveries are held, not dropped, until it is enabled',

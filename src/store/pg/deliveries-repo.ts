@@ -1,29 +1,33 @@
-import { orderedSearchSql } from './ordered-search.ts';
-import { EVENT_TYPE } from '../../domain/feed-event.ts';
+import { keyRangeOf, orderedSearchSql } from './ordered-search.ts';
 import { decodeRateWindow } from '../../domain/rate-window.ts';
+import type { DeliveriesRepo } from '../repos.ts';
 import {
-  DeliveryStatus,
+  deliveryByIdSql,
+  deliveryRowColumns,
+  dueJoinSql,
+  dueRetriesSql,
+  hurryFailedSql,
+  isFresh,
+  latestFailure,
+  markUnsendableSql,
+  nextRetrySql,
+  numbered,
+  oldestDue,
+  QUEUE_GAUGES,
+  RECENT_FAILURE_STATUSES,
   RECENT_FAILURE_WINDOW,
-  type AttemptCount,
-  type AttemptRow,
-  type AttemptToStore,
-  type ClaimTurn,
-  type DeliveriesRepo,
-  type DeliveryRow,
-  type DeliveryToQueue,
-  type DueRow,
-  type ListFilter,
-  type Settlement,
-} from '../repos.ts';
+  recoverableSql,
+} from '../sql.ts';
+import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryToQueue, ListFilter, Settlement } from '../types.ts';
 import { listParams, listSql, type ListParams } from '../delivery-log.ts';
-import { ATTEMPT_COLUMNS, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from '../rows.ts';
+import { ATTEMPT_COLUMNS, toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
 import { createPgFeedRepo } from './feed-repo.ts';
 import { PG_CLOCK_MS } from './webhooks-repo.ts';
 import { withoutNul } from './text.ts';
 
 /**
- * The deliveries repository on PostgreSQL, as ../deliveries-repo.ts on SQLite: the same
+ * The deliveries repository on PostgreSQL, as ../sqlite/deliveries-repo.ts on SQLite: the same
  * queries (the same partial indexes, see migrations.ts), the same rows and answers, for a
  * database that several instances share. What the sharing adds:
  *
@@ -51,7 +55,7 @@ import { withoutNul } from './text.ts';
  * whether tried (waiting for its retry) or fresh (not sent yet, or held by the reorder window).
  * So a request never has two deliveries in flight, and its changes go out in the order they
  * happened, whichever instance's feed stored them first (issue 30; on SQLite "earlier" is the
- * storage order, see ../deliveries-repo.ts). Served by deliveries_request_pending (every
+ * storage order, see ../sqlite/deliveries-repo.ts). Served by deliveries_request_pending (every
  * pending delivery of the request: a handful).
  */
 const HELD_BACK = `SELECT 1 FROM deliveries p
@@ -72,17 +76,10 @@ const QUEUE_NOW = 'greatest($2::bigint, (SELECT n.created_at FROM deliveries n O
  */
 const HOLDS_BACK = `EXISTS (SELECT 1 FROM deliveries q
   WHERE q.ordering_key = d.ordering_key AND q.org_id = d.org_id AND q.status = 'pending' AND (q.order_at, q.id) > (d.order_at, d.id))`;
-const IN_STATUS_INDEX = `(status <> 'pending' OR attempts > 0 OR lease_expires_at IS NOT NULL)`;
-/**
- * An event's type: a whole stored body names it; stored details are a status change's. The
- * cast to jsonb is made only for a whole body (CASE evaluates the branch it takes).
- */
-const EVENT_TYPE_SQL = `CASE WHEN left(e.payload, 1) = '{' THEN e.payload::jsonb ->> 'type' ELSE '${EVENT_TYPE}' END`;
-const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL} AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
-  d.last_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at`;
+const ROW_COLUMNS = deliveryRowColumns('postgres');
 
 /**
- * The due rows of an organization ($1) at $2, at most $3: ../deliveries-repo.ts's dueSql, in
+ * The due rows of an organization ($1) at $2, at most $3: ../sqlite/deliveries-repo.ts's dueSql, in
  * PostgreSQL's words (exported for the EXPLAIN checks), but for two things: a fresh delivery
  * is due once released (release_at, the reorder window), read by release time through
  * deliveries_org_release, so that the window's held changes are never visited; and HELD_BACK
@@ -93,56 +90,30 @@ export const PG_DUE_SQL = `
     w.url, w.headers, w.active_hmac::int AS active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at, ${HOLDS_BACK} AS holds_back
   FROM (
     (SELECT d.id FROM deliveries d
-      WHERE d.org_id = $1 AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL AND d.release_at <= ${QUEUE_NOW}
+      WHERE d.org_id = $1 AND ${isFresh('d.')} AND d.release_at <= ${QUEUE_NOW}
         AND NOT EXISTS (${HELD_BACK})
       ORDER BY d.release_at, d.id LIMIT $3)
     UNION ALL
-    (SELECT d.id FROM deliveries d
-      WHERE d.org_id = $1 AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at <= $2
-        AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= $2)
-        AND NOT EXISTS (${HELD_BACK})
-      ORDER BY d.next_attempt_at, d.id LIMIT $3)
-  ) c
-  JOIN deliveries d ON d.id = c.id JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.org_id = d.org_id
-  WHERE w.status <> 'disabled'
-  ORDER BY least(d.next_attempt_at, $2), d.id
-  LIMIT $3`;
+    (${dueRetriesSql(numbered('org', 'now', 'limit'), HELD_BACK)})
+  ) c${dueJoinSql('postgres', numbered('org', 'now', 'limit'))}`;
 
-/** The queue gauges' reads (see ../deliveries-repo.ts's QUEUE_GAUGE_SQL), exported for the EXPLAIN checks. */
+/** The queue gauges' reads (see ../sql.ts's QUEUE_GAUGES), exported for the EXPLAIN checks. */
 export const PG_QUEUE_GAUGE_SQL = {
-  countFreshChunk: `
-    SELECT count(*) AS n, max(id) AS last FROM (SELECT id FROM deliveries
-      WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL AND id > $2
-      ORDER BY id LIMIT $3) c`,
-  countTriedChunk: `
-    SELECT count(*) AS n, max(id) AS last FROM (SELECT id FROM deliveries
-      WHERE org_id = $1 AND status = 'pending' AND ${IN_STATUS_INDEX} AND id > $2
-      ORDER BY id LIMIT $3) c`,
+  countFreshChunk: QUEUE_GAUGES.countFreshChunk(numbered('org', 'after', 'limit')),
+  countTriedChunk: QUEUE_GAUGES.countTriedChunk(numbered('org', 'after', 'limit')),
   /** A fresh delivery is due once released (the reorder window): the first released one, by release time. */
   oldestFresh: `
     SELECT release_at AS at FROM deliveries
-    WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL AND release_at <= ${QUEUE_NOW}
+    WHERE org_id = $1 AND ${isFresh()} AND release_at <= ${QUEUE_NOW}
     ORDER BY release_at LIMIT 1`,
   /** The next release of a fresh delivery held by the reorder window (nextRetryAt). */
   nextRelease: `
     SELECT release_at AS at FROM deliveries
-    WHERE org_id = $1 AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL AND release_at > ${QUEUE_NOW}
+    WHERE org_id = $1 AND ${isFresh()} AND release_at > ${QUEUE_NOW}
     ORDER BY release_at LIMIT 1`,
-  countDueRetries: `
-    SELECT count(*)::int AS n FROM (SELECT 1 FROM deliveries
-      WHERE org_id = $1 AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL) AND next_attempt_at <= $2
-        AND lease_expires_at IS NULL
-      LIMIT $3) c`,
-  earliestRetry: `
-    SELECT next_attempt_at AS at FROM deliveries
-    WHERE org_id = $1 AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL)
-      AND (lease_expires_at IS NULL OR lease_expires_at <= $2)
-    ORDER BY next_attempt_at LIMIT 1`,
-  recentFailure: `
-    SELECT at, code, error FROM (SELECT last_attempt_at AS at, last_status_code AS code, last_error AS error FROM deliveries
-      WHERE org_id = $1 AND status = $2 AND ${IN_STATUS_INDEX} AND last_error IS NOT NULL AND last_attempt_at IS NOT NULL
-      ORDER BY id DESC LIMIT $3) c
-    ORDER BY at DESC LIMIT 1`,
+  countDueRetries: QUEUE_GAUGES.countDueRetries(numbered('org', 'now', 'limit')),
+  earliestRetry: QUEUE_GAUGES.earliestRetry(numbered('org', 'now')),
+  recentFailure: QUEUE_GAUGES.recentFailure(numbered('org', 'status', 'limit')),
   /** claimTurns' counts: each organization's unexpired leases held by other instances. */
   leasedElsewhere: `
     SELECT org_id, count(*) AS n FROM deliveries
@@ -183,7 +154,7 @@ export const PG_LEASE_SQL = `
 /** idsCreated's binary search over the delivery id, run by the server in one statement (see ordered-search.ts). */
 const ID_RANGE = orderedSearchSql('deliveries', 'id', 'created_at');
 
-/** attemptCounts, as on SQLite (see ../deliveries-repo.ts), exported for the EXPLAIN checks. */
+/** attemptCounts, as on SQLite (see ../sqlite/deliveries-repo.ts), exported for the EXPLAIN checks. */
 export const PG_ATTEMPT_COUNTS_SQL = `
   SELECT ((a.started_at - $2::bigint) / $4::bigint)::int AS bucket,
     count(*) FILTER (WHERE a.outcome = 'delivered')::int AS succeeded,
@@ -289,20 +260,13 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
     /** The next retry or the next release of a change held by the reorder window, whichever comes first, in one statement. */
     async nextRetryAt(orgId: string, now: number): Promise<number | null> {
       const { rows } = await db.query<{ at: number | null }>(
-        `SELECT least((SELECT d.next_attempt_at FROM deliveries d
-           WHERE d.org_id = $1 AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at > $2
-             AND d.lease_expires_at IS NULL
-           ORDER BY d.next_attempt_at LIMIT 1), (${PG_QUEUE_GAUGE_SQL.nextRelease})) AS at`,
+        `SELECT least((${nextRetrySql(numbered('org', 'now'))}), (${PG_QUEUE_GAUGE_SQL.nextRelease})) AS at`,
         [orgId, now],
       );
       return rows[0]?.at ?? null;
     },
     async markUnsendable(id: number, error: string, now: number): Promise<void> {
-      await db.query(`UPDATE deliveries SET status = 'dead', lease_expires_at = NULL, last_error = $2, updated_at = $3 WHERE id = $1 AND status = 'pending'`, [
-        id,
-        withoutNul(error),
-        now,
-      ]);
+      await db.query(markUnsendableSql(numbered('id', 'error', 'now')), [id, withoutNul(error), now]);
     },
     /**
      * One statement: the lease, and which of the deliveries leased for the first time (never
@@ -350,7 +314,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       await db.query('UPDATE deliveries SET lease_expires_at = NULL, updated_at = $2 WHERE id = ANY($1::bigint[]) AND leased_by = $3', [ids, now, instance]);
     },
     async get(orgId: string, id: number): Promise<DeliveryRow | null> {
-      const { rows } = await db.query<DeliveryLogRow>(`SELECT ${ROW_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.org_id = $1 AND d.id = $2`, [orgId, id]);
+      const { rows } = await db.query<DeliveryLogRow>(deliveryByIdSql('postgres', numbered('org', 'id')), [orgId, id]);
       return rows[0] === undefined ? null : toDeliveryRow(rows[0]);
     },
     async attempts(deliveryId: number): Promise<AttemptRow[]> {
@@ -362,16 +326,10 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       const { rows } = await db.query<DeliveryLogRow>(sql, values);
       return rows.map(toDeliveryRow);
     },
-    /** SQLite's binary search (see ../deliveries-repo.ts), in one statement on the server (ID_RANGE). */
+    /** SQLite's binary search (see ../sqlite/deliveries-repo.ts), in one statement on the server (ID_RANGE). */
     async idsCreated(since: number | null, until: number | null): Promise<{ from: number; to: number }> {
       const { rows } = await db.query<{ k: number; low: number }>(ID_RANGE, [since ?? '-Infinity', until ?? 'Infinity']);
-      if (rows.length === 0) return { from: 0, to: 0 };
-      const at = (k: number): number => {
-        const row = rows.find((r) => r.k === k);
-        if (row === undefined) throw new Error(`idsCreated found no bound ${k}`);
-        return row.low;
-      };
-      return { from: at(0), to: at(1) };
+      return keyRangeOf(rows, 'idsCreated');
     },
     async attemptCounts(orgId: string, from: number, to: number, bucketMs: number): Promise<AttemptCount[]> {
       const { rows } = await db.query<AttemptCount>(PG_ATTEMPT_COUNTS_SQL, [orgId, from, to, bucketMs]);
@@ -386,21 +344,11 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       return rows.length > 0;
     },
     async recoverable(orgId: string, from: number, to: number) {
-      const { rows } = await db.query<{ seq: number; id: string; org_id: string; anticipation_request_id: string; type: string }>(
-        `SELECT e.seq, e.id, e.org_id, e.anticipation_request_id, ${EVENT_TYPE_SQL} AS type FROM events e
-         WHERE e.seq >= $1 AND e.seq < $2 AND e.org_id = $3
-           AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq AND d.status IN ('pending', 'delivered'))
-         ORDER BY e.seq`,
-        [from, to, orgId],
-      );
-      return rows.map((r) => ({ eventSeq: r.seq, eventId: r.id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, type: r.type }));
+      const { rows } = await db.query<RecoverableRow>(recoverableSql('postgres', numbered('from', 'to', 'org')), [from, to, orgId]);
+      return rows.map(toRecoverable);
     },
-    async hurryFailed(orgId: string, from: number, to: number, now: number): Promise<number> {
-      const { rowCount } = await db.query(
-        `UPDATE deliveries SET next_attempt_at = $1, updated_at = $1
-         WHERE event_seq >= $3 AND event_seq < $4 AND org_id = $2 AND status = 'pending' AND attempts > 0`,
-        [now, orgId, from, to],
-      );
+    async retryFailedNow(orgId: string, from: number, to: number, now: number): Promise<number> {
+      const { rowCount } = await db.query(hurryFailedSql(numbered('now', 'org', 'from', 'to')), [now, orgId, from, to]);
       return rowCount ?? 0;
     },
     async countDueRetries(orgId: string, now: number, max: number): Promise<number> {
@@ -414,17 +362,12 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
     async oldestDueAt(orgId: string, now: number): Promise<number | null> {
       const fresh = (await db.query<{ at: number }>(PG_QUEUE_GAUGE_SQL.oldestFresh, [orgId, now])).rows[0]?.at ?? null;
       const retry = (await db.query<{ at: number }>(PG_QUEUE_GAUGE_SQL.earliestRetry, [orgId, now])).rows[0]?.at ?? null;
-      const due = retry !== null && retry <= now ? retry : null;
-      if (fresh === null) return due;
-      return due === null ? fresh : Math.min(fresh, due);
+      return oldestDue(fresh, retry, now);
     },
     async recentFailure(orgId: string, window = RECENT_FAILURE_WINDOW): Promise<{ at: number; statusCode: number | null; error: string } | null> {
-      let best: { at: number; code: number | null; error: string } | undefined;
-      for (const status of [DeliveryStatus.pending, DeliveryStatus.dead]) {
-        const row = (await db.query<{ at: number; code: number | null; error: string }>(PG_QUEUE_GAUGE_SQL.recentFailure, [orgId, status, window])).rows[0];
-        if (row && (best === undefined || row.at > best.at)) best = row;
-      }
-      return best ? { at: best.at, statusCode: best.code, error: best.error } : null;
+      const rows: Array<{ at: number; code: number | null; error: string } | undefined> = [];
+      for (const status of RECENT_FAILURE_STATUSES) rows.push((await db.query<{ at: number; code: number | null; error: string }>(PG_QUEUE_GAUGE_SQL.recentFailure, [orgId, status, window])).rows[0]);
+      return latestFailure(rows);
     },
     /**
      * The event's source is this instance's 'api' row (see migrations.ts: each instance makes

@@ -1,8 +1,10 @@
-import { orderedSearchSql } from './ordered-search.ts';
+import { keyRangeOf, orderedSearchSql } from './ordered-search.ts';
 import type { QueryResult } from 'pg';
 import type { StoredEvent } from '../../domain/feed-event.ts';
-import type { EventToStore, FeedPosition, FeedReject, FeedRepo, FeedStats } from '../repos.ts';
-import { toPosition, toReject, type PositionRow, type RejectRow } from '../rows.ts';
+import type { FeedRepo } from '../repos.ts';
+import type { EventToStore, FeedPosition, FeedReject, FeedStats } from '../types.ts';
+import { EVENT_COLUMNS, POSITION_COLUMNS, REJECT_COLUMNS, STATS_COLUMNS, toFeedStats, toPosition, toReject, toStoredEvent, type EventRow, type PositionRow, type RejectRow, type StatsRow } from '../rows.ts';
+import { UNDELIVERABLE_SQL } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 import { withoutNul } from './text.ts';
 
@@ -66,7 +68,7 @@ function resultsOf(result: QueryResult | QueryResult[]): QueryResult[] {
 }
 
 /**
- * The feed repository on PostgreSQL, as ../feed-repo.ts on SQLite: the same rows stored and
+ * The feed repository on PostgreSQL, as ../sqlite/feed-repo.ts on SQLite: the same rows stored and
  * the same answers. Events, quarantined lines and what is undeliverable are shared by every
  * instance on the database; sources, positions and counts are `instance`'s own (the rows with
  * its name). Every batch method is one statement whatever the batch's size: arrays passed as
@@ -75,10 +77,7 @@ function resultsOf(result: QueryResult | QueryResult[]): QueryResult[] {
 export function createPgFeedRepo(db: PgConnection, instance: string): FeedRepo {
   return {
     async undeliverableByOrg(): Promise<Array<{ orgId: string; events: number }>> {
-      const { rows } = await db.query<{ org_id: string; events: number }>(`
-        SELECT org_id, count(*) AS events FROM events e
-        WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq)
-        GROUP BY org_id ORDER BY org_id`);
+      const { rows } = await db.query<{ org_id: string; events: number }>(UNDELIVERABLE_SQL);
       return rows.map((r) => ({ orgId: r.org_id, events: r.events }));
     },
 
@@ -144,11 +143,8 @@ export function createPgFeedRepo(db: PgConnection, instance: string): FeedRepo {
     async storedEvents(ids: readonly string[]): Promise<Map<string, StoredEvent>> {
       const found = new Map<string, StoredEvent>();
       if (ids.length === 0) return found;
-      const { rows } = await db.query<{ id: string; org_id: string; anticipation_request_id: string; payload: string; occurred_at: number }>(
-        'SELECT id, org_id, anticipation_request_id, payload, occurred_at FROM events WHERE id = ANY($1::text[])',
-        [ids],
-      );
-      for (const row of rows) found.set(row.id, { id: row.id, orgId: row.org_id, anticipationRequestId: row.anticipation_request_id, occurredAt: row.occurred_at, payload: row.payload });
+      const { rows } = await db.query<EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE id = ANY($1::text[])`, [ids]);
+      for (const row of rows) found.set(row.id, toStoredEvent(row));
       return found;
     },
 
@@ -186,13 +182,7 @@ export function createPgFeedRepo(db: PgConnection, instance: string): FeedRepo {
      */
     async seqRange(since: number, until: number): Promise<{ from: number; to: number }> {
       const { rows } = await db.query<{ k: number; low: number }>(SEQ_RANGE, [since, until]);
-      if (rows.length === 0) return { from: 0, to: 0 };
-      const at = (k: number): number => {
-        const row = rows.find((r) => r.k === k);
-        if (row === undefined) throw new Error(`seqRange found no bound ${k}`);
-        return row.low;
-      };
-      return { from: at(0), to: at(1) };
+      return keyRangeOf(rows, 'seqRange');
     },
 
     /** One statement for the batch (INSERT_REJECTS); a NUL in the detail or the event id becomes U+FFFD (see withoutNul). */
@@ -231,14 +221,8 @@ export function createPgFeedRepo(db: PgConnection, instance: string): FeedRepo {
     },
 
     async getPosition(source: string): Promise<FeedPosition | null> {
-      const { rows } = await db.query<PositionRow>(
-        'SELECT source, dev, ino, fingerprint, fingerprint_bytes, position, tail_fingerprint FROM feed_positions WHERE instance = $1 AND source = $2',
-        [instance, source],
-      );
-      const row = rows[0];
-      return row === undefined
-        ? null
-        : toPosition(row);
+      const { rows } = await db.query<PositionRow>(`SELECT ${POSITION_COLUMNS} FROM feed_positions WHERE instance = $1 AND source = $2`, [instance, source]);
+      return rows[0] === undefined ? null : toPosition(rows[0]);
     },
 
     async savePosition(p: FeedPosition, now: number): Promise<void> {
@@ -264,18 +248,12 @@ export function createPgFeedRepo(db: PgConnection, instance: string): FeedRepo {
 
     /** This instance's counts, by source (COLLATE "C": byte order, as in SQLite). */
     async stats(): Promise<FeedStats[]> {
-      const { rows } = await db.query<{ source: string; accepted: number; duplicates: number; quarantined: number; updated_at: number }>(
-        'SELECT source, accepted, duplicates, quarantined, updated_at FROM feed_stats WHERE instance = $1 ORDER BY source',
-        [instance],
-      );
-      return rows.map((r) => ({ source: r.source, accepted: r.accepted, duplicates: r.duplicates, quarantined: r.quarantined, updatedAt: r.updated_at }));
+      const { rows } = await db.query<StatsRow>(`SELECT ${STATS_COLUMNS} FROM feed_stats WHERE instance = $1 ORDER BY source`, [instance]);
+      return rows.map(toFeedStats);
     },
 
     async listRejects(afterId: number, limit: number): Promise<FeedReject[]> {
-      const { rows } = await db.query<RejectRow>(
-        'SELECT id, source, position, line_bytes, raw, reason, detail, event_id, received_at FROM feed_rejects WHERE id > $1 ORDER BY id LIMIT $2',
-        [afterId, limit],
-      );
+      const { rows } = await db.query<RejectRow>(`SELECT ${REJECT_COLUMNS} FROM feed_rejects WHERE id > $1 ORDER BY id LIMIT $2`, [afterId, limit]);
       return rows.map(toReject);
     },
   };

@@ -21,3 +21,14 @@ export function orderedSearchSql(table: string, key: string, time: string): stri
   )
   SELECT k, low FROM search WHERE low >= high`;
 }
+
+/** The key range [from, to) in orderedSearchSql's answer (rows (k, low)): `{ from: 0, to: 0 }` for an empty table. `what` names the caller in the error. */
+export function keyRangeOf(rows: ReadonlyArray<{ k: number; low: number }>, what: string): { from: number; to: number } {
+  if (rows.length === 0) return { from: 0, to: 0 };
+  const at = (k: number): number => {
+    const row = rows.find((r) => r.k === k);
+    if (row === undefined) throw new Error(`${what} found no bound ${k}`);
+    return row.low;
+  };
+  return { from: at(0), to: at(1) };
+}

@@ -1,16 +1,10 @@
 import type { Organization } from '../../domain/types.ts';
 import type { OrgsRepo } from '../repos.ts';
+import { ORG_COLUMNS, toOrg, type OrgRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
 
-interface OrgRow {
-  id: string;
-  name: string;
-  created_at: number;
-}
 
-const toOrg = (row: OrgRow): Organization => ({ id: row.id, name: row.name, createdAt: row.created_at });
-
-/** Organizations on PostgreSQL, as ../orgs-repo.ts on SQLite; `id` is COLLATE "C", so list() sorts by bytes as SQLite does. */
+/** Organizations on PostgreSQL, as ../sqlite/orgs-repo.ts on SQLite; `id` is COLLATE "C", so list() sorts by bytes as SQLite does. */
 export function createPgOrgsRepo(db: PgConnection): OrgsRepo {
   return {
     async insert(org: Organization): Promise<boolean> {
@@ -18,11 +12,11 @@ export function createPgOrgsRepo(db: PgConnection): OrgsRepo {
       return r.rowCount === 1;
     },
     async get(id: string): Promise<Organization | null> {
-      const { rows } = await db.query<OrgRow>('SELECT id, name, created_at FROM organizations WHERE id = $1', [id]);
+      const { rows } = await db.query<OrgRow>(`SELECT ${ORG_COLUMNS} FROM organizations WHERE id = $1`, [id]);
       return rows[0] === undefined ? null : toOrg(rows[0]);
     },
     async list(): Promise<Organization[]> {
-      const { rows } = await db.query<OrgRow>('SELECT id, name, created_at FROM organizations ORDER BY id');
+      const { rows } = await db.query<OrgRow>(`SELECT ${ORG_COLUMNS} FROM organizations ORDER BY id`);
       return rows.map(toOrg);
     },
   };

@@ -1,22 +1,15 @@
-import { noPrunedRows, type Newest, type PrunedRows, type RetentionRepo } from '../repos.ts';
+import type { RetentionRepo } from '../repos.ts';
+import { noPrunedRows, type PruneBounds, type PrunedRows } from '../types.ts';
+import { toNewest, type NewestRow } from '../rows.ts';
+import { countRejectsSql, NEWEST_SQL, numbered, prunableSql, pruneWindowSql } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 
-/**
- * Whether event `e` may go: the condition of ../retention-repo.ts, word for word, given the
- * parameters that hold the cutoff, the newest delivery id and the newest attempt id. Every
- * delivery of the event was delivered before the cutoff (none pending, none dead), none is the
- * newest delivery or holds the newest attempt, and there is at least one (an event without a
- * delivery is kept: `deliveries recover` can still queue it).
- */
-const prunable = (cutoff: string, newestDelivery: string, newestAttempt: string): string => `EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq)
-  AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq
-    AND (d.status <> 'delivered' OR d.updated_at >= ${cutoff}::bigint OR d.id >= ${newestDelivery}::bigint
-      OR EXISTS (SELECT 1 FROM delivery_attempts a WHERE a.delivery_id = d.id AND a.id >= ${newestAttempt}::bigint)))`;
+/** Each parameter cast to bigint, as these statements have always spelt them (pg sends every value as text: the cast gives its type). */
+const bigints = <K extends string>(params: Record<K, string>): Record<K, string> =>
+  Object.fromEntries(Object.entries<string>(params).map(([name, p]) => [name, `${p}::bigint`])) as Record<K, string>;
 
-/** A window of up to $6 events in seq order (a primary-key range), each with whether it may go. */
-const WINDOW = `SELECT e.seq, ${prunable('$3', '$4', '$5')} AS prunable FROM events e
-  WHERE e.seq > $1::bigint AND e.seq < $2::bigint
-  ORDER BY e.seq LIMIT $6::bigint`;
+/** A window of up to $6 events in seq order (a primary-key range), each with whether it may go (../sql.ts's prunableSql). */
+const WINDOW = pruneWindowSql(bigints(numbered('after', 'before', 'cutoff', 'newestDelivery', 'newestAttempt', 'limit')));
 
 /**
  * Removes the events of the window that may go ($1: their seqs; $2 to $4: the cutoff, the
@@ -30,7 +23,7 @@ const WINDOW = `SELECT e.seq, ${prunable('$3', '$4', '$5')} AS prunable FROM eve
  * checked at the end of the statement, once all three are done.
  */
 const DELETE_BATCH = `WITH gone AS (
-    SELECT e.seq FROM events e WHERE e.seq = ANY($1::bigint[]) AND ${prunable('$2', '$3', '$4')}
+    SELECT e.seq FROM events e WHERE e.seq = ANY($1::bigint[]) AND ${prunableSql(bigints({ cutoff: '$2', newestDelivery: '$3', newestAttempt: '$4' }))}
   ),
   gone_attempts AS (
     DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE event_seq IN (SELECT seq FROM gone)) RETURNING 1
@@ -45,23 +38,19 @@ const COUNT_BATCH = `SELECT (SELECT count(*) FROM deliveries WHERE event_seq = A
   (SELECT count(*) FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE event_seq = ANY($1::bigint[]))) AS attempts`;
 
 /**
- * Retention on PostgreSQL, as ../retention-repo.ts on SQLite: the same rows kept and removed,
+ * Retention on PostgreSQL, as ../sqlite/retention-repo.ts on SQLite: the same rows kept and removed,
  * the same counts. Where SQLite runs a statement per event (microseconds each, in process),
  * a batch here is two round trips whatever its size: the window, then one statement that
  * removes (or, in a dry run, counts) the rows of all its events that may go.
  */
 export function createPgRetentionRepo(db: PgConnection): RetentionRepo {
   return {
-    async newest(): Promise<Newest> {
-      const { rows } = await db.query<{ oldest_seq: number | null; seq: number | null; delivery_id: number | null; attempt_id: number | null; reject_id: number | null }>(
-        `SELECT (SELECT min(seq) FROM events) AS oldest_seq, (SELECT max(seq) FROM events) AS seq, (SELECT max(id) FROM deliveries) AS delivery_id,
-           (SELECT max(id) FROM delivery_attempts) AS attempt_id, (SELECT max(id) FROM feed_rejects) AS reject_id`,
-      );
-      const r = rows[0]!;
-      return { oldestSeq: r.oldest_seq ?? 0, seq: r.seq ?? 0, deliveryId: r.delivery_id ?? 0, attemptId: r.attempt_id ?? 0, rejectId: r.reject_id ?? 0 };
+    async newest(): Promise<PruneBounds> {
+      const { rows } = await db.query<NewestRow>(NEWEST_SQL);
+      return toNewest(rows[0]!);
     },
 
-    async pruneEvents(o: { after: number; before: number; cutoff: number; newest: Newest; limit: number; dryRun: boolean }): Promise<{ last: number | null; removed: PrunedRows }> {
+    async pruneEvents(o: { after: number; before: number; cutoff: number; newest: PruneBounds; limit: number; dryRun: boolean }): Promise<{ last: number | null; removed: PrunedRows }> {
       const removed = noPrunedRows();
       const { rows } = await db.query<{ seq: number; prunable: boolean }>(WINDOW, [o.after, o.before, o.cutoff, o.newest.deliveryId, o.newest.attemptId, o.limit]);
       const last = rows.length === 0 ? null : rows[rows.length - 1]!.seq;
@@ -93,7 +82,7 @@ export function createPgRetentionRepo(db: PgConnection): RetentionRepo {
     },
 
     async countRejects(cutoff: number, newestId: number): Promise<number> {
-      const { rows } = await db.query<{ n: number }>('SELECT count(*) AS n FROM feed_rejects WHERE received_at < $1 AND id < $2', [cutoff, newestId]);
+      const { rows } = await db.query<{ n: number }>(countRejectsSql(numbered('cutoff', 'newest')), [cutoff, newestId]);
       return rows[0]!.n;
     },
   };

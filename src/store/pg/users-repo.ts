@@ -6,7 +6,7 @@ import type { PgConnection } from './connection.ts';
 
 
 /**
- * Users on PostgreSQL, as ../users-repo.ts on SQLite. Ids come from an identity column: unlike
+ * Users on PostgreSQL, as ../sqlite/users-repo.ts on SQLite. Ids come from an identity column: unlike
  * SQLite's rowid (max + 1), they are never handed out twice, and an insert that finds the
  * e-mail taken, or rolls back, still uses one up.
  */

@@ -1,15 +1,15 @@
 import { decodeRateWindow, encodeRateWindow, type RateWindow } from '../../domain/rate-window.ts';
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/types.ts';
 import { storedHeaders } from '../../domain/webhook-headers.ts';
-import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookHealth, type WebhookSettings, type WebhookSigningKeys, type WebhookStatusChange, type WebhooksRepo, type WebhookWithHealth } from '../repos.ts';
-import { toHealth, toWebhook, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
+import type { WebhooksRepo } from '../repos.ts';
+import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookHealth, type WebhookSettings, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../types.ts';
+import { HEALTH_COLUMNS as HEALTH, SIGNING_KEY_COLUMNS, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS as WEBHOOK, type DeliverableRow, type SigningKeysRow, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
+import { DELIVERABLE_SQL, numbered, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, rotateSecretSql, setStatusSet, upsertWebhookSql } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 
 type WebhookRow = WebhookBaseRow;
 type HealthRow = WebhookHealthRow;
 
-const WEBHOOK = 'org_id, url, active_hmac, headers, status, rate_limit, created_at, updated_at';
-const HEALTH = 'consecutive_failures, failing_since, last_success_at, disabled_reason';
 
 /**
  * The status a change starts from, read in the statement that makes the change: the UPDATE
@@ -24,7 +24,7 @@ const FROM_PRIOR = 'FROM (SELECT org_id, status FROM webhooks WHERE org_id = $1 
 export const PG_CLOCK_MS = '(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
 
 /**
- * Webhooks on PostgreSQL, as ../webhooks-repo.ts on SQLite: the same columns changed and the
+ * Webhooks on PostgreSQL, as ../sqlite/webhooks-repo.ts on SQLite: the same columns changed and the
  * same status changes returned. Reads without the secret never select it.
  */
 export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
@@ -38,10 +38,8 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
       return rows[0] === undefined ? null : { ...toWebhook(rows[0]), secret: rows[0].secret };
     },
     async deliverable(): Promise<DeliverableWebhook[]> {
-      const { rows } = await db.query<{ org_id: string; status: WebhookStatus; last_success_at: number | null; rate_limit: number | null }>(
-        "SELECT org_id, status, last_success_at, rate_limit FROM webhooks WHERE status <> 'disabled' ORDER BY org_id",
-      );
-      return rows.map((r) => ({ orgId: r.org_id, status: r.status, lastSuccessAt: r.last_success_at, rateLimit: r.rate_limit }));
+      const { rows } = await db.query<DeliverableRow>(DELIVERABLE_SQL);
+      return rows.map(toDeliverable);
     },
     async health(orgId: string): Promise<WebhookHealth | null> {
       const { rows } = await db.query<HealthRow>(`SELECT ${HEALTH} FROM webhooks WHERE org_id = $1`, [orgId]);
@@ -54,8 +52,7 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
     },
     async recordSuccess(orgId: string, now: number): Promise<WebhookStatusChange | null> {
       const { rows } = await db.query<{ prior: WebhookStatus }>(
-        `UPDATE webhooks w SET consecutive_failures = 0, failing_since = NULL, last_success_at = $2::bigint,
-           status = CASE WHEN w.status = 'disabled' THEN w.status ELSE 'active' END
+        `UPDATE webhooks w SET ${recordSuccessSet('w.', { now: '$2::bigint' })}
          ${FROM_PRIOR}
          RETURNING prior.status AS prior`,
         [orgId, now],
@@ -64,15 +61,7 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
     },
     async recordFailure(orgId: string, now: number, failingAfter: number, disableAfterMs: number): Promise<WebhookStatusChange | null> {
       const { rows } = await db.query<{ prior: WebhookStatus; status: WebhookStatus; disabled_reason: string | null }>(
-        `UPDATE webhooks w SET consecutive_failures = w.consecutive_failures + 1, failing_since = coalesce(w.failing_since, $2::bigint),
-           status = CASE
-             WHEN w.status = 'disabled' THEN w.status
-             WHEN $2::bigint - coalesce(w.failing_since, $2::bigint) >= $4::bigint THEN 'disabled'
-             WHEN w.consecutive_failures + 1 >= $3::integer THEN 'failing'
-             ELSE w.status END,
-           disabled_reason = CASE
-             WHEN w.status <> 'disabled' AND $2::bigint - coalesce(w.failing_since, $2::bigint) >= $4::bigint THEN 'failing_too_long'
-             ELSE w.disabled_reason END
+        `UPDATE webhooks w SET ${recordFailureSet('w.', { now: '$2::bigint', failingAfter: '$3::integer', disableAfter: '$4::bigint' })}
          ${FROM_PRIOR}
          RETURNING prior.status AS prior, w.status, w.disabled_reason`,
         [orgId, now, failingAfter, disableAfterMs],
@@ -92,9 +81,7 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
     },
     async setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): Promise<WebhookStatusChange | null> {
       const { rows } = await db.query<{ prior: WebhookStatus }>(
-        `UPDATE webhooks w SET status = $2::text, disabled_reason = $3::text, updated_at = $4::bigint,
-           consecutive_failures = CASE WHEN $2::text = 'active' THEN 0 ELSE w.consecutive_failures END,
-           failing_since = CASE WHEN $2::text = 'active' THEN NULL ELSE w.failing_since END
+        `UPDATE webhooks w SET ${setStatusSet('w.', { status: '$2::text', reason: '$3::text', now: '$4::bigint' })}
          ${FROM_PRIOR}
          RETURNING prior.status AS prior`,
         [orgId, status, reason, now],
@@ -104,38 +91,26 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
       return { from: prior, to: status, disabledReason: reason };
     },
     async rotateSecret(orgId: string, secret: string, previousExpiresAt: number, now: number): Promise<void> {
-      // SET reads the row as it was: previous_secret takes the secret being replaced.
-      await db.query('UPDATE webhooks SET previous_secret = secret, previous_secret_expires_at = $2, secret = $3, updated_at = $4 WHERE org_id = $1', [
-        orgId,
-        previousExpiresAt,
-        secret,
-        now,
-      ]);
+      await db.query(rotateSecretSql(numbered('org', 'expires', 'secret', 'now')), [orgId, previousExpiresAt, secret, now]);
     },
     async signingKeys(orgId: string): Promise<WebhookSigningKeys | null> {
-      const { rows } = await db.query<{ url: string; active_hmac: boolean; secret: string | null; previous_secret: string | null; previous_secret_expires_at: number | null }>(
-        'SELECT url, active_hmac, secret, previous_secret, previous_secret_expires_at FROM webhooks WHERE org_id = $1',
-        [orgId],
-      );
-      const row = rows[0];
-      return row === undefined
-        ? null
-        : { url: row.url, activeHmac: row.active_hmac, secret: row.secret, previousSecret: row.previous_secret, previousSecretExpiresAt: row.previous_secret_expires_at };
+      const { rows } = await db.query<SigningKeysRow>(`SELECT ${SIGNING_KEY_COLUMNS} FROM webhooks WHERE org_id = $1`, [orgId]);
+      return rows[0] === undefined ? null : toSigningKeys(rows[0]);
     },
     async previousSecretExpiresAt(orgId: string): Promise<number | null> {
-      const { rows } = await db.query<{ at: number | null }>('SELECT previous_secret_expires_at AS at FROM webhooks WHERE org_id = $1 AND previous_secret IS NOT NULL', [orgId]);
+      const { rows } = await db.query<{ at: number | null }>(previousSecretExpiresAtSql(numbered('org')), [orgId]);
       return rows[0]?.at ?? null;
     },
     async upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, settings: Partial<WebhookSettings> = DEFAULT_WEBHOOK_SETTINGS): Promise<void> {
-      await db.query(
-        `INSERT INTO webhooks (org_id, url, active_hmac, headers, secret, status, rate_limit, created_at, updated_at)
-         VALUES ($1, $2, $3, $7::jsonb, $4, 'active', $6, $5, $5)
-         ON CONFLICT (org_id) DO UPDATE SET
-           url = excluded.url, active_hmac = excluded.active_hmac, headers = excluded.headers, secret = excluded.secret, rate_limit = excluded.rate_limit,
-           status = 'active', disabled_reason = NULL, consecutive_failures = 0, failing_since = NULL,
-           updated_at = excluded.updated_at`,
-        [orgId, url, activeHmac, secret, now, settings.rateLimit ?? null, storedHeaders(settings.headers ?? [])],
-      );
+      await db.query(upsertWebhookSql("$1, $2, $3, $7::jsonb, $4, 'active', $6, $5, $5"), [
+        orgId,
+        url,
+        activeHmac,
+        secret,
+        now,
+        settings.rateLimit ?? null,
+        storedHeaders(settings.headers ?? []),
+      ]);
     },
     /** Within the claim's turn: the row is locked by claimTurns already. */
     async setRateWindow(orgId: string, window: RateWindow): Promise<void> {

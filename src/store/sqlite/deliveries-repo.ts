@@ -1,17 +1,31 @@
-import { EVENT_TYPE } from '../../domain/feed-event.ts';
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './db.ts';
-import { firstKeyAtOrAfter } from '../ordered-search.ts';
-import { DeliveryStatus, RECENT_FAILURE_WINDOW, type AttemptCount, type AttemptRow, type AttemptToStore, type ClaimTurn, type DeliveriesRepo, type DeliveryRow, type DeliveryToQueue, type DueRow, type ListFilter, type Settlement } from '../repos.ts';
+import { keyRange } from '../ordered-search.ts';
+import type { DeliveriesRepo } from '../repos.ts';
+import {
+  deliveryByIdSql,
+  deliveryRowColumns,
+  dueJoinSql,
+  dueRetriesSql,
+  hurryFailedSql,
+  isFresh,
+  latestFailure,
+  markUnsendableSql,
+  named,
+  nextRetrySql,
+  oldestDue,
+  QUEUE_GAUGES,
+  RECENT_FAILURE_STATUSES,
+  RECENT_FAILURE_WINDOW,
+  recoverableSql,
+} from '../sql.ts';
+import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryStatus, DeliveryToQueue, ListFilter, Settlement } from '../types.ts';
 import { listParams, listSql, type ListParams } from '../delivery-log.ts';
-import { ATTEMPT_COLUMNS, rateWindowOf, toAttempt, toDeliveryRow, type AttemptLogRow, type DeliveryLogRow } from '../rows.ts';
+import { ATTEMPT_COLUMNS, rateWindowOf, toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../rows.ts';
 import type { Sync } from './sync-repo.ts';
 
 const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.headers, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
-/** An event's type: a whole stored body names it; stored details are a status change's (see storedBody). */
-const EVENT_TYPE_SQL = `CASE WHEN substr(e.payload, 1, 1) = '{' THEN e.payload ->> '$.type' ELSE '${EVENT_TYPE}' END`;
-const ROW_COLUMNS = `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL} AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
-  d.last_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at`;
+const ROW_COLUMNS = deliveryRowColumns('sqlite');
 /**
  * What holds `d` back: another pending delivery of the same request (ordering key, within the
  * organization) that is being attempted (leased), whenever it was queued, or that was queued
@@ -28,49 +42,23 @@ const HELD_BACK = `SELECT 1 FROM deliveries p
 /** lease()'s answer on SQLite (see DeliveriesRepo.lease): shared, never changed. */
 const NONE_LATE: number[] = [];
 const ONLY_CLAIMER: ClaimTurn = Object.freeze({ leasedElsewhere: 0, failing: false, shared: false });
-/** deliveries_org_status's condition, written as the index has it (see QUEUE_GAUGE_SQL). */
-const IN_STATUS_INDEX = `(status <> 'pending' OR attempts > 0 OR lease_expires_at IS NOT NULL)`;
-
 /**
- * The reads behind the queue gauges (metrics, `hookrelay status`), exported so that a test can
- * check their query plans. Each reads one organization's part of a partial index: the counts a
- * chunk at a time (keyset on id), so that counting a backlog of a million never holds the event
- * loop for longer than one chunk (see services/status.ts). The tried ones spell out
- * deliveries_org_status's own condition: SQLite uses a partial index only when the query
- * repeats it, and would scan the table otherwise. The oldest fresh delivery is the first in
- * deliveries_org_fresh (queue times never decrease along id); the earliest retry, the first
- * unleased entry of deliveries_org_due. The latest failure is looked for among the newest
- * deliveries of one status, from the end of deliveries_org_status.
+ * The reads behind the queue gauges (metrics, `hookrelay status`; see ../sql.ts's QUEUE_GAUGES),
+ * exported so that a test can check their query plans. The oldest fresh delivery is the first
+ * in deliveries_org_fresh (queue times never decrease along id). The two lookups of one row
+ * spell the organization `+@org`, as the claim does: with a bare parameter SQLite would plan the
+ * statement again at every run (docs/benchmarks.md, "The claim planned once").
  */
 export const QUEUE_GAUGE_SQL = {
-  countFreshChunk: `
-    SELECT count(*) AS n, max(id) AS last FROM (SELECT id FROM deliveries
-      WHERE org_id = @org AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL AND id > @after
-      ORDER BY id LIMIT @limit)`,
-  countTriedChunk: `
-    SELECT count(*) AS n, max(id) AS last FROM (SELECT id FROM deliveries
-      WHERE org_id = @org AND status = 'pending' AND ${IN_STATUS_INDEX} AND id > @after
-      ORDER BY id LIMIT @limit)`,
+  countFreshChunk: QUEUE_GAUGES.countFreshChunk(named('org', 'after', 'limit')),
+  countTriedChunk: QUEUE_GAUGES.countTriedChunk(named('org', 'after', 'limit')),
   oldestFresh: `
     SELECT next_attempt_at AS at FROM deliveries
-    WHERE org_id = +@org AND status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL
+    WHERE org_id = +@org AND ${isFresh()}
     ORDER BY id LIMIT 1`,
-  /** Retries due and not leased, up to @limit, from deliveries_org_due (whose condition it repeats). */
-  countDueRetries: `
-    SELECT count(*) AS n FROM (SELECT 1 FROM deliveries
-      WHERE org_id = @org AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL) AND next_attempt_at <= @now
-        AND lease_expires_at IS NULL
-      LIMIT @limit)`,
-  earliestRetry: `
-    SELECT next_attempt_at AS at FROM deliveries
-    WHERE org_id = +@org AND status = 'pending' AND (attempts > 0 OR lease_expires_at IS NOT NULL)
-      AND (lease_expires_at IS NULL OR lease_expires_at <= @now)
-    ORDER BY next_attempt_at LIMIT 1`,
-  recentFailure: `
-    SELECT at, code, error FROM (SELECT last_attempt_at AS at, last_status_code AS code, last_error AS error FROM deliveries
-      WHERE org_id = @org AND status = @status AND ${IN_STATUS_INDEX} AND last_error IS NOT NULL AND last_attempt_at IS NOT NULL
-      ORDER BY id DESC LIMIT @limit)
-    ORDER BY at DESC LIMIT 1`,
+  countDueRetries: QUEUE_GAUGES.countDueRetries(named('org', 'now', 'limit')),
+  earliestRetry: QUEUE_GAUGES.earliestRetry({ ...named('now'), org: '+@org' }),
+  recentFailure: QUEUE_GAUGES.recentFailure(named('org', 'status', 'limit')),
 } as const;
 
 /**
@@ -110,20 +98,12 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     SELECT ${DUE_COLUMNS}
     FROM (
       SELECT id FROM (SELECT d.id FROM deliveries d
-        WHERE d.org_id = +@org AND d.status = 'pending' AND d.attempts = 0 AND d.lease_expires_at IS NULL
+        WHERE d.org_id = +@org AND ${isFresh('d.')}
           AND NOT EXISTS (${HELD_BACK})
         ORDER BY d.id LIMIT ${limit})
       UNION ALL
-      SELECT id FROM (SELECT d.id FROM deliveries d
-        WHERE d.org_id = +@org AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at <= @now
-          AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= @now)
-          AND NOT EXISTS (${HELD_BACK})
-        ORDER BY d.next_attempt_at, d.id LIMIT ${limit})
-    ) c
-    JOIN deliveries d ON d.id = c.id JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.org_id = d.org_id
-    WHERE w.status <> 'disabled'
-    ORDER BY min(d.next_attempt_at, @now), d.id
-    LIMIT ${limit}`;
+      SELECT id FROM (${dueRetriesSql({ org: '+@org', now: '@now', limit: String(limit) }, HELD_BACK)})
+    ) c${dueJoinSql('sqlite', { now: '@now', limit: String(limit) })}`;
   const dueByLimit = new Map<number, Statement<{ org: string; now: number }, DueRow>>();
   const dueStatement = (limit: number) => {
     const n = Math.max(1, Math.trunc(limit));
@@ -133,15 +113,9 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   };
   // The earliest retry of the organization still to come (tried, not leased, due after @now),
   // read from the front of deliveries_org_due: when the dispatcher should look at it again.
-  const nextRetry = db.prepare<{ org: string; now: number }, { at: number }>(`
-    SELECT d.next_attempt_at AS at FROM deliveries d
-    WHERE d.org_id = +@org AND d.status = 'pending' AND (d.attempts > 0 OR d.lease_expires_at IS NOT NULL) AND d.next_attempt_at > @now
-      AND d.lease_expires_at IS NULL
-    ORDER BY d.next_attempt_at LIMIT 1`);
+  const nextRetry = db.prepare<{ org: string; now: number }, { at: number }>(nextRetrySql({ ...named('now'), org: '+@org' }));
   const rateOf = db.prepare<[string], { rate_limit: number | null; rate_window: string | null }>('SELECT rate_limit, rate_window FROM webhooks WHERE org_id = ?');
-  const markUnsendable = db.prepare<{ id: number; error: string; now: number }>(`
-    UPDATE deliveries SET status = 'dead', lease_expires_at = NULL, last_error = @error, updated_at = @now
-    WHERE id = @id AND status = 'pending'`);
+  const markUnsendable = db.prepare<{ id: number; error: string; now: number }>(markUnsendableSql(named('id', 'error', 'now')));
   const insertDelivery = db.prepare<[number, string, number, number, number, number]>(`
     INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
     VALUES (?, ?, ?, 'pending', ?, ?, ?)`);
@@ -154,7 +128,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
       last_attempt_at = @at, last_status_code = @code, last_error = @error, updated_at = @at
     WHERE id = @id`);
   const release = db.prepare<[number, number]>('UPDATE deliveries SET lease_expires_at = NULL, updated_at = ? WHERE id = ?');
-  const byId = db.prepare<[string, number], DeliveryLogRow>(`SELECT ${ROW_COLUMNS} FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.org_id = ? AND d.id = ?`);
+  const byId = db.prepare<[string, number], DeliveryLogRow>(deliveryByIdSql('sqlite', { org: '?', id: '?' }));
   const attemptsOf = db.prepare<[number], AttemptLogRow>(`SELECT ${ATTEMPT_COLUMNS} FROM delivery_attempts WHERE delivery_id = ? ORDER BY id`);
   const listStatements = new Map<string, Statement<ListParams, DeliveryLogRow>>();
   const listStatement = (f: ListFilter) => {
@@ -171,16 +145,8 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   const attemptCounts = db.prepare<{ org: string; from: number; to: number; bucket: number }, { bucket: number; succeeded: number; failed: number }>(ATTEMPT_COUNTS_SQL);
   const eventSeqOfDelivery = db.prepare<[number], { event_seq: number; ordering_key: number }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = ?');
   const hasOpenDelivery = db.prepare<[number], { n: number }>("SELECT count(*) AS n FROM deliveries WHERE event_seq = ? AND status = 'pending'");
-  // Events of the organization in a seq range (a time window, see feed-repo's seqRange) that were
-  // never delivered and have no pending delivery: dead ones and undeliverable ones (no delivery at all).
-  const recoverable = db.prepare<[number, number, string], { seq: number; id: string; org_id: string; anticipation_request_id: string; type: string }>(`
-    SELECT e.seq, e.id, e.org_id, e.anticipation_request_id, ${EVENT_TYPE_SQL} AS type FROM events e
-    WHERE e.seq >= ? AND e.seq < ? AND e.org_id = ?
-      AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq AND d.status IN ('pending', 'delivered'))
-    ORDER BY e.seq`);
-  const hurryFailed = db.prepare<{ now: number; org: string; from: number; to: number }>(`
-    UPDATE deliveries SET next_attempt_at = @now, updated_at = @now
-    WHERE event_seq >= @from AND event_seq < @to AND org_id = @org AND status = 'pending' AND attempts > 0`);
+  const recoverable = db.prepare<{ from: number; to: number; org: string }, RecoverableRow>(recoverableSql('sqlite', named('from', 'to', 'org')));
+  const retryFailedNow = db.prepare<{ now: number; org: string; from: number; to: number }>(hurryFailedSql(named('now', 'org', 'from', 'to')));
   const countFreshChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(QUEUE_GAUGE_SQL.countFreshChunk);
   const countTriedChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(QUEUE_GAUGE_SQL.countTriedChunk);
   const oldestFresh = db.prepare<{ org: string }, { at: number }>(QUEUE_GAUGE_SQL.oldestFresh);
@@ -214,7 +180,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     },
     /**
      * Due rows without their request body, which costs more to build than the row to read:
-     * the dispatcher builds it (sendable()) only for the rows it takes.
+     * the dispatcher builds it (dueDeliveryOf()) only for the rows it takes.
      */
     dueRows(orgId: string, now: number, limit: number): DueRow[] {
       return dueStatement(limit).all({ org: orgId, now });
@@ -254,20 +220,15 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     attempts(deliveryId: number): AttemptRow[] {
       return attemptsOf.all(deliveryId).map(toAttempt);
     },
-    /** Newest first, through one statement per shape of filter (see listSql). */
+    /** PruneBounds first, through one statement per shape of filter (see listSql). */
     list(orgId: string, f: ListFilter): DeliveryRow[] {
       return listStatement(f).all(listParams(orgId, f)).map(toDeliveryRow);
     },
     idsCreated(since: number | null, until: number | null): { from: number; to: number } {
-      const bounds = idBounds.get();
-      if (!bounds || bounds.lo === null || bounds.hi === null) return { from: 0, to: 0 };
-      const { lo, hi } = bounds;
-      const firstIdQueuedAtOrAfter = (t: number): number =>
-        firstKeyAtOrAfter(lo, hi, t, (id) => {
-          const row = firstIdAtOrAfter.get(id);
-          return row && { key: row.id, at: row.created_at };
-        });
-      return { from: since === null ? lo : firstIdQueuedAtOrAfter(since), to: until === null ? hi + 1 : firstIdQueuedAtOrAfter(until) };
+      return keyRange(idBounds.get(), since, until, (id) => {
+        const row = firstIdAtOrAfter.get(id);
+        return row && { key: row.id, at: row.created_at };
+      });
     },
     attemptCounts(orgId: string, from: number, to: number, bucketMs: number): AttemptCount[] {
       return attemptCounts.all({ org: orgId, from, to, bucket: bucketMs });
@@ -281,11 +242,11 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     },
     /** Events of the organization with seq in [from, to) that were never delivered and are not queued. */
     recoverable(orgId: string, from: number, to: number) {
-      return recoverable.all(from, to, orgId).map((r) => ({ eventSeq: r.seq, eventId: r.id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, type: r.type }));
+      return recoverable.all({ from, to, org: orgId }).map(toRecoverable);
     },
     /** Makes failed (pending, already attempted) deliveries of events with seq in [from, to) due now. */
-    hurryFailed(orgId: string, from: number, to: number, now: number): number {
-      return hurryFailed.run({ now, org: orgId, from, to }).changes;
+    retryFailedNow(orgId: string, from: number, to: number, now: number): number {
+      return retryFailedNow.run({ now, org: orgId, from, to }).changes;
     },
     /**
      * Counts up to `limit` pending deliveries of the organization with an id above `after`:
@@ -306,11 +267,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
      * Two index lookups.
      */
     oldestDueAt(orgId: string, now: number): number | null {
-      const fresh = oldestFresh.get({ org: orgId })?.at ?? null;
-      const retry = earliestRetry.get({ org: orgId, now })?.at ?? null;
-      const due = retry !== null && retry <= now ? retry : null;
-      if (fresh === null) return due;
-      return due === null ? fresh : Math.min(fresh, due);
+      return oldestDue(oldestFresh.get({ org: orgId })?.at ?? null, earliestRetry.get({ org: orgId, now })?.at ?? null, now);
     },
     /**
      * The latest failed attempt (time, status code, error) among the organization's newest
@@ -318,12 +275,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
      * the latest failure of the deliveries attempted lately, not of the whole history.
      */
     recentFailure(orgId: string, window = RECENT_FAILURE_WINDOW): { at: number; statusCode: number | null; error: string } | null {
-      let best: { at: number; code: number | null; error: string } | undefined;
-      for (const status of [DeliveryStatus.pending, DeliveryStatus.dead]) {
-        const row = recentFailure.get({ org: orgId, status, limit: window });
-        if (row && (best === undefined || row.at > best.at)) best = row;
-      }
-      return best ? { at: best.at, statusCode: best.code, error: best.error } : null;
+      return latestFailure(RECENT_FAILURE_STATUSES.map((status) => recentFailure.get({ org: orgId, status, limit: window })));
     },
     /** Stores a `webhook.test` event; returns its sequence number. */
     insertTestEvent(id: string, orgId: string, payload: string, now: number): number {

@@ -1,8 +1,10 @@
 import type { StoredEvent } from '../../domain/feed-event.ts';
 import type { Db } from './db.ts';
-import { firstKeyAtOrAfter } from '../ordered-search.ts';
-import type { EventToStore, FeedPosition, FeedReject, FeedRepo, FeedStats } from '../repos.ts';
-import { toPosition, toReject, type PositionRow, type RejectRow } from '../rows.ts';
+import { keyRange } from '../ordered-search.ts';
+import type { FeedRepo } from '../repos.ts';
+import type { EventToStore, FeedPosition, FeedReject, FeedStats } from '../types.ts';
+import { EVENT_COLUMNS, POSITION_COLUMNS, REJECT_COLUMNS, STATS_COLUMNS, toFeedStats, toPosition, toReject, toStoredEvent, type EventRow, type PositionRow, type RejectRow, type StatsRow } from '../rows.ts';
+import { UNDELIVERABLE_SQL } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 
 
@@ -16,9 +18,7 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
   // Every event stored before schema version 5 under an id derived then is below this seq (0: there are none).
   const legacyBefore = (db.prepare('SELECT before_seq FROM legacy_event_ids').pluck().get() as number | undefined) ?? 0;
   const legacyEvent = db.prepare<[string, number], { seq: number }>('SELECT seq FROM events WHERE id = ? AND seq < ?');
-  const eventById = db.prepare<[string], { id: string; org_id: string; anticipation_request_id: string; payload: string; occurred_at: number }>(
-    'SELECT id, org_id, anticipation_request_id, payload, occurred_at FROM events WHERE id = ?',
-  );
+  const eventById = db.prepare<[string], EventRow>(`SELECT ${EVENT_COLUMNS} FROM events WHERE id = ?`);
   // The newest event's time and the newest delivery's queue time (a replay or a recovery queues
   // deliveries without storing an event): two primary-key lookups.
   const newestStoredAt = db.prepare<[], { at: number }>(`
@@ -30,9 +30,7 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
   const seqBounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT (SELECT min(seq) FROM events) AS lo, (SELECT max(seq) FROM events) AS hi');
   const insertReject = db.prepare<[string, number | null, number, Buffer, string, string, string | null, number]>(`
     INSERT INTO feed_rejects (source, position, line_bytes, raw, reason, detail, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
-  const getPosition = db.prepare<[string], PositionRow>(
-    'SELECT source, dev, ino, fingerprint, fingerprint_bytes, position, tail_fingerprint FROM feed_positions WHERE source = ?',
-  );
+  const getPosition = db.prepare<[string], PositionRow>(`SELECT ${POSITION_COLUMNS} FROM feed_positions WHERE source = ?`);
   const savePosition = db.prepare<[string, string, string, string, number, number, string | null, number]>(`
     INSERT INTO feed_positions (source, dev, ino, fingerprint, fingerprint_bytes, position, tail_fingerprint, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (source) DO UPDATE SET dev = excluded.dev, ino = excluded.ino, fingerprint = excluded.fingerprint,
@@ -42,17 +40,9 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
     INSERT INTO feed_stats (source, accepted, duplicates, quarantined, updated_at) VALUES (?, ?, ?, ?, ?)
     ON CONFLICT (source) DO UPDATE SET accepted = accepted + excluded.accepted, duplicates = duplicates + excluded.duplicates,
       quarantined = quarantined + excluded.quarantined, updated_at = excluded.updated_at`);
-  const allStats = db.prepare<[], { source: string; accepted: number; duplicates: number; quarantined: number; updated_at: number }>(
-    'SELECT source, accepted, duplicates, quarantined, updated_at FROM feed_stats ORDER BY source',
-  );
-  const listRejects = db.prepare<[number, number], RejectRow>(
-    'SELECT id, source, position, line_bytes, raw, reason, detail, event_id, received_at FROM feed_rejects WHERE id > ? ORDER BY id LIMIT ?',
-  );
-
-  const undeliverable = db.prepare<[], { org_id: string; events: number }>(`
-    SELECT org_id, count(*) AS events FROM events e
-    WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq)
-    GROUP BY org_id ORDER BY org_id`);
+  const allStats = db.prepare<[], StatsRow>(`SELECT ${STATS_COLUMNS} FROM feed_stats ORDER BY source`);
+  const listRejects = db.prepare<[number, number], RejectRow>(`SELECT ${REJECT_COLUMNS} FROM feed_rejects WHERE id > ? ORDER BY id LIMIT ?`);
+  const undeliverable = db.prepare<[], { org_id: string; events: number }>(UNDELIVERABLE_SQL);
 
   return {
     /** Events never queued for delivery (their organization had no webhook), per organization. */
@@ -86,7 +76,7 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
       const found = new Map<string, StoredEvent>();
       for (const id of ids) {
         const row = eventById.get(id);
-        if (row) found.set(id, { id: row.id, orgId: row.org_id, anticipationRequestId: row.anticipation_request_id, occurredAt: row.occurred_at, payload: row.payload });
+        if (row) found.set(id, toStoredEvent(row));
       }
       return found;
     },
@@ -106,24 +96,17 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
      * index on received_at because received_at never decreases along seq.
      */
     seqRange(since: number, until: number): { from: number; to: number } {
-      const bounds = seqBounds.get();
-      if (!bounds || bounds.lo === null || bounds.hi === null) return { from: 0, to: 0 };
-      const { lo, hi } = bounds;
-      const firstSeqAtOrAfter = (t: number): number =>
-        firstKeyAtOrAfter(lo, hi, t, (seq) => {
-          const row = firstAtOrAfter.get(seq);
-          return row && { key: row.seq, at: row.received_at };
-        });
-      return { from: firstSeqAtOrAfter(since), to: firstSeqAtOrAfter(until) };
+      return keyRange(seqBounds.get(), since, until, (seq) => {
+        const row = firstAtOrAfter.get(seq);
+        return row && { key: row.seq, at: row.received_at };
+      });
     },
     insertRejects(rejects: ReadonlyArray<Omit<FeedReject, 'id'>>): void {
       for (const r of rejects) insertReject.run(r.source, r.position, r.lineBytes, r.raw, r.reason, r.detail, r.eventId, r.receivedAt);
     },
     getPosition(source: string): FeedPosition | null {
       const row = getPosition.get(source);
-      return row
-        ? toPosition(row)
-        : null;
+      return row ? toPosition(row) : null;
     },
     savePosition(p: FeedPosition, now: number): void {
       savePosition.run(p.source, p.dev, p.ino, p.fingerprint, p.fingerprintBytes, p.position, p.tailFingerprint, now);
@@ -132,7 +115,7 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
       addStats.run(source, accepted, duplicates, quarantined, now);
     },
     stats(): FeedStats[] {
-      return allStats.all().map((r) => ({ source: r.source, accepted: r.accepted, duplicates: r.duplicates, quarantined: r.quarantined, updatedAt: r.updated_at }));
+      return allStats.all().map(toFeedStats);
     },
     listRejects(afterId: number, limit: number): FeedReject[] {
       return listRejects.all(afterId, limit).map(toReject);

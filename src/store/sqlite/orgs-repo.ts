@@ -1,20 +1,14 @@
 import type { Organization } from '../../domain/types.ts';
 import type { Db } from './db.ts';
 import type { OrgsRepo } from '../repos.ts';
+import { ORG_COLUMNS, toOrg, type OrgRow } from '../rows.ts';
 import type { Sync } from './sync-repo.ts';
 
-interface OrgRow {
-  id: string;
-  name: string;
-  created_at: number;
-}
-
-const toOrg = (row: OrgRow): Organization => ({ id: row.id, name: row.name, createdAt: row.created_at });
 
 export function createOrgsRepo(db: Db): Sync<OrgsRepo> {
   const insert = db.prepare<[string, string, number]>('INSERT INTO organizations (id, name, created_at) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING');
-  const byId = db.prepare<[string], OrgRow>('SELECT id, name, created_at FROM organizations WHERE id = ?');
-  const all = db.prepare<[], OrgRow>('SELECT id, name, created_at FROM organizations ORDER BY id');
+  const byId = db.prepare<[string], OrgRow>(`SELECT ${ORG_COLUMNS} FROM organizations WHERE id = ?`);
+  const all = db.prepare<[], OrgRow>(`SELECT ${ORG_COLUMNS} FROM organizations ORDER BY id`);
   return {
     /** Inserts; returns false when the id is taken. */
     insert(org: Organization): boolean {

@@ -2,13 +2,13 @@ import type { Permission } from '../../domain/permissions.ts';
 import type { Role } from '../../domain/types.ts';
 import type { Db } from './db.ts';
 import type { RolesRepo } from '../repos.ts';
-import { toRole, type RoleRow } from '../rows.ts';
+import { ROLE_COLUMNS, toRole, type RoleRow } from '../rows.ts';
 import type { Sync } from './sync-repo.ts';
 
 
 export function createRolesRepo(db: Db): Sync<RolesRepo> {
-  const all = db.prepare<[], RoleRow>('SELECT name, description, permissions, builtin FROM roles ORDER BY name');
-  const byName = db.prepare<[string], RoleRow>('SELECT name, description, permissions, builtin FROM roles WHERE name = ?');
+  const all = db.prepare<[], RoleRow>(`SELECT ${ROLE_COLUMNS} FROM roles ORDER BY name`);
+  const byName = db.prepare<[string], RoleRow>(`SELECT ${ROLE_COLUMNS} FROM roles WHERE name = ?`);
   const insert = db.prepare<[string, string, string, number]>(
     'INSERT INTO roles (name, description, permissions, builtin, created_at) VALUES (?, ?, ?, 0, ?) ON CONFLICT (name) DO NOTHING',
   );

@@ -2,77 +2,40 @@ import { encodeRateWindow, type RateWindow } from '../../domain/rate-window.ts';
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/types.ts';
 import { storedHeaders } from '../../domain/webhook-headers.ts';
 import type { Db } from './db.ts';
-import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookSettings, type WebhooksRepo, type WebhookHealth, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../repos.ts';
-import { rateWindowOf, toWebhook } from '../rows.ts';
+import type { WebhooksRepo } from '../repos.ts';
+import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookSettings, type WebhookHealth, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../types.ts';
+import { HEALTH_COLUMNS, rateWindowOf, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS, type DeliverableRow, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
+import { DELIVERABLE_SQL, named, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, rotateSecretSql, setStatusSet, upsertWebhookSql } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 
-interface WebhookRow {
-  org_id: string;
-  url: string;
-  active_hmac: number;
-  headers: string | null;
-  secret: string | null;
-  status: WebhookStatus;
-  rate_limit: number | null;
-  created_at: number;
-  updated_at: number;
-  previous_secret: string | null;
-  previous_secret_expires_at: number | null;
-  consecutive_failures: number;
-  failing_since: number | null;
-  last_success_at: number | null;
-  disabled_reason: string | null;
-}
+/** A webhook's whole row: one read serves get, getWithSecret, health and signingKeys (a primary-key lookup, prepared once). */
+type WebhookRow = WebhookBaseRow & WebhookHealthRow & { secret: string | null; previous_secret: string | null; previous_secret_expires_at: number | null };
 
 export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
-  const byOrg = db.prepare<[string], WebhookRow>(
-    `SELECT org_id, url, active_hmac, headers, secret, status, rate_limit, created_at, updated_at, previous_secret, previous_secret_expires_at,
-       consecutive_failures, failing_since, last_success_at, disabled_reason FROM webhooks WHERE org_id = ?`,
-  );
-  const deliverable = db.prepare<[], { org_id: string; status: WebhookStatus; last_success_at: number | null; rate_limit: number | null }>(
-    "SELECT org_id, status, last_success_at, rate_limit FROM webhooks WHERE status <> 'disabled' ORDER BY org_id",
-  );
+  const byOrg = db.prepare<[string], WebhookRow>(`SELECT ${WEBHOOK_COLUMNS}, secret, previous_secret, previous_secret_expires_at, ${HEALTH_COLUMNS} FROM webhooks WHERE org_id = ?`);
+  const deliverable = db.prepare<[], DeliverableRow>(DELIVERABLE_SQL);
   const setRateWindow = db.prepare<[string, string]>('UPDATE webhooks SET rate_window = ? WHERE org_id = ?');
   const rateStates = db.prepare<[], { org_id: string; rate_limit: number; rate_window: string | null }>(
     'SELECT org_id, rate_limit, rate_window FROM webhooks WHERE rate_limit IS NOT NULL ORDER BY org_id',
   );
   const statusOf = db.prepare<[string], { status: WebhookStatus }>('SELECT status FROM webhooks WHERE org_id = ?');
-  const allWithHealth = db.prepare<[], Omit<WebhookRow, 'secret' | 'previous_secret' | 'previous_secret_expires_at'>>(
-    `SELECT org_id, url, active_hmac, headers, status, rate_limit, created_at, updated_at, consecutive_failures, failing_since, last_success_at, disabled_reason
-     FROM webhooks ORDER BY org_id`,
-  );
+  const allWithHealth = db.prepare<[], WebhookBaseRow & WebhookHealthRow>(`SELECT ${WEBHOOK_COLUMNS}, ${HEALTH_COLUMNS} FROM webhooks ORDER BY org_id`);
+  // The status a change starts from is read first (statusOf), under the write lock that holds the whole database.
   const succeeded = db.prepare<{ org: string; now: number }>(`
-    UPDATE webhooks SET consecutive_failures = 0, failing_since = NULL, last_success_at = @now,
-      status = CASE WHEN status = 'disabled' THEN status ELSE 'active' END
+    UPDATE webhooks SET ${recordSuccessSet('', named('now'))}
     WHERE org_id = @org`);
   const failed = db.prepare<{ org: string; now: number; failingAfter: number; disableAfter: number }, { status: WebhookStatus; disabled_reason: string | null }>(`
-    UPDATE webhooks SET consecutive_failures = consecutive_failures + 1, failing_since = coalesce(failing_since, @now),
-      status = CASE
-        WHEN status = 'disabled' THEN status
-        WHEN @now - coalesce(failing_since, @now) >= @disableAfter THEN 'disabled'
-        WHEN consecutive_failures + 1 >= @failingAfter THEN 'failing'
-        ELSE status END,
-      disabled_reason = CASE
-        WHEN status <> 'disabled' AND @now - coalesce(failing_since, @now) >= @disableAfter THEN 'failing_too_long'
-        ELSE disabled_reason END
+    UPDATE webhooks SET ${recordFailureSet('', named('now', 'failingAfter', 'disableAfter'))}
     WHERE org_id = @org
     RETURNING status, disabled_reason`);
   const setStatus = db.prepare<{ org: string; status: WebhookStatus; reason: string | null; now: number }>(`
-    UPDATE webhooks SET status = @status, disabled_reason = @reason, updated_at = @now,
-      consecutive_failures = CASE WHEN @status = 'active' THEN 0 ELSE consecutive_failures END,
-      failing_since = CASE WHEN @status = 'active' THEN NULL ELSE failing_since END
+    UPDATE webhooks SET ${setStatusSet('', named('status', 'reason', 'now'))}
     WHERE org_id = @org`);
-  const rotate = db.prepare<{ org: string; secret: string; expires: number; now: number }>(`
-    UPDATE webhooks SET previous_secret = secret, previous_secret_expires_at = @expires, secret = @secret, updated_at = @now
-    WHERE org_id = @org`);
-  const previousExpiresAt = db.prepare<[string], { at: number | null }>('SELECT previous_secret_expires_at AS at FROM webhooks WHERE org_id = ? AND previous_secret IS NOT NULL');
-  const upsert = db.prepare<{ org_id: string; url: string; active_hmac: number; headers: string | null; secret: string | null; now: number; rate_limit: number | null }>(`
-    INSERT INTO webhooks (org_id, url, active_hmac, headers, secret, status, rate_limit, created_at, updated_at)
-    VALUES (@org_id, @url, @active_hmac, @headers, @secret, 'active', @rate_limit, @now, @now)
-    ON CONFLICT (org_id) DO UPDATE SET
-      url = excluded.url, active_hmac = excluded.active_hmac, headers = excluded.headers, secret = excluded.secret, rate_limit = excluded.rate_limit,
-      status = 'active', disabled_reason = NULL, consecutive_failures = 0, failing_since = NULL,
-      updated_at = excluded.updated_at`);
+  const rotate = db.prepare<{ org: string; secret: string; expires: number; now: number }>(rotateSecretSql(named('org', 'secret', 'expires', 'now')));
+  const previousExpiresAt = db.prepare<[string], { at: number | null }>(previousSecretExpiresAtSql({ org: '?' }));
+  const upsert = db.prepare<{ org_id: string; url: string; active_hmac: number; headers: string | null; secret: string | null; now: number; rate_limit: number | null }>(
+    upsertWebhookSql("@org_id, @url, @active_hmac, @headers, @secret, 'active', @rate_limit, @now, @now"),
+  );
 
   return {
     /** The webhook without its secret: what every read path gets. */
@@ -86,24 +49,15 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     },
     /** The webhooks that may receive deliveries now (not disabled), with their status and last success (epoch ms). */
     deliverable(): DeliverableWebhook[] {
-      return deliverable.all().map((r) => ({ orgId: r.org_id, status: r.status, lastSuccessAt: r.last_success_at, rateLimit: r.rate_limit }));
+      return deliverable.all().map(toDeliverable);
     },
     health(orgId: string): WebhookHealth | null {
       const row = byOrg.get(orgId);
-      return row
-        ? { consecutiveFailures: row.consecutive_failures, failingSince: row.failing_since, lastSuccessAt: row.last_success_at, disabledReason: row.disabled_reason }
-        : null;
+      return row ? toHealth(row) : null;
     },
     /** Every webhook with its health, by organization id. One row per organization: a small table. */
     listWithHealth(): WebhookWithHealth[] {
-      return allWithHealth.all().map((row) => ({
-        ...toWebhook(row),
-        consecutiveFailures: row.consecutive_failures,
-        failingSince: row.failing_since,
-        lastSuccessAt: row.last_success_at,
-        disabledReason: row.disabled_reason,
-        outOfOrderDeliveries: 0,
-      }));
+      return allWithHealth.all().map((row) => ({ ...toWebhook(row), ...toHealth(row), outOfOrderDeliveries: 0 }));
     },
     /** Records a successful attempt; returns the status change it made (`failing` -> `active`), if any. */
     recordSuccess(orgId: string, now: number): WebhookStatusChange | null {
@@ -121,11 +75,11 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
       if (before === undefined || after === undefined || after.status === before) return null;
       return { from: before, to: after.status, disabledReason: after.disabled_reason };
     },
-    /** Sets the status (and why it is disabled); returns the change it made, null when the status stays. */
     /** The write transaction holds the whole database: nothing to lock row by row. */
     lockInOrder(): void {},
     /** Nothing to count: one feed, in storage order (see DeliveriesRepo.lease). */
     countOutOfOrder(): void {},
+    /** Sets the status (and why it is disabled); returns the change it made, null when the status stays. */
     setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): WebhookStatusChange | null {
       const before = statusOf.get(orgId)?.status;
       if (setStatus.run({ org: orgId, status, reason, now }).changes !== 1 || before === undefined || before === status) return null;
@@ -137,9 +91,7 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     },
     signingKeys(orgId: string): WebhookSigningKeys | null {
       const row = byOrg.get(orgId);
-      return row
-        ? { url: row.url, activeHmac: row.active_hmac === 1, secret: row.secret, previousSecret: row.previous_secret, previousSecretExpiresAt: row.previous_secret_expires_at }
-        : null;
+      return row ? toSigningKeys(row) : null;
     },
     previousSecretExpiresAt(orgId: string): number | null {
       return previousExpiresAt.get(orgId)?.at ?? null;

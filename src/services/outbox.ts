@@ -1,33 +1,21 @@
-import { randomUUID } from 'node:crypto';
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { ErrorCode, HookrelayError, validationError } from '../domain/errors.ts';
-import { orderingKey, testOrderingKey } from '../domain/ordering.ts';
+/**
+ * The delivery outbox, the dispatcher's side of the deliveries: leasing due deliveries for
+ * their attempts and recording the attempts' outcomes, in one group commit (flush). What the
+ * admin API and the CLI do with deliveries (the log, replay, recovery, test events) is in
+ * delivery-log.ts; enabling, disabling and secret rotation in webhooks.ts.
+ */
+import { iso } from '../domain/iso.ts';
 import { ratePermits, rateTake } from '../domain/rate-window.ts';
 import { isSuccess, type AttemptResult, type DeliveryOutcome } from '../domain/retry-policy.ts';
-import { generateWebhookSecret, signingSecrets } from '../domain/secrets.ts';
+import { signingSecrets } from '../domain/secrets.ts';
 import { WebhookStatus } from '../domain/types.ts';
 import { loggableUrl } from '../domain/validation.ts';
-import { DisabledReason, disabledReasonText } from '../domain/webhook-health.ts';
+import { DisabledReason } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
-import { DeliveryStatus, sendable, type AttemptToStore, type DeliverableWebhook, type OutOfOrderDelivery, type DeliveryRow, type Settlement, type DueDelivery, type ListFilter, type Store, type Tx } from '../store/repos.ts';
-import type { WebhookHealth, WebhookStatusChange } from '../store/repos.ts';
-import { nobodyListens, type WorkSignal } from './work-signal.ts';
-
-export const TEST_EVENT_TYPE = 'webhook.test';
-
-/** Events (a span of seqs) that a chunked recovery handles per transaction. */
-export const RECOVER_CHUNK_SEQS = 2_500;
-
-export interface RecoverOptions {
-  /** Called after each chunk (see recover) with the events covered so far and in all. */
-  readonly onChunk?: (done: number, total: number) => void;
-  /**
-   * The daemon's mode: a chunk that finds the database locked by another process is tried again
-   * on a timer for up to `maxWaitMs` (store/sqlite/lock-wait.ts). Without it, the lock is waited for
-   * in SQLite (the CLI's connection has a busy timeout).
-   */
-  readonly lockWait?: { readonly maxWaitMs?: number };
-}
+import type { Store, Tx } from '../store/repos.ts';
+import { DeliveryStatus, type AttemptToStore, type DeliverableWebhook, type OutOfOrderDelivery, type Settlement, type DueDelivery, type WebhookStatusChange } from '../store/types.ts';
+import { dueDeliveryOf } from '../store/rows.ts';
+import { logStatusChange, type LoggedStatusChange } from './webhooks.ts';
 
 /** A delivery claimed for one attempt: what to send and where. */
 export interface ClaimedDelivery extends DueDelivery {
@@ -105,57 +93,25 @@ export interface FlushResult {
   readonly outOfOrder: OutOfOrderDelivery[];
 }
 
-export interface DeliveryServiceOptions {
+export interface OutboxOptions {
+  /** `delivery.failingAfterFailures`: failed attempts in a row that make a webhook failing. */
   readonly failingAfterFailures: number;
+  /** `delivery.disableAfter`, ms: how long a failing webhook goes without a success before it is disabled. */
   readonly disableAfterMs: number;
-  readonly secretRotationGraceMs: number;
 }
 
 /** The summary of successful deliveries names at most this many organizations (the busiest); the rest are counted together. */
 export const SUMMARY_MAX_ORGS = 20;
 
-/** A webhook status change made while recording, logged once the transaction has committed. */
-interface StatusChangeOf {
-  readonly orgId: string;
-  readonly url: string;
-  readonly change: WebhookStatusChange;
-  /** The webhook's health once the change was made, read in the same transaction (for the log line). */
-  health?: WebhookHealth | null;
-}
-
-/** The public state of a delivery: `failed` is a pending delivery whose last attempt failed. */
-export function publicStatus(row: Pick<DeliveryRow, 'status' | 'attempts'>): 'pending' | 'failed' | 'delivered' | 'dead' {
-  return row.status === DeliveryStatus.pending && row.attempts > 0 ? 'failed' : row.status;
-}
-
-function notFound(id: number | string): HookrelayError {
-  return new HookrelayError(ErrorCode.deliveryNotFound, `no delivery ${id} for this organization`);
-}
-
 /**
- * The delivery outbox: claiming under a lease and recording outcomes (for the dispatcher),
- * and the delivery log, replay, recovery, test events and webhook health (for API and CLI).
+ * The dispatcher's store operations: claiming under a lease and recording outcomes (flush),
+ * looking for due work without writing (peek), the webhooks deliveries may go to, and the
+ * summary log of successful deliveries.
  */
-export function createDeliveryService(store: Store, log: Logger, options: DeliveryServiceOptions, work: WorkSignal = nobodyListens) {
+export function createOutboxService(store: Store, log: Logger, options: OutboxOptions) {
   /** Successful deliveries per organization since the last summary (see logDeliveredSummary). */
   let delivered = new Map<string, number>();
   let summaryFromMono = performance.now();
-
-  /**
-   * The one time base of every queue: when a delivery is queued (ingest, replay, recovery, test
-   * events), its created_at is the clock, but never before the newest stored event (see
-   * FeedRepo.receivedAt), so queue order and time order agree even when the clock steps back.
-   * Call inside the write transaction.
-   */
-  function queueTime(tx: Tx): Promise<number> {
-    return tx.feed.receivedAt(store.clock.now());
-  }
-
-  async function requireWebhook(tx: Tx, orgId: string) {
-    const webhook = await tx.webhooks.get(orgId);
-    if (!webhook) throw new HookrelayError(ErrorCode.webhookNotConfigured, `organization "${orgId}" has no webhook; register one first`);
-    return webhook;
-  }
 
   /**
    * Leases due deliveries of the organizations in `wanted`, in that order, at most `room` of
@@ -213,7 +169,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
           full = true;
           break;
         }
-        const d = sendable(row);
+        const d = dueDeliveryOf(row);
         if (d.unsendable !== null) {
           await tx.deliveries.markUnsendable(d.id, d.unsendable, now);
           into.unsendable.push({ id: d.id, orgId, eventId: d.eventId, reason: d.unsendable });
@@ -258,7 +214,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
    * Records one finished attempt (its log row goes into `attempts`, stored by the caller) and
    * applies its outcome. Runs inside the caller's transaction.
    */
-  async function recordIn(tx: Tx, f: FinishedAttempt, now: number, lastSucceeded: Set<string>, changes: StatusChangeOf[], attemptRows: AttemptToStore[], settlements: Array<{ id: number; settlement: Settlement }>): Promise<void> {
+  async function recordIn(tx: Tx, f: FinishedAttempt, now: number, lastSucceeded: Set<string>, changes: LoggedStatusChange[], attemptRows: AttemptToStore[], settlements: Array<{ id: number; settlement: Settlement }>): Promise<void> {
     const { delivery: d, result, outcome } = f;
     const { webhooks } = tx;
     const attempts = d.attempts + 1;
@@ -300,34 +256,15 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
     }
   }
 
-  function noteChange(changes: StatusChangeOf[], d: { orgId: string; url: string }, change: WebhookStatusChange | null): void {
+  /** Logs a status change an attempt's outcome made (see logStatusChange). */
+  function logChange(c: LoggedStatusChange): void {
+    logStatusChange(log, c, 'delivery', options.disableAfterMs);
+  }
+
+  function noteChange(changes: LoggedStatusChange[], d: { orgId: string; url: string }, change: WebhookStatusChange | null): void {
     if (change !== null) changes.push({ orgId: d.orgId, url: d.url, change });
   }
 
-  /** Logs a webhook status change at warn: an operator filtering on warnings sees it. */
-  function logChange({ orgId, url, change, health }: StatusChangeOf, by: 'delivery' | 'operator'): void {
-    const reason = change.to === WebhookStatus.disabled ? disabledReasonText(change.disabledReason, options.disableAfterMs) : undefined;
-    const message =
-      change.to === WebhookStatus.disabled
-        ? `webhook disabled: ${reason}; its deliveries are held`
-        : change.to === WebhookStatus.failing
-          ? 'webhook failing: attempts fail in a row'
-          : by === 'operator'
-            ? 'webhook enabled: held deliveries go out'
-            : 'webhook active again: an attempt succeeded';
-    log.warn(
-      {
-        org: orgId,
-        url: loggableUrl(url),
-        from: change.from,
-        to: change.to,
-        ...(change.to === WebhookStatus.disabled ? { disabledReason: change.disabledReason } : {}),
-        ...(health && change.to !== WebhookStatus.active ? { consecutiveFailures: health.consecutiveFailures, failingSince: health.failingSince === null ? null : new Date(health.failingSince).toISOString() } : {}),
-        by,
-      },
-      message,
-    );
-  }
 
   /**
    * One line per attempt, at the level of what it means: a retry at warn, a dead delivery at
@@ -346,7 +283,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         log[level]({ ...base, outcome: outcome.kind }, 'delivered');
         break;
       case 'retry':
-        log[level]({ ...base, error: r.error, detail: r.errorDetail, outcome: outcome.kind, nextAttemptAt: new Date(outcome.at).toISOString() }, `delivery attempt failed (${r.error}); retrying at ${new Date(outcome.at).toISOString()}`);
+        log[level]({ ...base, error: r.error, detail: r.errorDetail, outcome: outcome.kind, nextAttemptAt: iso(outcome.at) }, `delivery attempt failed (${r.error}); retrying at ${iso(outcome.at)}`);
         break;
       case 'dead':
         log[level]({ ...base, error: r.error, detail: r.errorDetail, outcome: outcome.kind, nextAttemptAt: null }, `delivery attempt failed (${r.error}) and no retry is left: the delivery is dead (replayable)`);
@@ -372,7 +309,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
      */
     async flush(work: FlushWork, options: { durable?: boolean } = {}): Promise<FlushResult> {
       const result: FlushResult = { claimed: [], drained: [], unsendable: [], contended: [], superseded: [], rateLimited: [], outOfOrder: [] };
-      const changes: StatusChangeOf[] = [];
+      const changes: LoggedStatusChange[] = [];
       await store.transaction(async (tx) => {
         changes.length = 0;
         result.claimed.length = result.drained.length = result.unsendable.length = result.contended.length = result.superseded.length = result.rateLimited.length = result.outOfOrder.length = 0;
@@ -394,7 +331,7 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
         for (const c of changes) c.health = await tx.webhooks.health(c.orgId);
       }, options);
       for (const f of work.finished) logAttempt(f);
-      for (const c of changes) logChange(c, 'delivery');
+      for (const c of changes) logChange(c);
       for (const s of result.superseded) {
         log.warn({ delivery: s.id, org: s.orgId }, 'attempt recorded, outcome not applied: its lease had lapsed and another instance took the delivery over');
       }
@@ -450,125 +387,6 @@ export function createDeliveryService(store: Store, log: Logger, options: Delive
     deliverableWebhooks(): Promise<DeliverableWebhook[]> {
       return store.read((tx) => tx.webhooks.deliverable());
     },
-
-    list(orgId: string, filter: ListFilter): Promise<DeliveryRow[]> {
-      return store.read((tx) => tx.deliveries.list(orgId, filter));
-    },
-
-    get(orgId: string, id: number) {
-      return store.read(async (tx) => {
-        const row = await tx.deliveries.get(orgId, id);
-        if (!row) throw notFound(id);
-        return { delivery: row, attempts: await tx.deliveries.attempts(id) };
-      });
-    },
-
-    /** Queues the delivery's event again (same webhook-id) with a fresh retry schedule. */
-    async replay(orgId: string, id: number): Promise<DeliveryRow> {
-      const queued = await store.transaction(async (tx) => {
-        await requireWebhook(tx, orgId);
-        const row = await tx.deliveries.get(orgId, id);
-        if (!row) throw notFound(id);
-        const ref = (await tx.deliveries.eventOf(id))!;
-        if (await tx.deliveries.hasPendingDelivery(ref.eventSeq)) {
-          throw validationError(`delivery ${id}'s event is already queued (a delivery of it is pending); replay it once that one is delivered or dead`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
-        }
-        const newId = await tx.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, await queueTime(tx));
-        return (await tx.deliveries.get(orgId, newId))!;
-      });
-      work.notify(orgId, 'queued');
-      return queued;
-    },
-
-    /**
-     * Re-queues every event of the organization received in [since, until) that was never
-     * delivered: dead and undeliverable ones get a new delivery, failed ones are made due now.
-     */
-    async recover(orgId: string, since: number, until?: number, options: RecoverOptions = {}): Promise<{ requeued: number; hurried: number }> {
-      // Without `until`: everything received so far, which may be later than the clock if it stepped back.
-      const end = until ?? (await store.read((tx) => tx.feed.receivedAt(store.clock.now()))) + 1;
-      if (!(since < end)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
-      /** Requeues the events with seq in [from, to) (in the caller's transaction). */
-      const recoverRange = async (tx: Tx, from: number, to: number) => {
-        await requireWebhook(tx, orgId);
-        const queuedAt = await queueTime(tx);
-        const queue = (await tx.deliveries.recoverable(orgId, from, to)).map((e) => ({
-          eventSeq: e.eventSeq,
-          orgId,
-          orderingKey: e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId),
-        }));
-        if (queue.length > 0) await tx.deliveries.insertMany(queue, queuedAt);
-        // Retries are due by the raw clock (see DeliveriesRepo.dueRows): made due now by it.
-        return { requeued: queue.length, hurried: await tx.deliveries.hurryFailed(orgId, from, to, store.clock.now()) };
-      };
-      const inChunk = (lo: number, hi: number) => store.transaction((tx) => recoverRange(tx, lo, hi));
-      const { from, to } = await store.read((tx) => tx.feed.seqRange(since, end));
-      const counts = { requeued: 0, hurried: 0 };
-      options.onChunk?.(0, to - from);
-      try {
-        for (let lo = from; lo < to; lo += RECOVER_CHUNK_SEQS) {
-          const hi = Math.min(lo + RECOVER_CHUNK_SEQS, to);
-          const chunk = await inChunk(lo, hi);
-          counts.requeued += chunk.requeued;
-          counts.hurried += chunk.hurried;
-          options.onChunk?.(hi - from, to - from);
-          // The daemon's other work (the admin API, attempts, the feed) runs between two chunks.
-          if (hi < to) await yieldToEventLoop();
-        }
-      } catch (err) {
-        if (counts.requeued + counts.hurried === 0 || !(err instanceof HookrelayError) || err.code !== ErrorCode.databaseBusy) throw err;
-        work.notify(orgId, 'queued');
-        throw new HookrelayError(
-          ErrorCode.databaseBusy,
-          `the database stayed locked by another process (a hookrelay CLI command or a backup, say) part way through: ${counts.requeued} event(s) of the window were queued again and ${counts.hurried} failed delivery(ies) made due now; recover again shortly to do the rest (nothing is queued twice)`,
-          { cause: err },
-        );
-      }
-      if (from >= to) await store.read((tx) => requireWebhook(tx, orgId));
-      if (counts.requeued + counts.hurried > 0) work.notify(orgId, 'queued');
-      return counts;
-    },
-
-    /** Stores and queues a `webhook.test` event for the organization's webhook. */
-    async sendTest(orgId: string): Promise<DeliveryRow> {
-      const queued = await store.transaction(async (tx) => {
-        await requireWebhook(tx, orgId);
-        const now = await queueTime(tx);
-        const id = `evt_test_${randomUUID().replaceAll('-', '')}`;
-        const timestamp = new Date(now).toISOString();
-        const payload = JSON.stringify({ type: TEST_EVENT_TYPE, timestamp, data: { event_id: id, organization_id: orgId, message: 'Test notification from hookrelay' } });
-        const seq = await tx.deliveries.insertTestEvent(id, orgId, payload, now);
-        const deliveryId = await tx.deliveries.insert(seq, orgId, testOrderingKey(orgId, id), now);
-        return (await tx.deliveries.get(orgId, deliveryId))!;
-      });
-      work.notify(orgId, 'queued');
-      return queued;
-    },
-
-    /** New signing secret; the previous one keeps signing for the grace period. Returns the new secret once. */
-    rotateSecret(orgId: string): Promise<{ secret: string; previousSecretExpiresAt: number }> {
-      return store.transaction(async (tx) => {
-        const webhook = await tx.webhooks.getWithSecret(orgId);
-        if (!webhook) throw new HookrelayError(ErrorCode.webhookNotConfigured, `organization "${orgId}" has no webhook; register one first`);
-        if (!webhook.activeHmac) throw new HookrelayError(ErrorCode.secretNotConfigured, 'HMAC signing is off for this webhook; register it with active_hmac true first');
-        const now = store.clock.now();
-        const secret = generateWebhookSecret();
-        const previousSecretExpiresAt = now + options.secretRotationGraceMs;
-        await tx.webhooks.rotateSecret(orgId, secret, previousSecretExpiresAt, now);
-        return { secret, previousSecretExpiresAt };
-      });
-    },
-
-    /** Operator switch: `disabled` holds deliveries; `active` releases them. */
-    async setEnabled(orgId: string, enabled: boolean): Promise<void> {
-      const changed = await store.transaction(async (tx) => {
-        const { url } = await requireWebhook(tx, orgId);
-        const change = await tx.webhooks.setStatus(orgId, enabled ? WebhookStatus.active : WebhookStatus.disabled, enabled ? null : DisabledReason.operator, store.clock.now());
-        return change === null ? null : { orgId, url, change, health: await tx.webhooks.health(orgId) };
-      });
-      if (changed !== null) logChange(changed, 'operator');
-      work.notify(orgId, 'webhook');
-    },
   };
 }
-export type DeliveryService = ReturnType<typeof createDeliveryService>;
+export type OutboxService = ReturnType<typeof createOutboxService>;
