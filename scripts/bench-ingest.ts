@@ -109,7 +109,7 @@ async function measure(variant: Variant, run: number, feedPath: string, size: nu
     }
   });
   const pipelined = variant === 'pipelined';
-  const checkpoints = pipelined ? await store.startCheckpoints(log, { whileBusy: false }) : null;
+  const checkpoints = pipelined ? await store.upkeep(log, { whileBusy: false }) : null;
   const parser = pipelined ? createWorkerLineParser(log) : inlineLineParser;
   // The daemon starts its parser thread once, at start-up: not part of the figure.
   await parser.parse([], 0);

@@ -89,7 +89,7 @@ function sizes(store: Store, events: number): Sizes {
 }
 
 async function ingest(store: Store, feedPath: string, feedBytes: number): Promise<number> {
-  const checkpoints = await store.startCheckpoints(log, { whileBusy: false });
+  const checkpoints = await store.upkeep(log, { whileBusy: false });
   const parser = createWorkerLineParser(log);
   const service = createIngestService(store, log);
   const tailer = createFileTailer({ path: feedPath, ingest: service, log, maxLineBytes: 1 << 20, batchLines: CONFIG_SCHEMA.feed.batchLines.default, batchBytes: CONFIG_SCHEMA.feed.batchBytes.default, pollIntervalMs: 50, startPosition: 'start', parser });
@@ -147,7 +147,7 @@ async function prune(store: Store, now: number, batchSize: number) {
     },
   };
   // As in the daemon: WAL checkpoints on their own thread while the batches come (see relay.ts).
-  const checkpoints = await store.startCheckpoints(log, { whileBusy: true });
+  const checkpoints = await store.upkeep(log, { whileBusy: true });
   const delay = monitorEventLoopDelay({ resolution: 1 });
   delay.enable();
   const result = await createRetentionService(timed, { deliveredEventsMs: RETENTION_MS, quarantinedLinesMs: RETENTION_MS, batchSize }).prune({ pauseMs: 5, onBatch: () => checkpoints.busy() });

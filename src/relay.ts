@@ -1,6 +1,4 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
-import { dirname } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
 import { createApi, createMetricsApp, type NotReady } from './api/app.ts';
@@ -26,16 +24,8 @@ import { createServices } from './services/services.ts';
 import { createRetentionService, startRetention } from './services/retention.ts';
 import { createStorageHealth, type StorageHealth } from './services/storage-health.ts';
 import { createWorkSignal } from './services/work-signal.ts';
-import { acquireDaemonLock, type DaemonLock } from './store/sqlite/daemon-lock.ts';
-import { availableBytes } from './store/directories.ts';
-import { StorageFault, storageFaultOf } from './store/storage-faults.ts';
-import { openSqliteStore } from './store/sqlite/store.ts';
-import type { Store } from './store/repos.ts';
-import { isTransientPgError } from './store/pg/errors.ts';
-import { loggableDatabaseUrl } from './store/pg/pool.ts';
-import { openPgStore } from './store/pg/store.ts';
-import { startPgWakeups, type PgWakeups } from './store/pg/wakeups.ts';
-import { storageRetryDelayMs } from './services/storage-health.ts';
+import { lockStateDirectory, openStoreWhenReachable, type DaemonLock, type DaemonOpenOptions } from './store/open.ts';
+import type { Store, WorkSharing } from './store/repos.ts';
 
 export interface Relay {
   /** Opens the database (migrating it), loads the JWT keys, starts the admin API, then the feed reader. */
@@ -53,9 +43,6 @@ interface RunningFeed {
   stop(): Promise<void>;
   problem(): NotReady | null;
 }
-
-/** Less room than this (bytes) on the database's file system counts as a full disk when the database cannot be opened. */
-const FULL_DISK_BYTES = 1 << 20;
 
 /** A claimed delivery's lease is the attempt deadline plus this. */
 export const LEASE_MARGIN_MS = 10_000;
@@ -172,7 +159,7 @@ function counted(result: FlushResult, work: FlushWork, metrics: Metrics): FlushR
 }
 
 /** Composition root: wires store, services and adapters; owns their start/stop order. */
-export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; stdin?: Readable; openSqliteStore?: typeof openSqliteStore }): Relay {
+export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; stdin?: Readable; openSqliteStore?: DaemonOpenOptions['openSqliteStore'] }): Relay {
   const log = deps.log;
   const clock = deps.clock ?? systemClock;
   let store: Store | null = null;
@@ -184,13 +171,13 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   let deliverer: Deliverer | null = null;
   let ingestPath: IngestPath | null = null;
   let retention: { stop(): Promise<void> } | null = null;
-  /** PostgreSQL: wake-ups from and to the other instances, and the instance-name lock. */
-  let wakeups: PgWakeups | null = null;
+  /** Work shared with the other instances of a shared database (PostgreSQL), and the instance-name lock; nothing on SQLite. */
+  let sharing: WorkSharing | null = null;
   let releaseTimer: NodeJS.Timeout | null = null;
   let stopping = false;
-  /** Aborted by stop(): ends a start that waits for space to open the database. */
+  /** Aborted by stop(): ends a start that waits to open the database, and any write's wait for a lock another process holds. */
   const opening = new AbortController();
-  const health: StorageHealth = createStorageHealth(log, () => clock.now(), { lockNoticeMs: config.database.busyTimeoutMs });
+  const health: StorageHealth = createStorageHealth(log, () => clock.now());
 
   function startFeed({ ingest, parser }: IngestPath): RunningFeed {
     const { feed: options } = config;
@@ -245,57 +232,6 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     extraHosts: allowedHosts,
   };
 
-  /**
-   * Opens the database. On a full disk (SQLite cannot even size its -shm file then) the daemon
-   * does not exit, which under systemd would end in its start limit while the disk stays full:
-   * it logs the fault once, tries again after a back-off (storageRetryDelayMs, up to 10 s) until
-   * space is freed, and gives up only when stopped (then null). Other failures are thrown.
-   */
-  async function openWhenSpace(): Promise<Store | null> {
-    const path = config.database.path;
-    for (let failures = 0; ; ) {
-      try {
-        // The daemon never sleeps on a lock another process holds: its writers wait on timers (store/sqlite/lock-wait.ts).
-        const opened = (deps.openSqliteStore ?? openSqliteStore)(path, clock, { busyTimeoutMs: config.database.busyTimeoutMs, waitForLocks: false });
-        if (failures > 0) log.info({ database: path, tries: failures + 1 }, 'database opened: the disk has room again');
-        return opened;
-      } catch (err) {
-        const fault = storageFaultOf(err);
-        const left = availableBytes(dirname(path));
-        const full = fault === StorageFault.diskFull || (fault === StorageFault.ioError && left !== null && left < FULL_DISK_BYTES);
-        if (!full || opening.signal.aborted) throw err;
-        if (failures++ === 0) {
-          log.error({ err, database: path, availableBytes: left }, 'cannot open the database: the disk holding it is full; trying again every few seconds until space is freed (nothing is read or sent meanwhile)');
-        }
-      }
-      await sleep(storageRetryDelayMs(failures), undefined, { signal: opening.signal }).catch(() => {});
-      if (opening.signal.aborted) return null;
-    }
-  }
-
-  /**
-   * Opens the PostgreSQL store (migrating it). A server that cannot be reached yet (starting
-   * with the host, restarting, a network not up) is waited for: logged once, tried again
-   * after a back-off (up to 10 s) until it answers or the daemon is stopped (then null).
-   * What waiting cannot mend (a refused password, a missing database, a schema newer than
-   * this code, another instance under this name) is thrown.
-   */
-  async function openPgWhenReachable(url: string): Promise<Store | null> {
-    const database = loggableDatabaseUrl(url);
-    for (let failures = 0; ; ) {
-      try {
-        const opened = await openPgStore(url, clock, { instance: config.instance.name, poolSize: config.database.poolSize, log });
-        if (failures > 0) log.info({ database, tries: failures + 1 }, 'database reachable again: opened');
-        return opened;
-      } catch (err) {
-        if (!isTransientPgError(err) || opening.signal.aborted) throw err;
-        if (failures++ === 0) log.error({ err, database }, 'cannot reach the PostgreSQL database; trying again every few seconds (nothing is read or sent meanwhile)');
-      }
-      await sleep(storageRetryDelayMs(failures), undefined, { signal: opening.signal }).catch(() => {});
-      if (opening.signal.aborted) return null;
-    }
-  }
-
   function address(): { host: string; port: number } {
     const info = server?.address() as AddressInfo | null | undefined;
     if (!info) throw new Error('the relay is not listening');
@@ -307,21 +243,18 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     // state directory (it would read the same feed).
     await probeListen(config.api.listen, ADMIN_LISTENER);
     if (config.metrics.enabled && config.metrics.listen !== null) await probeListen(config.metrics.listen, METRICS_LISTENER);
-    daemonLock = acquireDaemonLock(config.stateDir);
+    daemonLock = lockStateDirectory(config);
     // Tests may wrap the opening (a fault-injected store: SQLITE_FULL where no file system can be mounted).
-    const url = config.database.url;
-    const opened = url === null ? await openWhenSpace() : await openPgWhenReachable(url);
+    const opened = await openStoreWhenReachable(config, clock, { log, signal: opening.signal, ...(deps.openSqliteStore ? { openSqliteStore: deps.openSqliteStore } : {}) });
     if (opened === null) return; // stopped while waiting for space, or for the server
     store = opened;
-    log.info(url === null ? { database: config.database.path } : { database: loggableDatabaseUrl(url), instance: config.instance.name }, 'database open');
     const keys = loadAuthKeys(config, log);
     const extraCa = loadExtraCa(config.delivery.caFile);
     const work = createWorkSignal();
-    if (url !== null) {
-      // First of all: the instance-name lock (a second daemon under this name stops here,
-      // before it serves, reads or claims anything), then the wake-ups in both directions.
-      wakeups = await startPgWakeups({ url, instance: config.instance.name, work, log, poll: () => dispatcher?.poll() });
-    }
+    // First of all, on a shared database: the instance-name lock (a second daemon under this
+    // name stops here, before it serves, reads or claims anything), then the wake-ups in both
+    // directions. Nothing on SQLite.
+    sharing = await store.shareWork(work, { log, listen: { poll: () => dispatcher?.poll() } });
     const services = createServices(store, config, log, work);
     const openStoreRef = store;
     const metrics = config.metrics.enabled
@@ -342,7 +275,6 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       clock,
       log,
       services,
-      lockWaitMs: config.database.busyTimeoutMs,
       isReady: async () => {
         if (stopping) return { reason: 'stopping', detail: 'the daemon is shutting down' };
         try {
@@ -465,8 +397,8 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       releaseTimer = null;
       await dispatcher?.stop(deadlineMs);
       dispatcher = null;
-      await wakeups?.close();
-      wakeups = null;
+      await sharing?.close();
+      sharing = null;
       await deliverer?.close();
       deliverer = null;
       await Promise.all([server, metricsServer].map((s) => (s === null ? null : close(s, deadlineMs))));

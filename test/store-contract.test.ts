@@ -861,11 +861,11 @@ describe('PostgreSQL store: what only it has', () => {
     assert.deepEqual(store.migrated, { from: 0, to: PG_SCHEMA_VERSION });
     const again = await open(t, url);
     assert.deepEqual(again.store.migrated, { from: PG_SCHEMA_VERSION, to: PG_SCHEMA_VERSION });
-    assert.equal(store.canTrimHeap, false);
-    assert.equal(store.trimHeap(), false);
-    const checkpoints = await store.startCheckpoints(createLogger('silent'), { whileBusy: true });
-    checkpoints.busy();
-    await checkpoints.stop();
+    const upkeep = await store.upkeep(createLogger('silent'), { whileBusy: true });
+    assert.equal(upkeep.canTrimHeap, false);
+    assert.equal(upkeep.trimHeap(), false);
+    upkeep.busy();
+    await upkeep.stop();
     await again.store.close();
     await again.store.close();
     await assert.rejects(again.store.ping());

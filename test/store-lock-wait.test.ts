@@ -1,7 +1,7 @@
 /**
  * Lock waits in the daemon (src/store/sqlite/lock-wait.ts): while another connection (a CLI command,
- * a backup) holds the database's write lock, the daemon's writers wait on timers, never in
- * SQLite on the event loop. Real database files; a second better-sqlite3 connection plays the
+ * a backup) holds the database's write lock, the daemon's store waits for it on timers, never in
+ * SQLite on the event loop, and runs the transaction once it has it. Real database files; a second better-sqlite3 connection plays the
  * other process, holding BEGIN IMMEDIATE for as long as a test needs.
  */
 import assert from 'node:assert/strict';
@@ -12,7 +12,7 @@ import Database from 'better-sqlite3';
 import { systemClock } from '../src/domain/clock.ts';
 import { createLogger } from '../src/log.ts';
 import { createStorageHealth } from '../src/services/storage-health.ts';
-import { isLockWait, whenUnlocked } from '../src/store/sqlite/lock-wait.ts';
+import { isLockWait } from '../src/store/sqlite/lock-wait.ts';
 import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { assertProblem, call, roleOf, seedOrg, startRelay, tempDir } from './helpers.ts';
 import { repos } from './sqlite-repos.ts';
@@ -98,43 +98,65 @@ test("the daemon's connection does not wait in SQLite for a lock (the CLI's does
   assert.equal((await cli.read((tx) => tx.orgs.get('acme')))?.id, 'acme');
 });
 
-test('whenUnlocked runs the write again on timers until the lock is released, the event loop free meanwhile; past maxWaitMs it is database_busy', async (t) => {
+test('a write transaction waits for the lock on timers, without holding the connection: reads go on, the event loop stays free, its function runs once; past maxWaitMs, or aborted, it is database_busy', async (t) => {
   const path = join(tempDir(t), 'hookrelay.db');
-  const store = openSqliteStore(path, systemClock, { waitForLocks: false });
+  // The store's default: wait as long as it takes.
+  const store = openSqliteStore(path, systemClock, { waitForLocks: false, lockWait: {} });
   t.after(() => store.close());
   const lock = holdLock(t, path);
-  setTimeout(() => lock.release(), 300);
   const watch = loopWatch();
   const started = performance.now();
-  let tries = 0;
-  await whenUnlocked(async () => {
-    tries++;
-    await store.transaction((tx) => tx.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 }));
-  });
+  let ran = 0;
+  let settled = false;
+  const write = store
+    .transaction((tx) => {
+      ran++;
+      return tx.orgs.insert({ id: 'acme', name: 'acme', createdAt: 1 });
+    })
+    .finally(() => (settled = true));
+  // Meanwhile the connection serves reads (the waiting write does not hold its turn).
+  for (let i = 0; i < 5; i++) {
+    assert.equal(await store.read((tx) => tx.orgs.get('acme')), null);
+    assert.equal(settled, false, 'the write waits for the lock');
+    await sleep(20);
+  }
+  assert.equal(ran, 0, 'nothing ran before the lock was got');
+  lock.release();
+  await write;
   const longest = watch.stop();
-  assert.ok(performance.now() - started >= 290, 'it waited for the release');
-  assert.ok(tries > 10, `tried again and again (${tries} tries)`);
+  assert.ok(performance.now() - started >= 90, 'it waited for the release');
+  assert.equal(ran, 1, 'the transaction ran once');
   assert.ok(longest < LOOP_HELD_BOUND_MS, `the event loop was held ${longest.toFixed(1)} ms at most`);
   assert.equal((await store.read((tx) => tx.orgs.get('acme')))?.id, 'acme');
 
   holdLock(t, path);
-  await assert.rejects(
-    whenUnlocked(() => store.transaction((tx) => tx.orgs.insert({ id: 'other', name: 'other', createdAt: 1 })), { maxWaitMs: 200 }),
-    (err: { code?: string; message: string }) => err.code === 'database_busy' && /locked by another process .* nothing was changed/.test(err.message),
-  );
+  const insertOther = (tx: Parameters<Parameters<typeof store.transaction>[0]>[0]) => {
+    ran++;
+    return tx.orgs.insert({ id: 'other', name: 'other', createdAt: 1 });
+  };
+  const busy = (err: { code?: string; message: string }) => err.code === 'database_busy' && /locked by another process .* nothing was changed/.test(err.message);
+  await assert.rejects(store.transaction(insertOther, { lockWait: { maxWaitMs: 200 } }), busy);
+  const stop = new AbortController();
+  setTimeout(() => stop.abort(), 50);
+  await assert.rejects(store.transaction(insertOther, { lockWait: { signal: stop.signal } }), busy);
+  assert.equal(ran, 1, 'a write that did not get the lock ran nothing');
   assert.equal(await store.read((tx) => tx.orgs.get('other')), null);
-  // Anything but a lock is thrown at once.
-  await assert.rejects(whenUnlocked(() => {
-    throw new Error('a bug');
-  }), /a bug/);
+  // Anything but a lock is thrown at once, as it is.
+  await assert.rejects(
+    openSqliteStore(join(tempDir(t), 'other.db'), systemClock, { waitForLocks: false, lockWait: {} }).transaction(() => {
+      throw new Error('a bug');
+    }),
+    /a bug/,
+  );
 });
 
 test('a feed write waits for the lock without reporting a storage fault; a long wait is logged once, and its end', async (t) => {
   const path = join(tempDir(t), 'hookrelay.db');
-  const store = openSqliteStore(path, systemClock, { waitForLocks: false });
+  // As the daemon's store, whose writes wait database.busyTimeoutMs (100 ms here) for the lock.
+  const store = openSqliteStore(path, systemClock, { waitForLocks: false, lockWait: { maxWaitMs: 100 } });
   t.after(() => store.close());
   const records: Array<Record<string, unknown>> = [];
-  const health = createStorageHealth(createLogger('info', { write: (line: string) => void records.push(JSON.parse(line) as Record<string, unknown>) }), Date.now, { lockNoticeMs: 100 });
+  const health = createStorageHealth(createLogger('info', { write: (line: string) => void records.push(JSON.parse(line) as Record<string, unknown>) }), Date.now);
   const lock = holdLock(t, path);
   setTimeout(() => {
     assert.equal(health.problem(), null, 'a lock is no storage fault: /readyz stays ready');

@@ -22,7 +22,6 @@ import { registerWebhookRoutes } from './routes/webhook.ts';
 import { registerDeliveryRoutes } from './routes/deliveries.ts';
 import type { DeliveryLogService } from '../services/delivery-log.ts';
 import { metricsHandler, type MetricsEndpoint } from './metrics.ts';
-import { whenUnlocked } from '../store/sqlite/lock-wait.ts';
 import { registerConsoleRoutes } from './console.ts';
 import { configuredListener, type ListenerIdentity } from './host-check.ts';
 
@@ -46,12 +45,6 @@ export interface ApiDeps {
    * (host-check.ts); by default, api.listen as configured.
    */
   readonly listener?: ListenerIdentity;
-  /**
-   * How long a request waits for the database's write lock while another process (a CLI
-   * command) holds it, then 503 `database_busy` (see store/sqlite/lock-wait.ts). Unlimited without it,
-   * as the CLI's own connection waits in SQLite.
-   */
-  readonly lockWaitMs?: number;
 }
 
 /** Why the relay is not ready: a stable reason (`disk_full`, `database_damaged`, ...), a sentence for the operator, since when (epoch ms). */
@@ -82,18 +75,16 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   const rates: RateLimitOptions = { perMinute: deps.config.api.rateLimitPerMinute, burst: deps.config.api.rateLimitBurst };
   const limit = rateLimit(rates);
   const body = jsonBody(deps.config.api.bodyLimitBytes);
-  const lockWait = deps.lockWaitMs === undefined ? {} : { maxWaitMs: deps.lockWaitMs };
 
   const secured: SecuredRouter = {
     route(methods, path, permission, handler, options = {}) {
       // The rate limit counts verified tokens only, so junk tokens cannot evict real clients' buckets.
       const chain: Middleware[] = [versionMiddleware, auth, limit, requirePermission(permission)];
       if (options.body) chain.push(body);
-      // A write that finds the database locked by another process failed before it changed
-      // anything (store/sqlite/lock-wait.ts): the handler runs again a few ms later, on a timer, so the
-      // daemon serves other requests meanwhile. Handlers write in one transaction, or in chunks
-      // that can each be run again (recover).
-      chain.push((ctx) => whenUnlocked(() => handler(ctx, ctx.state.principal as Principal), lockWait));
+      // Runs once: a lock another process holds is waited for inside the store, before the
+      // transaction that needs it runs (the daemon's store: up to database.busyTimeoutMs, on
+      // timers, then 503 database_busy; see docs/storage.md, "Lock waits").
+      chain.push((ctx) => handler(ctx, ctx.state.principal as Principal));
       router.register(path, [...methods], chain);
       for (const method of methods) routes.push({ method, path, permission });
     },
@@ -134,7 +125,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
 
   registerUserRoutes(secured, deps.services);
   registerWebhookRoutes(secured, deps.services);
-  registerDeliveryRoutes(secured, deps.services, lockWait);
+  registerDeliveryRoutes(secured, deps.services);
 
   serve(app, router, log, 'see /openapi.json for the API', rates);
   return { app, routes };

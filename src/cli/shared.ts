@@ -23,12 +23,10 @@ import { systemClock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError, isHookrelayError } from '../domain/errors.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createServices, type Services } from '../services/services.ts';
-import { CLI_LOCK_GAP_MS } from '../store/sqlite/lock-wait.ts';
 import { StorageFault, storageFaultOf } from '../store/storage-faults.ts';
-import { openStoreFor } from '../store/open.ts';
-import { publishWork } from '../store/pg/wakeups.ts';
-import type { Store } from '../store/repos.ts';
-import { createWorkSignal, nobodyListens } from '../services/work-signal.ts';
+import { databaseFile, openStoreFor } from '../store/open.ts';
+import type { Store, WorkSharing } from '../store/repos.ts';
+import { createWorkSignal } from '../services/work-signal.ts';
 
 /** Exit codes (docs/operations.md): 0 success, 1 runtime error, 2 usage or configuration error, 65 damaged database. */
 export const EXIT_OK = 0;
@@ -107,8 +105,9 @@ function isMissing(path: string): boolean {
  * PostgreSQL the database is the server's; nothing is created by accident.
  */
 export function requireInstall(config: Config): void {
-  if (config.database.url !== null) return;
-  const database = resolve(config.database.path);
+  const file = databaseFile(config);
+  if (file === null) return;
+  const database = resolve(file);
   // Only a path that is not there: one that cannot be read (a state directory of mode 0700 and
   // another user) is left to opening, whose error names the permission missing.
   if (!isMissing(database)) return;
@@ -128,8 +127,7 @@ export function openConfiguredStore(config: Config): Promise<Store> {
 
 /** Opens the configured store, creating the install when there is none: `migrate` only. */
 function openCreatingStore(config: Config): Promise<Store> {
-  // SQLite: leaves the lock free between two of its transactions, for a daemon that may be waiting for it (store/sqlite/lock-wait.ts).
-  return openStoreFor(config, systemClock, { sqlite: { busyTimeoutMs: config.database.busyTimeoutMs, lockGapMs: CLI_LOCK_GAP_MS }, log: cliLogger(config) });
+  return openStoreFor(config, systemClock, { log: cliLogger(config) });
 }
 
 export interface CommandContext {
@@ -141,21 +139,21 @@ export interface CommandContext {
 
 /**
  * Opens the store for a one-shot command, runs `fn`, and closes it afterwards, whatever
- * happens. On PostgreSQL, work the command queues or webhooks it changes are announced to the
- * daemons sharing the database (store/pg/wakeups.ts), which then act at once; a daemon on
- * SQLite finds them at its next poll.
+ * happens. Work the command queues or webhooks it changes are announced to the daemons sharing
+ * the database (Store.shareWork: PostgreSQL), which then act at once; a daemon on SQLite finds
+ * them at its next poll.
  */
 async function withOpened<T>(options: CommonOptions, quiet: boolean, fn: (ctx: CommandContext) => T | Promise<T>, create = false): Promise<T> {
   const config = configFrom(options);
   const store = await (create ? openCreatingStore(config) : openConfiguredStore(config));
   const log = cliLogger(config);
-  const url = config.database.url;
-  const work = url === null ? nobodyListens : createWorkSignal();
-  const stopPublishing = url === null ? null : publishWork(url, config.instance.name, work, log);
+  const work = createWorkSignal();
+  let sharing: WorkSharing | null = null;
   try {
+    sharing = await store.shareWork(work, { log });
     return await fn({ config, store, services: createServices(store, config, quiet ? undefined : log, work), log });
   } finally {
-    await stopPublishing?.();
+    await sharing?.close();
     await store.close();
   }
 }

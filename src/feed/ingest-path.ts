@@ -67,7 +67,7 @@ export interface IngestPathOptions {
 
 export async function openIngestPath(store: Store, log: Logger, options: IngestPathOptions = {}): Promise<IngestPath> {
   const whileBusy = options.checkpointsWhileBusy ?? false;
-  const checkpoints = await store.startCheckpoints(log, { whileBusy });
+  const upkeep = await store.upkeep(log, { whileBusy });
   const parser = createWorkerLineParser(log);
   const service = createIngestService(store, log, options.work ?? nobodyListens, { noticeUndeliverable: options.noticeUndeliverable === true, reorderWindowMs: options.reorderWindowMs ?? 0 });
   // The daemon gives back what a burst took once it is over: the parser thread's heap goes with
@@ -78,7 +78,7 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
   const release = (why: string): number | null => {
     const before = process.memoryUsage.rss();
     const started = performance.now();
-    if (!store.trimHeap()) return null;
+    if (!upkeep.trimHeap()) return null;
     const ms = performance.now() - started;
     const after = process.memoryUsage.rss();
     log.debug({ rssBeforeMiB: Math.round(before / 2 ** 20), rssAfterMiB: Math.round(after / 2 ** 20), ms: Math.round(ms * 10) / 10 }, `memory freed ${why} given back to the system`);
@@ -86,8 +86,8 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
     return ms;
   };
   const burst = () => {
-    checkpoints.busy();
-    if (!whileBusy || !store.canTrimHeap) return;
+    upkeep.busy();
+    if (!whileBusy || !upkeep.canTrimHeap) return;
     if (releaseTimer !== null) clearTimeout(releaseTimer);
     releaseTimer = setTimeout(() => {
       releaseTimer = null;
@@ -112,7 +112,7 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
     async close() {
       if (releaseTimer !== null) clearTimeout(releaseTimer);
       await parser.close();
-      await checkpoints.stop();
+      await upkeep.stop();
     },
   };
 }

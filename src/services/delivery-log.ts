@@ -17,7 +17,6 @@ import { signingSecrets } from '../domain/secrets.ts';
 import { loggedHeaders } from '../domain/webhook-headers.ts';
 import type { Store, Tx } from '../store/repos.ts';
 import { DeliveryStatus, type AttemptRow, type DeliveryRow, type ListFilter } from '../store/types.ts';
-import { whenUnlocked } from '../store/sqlite/lock-wait.ts';
 import { webhookNotConfigured } from './webhooks.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
@@ -29,12 +28,6 @@ export const RECOVER_CHUNK_SEQS = 2_500;
 export interface RecoverOptions {
   /** Called after each chunk (see recover) with the events covered so far and in all. */
   readonly onChunk?: (done: number, total: number) => void;
-  /**
-   * The daemon's mode: a chunk that finds the database locked by another process is tried again
-   * on a timer for up to `maxWaitMs` (store/sqlite/lock-wait.ts). Without it, the lock is waited for
-   * in SQLite (the CLI's connection has a busy timeout).
-   */
-  readonly lockWait?: { readonly maxWaitMs?: number };
 }
 
 /** What a recovery did: events queued again (new deliveries), and failed deliveries made due now (the API's `retried_now`). */
@@ -349,7 +342,7 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
       try {
         for (let lo = from; lo < to; lo += RECOVER_CHUNK_SEQS) {
           const hi = Math.min(lo + RECOVER_CHUNK_SEQS, to);
-          const chunk = options.lockWait === undefined ? await inChunk(lo, hi) : await whenUnlocked(() => inChunk(lo, hi), options.lockWait);
+          const chunk = await inChunk(lo, hi);
           counts.requeued += chunk.requeued;
           counts.retriedNow += chunk.retriedNow;
           options.onChunk?.(hi - from, to - from);

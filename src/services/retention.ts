@@ -2,7 +2,6 @@ import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:time
 import type { Logger } from '../log.ts';
 import type { Store, Tx } from '../store/repos.ts';
 import { noPrunedRows, type PrunedRows } from '../store/types.ts';
-import { whenUnlocked } from '../store/sqlite/lock-wait.ts';
 import type { StorageHealth } from './storage-health.ts';
 
 export type { PrunedRows } from '../store/types.ts';
@@ -29,9 +28,9 @@ export interface PruneOptions {
    */
   readonly pauseMs?: number;
   /**
-   * The daemon's mode: a batch that finds the database locked by another process is tried again
-   * on a timer until it gets the lock or `signal` aborts (store/sqlite/lock-wait.ts). Without it, the
-   * lock is waited for in SQLite (the CLI's connection has a busy timeout).
+   * The daemon's mode: a batch waits for a lock another process holds for as long as it takes,
+   * until `signal` aborts (the store waits on timers: TransactionOptions.lockWait). Without it,
+   * the store's own wait applies (the CLI's: in SQLite, its busy timeout).
    */
   readonly waitForLock?: boolean;
   /** Called before every batch that writes (the daemon turns its background WAL checkpoints on, as for a large ingest). */
@@ -73,13 +72,13 @@ export function createRetentionService(store: Store, policy: RetentionPolicy) {
       let batches = 0;
       let longestBatchMs = 0;
       let lastBatchMs = 0;
-      const inBatch = async <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => (options.waitForLock ? whenUnlocked(() => batchOf(fn), { signal: options.signal }) : batchOf(fn));
-      const batchOf = async <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => {
+      const writeOptions = { durable: false, ...(options.waitForLock ? { lockWait: { signal: options.signal } } : {}) };
+      const inBatch = async <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => {
         if (!dryRun) options.onBatch?.();
         const t0 = performance.now();
         // A batch lost to a power cut is redone by the next pass: its commit need not wait for the
         // disk's fsync, which is most of what a batch costs (see Store.transaction).
-        const result = await (dryRun ? store.read(fn) : store.transaction(fn, { durable: false }));
+        const result = await (dryRun ? store.read(fn) : store.transaction(fn, writeOptions));
         batches++;
         lastBatchMs = performance.now() - t0;
         longestBatchMs = Math.max(longestBatchMs, lastBatchMs);

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../log.ts';
-import { whenUnlocked } from '../store/sqlite/lock-wait.ts';
+import { ErrorCode, isHookrelayError } from '../domain/errors.ts';
 import { FAULT_SEVERITY, StorageFault, storageFaultOf } from '../store/storage-faults.ts';
+import { storageRetryDelayMs } from '../store/storage-retry.ts';
 
 export { StorageFault, storageFaultOf } from '../store/storage-faults.ts';
 
@@ -16,13 +17,7 @@ export interface StorageProblem {
   readonly parts: readonly string[];
 }
 
-/** Back-off between tries of a write that failed on a storage fault: 0.5 s, 1 s, 2 s, ... up to this. */
-export const MAX_STORAGE_RETRY_MS = 10_000;
-
-/** The wait (ms) before try number `failures` + 1 of a write that failed `failures` times in a row on a storage fault. */
-export function storageRetryDelayMs(failures: number): number {
-  return Math.min(500 * 2 ** Math.max(0, Math.min(failures - 1, 10)), MAX_STORAGE_RETRY_MS);
-}
+export { MAX_STORAGE_RETRY_MS, storageRetryDelayMs } from '../store/storage-retry.ts';
 
 const DETAIL: Record<StorageFault, string> = {
   [StorageFault.damaged]:
@@ -38,8 +33,7 @@ const DETAIL: Record<StorageFault, string> = {
  * stays damaged until the daemon is restarted (on a restored file), and nothing is written to
  * it meanwhile. State changes are logged once each, never once per retry.
  */
-export function createStorageHealth(log: Logger, now: () => number = Date.now, options: { lockNoticeMs?: number } = {}) {
-  const lockNoticeMs = options.lockNoticeMs ?? 5_000;
+export function createStorageHealth(log: Logger, now: () => number = Date.now) {
   const healthLog = log.child({ subsystem: 'storage' });
   /** Each writer's current fault, with when it began. */
   const faults = new Map<string, { fault: StorageFault; since: number }>();
@@ -116,30 +110,29 @@ export function createStorageHealth(log: Logger, now: () => number = Date.now, o
      * Runs the write `fn` until it succeeds: a storage fault is reported and the same write is
      * tried again after a back-off (storageRetryDelayMs), so whatever the write carries (a feed
      * batch and its position) is kept, never dropped. A lock held by another process is no
-     * fault: the write waits for it on timers for as long as it takes (whenUnlocked), never
-     * blocking the event loop, and a wait longer than `lockNoticeMs` is logged once. On a
-     * damaged database nothing is tried (again): this waits until `signal` aborts, then throws.
-     * Any other error is thrown at once, as is the last error once `signal` aborts.
+     * fault, and the store waits for it (on timers, never blocking the event loop): when its
+     * wait ends without the lock (`database_busy`, after database.busyTimeoutMs in the daemon),
+     * nothing was written and the write is handed to the store again, for as long as it takes;
+     * that is logged once, and so is the lock's release. On a damaged database nothing is tried
+     * (again): this waits until `signal` aborts, then throws. Any other error is thrown at once,
+     * as is the last error once `signal` aborts.
      */
     async retrying<T>(part: string, fn: () => T | Promise<T>, signal?: AbortSignal): Promise<T> {
       let lastError: unknown = new Error('stopped: the database is damaged, nothing is written to it');
-      let noticed = false;
-      const lockWait = {
-        signal,
-        noticeAfterMs: lockNoticeMs,
-        onLongWait: (waitedMs: number) => {
-          noticed = true;
-          healthLog.warn({ part, waitedMs: Math.round(waitedMs) }, 'the database has been locked by another process (a hookrelay CLI command, a backup?) for a while; this writer waits, nothing is lost');
-        },
-      };
+      const started = performance.now();
+      let locked = false;
       for (let failures = 0; damagedSince === null; ) {
-        const started = performance.now();
         try {
-          const result = await whenUnlocked(fn, lockWait);
+          const result = await fn();
           succeeded(part);
-          if (noticed) healthLog.info({ part, waitedMs: Math.round(performance.now() - started) }, 'the database lock was released: writes resumed');
+          if (locked) healthLog.info({ part, waitedMs: Math.round(performance.now() - started) }, 'the database lock was released: writes resumed');
           return result;
         } catch (err) {
+          if (isHookrelayError(err) && err.code === ErrorCode.databaseBusy && !signal?.aborted) {
+            if (!locked) healthLog.warn({ part, waitedMs: Math.round(performance.now() - started) }, 'the database has been locked by another process (a hookrelay CLI command, a backup?) for a while; this writer waits, nothing is lost');
+            locked = true;
+            continue;
+          }
           if (failed(part, err) === null || signal?.aborted) throw err;
           lastError = err;
         }

@@ -5,21 +5,9 @@
  * instead of at its next poll. Only the daemon's own process is heard: changes another process
  * makes (the CLI) are found by the poll, `delivery.pollInterval` later at most.
  */
-export type WorkKind = 'queued' | 'webhook';
+import type { WorkListener, WorkSignal } from '../domain/work.ts';
 
-/**
- * `keys`, with `queued`: the ordering keys (requests) of the deliveries queued, when the caller
- * knows them all; the dispatcher then knows which deliveries in flight they wait behind.
- * Without, it assumes any of them may.
- */
-export type WorkListener = (orgId: string, kind: WorkKind, keys?: ReadonlySet<number>) => void;
-
-export interface WorkSignal {
-  /** Call after the transaction that made the change has committed. */
-  notify(orgId: string, kind: WorkKind, keys?: ReadonlySet<number>): void;
-  /** Returns the function that unsubscribes. */
-  subscribe(listener: WorkListener): () => void;
-}
+export type { WorkKind, WorkListener, WorkSignal } from '../domain/work.ts';
 
 export function createWorkSignal(): WorkSignal {
   const listeners = new Set<WorkListener>();

@@ -13,6 +13,7 @@ import type { Permission } from '../domain/permissions.ts';
 import type { RateWindow } from '../domain/rate-window.ts';
 import type { Organization, Role, User, Webhook, WebhookStatus, WebhookWithSecret } from '../domain/types.ts';
 import type { Logger } from '../log.ts';
+import type { WorkSignal } from '../domain/work.ts';
 import type { DueRow } from './rows.ts';
 import type {
   AttemptCount,
@@ -305,6 +306,19 @@ export interface Tx {
   readonly retention: RetentionRepo;
 }
 
+/**
+ * How a write transaction waits for the database's write lock while another process (a CLI
+ * command, a backup) holds it. SQLite only: the store tries BEGIN IMMEDIATE again on a timer,
+ * without holding the connection meanwhile, so reads and other work go on (sqlite/lock-wait.ts).
+ * PostgreSQL locks rows, not the database, and waits for them on the server: nothing to do.
+ */
+export interface LockWait {
+  /** Longest wait (ms), then `database_busy` (nothing was changed). Unlimited without it. */
+  readonly maxWaitMs?: number;
+  /** Aborting ends the wait: `database_busy` at once. */
+  readonly signal?: AbortSignal | undefined;
+}
+
 export interface TransactionOptions {
   /**
    * False: the commit need not wait for the disk (SQLite: synchronous=NORMAL for this one
@@ -312,13 +326,30 @@ export interface TransactionOptions {
    * good redone as lost (retention, a claim that records nothing).
    */
   readonly durable?: boolean;
+  /** How this transaction waits for a lock another process holds; the store's own default (set when it was opened) without it. */
+  readonly lockWait?: LockWait;
 }
 
-/** Background upkeep beside a large ingest (SQLite: WAL checkpoints on a thread of their own). */
-export interface Checkpoints {
-  /** A burst of writes: checkpoint in the background for a while. */
+/**
+ * The backend's upkeep beside ingestion and delivery (SQLite: WAL checkpoints on a thread of
+ * their own, see sqlite/checkpointer.ts, and giving the C heap's free pages back, see
+ * sqlite/heap-trim.ts); nothing on PostgreSQL, whose server keeps its own WAL and memory.
+ */
+export interface Upkeep {
+  /** A burst of writes (a large ingest batch, a retention pass): checkpoint in the background for a while. */
   busy(): void;
+  /** Gives the C heap's free pages back to the system now; false when this platform or backend cannot. */
+  trimHeap(): boolean;
+  /** Whether trimHeap can do anything here. */
+  readonly canTrimHeap: boolean;
+  /** Ends the upkeep (the checkpoint thread); call before the store closes. */
   stop(): Promise<void>;
+}
+
+/** Work this process shares with the other instances of its database (see Store.shareWork). */
+export interface WorkSharing {
+  /** Stops sharing (sends what is left to send first) and lets go of what it holds. */
+  close(): Promise<void>;
 }
 
 /** The database, whichever backend holds it. */
@@ -330,22 +361,25 @@ export interface Store {
   /**
    * Runs `fn` in one write transaction and commits what it did, or nothing if it throws. On
    * SQLite the write lock is taken up front (BEGIN IMMEDIATE): read-then-write is safe across
-   * processes. `fn` must not wait for anything but its repository calls: the transaction holds
-   * the database (SQLite) or a pooled connection (PostgreSQL) until it returns.
+   * processes, and a lock another process holds is waited for before `fn` runs, as
+   * `options.lockWait` (or the store's default) says, so `fn` runs once. `fn` must not wait
+   * for anything but its repository calls: the transaction holds the database (SQLite) or a
+   * pooled connection (PostgreSQL) until it returns.
    */
   transaction<T>(fn: (tx: Tx) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /** Runs `fn` in one read transaction: a consistent snapshot that never blocks a writer. */
   read<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
   /** Throws if the database cannot answer a trivial query (readiness probe). */
   ping(): Promise<void>;
+  /** Starts the backend's upkeep (see Upkeep); `whileBusy`: checkpoints in the background only during bursts. */
+  upkeep(log: Logger, options: { whileBusy: boolean }): Promise<Upkeep>;
   /**
-   * Starts the backend's upkeep beside ingestion (SQLite: background WAL checkpoints, see
-   * checkpointer.ts); `whileBusy`: only during bursts.
+   * Shares what `work` signals with the other instances of a shared database, and theirs into
+   * `work` (PostgreSQL: LISTEN/NOTIFY, see pg/wakeups.ts). With `listen` (the daemon) it also
+   * holds the instance-name lock (`invalid_config` when another instance holds it) and calls
+   * `listen.poll` when it hears the others again after a lost connection; without (a command),
+   * it only announces. SQLite has one daemon per file: nothing to share, a no-op.
    */
-  startCheckpoints(log: Logger, options: { whileBusy: boolean }): Promise<Checkpoints>;
-  /** Gives the C heap's free pages back to the system; false when this platform cannot. */
-  trimHeap(): boolean;
-  /** Whether trimHeap can do anything here. */
-  readonly canTrimHeap: boolean;
+  shareWork(work: WorkSignal, options: { log: Logger; listen?: { poll(): void } }): Promise<WorkSharing>;
   close(): Promise<void>;
 }

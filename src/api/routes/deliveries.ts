@@ -63,7 +63,7 @@ function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-export function registerDeliveryRoutes(router: SecuredRouter, services: { deliveryLog: DeliveryLogService }, lockWait: { readonly maxWaitMs?: number }): void {
+export function registerDeliveryRoutes(router: SecuredRouter, services: { deliveryLog: DeliveryLogService }): void {
   router.route(['GET'], '/webhook/deliveries', Permission.webhookRead, async (ctx, principal) => {
     const invalid: InvalidParam[] = [];
     const q = ctx.query;
@@ -129,9 +129,8 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
       const since = parseTime('since', body.since, invalid);
       const until = parseTime('until', body.until, invalid);
       if (invalid.length > 0) throw validationError('the request body is invalid', invalid);
-      // In chunks, each a transaction of its own that waits for the lock on its own (a lock error
-      // must not run the whole recovery again: its counts would be lost).
-      const result = await services.deliveryLog.recover(principal.orgId, since!, until, { lockWait });
+      // In chunks, each a transaction of its own that waits for the lock on its own (in the store).
+      const result = await services.deliveryLog.recover(principal.orgId, since!, until);
       ctx.status = 202;
       ctx.body = {
         message: `${result.requeued} event(s) queued again, ${result.retriedNow} failed delivery(ies) made due now`,

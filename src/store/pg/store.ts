@@ -9,7 +9,7 @@ import { inPgTransaction } from './connection.ts';
 import type { Clock } from '../../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
 import type { Logger } from '../../log.ts';
-import type { Checkpoints, Store, TransactionOptions, Tx } from '../repos.ts';
+import type { Store, TransactionOptions, Tx, Upkeep } from '../repos.ts';
 import { createPgDeliveriesRepo } from './deliveries-repo.ts';
 import { createPgFeedRepo } from './feed-repo.ts';
 import { migratePostgres } from './migrations.ts';
@@ -19,6 +19,7 @@ import { createPgRetentionRepo } from './retention-repo.ts';
 import { createPgRolesRepo } from './roles-repo.ts';
 import { createPgUsersRepo } from './users-repo.ts';
 import { createPgWebhooksRepo } from './webhooks-repo.ts';
+import { publishWork, startPgWakeups } from './wakeups.ts';
 
 /** The PostgreSQL store, and the instance it was opened for. Services see only Store. */
 export interface PgStore extends Store {
@@ -93,7 +94,7 @@ export async function openPgStore(url: string, clock: Clock, options: OpenPgStor
   const run = <T>(begin: string, fn: (tx: Tx) => Promise<T>): Promise<T> => inPgTransaction(pool, begin, (client) => fn(txOver(client, options.instance)));
 
   let closing: Promise<void> | null = null;
-  const noCheckpoints: Checkpoints = { busy() {}, stop: () => Promise.resolve() };
+  const noUpkeep: Upkeep = { busy() {}, trimHeap: () => false, canTrimHeap: false, stop: () => Promise.resolve() };
 
   return {
     backend: 'postgres',
@@ -107,9 +108,13 @@ export async function openPgStore(url: string, clock: Clock, options: OpenPgStor
       await pool.query('SELECT 1');
     },
     // The server keeps its own WAL and memory: there is no upkeep for the store to run.
-    startCheckpoints: () => Promise.resolve(noCheckpoints),
-    trimHeap: () => false,
-    canTrimHeap: false,
+    upkeep: () => Promise.resolve(noUpkeep),
+    // The daemon listens (and holds the instance-name lock); a command only announces what it queued.
+    shareWork: async (work, o) => {
+      if (o.listen !== undefined) return startPgWakeups({ url, instance: options.instance, work, log: o.log, poll: o.listen.poll });
+      const stop = publishWork(url, options.instance, work, o.log);
+      return { close: stop };
+    },
     /** Waits for the transactions under way to give their connections back, then closes them all; a second call waits for the first. */
     close: () => (closing ??= pool.end()),
   };

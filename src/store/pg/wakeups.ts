@@ -27,7 +27,7 @@ import { randomUUID } from 'node:crypto';
 import type { Notification, Pool, PoolClient } from 'pg';
 import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
 import type { Logger } from '../../log.ts';
-import type { WorkKind, WorkSignal } from '../../services/work-signal.ts';
+import type { WorkKind, WorkSignal } from '../../domain/work.ts';
 import { createPgPool, loggableDatabaseUrl } from './pool.ts';
 
 export const WORK_CHANNEL = 'hookrelay_work';

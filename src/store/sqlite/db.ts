@@ -5,6 +5,7 @@ import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
 import { emailKey } from '../../domain/validation.ts';
 import { databaseOpenError, ensureDirectory, pathError } from '../directories.ts';
 import { MIGRATIONS } from './migrations.ts';
+import type { LockWait } from '../repos.ts';
 
 export type Db = Database.Database;
 
@@ -29,7 +30,7 @@ export interface OpenDatabaseOptions {
   /**
    * False for the daemon: once migrated (which waits up to `busyTimeoutMs`, as nothing else can
    * run before it), a statement that finds a lock taken fails at once with SQLITE_BUSY instead
-   * of sleeping on the event loop; the daemon's writers wait on timers (see lock-wait.ts).
+   * of sleeping on the event loop; the store waits for it on timers instead (`lockWait`, lock-wait.ts).
    */
   readonly waitForLocks?: boolean;
   /**
@@ -38,6 +39,12 @@ export interface OpenDatabaseOptions {
    * of queueing in SQLite (lock-wait.ts), gets its turn during a long ingest or recovery.
    */
   readonly lockGapMs?: number;
+  /**
+   * With `waitForLocks: false`: how a write transaction that does not say otherwise
+   * (TransactionOptions.lockWait) waits for a lock another process holds, on timers
+   * (lock-wait.ts). Without it such a write fails at once with the lock error.
+   */
+  readonly lockWait?: LockWait;
 }
 
 /**

@@ -5,22 +5,19 @@
  * recover`, `db prune`), a backup or an operator's sqlite3 shell may hold the lock while the
  * daemon runs. better-sqlite3 is synchronous, so SQLite's own busy handler would sleep on the
  * daemon's only thread: the admin API, health checks and the dispatcher would all stop until
- * the other writer let go (measured: stalls of 350 ms to 1 s during a CLI ingest or recover,
- * docs/benchmarks.md, "Lock waits"). The daemon's connection therefore does not wait
- * (busy_timeout 0 once it is migrated: see openDatabase's `waitForLocks`): a write that finds
- * the lock taken fails at once, before it has changed anything, and its caller tries it again
- * after a short pause on a timer (`whenUnlocked`, StorageHealth.retrying, the dispatcher's
- * commit), so everything else keeps running meanwhile.
- *
- * A write transaction that failed this way changed nothing: the lock is taken by BEGIN
- * IMMEDIATE (Store.transaction), before the first statement. So the whole call that ran it can
- * be made again, which is what the callers do.
+ * the other writer let go (docs/benchmarks.md, "Lock waits"). The daemon's connection therefore
+ * does not wait in SQLite (busy_timeout 0 once it is migrated: see openDatabase's
+ * `waitForLocks`): BEGIN IMMEDIATE fails at once, before the transaction ran anything, and the
+ * store (store.ts) tries it again after a short pause on a timer, as the transaction's
+ * `lockWait` (or the store's default, from database.busyTimeoutMs) says. It does not hold its
+ * turn on the connection while it waits: reads and the daemon's other work go on meanwhile.
+ * Callers never retry: the transaction's function runs once, when the lock is got, and a wait
+ * that ends without it is `database_busy` (the API answers 503 with Retry-After).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
-import { isLockWait } from '../storage-faults.ts';
-
-export { isLockWait } from '../storage-faults.ts';
+import type { LockWait } from '../repos.ts';
+import { isLockWait as isSqliteLockWait } from '../storage-faults.ts';
 
 /**
  * Pause before try number `tries` + 1 of a write that found the lock taken: 1 ms, then 2 ms.
@@ -36,7 +33,7 @@ export const LOCK_POLL_MAX_MS = 2;
 /** What the CLI leaves between two of its write transactions (see OpenDatabaseOptions.lockGapMs): longer than LOCK_POLL_MAX_MS. */
 export const CLI_LOCK_GAP_MS = 3;
 
-/** A write that waited `maxWaitMs` for the lock without getting it (the API answers 503 with Retry-After). */
+/** A write that waited `waitedMs` for the lock without getting it (the API answers 503 with Retry-After). */
 export function databaseBusy(waitedMs: number, cause: unknown): HookrelayError {
   return new HookrelayError(
     ErrorCode.databaseBusy,
@@ -45,37 +42,47 @@ export function databaseBusy(waitedMs: number, cause: unknown): HookrelayError {
   );
 }
 
-export interface LockWaitOptions {
-  /** Longest wait for the lock, in ms; then `database_busy` is thrown. Unlimited by default. */
-  readonly maxWaitMs?: number;
-  /** Aborting ends the wait: the last lock error is thrown. */
-  readonly signal?: AbortSignal | undefined;
-  /** Hears once, after `noticeAfterMs` of waiting, that the wait is long (to log it). */
-  readonly onLongWait?: (waitedMs: number) => void;
-  readonly noticeAfterMs?: number;
+/** True when `err` is `database_busy`: a store's wait for the lock ended without it (nothing was changed). */
+export function isDatabaseBusy(err: unknown): boolean {
+  return err instanceof HookrelayError && err.code === ErrorCode.databaseBusy;
 }
 
 /**
- * Runs `fn` (whose writes are one transaction, or transactions each of which can be run again:
- * see the module comment); while it fails because another connection holds the lock, runs it
- * again after lockPollDelayMs. Any other error is thrown at once.
+ * A lock another process holds, as the dispatcher's own lock handling sees it (until it goes:
+ * the store waits for it now): a lock error, or the store's `database_busy` after its wait.
+ * Either way the transaction changed nothing and can be run again.
  */
-export async function whenUnlocked<T>(fn: () => T | Promise<T>, options: LockWaitOptions = {}): Promise<T> {
+export function isLockWait(err: unknown): boolean {
+  return isSqliteLockWait(err) || isDatabaseBusy(err);
+}
+
+/** What a try returns when its BEGIN IMMEDIATE found the lock taken (nothing ran). */
+export class LockedAtBegin {
+  readonly cause: unknown;
+  constructor(cause: unknown) {
+    this.cause = cause;
+  }
+}
+
+/**
+ * Runs `attempt` again, after lockPollDelayMs, for as long as it finds the lock taken
+ * (rejects with LockedAtBegin) and `wait` allows; `locked` is the first try's refusal. Pauses at
+ * least once before giving up, so that a caller that tries again at once still yields to timers
+ * and I/O. Any other error is thrown as it is.
+ */
+export async function retryWhileLocked<T>(attempt: () => Promise<T>, wait: LockWait, locked: LockedAtBegin): Promise<T> {
   const started = performance.now();
-  let noticed = false;
+  let last = locked.cause;
   for (let tries = 1; ; tries++) {
+    await sleep(lockPollDelayMs(tries), undefined, { signal: wait.signal }).catch(() => {});
+    if (wait.signal?.aborted) throw databaseBusy(performance.now() - started, last);
     try {
-      return await fn();
+      return await attempt();
     } catch (err) {
-      if (!isLockWait(err)) throw err;
-      const waited = performance.now() - started;
-      if (options.maxWaitMs !== undefined && waited >= options.maxWaitMs) throw databaseBusy(waited, err);
-      if (options.signal?.aborted) throw err;
-      if (!noticed && options.onLongWait !== undefined && waited >= (options.noticeAfterMs ?? 5_000)) {
-        noticed = true;
-        options.onLongWait(waited);
-      }
+      if (!(err instanceof LockedAtBegin)) throw err;
+      last = err.cause;
     }
-    await sleep(lockPollDelayMs(tries), undefined, { signal: options.signal }).catch(() => {});
+    const waited = performance.now() - started;
+    if (wait.maxWaitMs !== undefined && waited >= wait.maxWaitMs) throw databaseBusy(waited, last);
   }
 }

@@ -6,11 +6,12 @@ import { openDatabase, type Db, type OpenDatabaseOptions } from './db.ts';
 import { createDeliveriesRepo } from './deliveries-repo.ts';
 import { createFeedRepo } from './feed-repo.ts';
 import { createHeapTrimmer } from './heap-trim.ts';
+import { LockedAtBegin, retryWhileLocked } from './lock-wait.ts';
 import { createOrgsRepo } from './orgs-repo.ts';
-import type { Store, TransactionOptions, Tx } from '../repos.ts';
+import type { LockWait, Store, TransactionOptions, Tx, Upkeep, WorkSharing } from '../repos.ts';
 import { createRetentionRepo } from './retention-repo.ts';
 import { createRolesRepo } from './roles-repo.ts';
-import { StorageFault, storageFaultOf } from '../storage-faults.ts';
+import { isLockWait, StorageFault, storageFaultOf } from '../storage-faults.ts';
 import { asyncRepo } from './sync-repo.ts';
 import { createUsersRepo } from './users-repo.ts';
 import { createWebhooksRepo } from './webhooks-repo.ts';
@@ -35,7 +36,7 @@ export function openSqliteStore(path: string, clock: Clock, options: OpenDatabas
   let opened: ReturnType<typeof openDatabase> | null = null;
   try {
     opened = openDatabase(path, options);
-    return storeOver(opened.db, opened.migrated, clock, options.lockGapMs ?? 0);
+    return storeOver(opened.db, opened.migrated, clock, options.lockGapMs ?? 0, options.lockWait ?? null);
   } catch (err) {
     if (opened?.db.open) opened.db.close();
     if (storageFaultOf(err) === StorageFault.damaged) {
@@ -51,7 +52,7 @@ const LOCK_GAP_EVERY = 10;
 /** Sleeps this thread (Atomics.wait on a word nobody changes): the CLI's lock gap. */
 const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
 
-function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock, lockGapMs: number): SqliteStore {
+function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock, lockGapMs: number, defaultLockWait: LockWait | null): SqliteStore {
   const select1 = db.prepare('SELECT 1');
   let lastWriteEnded = -Infinity;
   // The CLI's lock gap (see OpenDatabaseOptions.lockGapMs): after each write transaction while
@@ -102,8 +103,10 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
    * transaction, and a second one begun while the first awaits would run inside it. BEGIN runs
    * synchronously when it is this call's turn, so a lock error (busy_timeout 0 in the daemon)
    * surfaces before anything ran, and `fn` starts at once when no other transaction is open.
+   * `waiting`: a BEGIN that finds the lock taken rejects with LockedAtBegin (the caller waits
+   * for the lock, the turn given up meanwhile); otherwise with the lock error.
    */
-  const run = <T>(write: boolean, durable: boolean, fn: (tx: Tx) => Promise<T>): Promise<T> =>
+  const run = <T>(write: boolean, durable: boolean, fn: (tx: Tx) => Promise<T>, waiting = false): Promise<T> =>
     turns.take(() => {
       if (write && lockGapMs > 0) gapBeforeWrite();
       if (!durable) synchronous.normal.run();
@@ -115,7 +118,7 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
         (write ? begin.immediate : begin.deferred).run();
       } catch (err) {
         done();
-        return Promise.reject(err);
+        return Promise.reject(waiting && isLockWait(err) ? new LockedAtBegin(err) : err);
       }
       let running: Promise<T>;
       try {
@@ -143,23 +146,42 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
       );
     });
 
+  /** A write transaction that waits for a lock another process holds as `wait` says, on timers (lock-wait.ts); without `wait`, it fails at once with the lock error. */
+  const write = <T>(fn: (tx: Tx) => Promise<T>, durable: boolean, wait: LockWait | null): Promise<T> => {
+    if (wait === null) return run(true, durable, fn);
+    const attempt = () => run(true, durable, fn, true);
+    return attempt().then(undefined, (err: unknown) => (err instanceof LockedAtBegin ? retryWhileLocked(attempt, wait, err) : Promise.reject(err)));
+  };
+
+  /** Background checkpoints and heap trims share nothing but the connection: one handle for both (see Upkeep). */
+  const upkeep = async (log: Logger, options: { whileBusy: boolean }): Promise<Upkeep> => {
+    const checkpoints = await startBackgroundCheckpoints(db, log, options);
+    return {
+      busy: () => checkpoints.busy(),
+      trimHeap: () => trimmer.trim(),
+      get canTrimHeap() {
+        return trimmer.available;
+      },
+      stop: () => checkpoints.stop(),
+    };
+  };
+  /** One daemon per database file (the state directory's lock): nobody to share work with. */
+  const noSharing: WorkSharing = { close: () => Promise.resolve() };
+
   return {
     backend: 'sqlite',
     db,
     clock,
     migrated,
-    transaction: <T>(fn: (tx: Tx) => Promise<T>, options: TransactionOptions = {}): Promise<T> => run(true, options.durable !== false, fn),
+    transaction: <T>(fn: (tx: Tx) => Promise<T>, options: TransactionOptions = {}): Promise<T> => write(fn, options.durable !== false, options.lockWait ?? defaultLockWait),
     read: <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => run(false, true, fn),
     ping: () =>
       turns.take(() => {
         select1.get();
         return Promise.resolve();
       }),
-    startCheckpoints: (log: Logger, options: { whileBusy: boolean }) => startBackgroundCheckpoints(db, log, options),
-    trimHeap: () => trimmer.trim(),
-    get canTrimHeap() {
-      return trimmer.available;
-    },
+    upkeep,
+    shareWork: () => Promise.resolve(noSharing),
     close: () => {
       if (db.open) db.close();
       return Promise.resolve();
