@@ -6,12 +6,15 @@
  * anything, close() recording what waits and refusing further work.
  *
  * The transaction is a real SQLite write (a temp file, a second connection holding the lock);
- * the claim side (CommitHost) is the test's, recording what it is told.
+ * a write that finds the lock taken answers `database_busy`, as the store does once its own
+ * wait ends (that wait is test/store-lock-wait.test.ts's); the claim side (CommitHost) is the
+ * test's, recording what it is told.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
+import { ErrorCode, HookrelayError } from '../src/domain/errors.ts';
 import { createGroupCommit, type CommitBatch, type CommitHost, type CommitKind, type PendingAttempt } from '../src/dispatch/group-commit.ts';
 import type { ClaimedDelivery, FinishedAttempt, FlushResult, FlushWork } from '../src/services/outbox.ts';
 import { silentLog, tempDir } from './helpers.ts';
@@ -47,7 +50,12 @@ function sqliteFlush(t: TestContext) {
     recorded: () => db.prepare('SELECT id FROM recorded ORDER BY id').pluck().all() as number[],
     flush: async (work: FlushWork): Promise<FlushResult> => {
       calls.tries++;
-      write.immediate(work);
+      try {
+        write.immediate(work);
+      } catch (err) {
+        if ((err as { code?: string }).code === 'SQLITE_BUSY') throw new HookrelayError(ErrorCode.databaseBusy, 'locked', { cause: err });
+        throw err;
+      }
       works.push(work);
       return NOTHING;
     },

@@ -7,7 +7,7 @@ import { openIngestPath } from '../feed/ingest-path.ts';
 import { sourceBytes } from '../feed/line-batch.ts';
 import { ingestStream } from '../feed/stream-reader.ts';
 import { createIngestService, type IngestService } from '../services/ingest.ts';
-import type { Store } from '../store/sqlite/store.ts';
+import type { Store } from '../store/repos.ts';
 import { rateSummary, startProgress } from './progress.ts';
 import { iso } from '../domain/iso.ts';
 import { cliLogger, configFrom, jsonOption, limitOption, openConfiguredStore, optionsOf, print, table, UsageError, withServices } from './shared.ts';

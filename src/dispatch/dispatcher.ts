@@ -45,9 +45,10 @@ export interface DispatcherOptions {
    */
   readonly health?: StorageHealth;
   /**
-   * A commit that finds the database locked by another process (a CLI command) keeps what it
-   * carries and is tried again every few ms (see store/sqlite/lock-wait.ts); a wait longer than this is
-   * logged, and at stop the last commit waits this long at most. 5 s by default.
+   * How long the store waits for a lock another process holds before a commit answers
+   * database_busy (database.busyTimeoutMs): the commit keeps what it carries, logs the wait once
+   * and is asked for again; at stop each of the last commits waits this long at most. 5 s by
+   * default.
    */
   readonly lockWaitMs?: number;
   /**

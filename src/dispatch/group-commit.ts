@@ -26,7 +26,7 @@ import type { Logger } from '../log.ts';
 import type { ClaimedDelivery, OutboxService, FinishedAttempt, FlushResult, FlushWork } from '../services/outbox.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
 import { isTransientStoreError } from '../store/storage-faults.ts';
-import { isLockWait, lockPollDelayMs } from '../store/sqlite/lock-wait.ts';
+import { isDatabaseBusy } from '../domain/errors.ts';
 
 /** `all`: the group commit (records what waits, claims for the free slots). `claim`: claims only, for new work, without waiting for the disk. */
 export type CommitKind = 'all' | 'claim';
@@ -106,25 +106,22 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
   let lastCommitAt = -Infinity;
   let failures = 0;
 
-  // Lock waits (SQLite, another process writing): what the commit carries is kept and it is
-  // tried again every few ms (see store/sqlite/lock-wait.ts); a long wait is logged once.
+  // Another process (a CLI command, a backup) holding SQLite's write lock: the store waits for
+  // it (busyTimeoutMs, see store/sqlite/lock-wait.ts) and answers database_busy if it is not
+  // released meanwhile. What the commit carries is kept and the commit asked for again (the store
+  // waits again); logged once when it starts and once when it ends.
   const lockWaitMs = options.lockWaitMs ?? 5_000;
-  let lockTries = 0;
-  let lockedSince = 0;
-  let lockNoticed = false;
-  function waitForLock(): void {
-    if (lockTries++ === 0) lockedSince = performance.now();
-    const waitedMs = Math.round(performance.now() - lockedSince);
-    if (!lockNoticed && waitedMs >= lockWaitMs) {
-      lockNoticed = true;
-      log.warn({ waitedMs, outcomes: finished.length }, 'the database has been locked by another process (a hookrelay CLI command, a backup?) for a while; outcomes are kept and recorded once it is released');
+  let busySince: number | null = null;
+  function stillBusy(): void {
+    if (busySince === null) {
+      busySince = performance.now() - lockWaitMs;
+      log.warn({ waitedMs: lockWaitMs, outcomes: finished.length }, 'the database has been locked by another process (a hookrelay CLI command, a backup?) for a while; outcomes are kept and recorded once it is released');
     }
-    retryAfter(lockPollDelayMs(lockTries));
+    retryAfter(0);
   }
-  function lockReleased(): void {
-    if (lockNoticed) log.info({ waitedMs: Math.round(performance.now() - lockedSince) }, 'the database lock was released: outcomes recorded');
-    lockTries = 0;
-    lockNoticed = false;
+  function busyEnded(): void {
+    log.info({ waitedMs: Math.round(performance.now() - busySince!) }, 'the database lock was released: outcomes recorded');
+    busySince = null;
   }
 
   function to(target: CommitMode): void {
@@ -164,7 +161,7 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
   function requestClaim(): void {
     // A group commit about to run claims too; after a failed commit, its back-off decides.
     if (claimImmediate !== null || commitImmediate !== null || !accepting()) return;
-    if (failures > 0 || lockTries > 0) request();
+    if (failures > 0 || busySince !== null) request();
     else {
       claimImmediate = setImmediate(onClaimTimer);
       if (mode === 'idle') to('scheduled');
@@ -264,11 +261,11 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
     }
     let result: FlushResult;
     try {
-      result = await deliveries.flush({ finished: batch.done.map((a) => a.finished!), released: [...batch.back.map((a) => a.delivery), ...batch.unsent], claim }, { durable: !claimOnly });
+      result = await deliveries.flush({ finished: batch.done.map((a) => a.finished!), released: [...batch.back.map((a) => a.delivery), ...batch.unsent], claim }, mode === 'closing' ? { durable: true, lockWait: { maxWaitMs: lockWaitMs } } : { durable: !claimOnly });
     } catch (err) {
       putBack(batch);
-      if (isLockWait(err)) {
-        waitForLock();
+      if (isDatabaseBusy(err)) {
+        stillBusy();
         return;
       }
       failures++;
@@ -289,7 +286,7 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
       return;
     }
     failures = 0;
-    if (lockTries > 0) lockReleased();
+    if (busySince !== null) busyEnded();
     health?.succeeded('dispatch');
     if (!claimOnly) lastCommitAt = performance.now();
     h.committed(batch, result);
@@ -307,7 +304,7 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
       try {
         await deliveries.flush(work);
       } catch (err) {
-        if (isLockWait(err)) return false;
+        if (isDatabaseBusy(err)) return false;
         log.error({ err, delivery: id }, 'this delivery cannot be recorded; it is let go, and will be attempted again when its lease lapses');
       }
       return true;
@@ -332,7 +329,7 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
       }
     }
     failures = 0;
-    if (locked) waitForLock();
+    if (locked) stillBusy();
     else if (h.claiming()) request();
   }
 
@@ -376,17 +373,17 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
     },
 
     /**
-     * The last commits at stop: three tries, and while the database is locked by another
-     * process, up to lockWaitMs more. Nothing is scheduled any more; what could not be recorded
-     * is logged (those deliveries are attempted again when their lease lapses).
+     * The last commits at stop: three tries, each waiting up to lockWaitMs for a lock another
+     * process holds (the daemon's own waits end when it stops). Nothing is scheduled any more;
+     * what could not be recorded is logged (those deliveries are attempted again when their lease
+     * lapses).
      */
     async close(): Promise<void> {
       if (mode === 'stopped') return;
       to('closing');
       clearTimers();
       const left = () => finished.length + aborted.length + unstarted.length;
-      const lockDeadline = performance.now() + lockWaitMs;
-      for (let i = 0; left() > 0 && !health?.damaged() && (i < 3 || (lockTries > 0 && performance.now() < lockDeadline)); i++) {
+      for (let i = 0; i < 3 && left() > 0 && !health?.damaged(); i++) {
         await running?.catch(() => {});
         try {
           running = commitNow('all');
@@ -395,7 +392,6 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
           log.error({ err }, 'recording the last outcomes failed');
         }
         running = null;
-        if (lockTries > 0 && left() > 0) await new Promise((r) => setTimeout(r, lockPollDelayMs(lockTries)));
       }
       if (left() > 0) {
         log.error({ outcomes: finished.length, given_back: aborted.length + unstarted.length }, 'some outcomes could not be recorded; those deliveries will be attempted again when their lease lapses');

@@ -86,3 +86,8 @@ export function validationError(message: string, invalidParams: readonly Invalid
 export function isHookrelayError(err: unknown): err is HookrelayError {
   return err instanceof HookrelayError;
 }
+
+/** True when `err` is `database_busy`: a store's wait for the lock ended without it (nothing was changed). */
+export function isDatabaseBusy(err: unknown): boolean {
+  return err instanceof HookrelayError && err.code === ErrorCode.databaseBusy;
+}

@@ -12,7 +12,7 @@ import { WebhookStatus } from '../domain/types.ts';
 import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
-import type { Store, Tx } from '../store/repos.ts';
+import type { Store, TransactionOptions, Tx } from '../store/repos.ts';
 import { DeliveryStatus, type AttemptToStore, type DeliverableWebhook, type OutOfOrderDelivery, type Settlement, type DueDelivery, type WebhookStatusChange } from '../store/types.ts';
 import { dueDeliveryOf } from '../store/rows.ts';
 import { logStatusChange, type LoggedStatusChange } from './webhooks.ts';
@@ -307,7 +307,7 @@ export function createOutboxService(store: Store, log: Logger, options: OutboxOp
      * is what the lease's lapse would have led to anyway (its attempt's outcome was never
      * recorded); the next durable commit makes it durable too.
      */
-    async flush(work: FlushWork, options: { durable?: boolean } = {}): Promise<FlushResult> {
+    async flush(work: FlushWork, options: TransactionOptions = {}): Promise<FlushResult> {
       const result: FlushResult = { claimed: [], drained: [], unsendable: [], contended: [], superseded: [], rateLimited: [], outOfOrder: [] };
       const changes: LoggedStatusChange[] = [];
       await store.transaction(async (tx) => {

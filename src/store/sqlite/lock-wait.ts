@@ -15,7 +15,7 @@
  * that ends without it is `database_busy` (the API answers 503 with Retry-After).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
+import { ErrorCode, HookrelayError, isDatabaseBusy } from '../../domain/errors.ts';
 import type { LockWait } from '../repos.ts';
 import { isLockWait as isSqliteLockWait } from '../storage-faults.ts';
 
@@ -40,11 +40,6 @@ export function databaseBusy(waitedMs: number, cause: unknown): HookrelayError {
     `the database has been locked by another process for ${(waitedMs / 1000).toFixed(1)} s (a hookrelay CLI command or a backup, say); nothing was changed: try again shortly`,
     { cause },
   );
-}
-
-/** True when `err` is `database_busy`: a store's wait for the lock ended without it (nothing was changed). */
-export function isDatabaseBusy(err: unknown): boolean {
-  return err instanceof HookrelayError && err.code === ErrorCode.databaseBusy;
 }
 
 /**
