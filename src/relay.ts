@@ -344,7 +344,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       policy: retryPolicyFrom(config),
       clock,
       log,
-      sharedDatabase: store.backend === 'postgres',
+      sharedDatabase: store.shared,
       concurrency: config.delivery.concurrency,
       perWebhookConcurrency: config.delivery.perWebhookConcurrency,
       // An attempt (in-attempt reconnects included) ends at its deadline; the margin covers

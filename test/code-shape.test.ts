@@ -186,6 +186,16 @@ function backendLeaks(graph: ReadonlyMap<string, readonly string[]>): string[] {
   return leaks;
 }
 
+/** Files outside src/store/ (cli/db.ts excepted, as above) that branch on which backend holds the data (they ask the Store what it can do instead: `shared`, `upkeep`, `shareWork`). */
+function backendBranches(sources: Sources): string[] {
+  const found: string[] = [];
+  for (const [path, text] of sources) {
+    if (path.startsWith('src/store/') || BACKEND_IMPORTERS_OUTSIDE_STORE.has(path)) continue;
+    for (const m of text.matchAll(/\.backend\s*[!=]==|database\.url\s*[!=]==|database\.url\s*\?/g)) found.push(`${path}: ${m[0]}`);
+  }
+  return found;
+}
+
 const sources = readSources();
 const graph = importGraph(sources);
 
@@ -219,10 +229,22 @@ describe('the shape of src/', () => {
   test('nothing outside src/store/ imports a backend folder, src/cli/db.ts excepted; the backends do not import each other', () => {
     assert.deepEqual(backendLeaks(graph), []);
   });
+
+  test('nothing outside src/store/ branches on the backend, src/cli/db.ts excepted', () => {
+    assert.deepEqual(backendBranches(sources), []);
+  });
 });
 
 describe('the checks themselves find a planted violation', () => {
   const planted = (files: Record<string, string>): Sources => new Map(Object.entries(files));
+
+  test('a branch on the backend outside the store', () => {
+    const tree = planted({
+      'src/relay.ts': "const shared = store.backend === 'postgres';\nif (config.database.url !== null) {}",
+      'src/store/open.ts': "if (config.database.url !== null) {}",
+    });
+    assert.deepEqual(backendBranches(tree), ["src/relay.ts: .backend ===", 'src/relay.ts: database.url !==']);
+  });
 
   test('a file over the limit, counted as an editor counts lines', () => {
     assert.equal(lineCount('a\nb\n'), 2);

@@ -67,7 +67,7 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
    * another instance a little later goes first. On SQLite (one feed) the repository keeps
    * neither: the feed's order stands, and nothing is held.
    */
-  const reorderWindowMs = store.backend === 'postgres' ? Math.max(0, options.reorderWindowMs ?? 0) : 0;
+  const reorderWindowMs = store.shared ? Math.max(0, options.reorderWindowMs ?? 0) : 0;
   /**
    * Events stored for an organization without a webhook (or one that does not exist: a typo in
    * the feed, an organization not created yet) are kept, never delivered, until a webhook is

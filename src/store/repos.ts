@@ -355,6 +355,12 @@ export interface WorkSharing {
 /** The database, whichever backend holds it. */
 export interface Store {
   readonly backend: 'sqlite' | 'postgres';
+  /**
+   * Whether several daemons may work on this database at once (PostgreSQL; a SQLite file has one
+   * daemon). Shared: claims are capped across instances and changes read by different feeds are
+   * put in order (delivery.reorderWindow); what callers ask instead of the backend's name.
+   */
+  readonly shared: boolean;
   readonly clock: Clock;
   /** Schema versions before and after the migrations applied when this store was opened. */
   readonly migrated: { readonly from: number; readonly to: number };

@@ -98,6 +98,7 @@ export async function openPgStore(url: string, clock: Clock, options: OpenPgStor
 
   return {
     backend: 'postgres',
+    shared: true,
     instance: options.instance,
     clock,
     migrated,

@@ -170,6 +170,7 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
 
   return {
     backend: 'sqlite',
+    shared: false,
     db,
     clock,
     migrated,
