@@ -561,9 +561,9 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
       // Every header as the receiver got it (names compared as HTTP does, without case), but the
       // credential among the webhook's own, which the delivery log says is set and never shows.
       const shownByName = Object.fromEntries(Object.entries(shown).map(([name, value]) => [name.toLowerCase(), value]));
-      assert.equal(sent.headers['authorization'], ACME_CREDENTIAL);
+      assert.equal(sent.headers.authorization, ACME_CREDENTIAL);
       assert.equal(sent.headers['x-environment'], 'staging');
-      assert.equal(shownByName['authorization'], HIDDEN_HEADER_VALUE);
+      assert.equal(shownByName.authorization, HIDDEN_HEADER_VALUE);
       assert.deepEqual(shownByName, { ...sent.headers, authorization: HIDDEN_HEADER_VALUE });
       assert.ok(!(await admin.content()).includes(ACME_CREDENTIAL), 'the credential header\'s value is in the page\'s markup');
       const body = await section.locator('pre.request-body').innerText();

@@ -109,7 +109,7 @@ export async function call(
   }
   const res = await fetch(baseUrl + path, { method, headers, ...(body !== undefined ? { body } : {}) });
   const text = await res.text();
-  let parsed: unknown = undefined;
+  let parsed: unknown;
   if (/json/.test(res.headers.get('content-type') ?? '')) parsed = JSON.parse(text);
   return { status: res.status, headers: res.headers, body: parsed, text };
 }

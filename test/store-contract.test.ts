@@ -13,7 +13,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, test, type TestContext } from 'node:test';
-import pg from 'pg';
+import type pg from 'pg';
 import { systemClock } from '../src/domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../src/domain/errors.ts';
 import { BUILTIN_ROLES, Permission } from '../src/domain/permissions.ts';

@@ -76,7 +76,7 @@ export function identityOf(payload: Record<string, unknown>): Identity {
   const exp = payload.exp;
   return {
     org: text(payload.org) ?? text(payload.organization_id),
-    email: sub !== null && sub.includes('@') ? sub : (text(payload.email) ?? sub),
+    email: sub?.includes('@') ? sub : (text(payload.email) ?? sub),
     role: text(payload.role),
     expiresAt: typeof exp === 'number' && Number.isFinite(exp) ? exp * 1000 : null,
   };

@@ -34,7 +34,7 @@ export function configuredListener(listen: string, extraHosts: readonly string[]
 
 /** A Host header value split into its name (lower case, no brackets, no trailing dot) and port (null when absent). */
 export function parseHostHeader(value: string): { name: string; port: number | null } | null {
-  const m = /^(\[[0-9a-f:.]+\]|[^:\[\]]+)(?::(\d{1,5}))?$/i.exec(value.trim());
+  const m = /^(\[[0-9a-f:.]+\]|[^:[\]]+)(?::(\d{1,5}))?$/i.exec(value.trim());
   if (m === null) return null;
   const name = m[1]!.toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
   return { name, port: m[2] === undefined ? null : Number(m[2]) };

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Context, Middleware, Next } from 'koa';
-import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import { ErrorCode, type HookrelayError } from '../domain/errors.ts';
 import { bearerCredentials } from './auth.ts';
 import { problem, writeProblem } from './problem.ts';
 

@@ -17,7 +17,7 @@
  */
 import { statSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { Command, CommanderError, Option } from 'commander';
+import { type Command, CommanderError, Option } from 'commander';
 import { loadConfig, type Config } from '../config/load.ts';
 import { systemClock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError, isHookrelayError } from '../domain/errors.ts';

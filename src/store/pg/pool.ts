@@ -343,7 +343,7 @@ function clientWithTlsPlan(settings: PgConnectionSettings, plan: TlsPlan, shown:
   return class HookrelayPgClient extends Client {
     override connect(): Promise<Client>;
     override connect(callback: ((err: Error) => void) | ((err: null, c: Client) => void)): void;
-    override connect(callback?: ((err: Error) => void) | ((err: null, c: Client) => void)): Promise<Client> | void {
+    override connect(callback?: ((err: Error) => void) | ((err: null, c: Client) => void)): Promise<Client> | undefined {
       const connected = this.choosePlainOrTls()
         .then(() => super.connect())
         .then(
@@ -355,6 +355,7 @@ function clientWithTlsPlan(settings: PgConnectionSettings, plan: TlsPlan, shown:
         (client) => (callback as (err: null, c: Client) => void)(null, client),
         (err: unknown) => (callback as (err: Error) => void)(err as Error),
       );
+      return undefined;
     }
 
     private async choosePlainOrTls(): Promise<void> {
