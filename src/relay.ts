@@ -146,8 +146,8 @@ function countedIngest(path: IngestPath, metrics: Metrics): IngestPath {
 /**
  * How often the daemon gives the C heap's free pages back to the system while it delivers.
  * Delivery allocates and frees per attempt (TLS records, HTTP parsing, SQLite rows), and glibc
- * keeps what was freed in its arenas: measured during a million-event drain, one release gave
- * back 45 MB of 238 (docs/benchmarks.md, "Memory"). A release takes a few milliseconds.
+ * keeps what was freed in its arenas; a release gives a good part of it back, in a few
+ * milliseconds (docs/benchmarks.md, "Memory").
  */
 export const STEADY_RELEASE_MS = 30_000;
 

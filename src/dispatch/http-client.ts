@@ -42,9 +42,8 @@ export const IDLE_SOCKET_MAX_MS = 60_000;
 
 /**
  * One TLS secure context for every connection. With `extraCa` set, building a context means
- * parsing Node's ~145 bundled root certificates plus the operator's: about 137 ms of CPU and
- * a few MB each time (measured), which per connection, or worse per attempt, dominated the cost
- * of a delivery. Built once here, it is shared by every socket of the dispatcher.
+ * parsing Node's bundled root certificates plus the operator's, which per connection, or worse
+ * per attempt, dominated the cost of a delivery (docs/benchmarks.md, "Figures behind the code's choices"). Built once here, it is shared by every socket of the dispatcher.
  */
 export function deliverySecureContext(extraCa: string | null): SecureContext | undefined {
   if (extraCa === null) return undefined;

@@ -44,7 +44,7 @@ export function publicStatus(row: Pick<DeliveryRow, 'status' | 'attempts'>): 'pe
 /**
  * A search by request reads the log's deliveries one by one, by id (no index holds them by
  * request, see ListFilter.requestId), this many ids per read transaction, yielding to the
- * event loop between two (measured on SQLite: about 5 ms a chunk, docs/console.md)...
+ * event loop between two (a few ms a chunk on SQLite: docs/console.md)...
  */
 export const REQUEST_SEARCH_CHUNK_IDS = 50_000;
 /**

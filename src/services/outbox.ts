@@ -349,7 +349,8 @@ export function createOutboxService(store: Store, log: Logger, options: OutboxOp
      * Logs at info how many deliveries succeeded since the last call, in all and for the busiest
      * organizations, then starts counting again; nothing when none did. The dispatcher calls it
      * every few seconds and when it stops: a line per successful delivery (now at debug) cost the
-     * daemon 3 to 8 % more CPU at full speed, a summary nothing measurable (docs/benchmarks.md).
+     * daemon a measurable share of its CPU at full speed, a summary nothing measurable
+     * (docs/benchmarks.md, "A log line per successful delivery").
      */
     logDeliveredSummary(): void {
       const now = performance.now();

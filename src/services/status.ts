@@ -6,8 +6,8 @@ import type { Store } from '../store/repos.ts';
 import { healthReport, type WebhookHealthReport } from './webhooks.ts';
 
 /**
- * Rows counted per query when a queue is counted: about half a millisecond of the event loop
- * each (median measured with scripts/bench-metrics.ts on a million queued deliveries).
+ * Rows counted per query when a queue is counted: short enough a hold of the event loop per
+ * chunk with a million queued deliveries (scripts/bench-metrics.ts; docs/benchmarks.md, "Figures behind the code's choices").
  */
 export const COUNT_CHUNK_ROWS = 10_000;
 /** A webhook's due retries waiting for its rate limit are counted up to this (one bounded read). */

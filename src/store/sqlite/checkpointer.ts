@@ -30,8 +30,8 @@ export const BUSY_LINGER_MS = 2_000;
  * Moves WAL checkpoints off the calling thread: a worker thread with its own connection runs a
  * PASSIVE checkpoint every `intervalMs`, while `db` (the writer) only checkpoints itself once
  * SAFETY_NET_PAGES pages pile up, which during a long burst of ingestion is what lets the WAL
- * start over. Measured: about +9 % ingest rate against checkpointing on the writer every 4096
- * pages (docs/benchmarks.md). The WAL file may grow to that size during a burst; it is cut back
+ * start over. Faster ingestion than checkpointing on the writer every 4096 pages
+ * (docs/benchmarks.md, "Figures behind the code's choices"). The WAL file may grow to that size during a burst; it is cut back
  * to `journal_size_limit` when it starts over.
  *
  * Never fails: if the thread cannot start, that is logged and the writer goes on checkpointing

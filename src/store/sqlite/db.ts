@@ -11,9 +11,8 @@ export type Db = Database.Database;
 
 /** WAL pages after which a connection checkpoints on its own (unless background checkpoints raise it: see checkpointer.ts). */
 /**
- * Page cache while large batches are ingested (KiB). 16 MiB ingests as fast as 64 MiB with
- * increasing event ids and within the noise with random ones (measured side by side,
- * docs/benchmarks.md, "Memory"), and holds 48 MiB less during a burst.
+ * Page cache while large batches are ingested (KiB): as fast as a larger cache, and less held
+ * during a burst (docs/benchmarks.md, "Memory").
  */
 export const BURST_CACHE_KIB = 16 * 1024;
 /**
@@ -90,8 +89,8 @@ export function openDatabase(path: string, options: OpenDatabaseOptions = {}): {
   }
   try {
     db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
-    // Larger pages make the random index inserts of ingestion markedly cheaper (measured: about
-    // +35 % lines/s over 4 KiB); it only takes effect when the database is created.
+    // Larger pages make the random index inserts of ingestion markedly cheaper (docs/benchmarks.md,
+    // "Figures behind the code's choices"); it only takes effect when the database is created.
     db.pragma('page_size = 16384');
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
@@ -102,7 +101,8 @@ export function openDatabase(path: string, options: OpenDatabaseOptions = {}): {
     db.pragma(`cache_size = -${BURST_CACHE_KIB}`);
     // Checkpoint every 4096 pages (64 MiB of WAL) instead of every 1000: pages that ingestion
     // rewrites often are copied into the database once per checkpoint, not once per batch
-    // (+3-5 % ingest rate, side by side); the WAL file is trimmed back to 64 MiB afterwards.
+    // (a few % of ingest rate: docs/benchmarks.md, "Figures behind the code's choices"); the WAL
+    // file is trimmed back to 64 MiB afterwards.
     db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
     db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
     const migrated = migrate(db);

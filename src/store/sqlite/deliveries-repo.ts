@@ -34,7 +34,7 @@ const ROW_COLUMNS = deliveryRowColumns('sqlite');
  * index deliveries_ordering, which holds exactly the tried and leased pending deliveries. The
  * `+` keeps SQLite from reading it through deliveries_org_due instead (its choice without
  * statistics): that visits every delivery of the organization in flight, for each candidate,
- * and cost the claim about a fifth of its time with 8 in flight (measured, docs/benchmarks.md).
+ * and cost the claim a good part of its time (docs/benchmarks.md, "Figures behind the code's choices").
  */
 const HELD_BACK = `SELECT 1 FROM deliveries p
   WHERE p.ordering_key = d.ordering_key AND +p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
@@ -92,8 +92,8 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   // ordering key from it.
   //
   // The limit is written into the SQL, one prepared statement per limit (few distinct values
-  // are used): with `LIMIT ?` SQLite runs this query about ten times slower (measured: 60 µs
-  // against 5 µs for one row), and the dispatcher runs it for every claim.
+  // are used): with `LIMIT ?` SQLite runs this query many times slower (docs/benchmarks.md,
+  // "Figures behind the code's choices"), and the dispatcher runs it for every claim.
   const dueSql = (limit: number) => `
     SELECT ${DUE_COLUMNS}
     FROM (
@@ -139,8 +139,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   };
   const firstIdAtOrAfter = db.prepare<[number], { id: number; created_at: number }>('SELECT id, created_at FROM deliveries WHERE id >= ? ORDER BY id LIMIT 1');
   // Two subqueries: SQLite reads min() or max() from the end of the primary key only when it is
-  // the query's one aggregate; `SELECT min(id), max(id)` reads the whole table (measured: 60 ms
-  // for a million deliveries).
+  // the query's one aggregate; `SELECT min(id), max(id)` reads the whole table.
   const idBounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT (SELECT min(id) FROM deliveries) AS lo, (SELECT max(id) FROM deliveries) AS hi');
   const attemptCounts = db.prepare<{ org: string; from: number; to: number; bucket: number }, { bucket: number; succeeded: number; failed: number }>(ATTEMPT_COUNTS_SQL);
   const eventSeqOfDelivery = db.prepare<[number], { event_seq: number; ordering_key: number }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = ?');

@@ -3,8 +3,8 @@ import type { Db } from './db.ts';
 /**
  * The shared library and the function that give the C heap's free pages back to the system:
  * glibc's `malloc_trim`. After a large ingest the main thread's malloc arena keeps what the burst
- * freed (SQLite's page cache shrunk back, the batches' buffers): measured, 109 of 117 MB free and
- * still resident, the largest part of the daemon's memory (docs/benchmarks.md, "Memory"). glibc
+ * freed (SQLite's page cache shrunk back, the batches' buffers): free and still resident, the
+ * largest part of the daemon's memory (docs/benchmarks.md, "Memory"). glibc
  * only returns the top of an arena by itself; `malloc_trim` also releases whole free pages inside
  * it (madvise), in a few milliseconds.
  */

@@ -154,7 +154,8 @@ export const MIGRATIONS: readonly string[] = [
   // read from the payload where needed.
   // Deliveries are rebuilt with their status check written as comparisons: SQLite evaluates
   // `status IN ('pending', 'delivered', 'dead')` through a temporary table built on every insert
-  // (measured: 1.8 µs of 5.8 µs per outbox row); the comparisons cost nothing measurable. The
+  // (a third of an outbox row's insert: docs/benchmarks.md, "Figures behind the code's choices");
+  // the comparisons cost nothing measurable. The
   // rebuild runs with foreign keys off, as SQLite's procedure for table changes requires; migrate()
   // checks them before committing.
   `
@@ -279,7 +280,8 @@ export const MIGRATIONS: readonly string[] = [
   // table, whose rows hold the receivers' answers. Attempts start in time order, give or take an
   // attempt's duration: each is added at the end of the index, one page more per group commit
   // (not one per attempt, as an index in random order would be). Ingestion writes no attempt.
-  // Built once, in the migration: about a second and 28 MB per million attempts (measured).
+  // Built once, in the migration (its cost per million attempts: docs/benchmarks.md, "Figures
+  // behind the code's choices").
   `
   CREATE INDEX delivery_attempts_started ON delivery_attempts (started_at, delivery_id, outcome);
   `,

@@ -91,8 +91,8 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
   };
   const begin = { immediate: db.prepare('BEGIN IMMEDIATE'), deferred: db.prepare('BEGIN DEFERRED') };
   const commit = db.prepare('COMMIT');
-  // Prepared once: db.pragma() prepares its statement on every call, which cost a claim-only
-  // transaction (two switches) about 50 µs, 6 % of the daemon's CPU at 100 events/s (measured).
+  // Prepared once: db.pragma() prepares its statement on every call, a visible share of the
+  // daemon's CPU at moderate rates (docs/benchmarks.md, "At 100 events/s: where the time goes").
   const synchronous = { normal: db.prepare('PRAGMA synchronous = NORMAL'), full: db.prepare('PRAGMA synchronous = FULL') };
   const rollback = db.prepare('ROLLBACK');
   const turns = createTurns();
