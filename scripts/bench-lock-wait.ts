@@ -128,7 +128,7 @@ try {
     configPath,
     JSON.stringify({
       delivery: { caFile: tls.caFile, allowNetworks: ['127.0.0.1/32'], pollInterval: '100ms' },
-      feed: { path: feedPath, pollIntervalMs: 50 },
+      feed: { path: feedPath, pollInterval: 50 },
       log: { level: 'warn' },
     }),
   );

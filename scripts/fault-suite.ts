@@ -177,7 +177,7 @@ try {
         maxRetryAfter: '2s',
         pollInterval: '100ms',
       },
-      feed: { path: feedPath, pollIntervalMs: 50 },
+      feed: { path: feedPath, pollInterval: 50 },
       log: { level: values['log-level'] },
     }),
   );

@@ -182,7 +182,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   function startFeed({ ingest, parser }: IngestPath): RunningFeed {
     const { feed: options } = config;
     if (options.path !== '-') {
-      const tailer = createFileTailer({ ...options, path: options.path, ingest, log, parser, health });
+      const tailer = createFileTailer({ ...options, pollIntervalMs: options.pollInterval, path: options.path, ingest, log, parser, health });
       tailer.start();
       return { stop: () => tailer.stop(), problem: () => tailer.problem() };
     }
@@ -353,7 +353,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
       pollIntervalMs: config.delivery.pollInterval,
       groupCommitMs: config.delivery.groupCommitInterval,
       health,
-      lockWaitMs: config.database.busyTimeoutMs,
+      lockWaitMs: config.database.busyTimeout,
     });
     dispatcher.start();
     if (config.retention.enabled) {

@@ -95,7 +95,7 @@ test('precedence: defaults < config file < HOOKRELAY_* environment < CLI flags',
   const file = writeConfig(cwd, {
     stateDir: 'from-file',
     api: { listen: '127.0.0.1:1001', rateLimitPerMinute: 100 },
-    auth: { clockToleranceSeconds: 10, tokenTtl: '15m' },
+    auth: { clockTolerance: '10s', tokenTtl: '15m' },
     log: { level: 'warn' },
   });
   const env = {
@@ -120,8 +120,8 @@ test('precedence: defaults < config file < HOOKRELAY_* environment < CLI flags',
   assert.equal(fileOnly.api.rateLimitPerMinute, 100);
   assert.equal(all.api.rateLimitPerMinute, 200, 'env beats the file; no flag for it');
 
-  assert.equal(defaults.auth.clockToleranceSeconds, 30);
-  assert.equal(all.auth.clockToleranceSeconds, 10, 'the file beats the default; nothing above it');
+  assert.equal(defaults.auth.clockTolerance, 30_000);
+  assert.equal(all.auth.clockTolerance, 10_000, 'the file beats the default; nothing above it');
 
   assert.equal(fileOnly.auth.tokenTtl, 15 * 60_000);
   assert.equal(all.auth.tokenTtl, 2 * 3_600_000);
@@ -177,7 +177,9 @@ test('a value of the wrong type or out of range stops loading and names the key 
   const file = (data: unknown) => ({ configFile: writeConfig(cwd, data), env: {}, cwd });
   configError(file({ api: { rateLimitPerMinute: 'fast' } }), ['"api.rateLimitPerMinute"', 'integer']);
   configError(file({ api: { bodyLimitBytes: 1.5 } }), ['"api.bodyLimitBytes"']);
-  configError(file({ auth: { clockToleranceSeconds: 120 } }), ['"auth.clockToleranceSeconds"', '0 to 60']);
+  configError(file({ auth: { clockTolerance: '2m' } }), ['"auth.clockTolerance"', 'to 60000 ms']);
+  configError(file({ auth: { clockToleranceSeconds: 120 } }), ['"auth.clockToleranceSeconds"', 'to 60000 ms']);
+  configError(file({ database: { busyTimeoutMs: '5s' } }), ['"database.busyTimeoutMs"', 'whole number of milliseconds', 'database.busyTimeout']);
   configError(file({ auth: { algorithm: 'none' } }), ['"auth.algorithm"', 'HS256']);
   configError(file({ delivery: { allowHttp: 'yes' } }), ['"delivery.allowHttp"', 'true or false']);
   configError(file({ database: 'var/db.sqlite' }), ['"database"', 'object']);
@@ -193,6 +195,25 @@ test('a value of the wrong type or out of range stops loading and names the key 
   configError({ configFile: join(cwd, 'missing.json'), env: {}, cwd }, ['missing.json']);
   configError({ configFile: writeConfig(cwd, '{ "api": '), env: {}, cwd }, ['not valid JSON']);
   configError({ configFile: writeConfig(cwd, '[]'), env: {}, cwd }, ['must be a JSON object']);
+});
+
+test('durations are written one way; a key renamed for it is still read under its old name, in its old unit, and reported', (t) => {
+  const cwd = tempDir(t);
+  const defaults = loadConfig({ env: {}, cwd });
+  assert.deepEqual([defaults.database.busyTimeout, defaults.auth.clockTolerance, defaults.feed.pollInterval], [5000, 30_000, 1000]);
+  assert.deepEqual(defaults.notices, []);
+  const renamed = loadConfig({ configFile: writeConfig(cwd, { database: { busyTimeoutMs: 250 }, auth: { clockToleranceSeconds: 5 }, feed: { pollIntervalMs: 20 } }), env: {}, cwd });
+  assert.deepEqual([renamed.database.busyTimeout, renamed.auth.clockTolerance, renamed.feed.pollInterval], [250, 5000, 20]);
+  assert.equal(renamed.notices.length, 3);
+  assert.match(renamed.notices[0]!, /database\.busyTimeoutMs is now database\.busyTimeout, a duration such as "5s"/);
+  // The new name, given beside the old one, wins, wherever the two stand in the file.
+  const both = loadConfig({ configFile: writeConfig(cwd, { feed: { pollInterval: '2s', pollIntervalMs: 20 } }), env: {}, cwd });
+  assert.equal(both.feed.pollInterval, 2000);
+  // The old environment variable and option names too.
+  const env = loadConfig({ env: { HOOKRELAY_DATABASE_BUSY_TIMEOUT_MS: '300', HOOKRELAY_AUTH_CLOCK_TOLERANCE: '1s' }, overrides: { 'feed.pollIntervalMs': '40' }, cwd });
+  assert.deepEqual([env.database.busyTimeout, env.auth.clockTolerance, env.feed.pollInterval], [300, 1000, 40]);
+  assert.equal(env.notices.length, 2);
+  assert.match(env.notices[0]!, /HOOKRELAY_DATABASE_BUSY_TIMEOUT_MS.*database\.busyTimeout \(HOOKRELAY_DATABASE_BUSY_TIMEOUT\)/);
 });
 
 test('a secret value is never echoed in a configuration error', (t) => {

@@ -137,9 +137,9 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
         jitterPercent: 0,
         pollInterval: '50ms',
       },
-      feed: { pollIntervalMs: 50 },
+      feed: { pollInterval: 50 },
       // Exact expiry: a 1 s token is refused 1 s later (the default allows 30 s of clock skew).
-      auth: { clockToleranceSeconds: 0 },
+      auth: { clockTolerance: 0 },
     }),
   );
   const common = ['--config', config, '--state-dir', state];

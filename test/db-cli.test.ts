@@ -77,7 +77,7 @@ function daemonConfig(t: TestContext, tls: TestTls, extra: Record<string, Record
     JSON.stringify({
       ...extra,
       delivery: { caFile: tls.caFile, allowNetworks: ['127.0.0.1/32'], pollInterval: '20ms', jitterPercent: 0, retrySchedule: ['1s'], ...extra.delivery },
-      feed: { pollIntervalMs: 20, batchLines: 200, ...extra.feed },
+      feed: { pollInterval: 20, batchLines: 200, ...extra.feed },
     }),
   );
   return file;

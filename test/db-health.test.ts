@@ -181,7 +181,7 @@ test('a full disk: /readyz answers 503 disk_full, logged once; nothing is lost; 
     overrides: {
       stateDir,
       'feed.path': feedPath,
-      'feed.pollIntervalMs': '20',
+      'feed.pollInterval': '20',
       'feed.batchLines': '500',
       'api.listen': '127.0.0.1:0',
       'delivery.caFile': tls.caFile,

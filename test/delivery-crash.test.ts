@@ -54,7 +54,7 @@ test('a daemon killed mid-delivery loses nothing: every event is delivered, only
       concurrency: 8,
       perWebhookConcurrency: 4,
     },
-    feed: { pollIntervalMs: 20 },
+    feed: { pollInterval: 20 },
     log: { level: 'info' },
   });
 

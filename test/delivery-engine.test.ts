@@ -41,7 +41,7 @@ import {
 } from './receivers.ts';
 
 /** Polls so slow that only a wake-up can explain a prompt delivery. */
-const NO_POLLS = { 'delivery.pollInterval': '60s', 'feed.pollIntervalMs': '60000' } as const;
+const NO_POLLS = { 'delivery.pollInterval': '60s', 'feed.pollInterval': '60000' } as const;
 
 /**
  * Appends `${prefix}_1` to `${prefix}_5` one at a time (`${prefix}_0` already arrived), each once
@@ -315,7 +315,7 @@ test('the clock steps forward then back: fresh deliveries go out at once, before
       'delivery.allowNetworks': '127.0.0.1/32',
       'delivery.jitterPercent': '0',
       'delivery.retrySchedule': '1s,1s',
-      'feed.pollIntervalMs': '20',
+      'feed.pollInterval': '20',
       'delivery.pollInterval': '20ms',
     },
   });

@@ -177,7 +177,7 @@ export function feedRelay(
   const stateDir = options.stateDir ?? scratchDir(t, 'hookrelay-feed-state-');
   const config = loadConfig({
     env: {},
-    overrides: { stateDir, 'api.listen': '127.0.0.1:0', 'log.level': 'silent', 'feed.pollIntervalMs': '20', ...overrides },
+    overrides: { stateDir, 'api.listen': '127.0.0.1:0', 'log.level': 'silent', 'feed.pollInterval': '20', ...overrides },
   });
   let running: Relay | null = null;
   let probe: Probe | null = null;

@@ -655,8 +655,8 @@ test('the rate limit answers 429 with Retry-After on every authenticated operati
   }
 });
 
-test('every write answers 503 database_busy with Retry-After while another process holds the database lock past database.busyTimeoutMs', async (t) => {
-  const { relay, people, adminToken: token } = await seededRelay(t, { 'database.busyTimeoutMs': '200' });
+test('every write answers 503 database_busy with Retry-After while another process holds the database lock past database.busyTimeout', async (t) => {
+  const { relay, people, adminToken: token } = await seededRelay(t, { 'database.busyTimeout': '200' });
   await relay.services.webhooks.register('acme', { webhook_url: 'https://hooks.acme.example/hook' });
   const queued = await contract.call(relay, 'POST', '/webhook/test', { token });
   const writes: Array<[string, string, Record<string, unknown>]> = [

@@ -30,7 +30,7 @@ function setup(t: TestContext, caFile: string) {
     configFile,
     JSON.stringify({
       delivery: { allowNetworks: ['127.0.0.1/32'], caFile, concurrency: 16, perWebhookConcurrency: PER_WEBHOOK, pollInterval: '100ms', jitterPercent: 0 },
-      feed: { pollIntervalMs: 20 },
+      feed: { pollInterval: 20 },
       metrics: { refreshInterval: '1s' },
       log: { level: 'info' },
     }),

@@ -46,7 +46,7 @@ function instanceSetup(t: TestContext, name: string, url: string, caFile: string
       database: { url, poolSize: 4 },
       instance: { name },
       delivery: { allowNetworks: ['127.0.0.1/32'], caFile, concurrency: 16, perWebhookConcurrency: PER_WEBHOOK, pollInterval: '200ms', jitterPercent: 0 },
-      feed: { pollIntervalMs: 20 },
+      feed: { pollInterval: 20 },
       log: { level: 'info' },
     }),
   );

@@ -327,7 +327,7 @@ export function attemptsOf(store: Store, deliveryId: number): AttemptRow[] {
  */
 export const FAST_DELIVERY: Readonly<Record<string, string>> = {
   'delivery.pollInterval': '20ms',
-  'feed.pollIntervalMs': '20',
+  'feed.pollInterval': '20',
   'delivery.jitterPercent': '0',
   'delivery.retrySchedule': '1s,1s',
 };

@@ -59,7 +59,7 @@ function instanceSetup(t: TestContext, name: string, url: string, caFile: string
       database: { url, poolSize: 4 },
       instance: { name },
       delivery: { allowNetworks: ['127.0.0.1/32'], caFile, ...delivery },
-      feed: { pollIntervalMs: 20 },
+      feed: { pollInterval: 20 },
       log: { level: 'info' },
       ...rest,
     }),

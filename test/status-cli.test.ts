@@ -27,7 +27,7 @@ test('hookrelay status --json with the daemon up, then down: daemon, feed positi
   const stateDir = join(dir, 'var');
   const config = join(dir, 'hookrelay.json');
   // Deliveries to a closed port on 127.0.0.1 fail at once (connection refused); one failure makes a webhook failing.
-  writeFileSync(config, JSON.stringify({ delivery: { allowHttp: true, allowNetworks: ['127.0.0.1/32'], failingAfterFailures: 1, retrySchedule: ['1h'], jitterPercent: 0 }, feed: { pollIntervalMs: 20 } }));
+  writeFileSync(config, JSON.stringify({ delivery: { allowHttp: true, allowNetworks: ['127.0.0.1/32'], failingAfterFailures: 1, retrySchedule: ['1h'], jitterPercent: 0 }, feed: { pollInterval: 20 } }));
   const common = ['--state-dir', stateDir, '--config', config];
   const cli = async (...args: string[]) => {
     const r = await runCli(t, [...args, ...common]);

@@ -152,7 +152,7 @@ test('a write transaction waits for the lock on timers, without holding the conn
 
 test('a feed write waits for the lock without reporting a storage fault; a long wait is logged once, and its end', async (t) => {
   const path = join(tempDir(t), 'hookrelay.db');
-  // As the daemon's store, whose writes wait database.busyTimeoutMs (100 ms here) for the lock.
+  // As the daemon's store, whose writes wait database.busyTimeout (100 ms here) for the lock.
   const store = openSqliteStore(path, systemClock, { waitForLocks: false, lockWait: { maxWaitMs: 100 } });
   t.after(() => store.close());
   const records: Array<Record<string, unknown>> = [];
@@ -175,7 +175,7 @@ test('an API write while another process holds the lock waits for it on timers, 
   // A write that waited inside SQLite would hold the event loop for busyTimeoutMs (10 s here)
   // before anything else is answered; one that waits on timers lets the reads below through at
   // once. The bound between the two is generous, so a busy machine does not fail it.
-  const relay = await startRelay(t, { 'database.busyTimeoutMs': '10000' });
+  const relay = await startRelay(t, { 'database.busyTimeout': '10000' });
   const { admin, viewer } = await seedOrg(relay.services, 'org-a');
   const token = relay.token('org-a', admin);
   const lock = holdLock(t, relay.config.database.path);
@@ -199,8 +199,8 @@ test('an API write while another process holds the lock waits for it on timers, 
   assert.equal(await roleOf(relay, 'org-a', viewer), 'saas_admin');
 });
 
-test('past database.busyTimeoutMs an API write answers 503 database_busy with Retry-After, and changes nothing', async (t) => {
-  const relay = await startRelay(t, { 'database.busyTimeoutMs': '300' });
+test('past database.busyTimeout an API write answers 503 database_busy with Retry-After, and changes nothing', async (t) => {
+  const relay = await startRelay(t, { 'database.busyTimeout': '300' });
   const { admin, viewer } = await seedOrg(relay.services, 'org-a');
   const token = relay.token('org-a', admin);
   holdLock(t, relay.config.database.path);

@@ -82,7 +82,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
       const chain: Middleware[] = [versionMiddleware, auth, limit, requirePermission(permission)];
       if (options.body) chain.push(body);
       // Runs once: a lock another process holds is waited for inside the store, before the
-      // transaction that needs it runs (the daemon's store: up to database.busyTimeoutMs, on
+      // transaction that needs it runs (the daemon's store: up to database.busyTimeout, on
       // timers, then 503 database_busy; see docs/storage.md, "Lock waits").
       chain.push((ctx) => handler(ctx, ctx.state.principal as Principal));
       router.register(path, [...methods], chain);

@@ -123,13 +123,13 @@ function edDsaVerifier(publicKeyPem: string): SignatureVerifier {
 /**
  * The claim rules every token meets, whatever its algorithm: a JSON object payload, `exp`
  * required (NumericDate, seconds), `nbf` honoured, `iss` and `aud` checked when configured,
- * each time comparison allowing `auth.clockToleranceSeconds` of skew. `nowMs` is epoch ms.
+ * each time comparison allowing `auth.clockTolerance` of skew (whole seconds). `nowMs` is epoch ms.
  */
 function checkClaims(payload: unknown, auth: Config['auth'], nowMs: number): Record<string, unknown> {
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw invalidToken('The token payload must be a JSON object');
   const claims = payload as Record<string, unknown>;
   const now = Math.floor(nowMs / 1000);
-  const leeway = auth.clockToleranceSeconds;
+  const leeway = Math.floor(auth.clockTolerance / 1000);
   const isNumericDate = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value);
 
   if (claims.exp === undefined) throw invalidToken('The token has no expiry (exp); tokens must expire');

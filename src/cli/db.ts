@@ -149,7 +149,7 @@ export function registerDbCommands(program: Command): void {
       const progress = startProgress('backup', { unit: 'MiB' });
       const result = await backupDatabase(config.database.path, file, {
         overwrite: options.force === true,
-        busyTimeoutMs: config.database.busyTimeoutMs,
+        busyTimeoutMs: config.database.busyTimeout,
         onProgress: (written, expected) => progress.update(Math.round(written / 1048576), expected > 0 ? written / expected : undefined),
       }).finally(() => progress.end());
       print(options, { path: result.path, bytes: result.bytes, seconds: Math.round(result.ms) / 1000 }, () => `backup written to ${result.path} (${mib(result.bytes)} in ${(result.ms / 1000).toFixed(1)} s)`);
@@ -164,7 +164,7 @@ export function registerDbCommands(program: Command): void {
     const options = optionsOf(cmd);
     const config = configFrom(options);
     if (file === undefined) sqliteOnly(config, 'check', "the server checks its own pages (data checksums; pg_amcheck); give a SQLite file to check one");
-    const report = checkDatabase(file ?? config.database.path, { busyTimeoutMs: config.database.busyTimeoutMs, named: file !== undefined });
+    const report = checkDatabase(file ?? config.database.path, { busyTimeoutMs: config.database.busyTimeout, named: file !== undefined });
     const d = report.disk;
     const view = {
       path: report.path,
@@ -195,7 +195,7 @@ export function registerDbCommands(program: Command): void {
     const to = copyTarget(options, config);
     const instance = options.instance ?? config.instance.name;
     if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/.test(instance)) throw new UsageError('--instance must be letters, digits, ".", "_" and "-", at most 63, starting with a letter or digit');
-    const result = await copySqliteToPostgres({ from: resolve(options.from), to, instance, log: cliLogger(config), busyTimeoutMs: config.database.busyTimeoutMs });
+    const result = await copySqliteToPostgres({ from: resolve(options.from), to, instance, log: cliLogger(config), busyTimeoutMs: config.database.busyTimeout });
     const total = result.tables.reduce((sum, t) => sum + t.rows, 0);
     print(
       options,

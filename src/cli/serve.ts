@@ -38,6 +38,7 @@ export function registerServeCommands(program: Command): void {
       process.on('SIGTERM', () => shutdown('SIGTERM'));
       process.on('SIGINT', () => shutdown('SIGINT'));
       log.info({ version: VERSION, stateDir: config.stateDir }, 'hookrelay starting');
+      for (const notice of config.notices) log.warn(notice);
       await relay.start();
     });
 

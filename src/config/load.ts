@@ -7,12 +7,12 @@ import { parseCidr } from '../domain/cidr.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { isLoopbackHost, parseListen } from '../domain/listen.ts';
 import { checkOrgId } from '../domain/validation.ts';
-import { CONFIG_SCHEMA, coerceLeaf, envNameFor, isLeaf, schemaLeaves, type SchemaNode } from './schema.ts';
+import { CONFIG_SCHEMA, coerceLeaf, envNameFor, isLeaf, RENAMED_KEYS, schemaLeaves, type Leaf, type SchemaNode } from './schema.ts';
 
 /** The resolved configuration. Durations are milliseconds; paths are absolute. */
 export interface Config {
   readonly stateDir: string;
-  readonly database: { readonly path: string; readonly busyTimeoutMs: number; readonly url: string | null; readonly poolSize: number };
+  readonly database: { readonly path: string; readonly busyTimeout: number; readonly url: string | null; readonly poolSize: number };
   /** The name is resolved: the host name when not set. */
   readonly instance: { readonly name: string };
   readonly api: {
@@ -30,7 +30,7 @@ export interface Config {
     readonly privateKeyFile: string | null;
     readonly issuer: string | null;
     readonly audience: string | null;
-    readonly clockToleranceSeconds: number;
+    readonly clockTolerance: number;
     readonly emailClaim: string;
     readonly organizationClaim: string;
     readonly tokenTtl: number;
@@ -43,7 +43,7 @@ export interface Config {
     readonly maxLineBytes: number;
     readonly batchLines: number;
     readonly batchBytes: number;
-    readonly pollIntervalMs: number;
+    readonly pollInterval: number;
     readonly followSymlinks: boolean;
   };
   readonly console: { readonly publicUrl: string | null };
@@ -95,6 +95,8 @@ export interface Config {
     readonly refreshInterval: number;
     readonly perOrganization: boolean;
   };
+  /** What loading noticed and the daemon logs at start: keys given under a name they have been renamed from (RENAMED_KEYS). */
+  readonly notices: readonly string[];
 }
 
 /** Values given on the command line, keyed by dotted config path (`api.listen`). */
@@ -173,25 +175,57 @@ function setPath(target: Record<string, unknown>, path: string, value: unknown):
   node[parts[parts.length - 1]!] = value;
 }
 
+/**
+ * A value given under a key's old name (RENAMED_KEYS): a whole number in the old key's unit,
+ * as a number or (environment, flags) its text; checked as the new key's duration.
+ */
+function renamedValue(leaf: Leaf, unitMs: number, raw: unknown): ReturnType<typeof coerceLeaf> {
+  const n = typeof raw === 'string' && /^\s*\d+\s*$/.test(raw) ? Number(raw) : raw;
+  if (typeof n !== 'number' || !Number.isInteger(n)) return { ok: false, expected: `a whole number of ${unitMs === 1 ? 'milliseconds' : 'seconds'} under this old name (or the new name with a duration such as "5s")` };
+  return coerceLeaf(leaf, n * unitMs, false);
+}
+
+function renamedNotice(where: string, from: string, to: string): string {
+  return `${where}: ${from} is now ${to}, a duration such as "5s" (the old name is still read, in its old unit); rename it`;
+}
+
 /** Walks a parsed config file, rejecting unknown keys and wrong types with the key's full path. */
-function readFileLayer(file: string, data: unknown, schema: SchemaNode, prefix: string, into: Map<string, unknown>): void {
+interface FileRead {
+  readonly name: string;
+  /** Keys the file gives under their own name. */
+  readonly given: Set<string>;
+  /** Values the file gives under a renamed key's old name, by the new name (the new name wins when both are given). */
+  readonly renamed: Map<string, unknown>;
+}
+
+function readFileLayer(file: FileRead, data: unknown, schema: SchemaNode, prefix: string, into: Map<string, unknown>, notices: string[]): void {
   if (typeof data !== 'object' || data === null || Array.isArray(data)) {
-    throw configError(`${file}: ${prefix === '' ? 'the file' : `key "${prefix}"`} must be a JSON object`);
+    throw configError(`${file.name}: ${prefix === '' ? 'the file' : `key "${prefix}"`} must be a JSON object`);
   }
   for (const [key, raw] of Object.entries(data)) {
     if (key === COMMENT_KEY) continue;
     const path = prefix === '' ? key : `${prefix}.${key}`;
     const node = schema[key];
+    const renamed = RENAMED_KEYS.get(path);
+    if (node === undefined && renamed !== undefined) {
+      const leaf = schemaLeaves().find((l) => l.path === renamed.to)?.leaf as Leaf;
+      const result = renamedValue(leaf, renamed.unitMs, raw);
+      if (!result.ok) throw configError(`${file.name}: key "${path}" must be ${result.expected}; got ${describe(path, raw)}`);
+      file.renamed.set(renamed.to, result.value);
+      notices.push(renamedNotice(file.name, path, renamed.to));
+      continue;
+    }
     if (node === undefined) {
       const known = Object.keys(schema).join(', ');
-      throw configError(`${file}: unknown key "${path}"; expected one of: ${known}`);
+      throw configError(`${file.name}: unknown key "${path}"; expected one of: ${known}`);
     }
     if (isLeaf(node)) {
       const result = coerceLeaf(node, raw, false);
-      if (!result.ok) throw configError(`${file}: key "${path}" must be ${result.expected}; got ${describe(path, raw)}`);
+      if (!result.ok) throw configError(`${file.name}: key "${path}" must be ${result.expected}; got ${describe(path, raw)}`);
       into.set(path, result.value);
+      file.given.add(path);
     } else {
-      readFileLayer(file, raw, node, path, into);
+      readFileLayer(file, raw, node, path, into, notices);
     }
   }
 }
@@ -205,6 +239,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   const cwd = options.cwd ?? process.cwd();
   const leaves = schemaLeaves();
   const values = new Map<string, unknown>();
+  const notices: string[] = [];
 
   for (const { path, leaf } of leaves) {
     const result = coerceLeaf(leaf, leaf.default, false);
@@ -229,12 +264,24 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
     } catch (err) {
       throw configError(`config file ${file} is not valid JSON ${jsonErrorPlace(text, err)}; check the syntax there`);
     }
-    readFileLayer(file, data, CONFIG_SCHEMA, '', values);
+    const read: FileRead = { name: file, given: new Set(), renamed: new Map() };
+    readFileLayer(read, data, CONFIG_SCHEMA, '', values, notices);
+    for (const [path, value] of read.renamed) if (!read.given.has(path)) values.set(path, value);
   }
 
   const envNames = new Map(leaves.map(({ path, leaf }) => [envNameFor(path), { path, leaf }]));
+  const byPath = new Map(leaves.map((l) => [l.path, l.leaf]));
+  const oldEnvNames = new Map([...RENAMED_KEYS].map(([from, r]) => [envNameFor(from), { from, ...r }]));
   for (const [name, raw] of Object.entries(env)) {
     if (!name.startsWith('HOOKRELAY_') || name === 'HOOKRELAY_CONFIG' || raw === undefined) continue;
+    const old = oldEnvNames.get(name);
+    if (old !== undefined) {
+      const result = renamedValue(byPath.get(old.to)!, old.unitMs, raw);
+      if (!result.ok) throw configError(`environment variable ${name} (${old.from}) must be ${result.expected}; got ${describe(old.from, raw)}`);
+      if (env[envNameFor(old.to)] === undefined) values.set(old.to, result.value);
+      notices.push(renamedNotice(`environment variable ${name}`, old.from, `${old.to} (${envNameFor(old.to)})`));
+      continue;
+    }
     const entry = envNames.get(name);
     if (entry === undefined) {
       const near = closestName(name, [...envNames.keys(), 'HOOKRELAY_CONFIG']);
@@ -245,9 +292,16 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
     values.set(entry.path, result.value);
   }
 
-  const byPath = new Map(leaves.map((l) => [l.path, l.leaf]));
   for (const [path, raw] of Object.entries(options.overrides ?? {})) {
     if (raw === undefined) continue;
+    const renamed = RENAMED_KEYS.get(path);
+    if (renamed !== undefined) {
+      const result = renamedValue(byPath.get(renamed.to)!, renamed.unitMs, raw);
+      if (!result.ok) throw configError(`option for ${path} must be ${result.expected}; got ${describe(path, raw)}`);
+      if (options.overrides?.[renamed.to] === undefined) values.set(renamed.to, result.value);
+      notices.push(renamedNotice('an option', path, renamed.to));
+      continue;
+    }
     const leaf = byPath.get(path);
     if (leaf === undefined) throw new Error(`unknown override ${path}`);
     const result = coerceLeaf(leaf, raw, true);
@@ -270,7 +324,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   // Not a key: what systemd tells its services about their standard output (see log.ts).
   values.set('log.journalStream', env.JOURNAL_STREAM === undefined || env.JOURNAL_STREAM === '' ? null : env.JOURNAL_STREAM);
 
-  const config: Record<string, unknown> = {};
+  const config: Record<string, unknown> = { notices };
   for (const [path, value] of values) setPath(config, path, value);
   checkCoherence(config as unknown as Config);
   return config as unknown as Config;

@@ -47,10 +47,10 @@ export const CONFIG_SCHEMA = {
       default: 10,
       doc: "PostgreSQL only: most connections this instance opens for its transactions (one more listens for the other instances' wake-ups, one more sends them).",
     },
-    busyTimeoutMs: {
-      type: { kind: 'int', min: 0, max: 600_000 },
-      default: 5000,
-      doc: 'How long a write waits for another process (a CLI command, a backup) to release the database, in ms. A CLI command waits this long. In the daemon a write never blocks while it waits (it is tried again on a timer): an admin API write waits this long, then answers 503 database_busy with Retry-After; the feed reader and the dispatcher wait as long as it takes, and log it after this long.',
+    busyTimeout: {
+      type: { kind: 'duration', min: 0, max: 600_000 },
+      default: '5s',
+      doc: 'How long a write waits for another process (a CLI command, a backup) to release the database. A CLI command waits this long. In the daemon a write never blocks while it waits (it is tried again on a timer): an admin API write waits this long, then answers 503 database_busy with Retry-After; the feed reader and the dispatcher wait as long as it takes, and log it after this long.',
     },
   },
   instance: {
@@ -123,10 +123,10 @@ export const CONFIG_SCHEMA = {
       default: null,
       doc: 'When set, tokens must carry this aud (and token issue sets it).',
     },
-    clockToleranceSeconds: {
-      type: { kind: 'int', min: 0, max: 60 },
-      default: 30,
-      doc: 'Allowed clock skew when checking exp and nbf, in seconds (at most 60).',
+    clockTolerance: {
+      type: { kind: 'duration', min: 0, max: 60_000 },
+      default: '30s',
+      doc: 'Allowed clock skew when checking exp and nbf (at most 60s; whole seconds count, as the claims are in seconds).',
     },
     emailClaim: {
       type: { kind: 'string', pattern: /^[A-Za-z_][A-Za-z0-9_:./-]{0,127}$/, expect: 'a JWT claim name' },
@@ -175,10 +175,10 @@ export const CONFIG_SCHEMA = {
       default: 16 * 1024 * 1024,
       doc: 'Most bytes of lines committed in one SQLite transaction (a batch also ends at feed.batchLines), for the feed file, standard input and hookrelay ingest alike. A large ingest holds three batches at a time: 1 MiB keeps the peak of a burst about 5 MiB lower than the default, at the price of more commits, which slows event ids in random order (about 2 times slower and 3.6 times more written at 512 KiB; docs/benchmarks.md, "Memory").',
     },
-    pollIntervalMs: {
-      type: { kind: 'int', min: 10, max: 60_000 },
-      default: 1000,
-      doc: 'Safety net: how often an idle feed file is checked for new lines, rotation and truncation, in ms. New lines are normally noticed at once (file system notifications); this bounds the delay where notifications do not work (some network file systems).',
+    pollInterval: {
+      type: { kind: 'duration', min: 10, max: 60_000 },
+      default: '1s',
+      doc: 'Safety net: how often an idle feed file is checked for new lines, rotation and truncation. New lines are normally noticed at once (file system notifications); this bounds the delay where notifications do not work (some network file systems).',
     },
     followSymlinks: {
       type: { kind: 'bool' },
@@ -382,6 +382,17 @@ export function isLeaf(node: Leaf | SchemaNode): node is Leaf {
 }
 
 /** Every leaf of the schema with its dotted path, in declaration order. */
+/**
+ * Keys renamed so that every duration is written the same way (a duration such as "5s", or
+ * milliseconds), with the old name's unit: a config file, HOOKRELAY_* variable or override
+ * naming the old key still works, is read in its old unit, and is reported (Config.notices).
+ */
+export const RENAMED_KEYS: ReadonlyMap<string, { readonly to: string; readonly unitMs: number }> = new Map([
+  ['database.busyTimeoutMs', { to: 'database.busyTimeout', unitMs: 1 }],
+  ['auth.clockToleranceSeconds', { to: 'auth.clockTolerance', unitMs: 1000 }],
+  ['feed.pollIntervalMs', { to: 'feed.pollInterval', unitMs: 1 }],
+]);
+
 export function schemaLeaves(node: SchemaNode = CONFIG_SCHEMA, prefix = ''): Array<{ path: string; leaf: Leaf }> {
   const out: Array<{ path: string; leaf: Leaf }> = [];
   for (const [key, child] of Object.entries(node)) {

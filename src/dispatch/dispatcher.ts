@@ -46,7 +46,7 @@ export interface DispatcherOptions {
   readonly health?: StorageHealth;
   /**
    * How long the store waits for a lock another process holds before a commit answers
-   * database_busy (database.busyTimeoutMs): the commit keeps what it carries, logs the wait once
+   * database_busy (database.busyTimeout): the commit keeps what it carries, logs the wait once
    * and is asked for again; at stop each of the last commits waits this long at most. 5 s by
    * default.
    */

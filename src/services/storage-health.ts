@@ -111,7 +111,7 @@ export function createStorageHealth(log: Logger, now: () => number = Date.now) {
      * tried again after a back-off (storageRetryDelayMs), so whatever the write carries (a feed
      * batch and its position) is kept, never dropped. A lock held by another process is no
      * fault, and the store waits for it (on timers, never blocking the event loop): when its
-     * wait ends without the lock (`database_busy`, after database.busyTimeoutMs in the daemon),
+     * wait ends without the lock (`database_busy`, after database.busyTimeout in the daemon),
      * nothing was written and the write is handed to the store again, for as long as it takes;
      * that is logged once, and so is the lock's release. On a damaged database nothing is tried
      * (again): this waits until `signal` aborts, then throws. Any other error is thrown at once,

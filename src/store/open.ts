@@ -7,7 +7,7 @@
  * - The daemon (openStoreWhenReachable) waits for a database it cannot reach yet, a full disk
  *   (SQLite) or a server that is not up (PostgreSQL), in one loop: logged once, tried again
  *   after a back-off until it opens or the daemon stops. Its store waits for locks another
- *   process holds on timers, up to database.busyTimeoutMs (sqlite/lock-wait.ts).
+ *   process holds on timers, up to database.busyTimeout (sqlite/lock-wait.ts).
  */
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -50,11 +50,11 @@ const CLI_POOL_SIZE = 2;
 
 /**
  * Opens (and migrates) the configured database for a one-shot command. On SQLite its
- * connection waits for locks in SQLite (database.busyTimeoutMs), and leaves the lock free for
+ * connection waits for locks in SQLite (database.busyTimeout), and leaves the lock free for
  * CLI_LOCK_GAP_MS between two of its write transactions, for a daemon that may be waiting for it.
  */
 export async function openStoreFor(config: Config, clock: Clock, o: { log?: Logger } = {}): Promise<Store> {
-  if (config.database.url === null) return openSqliteStore(config.database.path, clock, { busyTimeoutMs: config.database.busyTimeoutMs, lockGapMs: CLI_LOCK_GAP_MS });
+  if (config.database.url === null) return openSqliteStore(config.database.path, clock, { busyTimeoutMs: config.database.busyTimeout, lockGapMs: CLI_LOCK_GAP_MS });
   return openPgStore(config.database.url, clock, { instance: config.instance.name, poolSize: CLI_POOL_SIZE, log: o.log });
 }
 
@@ -83,7 +83,7 @@ interface Opener {
 }
 
 function daemonOpener(config: Config, clock: Clock, o: DaemonOpenOptions): Opener {
-  const { url, path, busyTimeoutMs } = config.database;
+  const { url, path, busyTimeout: busyTimeoutMs } = config.database;
   if (url !== null) {
     return {
       open: () => openPgStore(url, clock, { instance: config.instance.name, poolSize: config.database.poolSize, log: o.log }),

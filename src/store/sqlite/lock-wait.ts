@@ -9,7 +9,7 @@
  * does not wait in SQLite (busy_timeout 0 once it is migrated: see openDatabase's
  * `waitForLocks`): BEGIN IMMEDIATE fails at once, before the transaction ran anything, and the
  * store (store.ts) tries it again after a short pause on a timer, as the transaction's
- * `lockWait` (or the store's default, from database.busyTimeoutMs) says. It does not hold its
+ * `lockWait` (or the store's default, from database.busyTimeout) says. It does not hold its
  * turn on the connection while it waits: reads and the daemon's other work go on meanwhile.
  * Callers never retry: the transaction's function runs once, when the lock is got, and a wait
  * that ends without it is `database_busy` (the API answers 503 with Retry-After).
