@@ -95,19 +95,19 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
   // daemon's CPU at moderate rates (docs/benchmarks.md, "At 100 events/s: where the time goes").
   const synchronous = { normal: db.prepare('PRAGMA synchronous = NORMAL'), full: db.prepare('PRAGMA synchronous = FULL') };
   const rollback = db.prepare('ROLLBACK');
-  const turns = createTurns();
+  const connectionMutex = createConnectionMutex();
   const trimmer = createHeapTrimmer(db);
 
   /**
    * Runs `fn` between BEGIN and COMMIT, one transaction at a time: the connection has one
    * transaction, and a second one begun while the first awaits would run inside it. BEGIN runs
-   * synchronously when it is this call's turn, so a lock error (busy_timeout 0 in the daemon)
+   * synchronously when this call holds the connection mutex, so a lock error (busy_timeout 0 in the daemon)
    * surfaces before anything ran, and `fn` starts at once when no other transaction is open.
    * `waiting`: a BEGIN that finds the lock taken rejects with LockedAtBegin (the caller waits
-   * for the lock, the turn given up meanwhile); otherwise with the lock error.
+   * for the lock, the mutex given up meanwhile); otherwise with the lock error.
    */
   const run = <T>(write: boolean, durable: boolean, fn: (tx: Tx) => Promise<T>, waiting = false): Promise<T> =>
-    turns.take(() => {
+    connectionMutex.run(() => {
       if (write && lockGapMs > 0) gapBeforeWrite();
       if (!durable) synchronous.normal.run();
       const done = (): void => {
@@ -177,7 +177,7 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
     transaction: <T>(fn: (tx: Tx) => Promise<T>, options: TransactionOptions = {}): Promise<T> => write(fn, options.durable !== false, options.lockWait ?? defaultLockWait),
     read: <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => run(false, true, fn),
     ping: () =>
-      turns.take(() => {
+      connectionMutex.run(() => {
         select1.get();
         return Promise.resolve();
       }),
@@ -191,10 +191,10 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
 }
 
 /**
- * Turns on the one connection, first come first served: `take(fn)` runs `fn` at once when no
- * turn is under way (in the caller's tick), else once the turns before it have settled.
+ * The one connection's mutex, first come first served: `run(fn)` runs `fn` (a transaction) at
+ * once when nobody holds it (in the caller's tick), else once those before it have settled.
  */
-function createTurns() {
+function createConnectionMutex() {
   let busy = false;
   const waiting: Array<() => void> = [];
   const next = (): void => {
@@ -212,7 +212,7 @@ function createTurns() {
     return p.finally(next);
   };
   return {
-    take<T>(fn: () => Promise<T>): Promise<T> {
+    run<T>(fn: () => Promise<T>): Promise<T> {
       if (!busy) {
         busy = true;
         return runTurn(fn);
