@@ -84,6 +84,8 @@ export interface GroupCommitOptions {
 }
 
 const EMPTY: CommitBatch<never> = { done: [], back: [], unsent: [] };
+/** Between a database_busy and the next try. */
+const BUSY_PAUSE_MS = 10;
 
 export function createGroupCommit<A extends PendingAttempt>(options: GroupCommitOptions) {
   const { deliveries, log, health } = options;
@@ -117,7 +119,9 @@ export function createGroupCommit<A extends PendingAttempt>(options: GroupCommit
       busySince = performance.now() - lockWaitMs;
       log.warn({ waitedMs: lockWaitMs, outcomes: finished.length }, 'the database has been locked by another process (a hookrelay CLI command, a backup?) for a while; outcomes are kept and recorded once it is released');
     }
-    retryAfter(0);
+    // The store has waited already; the pause only matters while the daemon stops, when its
+    // wait ends at once.
+    retryAfter(BUSY_PAUSE_MS);
   }
   function busyEnded(): void {
     log.info({ waitedMs: Math.round(performance.now() - busySince!) }, 'the database lock was released: outcomes recorded');
