@@ -101,7 +101,7 @@ export const recoverableSql = (dialect: Dialect, p: { from: string; to: string; 
     ORDER BY e.seq`;
 
 /** Failed deliveries (pending, attempted) of events with seq in [from, to) become due now. */
-export const hurryFailedSql = (p: { now: string; org: string; from: string; to: string }): string => `
+export const retryFailedNowSql = (p: { now: string; org: string; from: string; to: string }): string => `
     UPDATE deliveries SET next_attempt_at = ${p.now}, updated_at = ${p.now}
     WHERE event_seq >= ${p.from} AND event_seq < ${p.to} AND org_id = ${p.org} AND status = 'pending' AND attempts > 0`;
 

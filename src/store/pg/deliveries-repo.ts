@@ -6,7 +6,7 @@ import {
   deliveryRowColumns,
   dueJoinSql,
   dueRetriesSql,
-  hurryFailedSql,
+  retryFailedNowSql,
   isFresh,
   latestFailure,
   markUnsendableSql,
@@ -348,7 +348,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       return rows.map(toRecoverable);
     },
     async retryFailedNow(orgId: string, from: number, to: number, now: number): Promise<number> {
-      const { rowCount } = await db.query(hurryFailedSql(numbered('now', 'org', 'from', 'to')), [now, orgId, from, to]);
+      const { rowCount } = await db.query(retryFailedNowSql(numbered('now', 'org', 'from', 'to')), [now, orgId, from, to]);
       return rowCount ?? 0;
     },
     async countDueRetries(orgId: string, now: number, max: number): Promise<number> {

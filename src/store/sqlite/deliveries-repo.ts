@@ -7,7 +7,7 @@ import {
   deliveryRowColumns,
   dueJoinSql,
   dueRetriesSql,
-  hurryFailedSql,
+  retryFailedNowSql,
   isFresh,
   latestFailure,
   markUnsendableSql,
@@ -145,7 +145,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   const eventSeqOfDelivery = db.prepare<[number], { event_seq: number; ordering_key: number }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = ?');
   const hasOpenDelivery = db.prepare<[number], { n: number }>("SELECT count(*) AS n FROM deliveries WHERE event_seq = ? AND status = 'pending'");
   const recoverable = db.prepare<{ from: number; to: number; org: string }, RecoverableRow>(recoverableSql('sqlite', named('from', 'to', 'org')));
-  const retryFailedNow = db.prepare<{ now: number; org: string; from: number; to: number }>(hurryFailedSql(named('now', 'org', 'from', 'to')));
+  const retryFailedNow = db.prepare<{ now: number; org: string; from: number; to: number }>(retryFailedNowSql(named('now', 'org', 'from', 'to')));
   const countFreshChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(QUEUE_GAUGE_SQL.countFreshChunk);
   const countTriedChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(QUEUE_GAUGE_SQL.countTriedChunk);
   const oldestFresh = db.prepare<{ org: string }, { at: number }>(QUEUE_GAUGE_SQL.oldestFresh);
