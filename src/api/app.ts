@@ -24,6 +24,7 @@ import type { DeliveryLogService } from '../services/delivery-log.ts';
 import { metricsHandler, type MetricsEndpoint } from './metrics.ts';
 import { registerConsoleRoutes } from './console.ts';
 import { configuredListener, type ListenerIdentity } from './host-check.ts';
+import { iso } from '../domain/iso.ts';
 
 export interface ApiDeps {
   readonly config: Pick<Config, 'api' | 'auth'>;
@@ -107,7 +108,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
     ctx.status = ready === true ? 200 : 503;
     if (ready === true || ready === false) ctx.body = { status: ready ? 'ready' : 'not_ready' };
     else {
-      const since = ready.since === undefined ? {} : { since: new Date(ready.since).toISOString() };
+      const since = ready.since === undefined ? {} : { since: iso(ready.since) };
       ctx.body = { status: 'not_ready', reason: ready.reason, detail: ready.detail, ...since };
     }
   });

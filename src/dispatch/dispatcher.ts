@@ -1,6 +1,7 @@
 import type { Clock } from '../domain/clock.ts';
 import { decideOutcome, isSuccess, type AttemptResult, type DeliveryOutcome, type RetryPolicy } from '../domain/retry-policy.ts';
 import { loggableUrl } from '../domain/validation.ts';
+import { iso } from '../domain/iso.ts';
 import type { Logger } from '../log.ts';
 import type { ClaimedDelivery, OutboxService, FlushResult } from '../services/outbox.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
@@ -194,7 +195,7 @@ export function createDispatcher(options: DispatcherOptions) {
       hook.pausedUntil = until;
       const throttled = result.statusCode === 429 || result.statusCode === 503;
       log.info(
-        { org: hook.orgId, url: loggableUrl(url), until: new Date(now + pause).toISOString(), failures: hook.failures, status: result.statusCode },
+        { org: hook.orgId, url: loggableUrl(url), until: iso(now + pause), failures: hook.failures, status: result.statusCode },
         throttled ? 'webhook asked to slow down: paused' : 'webhook failing: paused before its next attempt',
       );
     }

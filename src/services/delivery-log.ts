@@ -17,7 +17,7 @@ import { signingSecrets } from '../domain/secrets.ts';
 import { loggedHeaders } from '../domain/webhook-headers.ts';
 import type { Store, Tx } from '../store/repos.ts';
 import { DeliveryStatus, type AttemptRow, type DeliveryRow, type ListFilter } from '../store/types.ts';
-import { webhookNotConfigured } from './webhooks.ts';
+import { requireWebhook } from './webhooks.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
 export const TEST_EVENT_TYPE = 'webhook.test';
@@ -159,12 +159,6 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
    */
   function queueTime(tx: Tx): Promise<number> {
     return tx.feed.receivedAt(store.clock.now());
-  }
-
-  async function requireWebhook(tx: Tx, orgId: string) {
-    const webhook = await tx.webhooks.get(orgId);
-    if (!webhook) throw webhookNotConfigured(orgId);
-    return webhook;
   }
 
   return {

@@ -79,6 +79,13 @@ export function webhookNotConfigured(orgId: string): HookrelayError {
   return new HookrelayError(ErrorCode.webhookNotConfigured, `organization "${orgId}" has no webhook; register one first`);
 }
 
+/** The organization's webhook as `tx` sees it, or `webhook_not_configured`. */
+export async function requireWebhook(tx: Tx, orgId: string): Promise<Webhook> {
+  const webhook = await tx.webhooks.get(orgId);
+  if (!webhook) throw webhookNotConfigured(orgId);
+  return webhook;
+}
+
 /** Why a webhook has its status: its delivery health, its latest failure, one sentence. */
 export interface WebhookHealthReport extends WebhookHealth {
   /** The latest failure among its recent deliveries; only looked up when it is failing, disabled or its last attempts failed. */
@@ -153,10 +160,8 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
     },
 
     /** The organization's webhook (never its secret), or `webhook_not_configured`. */
-    async get(orgId: string): Promise<Webhook> {
-      const webhook = await store.read((tx) => tx.webhooks.get(orgId));
-      if (!webhook) throw webhookNotConfigured(orgId);
-      return webhook;
+    get(orgId: string): Promise<Webhook> {
+      return store.read((tx) => requireWebhook(tx, orgId));
     },
 
     /**
@@ -202,8 +207,7 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
     /** Operator switch: `disabled` holds deliveries; `active` releases them. */
     async setEnabled(orgId: string, enabled: boolean): Promise<void> {
       const changed = await store.transaction(async (tx) => {
-        const webhook = await tx.webhooks.get(orgId);
-        if (!webhook) throw webhookNotConfigured(orgId);
+        const webhook = await requireWebhook(tx, orgId);
         const change = await tx.webhooks.setStatus(orgId, enabled ? WebhookStatus.active : WebhookStatus.disabled, enabled ? null : DisabledReason.operator, store.clock.now());
         return change === null ? null : { orgId, url: webhook.url, change, health: await tx.webhooks.health(orgId) };
       });
