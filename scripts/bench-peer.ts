@@ -7,7 +7,7 @@
  *   node --import tsx scripts/bench-peer.ts [--events 100000] [--runs 3] [--concurrency 64]
  *     [--orgs 16] [--chunk 1000] [--daemon dist/cli.js] [--per-webhook N] [--stall 120]
  *     [--redis-server redis-server] [--worker-node-args="--max-semi-space-size=32"]
- *     [--json FILE] [--tiny]
+ *     [--json FILE] [--tiny] [--paced 100,1000 [--paced-seconds 20] [--paced-warmup 5]]
  *
  * Needs Debian's redis-server (`apt-get install redis-server`; the script starts its own, the
  * service need not run). `--tiny` is a smoke preset: 2,000 events, one run.
@@ -45,6 +45,15 @@
  * /proc/<pid>/stat, redis-server's reaped children included) and of the producer
  * (process.cpuUsage() around the adding), read from before the clock starts until the queue is
  * drained; peak RSS (VmHWM) of the worker and of redis-server.
+ *
+ * With --paced RATES (events per second, comma-separated), each run then feeds both relays one
+ * event at a time at each rate: hookrelay through `bench-delivery.ts --phases paced --paced-rate
+ * R --paced-seconds S --paced-warmup W` (lines appended on an absolute schedule), the peer with a
+ * Queue.add per event on the same schedule into a fresh redis-server and worker, W seconds of
+ * warm-up at that rate, then S measured seconds. Each reports the latency from append (add) to
+ * first arrival (p50, p99, max), its CPU per event (the daemon; worker + redis-server, the
+ * producer apart as hookrelay's appender is) and that CPU over its own bulk figure of the same
+ * run: issue 26's "CPU per event at 100 events/s <= 3x the bulk figure", asked of both relays.
  *
  * Runs alternate the order: hookrelay first on odd runs, the peer first on even runs. Prints a
  * table per run, then the medians, and the ratios hookrelay / peer (events/s, hookrelay's from
@@ -84,6 +93,7 @@ const JOB_OPTIONS = { attempts: 10, backoff: { type: 'exponential', delay: 1000 
 
 const nowMs = () => performance.timeOrigin + performance.now();
 const round = (v: number, digits = 0) => Number(v.toFixed(digits));
+const finite = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 const mib = (bytes: number) => round(bytes / 1024 / 1024, 1);
 const orgId = (i: number) => `org-${String(i).padStart(2, '0')}`;
 
@@ -302,6 +312,17 @@ function startWorkerProcess(nodeArgs: readonly string[]) {
 }
 type WorkerProcess = ReturnType<typeof startWorkerProcess>;
 
+/** One measure's peer: its redis-server, worker process and producer queue (see withPeer in main). */
+interface Peer {
+  readonly redis: RedisServer;
+  readonly worker: WorkerProcess;
+  readonly queue: Queue<PeerJob, void>;
+  /** Why the peer cannot go on (a process exited), or null. */
+  readonly alive: () => string | null;
+  /** The queue's first connection error, or null. */
+  readonly queueError: () => string | null;
+}
+
 // ---------------------------------------------------------------------------------------------
 // redis-server
 
@@ -404,6 +425,15 @@ async function startRedis(binary: string, dir: string): Promise<RedisServer> {
 // ---------------------------------------------------------------------------------------------
 // Results
 
+/** What bench-delivery.ts's JSON holds that is read here. */
+interface DeliveryReport {
+  readonly ok?: boolean;
+  readonly failures?: string[];
+  readonly phases?: Array<Record<string, unknown>>;
+  readonly receiver?: { readonly signatureFailures?: number; readonly unexpected?: number; readonly meanBodyBytes?: number } | null;
+  readonly daemon?: { readonly path?: string; readonly commit?: string | null; readonly builtAt?: string };
+}
+
 export interface HookrelayMeasure {
   readonly ok: boolean;
   readonly exitCode: number | null;
@@ -478,6 +508,42 @@ export interface RunResult {
     readonly cpuOverEndToEnd: number | null;
     readonly cpuOverWorkerAlone: number | null;
   };
+  /** The paced measures of this run (--paced), one pair per rate. */
+  readonly paced: readonly PacedPair[];
+}
+
+/** One relay fed at a steady rate (--paced): what an event costs and how long it takes when events come one by one. */
+export interface PacedMeasure {
+  readonly rate: number;
+  readonly events: number;
+  /** From the first to the last first arrival. */
+  readonly arrivalsPerSecond: number | null;
+  /** Append (hookrelay) or add (peer) to first arrival, ms. */
+  readonly latencyMs: { readonly p50: number; readonly p99: number; readonly max: number } | null;
+  /** hookrelay: the daemon; the peer: worker + redis-server (the producer's adding apart, as hookrelay's appending is). */
+  readonly cpuMsPerEvent: number | null;
+  /** The peer: worker, redis-server and producer apart; null for hookrelay. */
+  readonly peerCpuMsPerEvent: { readonly worker: number; readonly redis: number; readonly producer: number } | null;
+  /** cpuMsPerEvent over the same relay's bulk (end-to-end) figure of the same run: the target's "x bulk". */
+  readonly overBulkCpu: number | null;
+  readonly missing: number | null;
+  readonly duplicates: number | null;
+}
+
+export interface PacedPair {
+  readonly rate: number;
+  readonly hookrelay: PacedMeasure | null;
+  readonly peer: PacedMeasure | null;
+}
+
+/** --paced 100,1000: events per second, each a positive integer; none without the option. */
+function parseRates(raw: string | undefined): number[] {
+  if (raw === undefined) return [];
+  return raw.split(',').map((part) => {
+    const n = Number(part.trim());
+    if (!Number.isInteger(n) || n < 1 || n > 100_000) throw new Error(`--paced expects rates in events per second separated by commas (e.g. 100,1000), not ${raw}`);
+    return n;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -498,10 +564,13 @@ async function main(): Promise<void> {
       'worker-node-args': { type: 'string' },
       json: { type: 'string' },
       tiny: { type: 'boolean', default: false },
+      paced: { type: 'string' },
+      'paced-seconds': { type: 'string' },
+      'paced-warmup': { type: 'string' },
     },
   });
   const tiny = values.tiny;
-  const num = (name: 'events' | 'runs' | 'concurrency' | 'orgs' | 'chunk' | 'stall' | 'per-webhook', normal: number, small: number = normal): number => {
+  const num = (name: 'events' | 'runs' | 'concurrency' | 'orgs' | 'chunk' | 'stall' | 'per-webhook' | 'paced-seconds' | 'paced-warmup', normal: number, small: number = normal): number => {
     const raw = values[name];
     if (raw === undefined) return tiny ? small : normal;
     const n = Number(raw);
@@ -521,6 +590,9 @@ async function main(): Promise<void> {
     workerNodeArgs: (values['worker-node-args'] ?? '').split(' ').filter((a) => a !== ''),
     json: resolve(values.json ?? join(REPO, 'docs/bench', `peer-${new Date().toISOString().replace(/:/g, '').replace(/\.\d+Z$/, 'Z')}.json`)),
     tiny,
+    pacedRates: parseRates(values.paced),
+    pacedSeconds: num('paced-seconds', 20, 3),
+    pacedWarmupSeconds: num('paced-warmup', 5, 1),
   };
   if (options.orgs > 100) throw new Error('--orgs: at most 100 (ids org-00 ... org-99, as bench-delivery.ts names them)');
   const daemonPath = options.daemon ?? join(REPO, 'dist/cli.js');
@@ -609,37 +681,33 @@ async function main(): Promise<void> {
     const targets = Object.fromEntries(orgIds.map((id) => [id, { origin, path: `/hook/${id}`, secret: secrets[id]! }]));
     console.log(`receiver: ${origin}/hook/<org> (pid ${receiver.child.pid})`);
 
-    // ---- hookrelay: bench-delivery.ts's bulk phase in a process of its own
-    const runHookrelay = async (run: number): Promise<HookrelayMeasure> => {
-      const jsonPath = join(dir, `hookrelay-run${run}.json`);
-      const script = join(REPO, 'scripts/bench-delivery.ts');
-      const args = ['--import', TSX, script, '--phases', 'bulk', '--bulk', String(options.events), '--skip-ceilings', '--orgs', String(options.orgs), '--concurrency', String(options.concurrency), '--json', jsonPath];
+    // ---- hookrelay: bench-delivery.ts in a process of its own (its own receiver and daemon)
+    const benchDeliveryScript = join(REPO, 'scripts/bench-delivery.ts');
+    const benchDeliverySha = createHash('sha256').update(readFileSync(benchDeliveryScript)).digest('hex').slice(0, 12);
+    /** Runs bench-delivery.ts with `phaseArgs` and the session's organizations, concurrency and daemon; reads its JSON. */
+    const benchDelivery = async (label: string, jsonPath: string, phaseArgs: readonly string[]): Promise<{ exitCode: number | null; report: DeliveryReport | null; wallSeconds: number }> => {
+      const args = ['--import', TSX, benchDeliveryScript, ...phaseArgs, '--skip-ceilings', '--orgs', String(options.orgs), '--concurrency', String(options.concurrency), '--json', jsonPath];
       if (options.daemon !== null) args.push('--daemon', options.daemon);
       if (options.perWebhook !== null) args.push('--per-webhook', String(options.perWebhook));
-      const benchDeliverySha = createHash('sha256').update(readFileSync(script)).digest('hex').slice(0, 12);
-      console.log(`hookrelay (run ${run}): bench-delivery.ts --phases bulk --bulk ${options.events} --skip-ceilings`);
+      console.log(`${label}: bench-delivery.ts ${phaseArgs.join(' ')} --skip-ceilings`);
       const started = performance.now();
       const child = spawn(process.execPath, args, { cwd: REPO, env: cleanEnv(), stdio: ['ignore', 'pipe', 'inherit'] });
       hookrelayChild = child;
       createInterface({ input: child.stdout! }).on('line', (line) => console.log(`  | ${line}`));
       const exitCode = await new Promise<number | null>((r) => child.once('close', (code) => r(code)));
       hookrelayChild = null;
-      const wallSeconds = round((performance.now() - started) / 1000, 1);
-      type Report = {
-        ok?: boolean;
-        failures?: string[];
-        phases?: Array<Record<string, unknown>>;
-        receiver?: { signatureFailures?: number; unexpected?: number; meanBodyBytes?: number } | null;
-        daemon?: { path?: string; commit?: string | null; builtAt?: string };
-      };
-      let report: Report | null = null;
+      let report: DeliveryReport | null = null;
       try {
-        report = JSON.parse(readFileSync(jsonPath, 'utf8')) as Report;
+        report = JSON.parse(readFileSync(jsonPath, 'utf8')) as DeliveryReport;
       } catch {
-        // reported below
+        // reported by the caller
       }
+      return { exitCode, report, wallSeconds: round((performance.now() - started) / 1000, 1) };
+    };
+    const runHookrelay = async (run: number): Promise<HookrelayMeasure> => {
+      const { exitCode, report, wallSeconds } = await benchDelivery(`hookrelay (run ${run})`, join(dir, `hookrelay-run${run}.json`), ['--phases', 'bulk', '--bulk', String(options.events)]);
       const bulk = report?.phases?.find((p) => p.phase === 'bulk') ?? null;
-      const n = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+      const n = finite;
       const measure: HookrelayMeasure = {
         ok: exitCode === 0 && report?.ok === true,
         exitCode,
@@ -710,12 +778,20 @@ async function main(): Promise<void> {
       }
     };
 
-    const runPeer = async (kind: 'end-to-end' | 'worker-alone', run: number): Promise<PeerMeasure> => {
-      const phase = `${kind === 'end-to-end' ? 'e2e' : 'wkr'}${run}`;
-      const warm = `wu${kind === 'end-to-end' ? 'e' : 'w'}${run}`;
-      peerPhases.push(warm, phase);
-      console.log(`peer ${kind} (run ${run}): ${options.events} jobs`);
-      const redis = await startRedis(options.redisServer, join(dir, `redis-${phase}`));
+    /** The last jobs' completion in Redis is part of their cost: waits (10 s at most) for the queue to drain; the job counts at the end. */
+    const drained = async (queue: Queue<PeerJob, void>): Promise<Record<string, number>> => {
+      let jobsLeft: Record<string, number> = {};
+      for (let i = 0; i < 100; i++) {
+        jobsLeft = await queue.getJobCounts('wait', 'active', 'delayed', 'prioritized', 'waiting-children', 'failed', 'completed');
+        if ((jobsLeft.wait ?? 0) + (jobsLeft.active ?? 0) + (jobsLeft.delayed ?? 0) + (jobsLeft.prioritized ?? 0) === 0) break;
+        await sleep(100);
+      }
+      return jobsLeft;
+    };
+
+    /** A fresh redis-server, a worker process (initialised, not started) and the producer's queue for one measure; all stopped after `fn`. */
+    const withPeer = async <T>(tag: string, fn: (peer: Peer) => Promise<T>): Promise<T> => {
+      const redis = await startRedis(options.redisServer, join(dir, `redis-${tag}`));
       const worker: WorkerProcess = startWorkerProcess(options.workerNodeArgs);
       liveChildren.add(worker.child);
       const queue = new Queue<PeerJob, void>(QUEUE_NAME, { connection: { host: '127.0.0.1', port: redis.port }, defaultJobOptions: JOB_OPTIONS });
@@ -730,7 +806,21 @@ async function main(): Promise<void> {
       try {
         await queue.waitUntilReady();
         await worker.call({ type: 'init', init: { redisPort: redis.port, concurrency: options.concurrency, caPem: tls.caPem, userAgent, targets, timeoutMs: 15_000 } });
+        return await fn({ redis, worker, queue, alive, queueError: () => queueError });
+      } finally {
+        await worker.stop();
+        liveChildren.delete(worker.child);
+        await queue.close().catch(() => {});
+        await redis.stop();
+      }
+    };
 
+    const runPeer = async (kind: 'end-to-end' | 'worker-alone', run: number): Promise<PeerMeasure> => {
+      const phase = `${kind === 'end-to-end' ? 'e2e' : 'wkr'}${run}`;
+      const warm = `wu${kind === 'end-to-end' ? 'e' : 'w'}${run}`;
+      peerPhases.push(warm, phase);
+      console.log(`peer ${kind} (run ${run}): ${options.events} jobs`);
+      return withPeer(phase, async ({ redis, worker, queue, alive, queueError }) => {
         // Warm-up: one job per organization (connections, JIT), as bench-delivery.ts warms the daemon.
         await receiver.call({ type: 'expect', phase: warm, count: options.orgs });
         await worker.call({ type: 'start' });
@@ -773,13 +863,7 @@ async function main(): Promise<void> {
         }
         console.log(`  added ${options.events} jobs in ${round(addSeconds, 2)} s (${Math.round(options.events / addSeconds)} jobs/s)`);
         const arrivals = await waitForArrivals(phase, kind, alive);
-        // The last jobs' completion in Redis is part of their cost: wait for the queue to drain.
-        let jobsLeft: Record<string, number> = {};
-        for (let i = 0; i < 100; i++) {
-          jobsLeft = await queue.getJobCounts('wait', 'active', 'delayed', 'prioritized', 'waiting-children', 'failed', 'completed');
-          if ((jobsLeft.wait ?? 0) + (jobsLeft.active ?? 0) + (jobsLeft.delayed ?? 0) + (jobsLeft.prioritized ?? 0) === 0) break;
-          await sleep(100);
-        }
+        const jobsLeft = await drained(queue);
         const cpuWorker = procCpuMs(workerPid) - cpuWorker0;
         const cpuRedis = procCpuMs(redis.pid, true) - cpuRedis0;
         const write1 = procWriteBytes(redis.pid);
@@ -793,7 +877,7 @@ async function main(): Promise<void> {
         const span = s.firstArrival !== null && last !== null ? last - s.firstArrival : 0;
         const perEvent = (ms: number) => round(ms / delivered, 4);
         if (workerStats.firstError !== null) console.log(`  peer worker: ${workerStats.failedAttempts} failed attempts, first: ${workerStats.firstError}`);
-        if (queueError !== null) console.log(`  queue error: ${queueError}`);
+        if (queueError() !== null) console.log(`  queue error: ${queueError()}`);
         return {
           kind,
           phase,
@@ -817,16 +901,104 @@ async function main(): Promise<void> {
           missing: s.missing,
           duplicates: s.duplicates,
           failedAttempts: workerStats.failedAttempts,
-          firstError: workerStats.firstError ?? queueError,
+          firstError: workerStats.firstError ?? queueError(),
           jobsLeft,
           waitingBeforeStart,
         };
-      } finally {
-        await worker.stop();
-        liveChildren.delete(worker.child);
-        await queue.close().catch(() => {});
-        await redis.stop();
+      });
+    };
+
+    // ---- paced (--paced): both relays fed one event at a time, at a steady rate
+    const pacedArgs = (rate: number) => ['--phases', 'paced', '--paced-rate', String(rate), '--paced-seconds', String(options.pacedSeconds), '--paced-warmup', String(options.pacedWarmupSeconds)];
+    const ratioOf = (a: number | null | undefined, b: number | null | undefined) => (a != null && b != null && b > 0 ? round(a / b, 2) : null);
+    const latencyOf = (v: unknown): PacedMeasure['latencyMs'] => {
+      const l = v as { p50?: unknown; p99?: unknown; max?: unknown } | null | undefined;
+      const p50 = finite(l?.p50);
+      const p99 = finite(l?.p99);
+      const max = finite(l?.max);
+      return p50 === null || p99 === null || max === null ? null : { p50, p99, max };
+    };
+
+    /** bench-delivery.ts's paced phase (after its own warm-up at the same rate): the daemon's CPU per event and the latency from append to arrival. */
+    const runHookrelayPaced = async (run: number, rate: number, bulkCpu: number | null): Promise<PacedMeasure> => {
+      const label = `hookrelay paced ${rate}/s (run ${run})`;
+      const { exitCode, report } = await benchDelivery(label, join(dir, `hookrelay-paced${rate}-run${run}.json`), pacedArgs(rate));
+      const paced = report?.phases?.find((p) => p.phase === 'paced') ?? null;
+      if (exitCode !== 0 || paced === null) throw new Error(`bench-delivery.ts exited with ${exitCode}${report?.failures?.length ? `: ${report.failures.join('; ')}` : ''}`);
+      const cpu = finite(paced.cpuMsPerEvent);
+      const missing = finite(paced.missing);
+      if (missing !== 0) fail(`${label}: ${String(missing)} events missing`);
+      return { rate, events: finite(paced.events) ?? 0, arrivalsPerSecond: finite(paced.deliveredPerSecond), latencyMs: latencyOf(paced.latencyMs), cpuMsPerEvent: cpu, peerCpuMsPerEvent: null, overBulkCpu: ratioOf(cpu, bulkCpu), missing, duplicates: finite(paced.duplicates) };
+    };
+
+    /**
+     * Adds `count` jobs of `phase` at `rate` a second, each with Queue.add as its event occurs
+     * (not awaiting the one before, as a producer serving requests would), on an absolute
+     * schedule as bench-delivery.ts appends; each body's appended_at is taken just before its add.
+     */
+    const producePaced = async (queue: Queue<PeerJob, void>, phase: string, rate: number, count: number): Promise<void> => {
+      const started = performance.now();
+      const adds: Array<Promise<unknown>> = [];
+      let n = 0;
+      while (n < count) {
+        const due = Math.min(count, Math.floor(((performance.now() - started) * rate) / 1000) + 1);
+        for (; n < due; n++) {
+          const id = `evt-${phase}-${n}`;
+          const org = orgId(n % options.orgs);
+          adds.push(queue.add(EVENT_TYPE, { id, org, body: peerBody(id, org, n, options.orgs, Number(nowMs().toFixed(3))) }));
+        }
+        if (n < count) await sleep(Math.max(1, Math.min(50, (n * 1000) / rate - (performance.now() - started))));
       }
+      await Promise.all(adds);
+    };
+
+    /** The peer fed at `rate`: a warm-up at that rate, then the measured phase; CPU from its first add until the queue is drained. */
+    const runPeerPaced = async (run: number, index: number, rate: number, bulkCpu: number | null): Promise<PacedMeasure> => {
+      // Five letters, as hookrelay's evt-paced-<n>: the bodies have the same size.
+      const warm = `pw${run % 10}r${index % 10}`;
+      const phase = `pm${run % 10}r${index % 10}`;
+      peerPhases.push(warm, phase);
+      console.log(`peer paced ${rate}/s (run ${run}): ${options.pacedWarmupSeconds} s of warm-up, then ${options.pacedSeconds} s`);
+      return withPeer(phase, async ({ redis, worker, queue, alive, queueError }) => {
+        await worker.call({ type: 'start' });
+        const warmCount = Math.round(rate * options.pacedWarmupSeconds);
+        await receiver.call({ type: 'expect', phase: warm, count: warmCount });
+        await producePaced(queue, warm, rate, warmCount);
+        await waitForArrivals(warm, `peer paced ${rate}/s warm-up`, alive);
+        const count = Math.round(rate * options.pacedSeconds);
+        await receiver.call({ type: 'expect', phase, count });
+        const workerPid = worker.child.pid!;
+        const cpuWorker0 = procCpuMs(workerPid);
+        const cpuRedis0 = procCpuMs(redis.pid, true);
+        const producer0 = process.cpuUsage();
+        await producePaced(queue, phase, rate, count);
+        const p = process.cpuUsage(producer0);
+        await waitForArrivals(phase, `peer paced ${rate}/s`, alive);
+        await drained(queue);
+        const cpuWorker = procCpuMs(workerPid) - cpuWorker0;
+        const cpuRedis = procCpuMs(redis.pid, true) - cpuRedis0;
+        const s = await receiver.phase(phase, true);
+        const workerStats = (await worker.call({ type: 'stats' })).stats!;
+        if (workerStats.firstError !== null) console.log(`  peer worker: ${workerStats.failedAttempts} failed attempts, first: ${workerStats.firstError}`);
+        if (queueError() !== null) console.log(`  queue error: ${queueError()}`);
+        const delivered = Math.max(1, s.unique);
+        const span = s.firstArrival !== null && s.lastNewArrival !== null ? s.lastNewArrival - s.firstArrival : 0;
+        const perEvent = (ms: number) => round(ms / delivered, 4);
+        const relay = perEvent(cpuWorker + cpuRedis);
+        const measure: PacedMeasure = {
+          rate,
+          events: count,
+          arrivalsPerSecond: span > 0 ? Math.round(((s.unique - 1) * 1000) / span) : null,
+          latencyMs: s.latency === null ? null : { p50: round(s.latency.p50, 2), p99: round(s.latency.p99, 2), max: round(s.latency.max, 2) },
+          cpuMsPerEvent: relay,
+          peerCpuMsPerEvent: { worker: perEvent(cpuWorker), redis: perEvent(cpuRedis), producer: perEvent((p.user + p.system) / 1000) },
+          overBulkCpu: ratioOf(relay, bulkCpu),
+          missing: s.missing,
+          duplicates: s.duplicates,
+        };
+        console.log(`  peer paced ${rate}/s: p50 ${fmt(measure.latencyMs?.p50, 2)} / p99 ${fmt(measure.latencyMs?.p99, 2)} / max ${fmt(measure.latencyMs?.max, 2)} ms, CPU ${fmt(relay, 3)} ms/event (worker + redis)`);
+        return measure;
+      });
     };
 
     const safely = async <T>(what: string, fn: () => Promise<T>): Promise<T | null> => {
@@ -851,6 +1023,16 @@ async function main(): Promise<void> {
           peerWorkerAlone = await safely(`peer worker-alone run ${run}`, () => runPeer('worker-alone', run));
         }
       }
+      const paced: PacedPair[] = [];
+      for (const [index, rate] of options.pacedRates.entries()) {
+        let pacedHookrelay: PacedMeasure | null = null;
+        let pacedPeer: PacedMeasure | null = null;
+        for (const side of order) {
+          if (side === 'hookrelay') pacedHookrelay = await safely(`hookrelay paced ${rate}/s run ${run}`, () => runHookrelayPaced(run, rate, hookrelay?.cpuMsPerEvent ?? null));
+          else pacedPeer = await safely(`peer paced ${rate}/s run ${run}`, () => runPeerPaced(run, index, rate, peerEndToEnd?.cpuMsPerEvent.relay ?? null));
+        }
+        paced.push({ rate, hookrelay: pacedHookrelay, peer: pacedPeer });
+      }
       const ratio = (a: number | null | undefined, b: number | null | undefined) => (a != null && b != null && b > 0 ? round(a / b, 3) : null);
       const result: RunResult = {
         run,
@@ -864,6 +1046,7 @@ async function main(): Promise<void> {
           cpuOverEndToEnd: ratio(hookrelay?.cpuMsPerEvent, peerEndToEnd?.cpuMsPerEvent.relay),
           cpuOverWorkerAlone: ratio(hookrelay?.cpuMsPerEvent, peerWorkerAlone?.cpuMsPerEvent.relay),
         },
+        paced,
       };
       runs.push(result);
       printRun(result);
@@ -905,7 +1088,21 @@ async function main(): Promise<void> {
     },
     peakRssMiB: { worker: med(list.map((m) => m?.peakRssMiB.worker)), redis: med(list.map((m) => m?.peakRssMiB.redis)) },
   });
+  const pacedMedians = options.pacedRates.map((rate) => {
+    const of = (side: 'hookrelay' | 'peer') => {
+      const list = runs.map((r) => r.paced.find((p) => p.rate === rate)?.[side] ?? null);
+      return {
+        p50: med(list.map((m) => m?.latencyMs?.p50)),
+        p99: med(list.map((m) => m?.latencyMs?.p99)),
+        max: med(list.map((m) => m?.latencyMs?.max)),
+        cpuMsPerEvent: med(list.map((m) => m?.cpuMsPerEvent)),
+        overBulkCpu: med(list.map((m) => m?.overBulkCpu)),
+      };
+    };
+    return { rate, hookrelay: of('hookrelay'), peer: of('peer') };
+  });
   const medians = {
+    paced: pacedMedians,
     hookrelay: {
       eventsPerSecond: med(hr.map((m) => m?.eventsPerSecond)),
       arrivalsPerSecond: med(hr.map((m) => m?.arrivalsPerSecond)),
@@ -938,6 +1135,13 @@ async function main(): Promise<void> {
   console.log(`hookrelay / peer end-to-end, events/s: per run ${list('overEndToEnd')}; median ${fmt(medians.ratios.overEndToEnd, 2)}`);
   console.log(`hookrelay / peer worker alone, events/s: per run ${list('overWorkerAlone')}; median ${fmt(medians.ratios.overWorkerAlone, 2)}`);
   console.log(`CPU per event, hookrelay / peer (worker + redis): end to end per run ${list('cpuOverEndToEnd')}, median ${fmt(medians.ratios.cpuOverEndToEnd, 2)}; worker alone per run ${list('cpuOverWorkerAlone')}, median ${fmt(medians.ratios.cpuOverWorkerAlone, 2)}`);
+  if (pacedMedians.length > 0) {
+    console.log(`\n=== paced, medians over ${runs.length} run(s): ${options.pacedSeconds} s at each rate after ${options.pacedWarmupSeconds} s of warm-up at that rate`);
+    printTable([
+      ['rate', 'relay', 'p50 ms', 'p99 ms', 'max ms', 'CPU ms/ev', 'x its bulk CPU'],
+      ...pacedMedians.flatMap((m) => (['hookrelay', 'peer'] as const).map((side) => [`${m.rate}/s`, side, fmt(m[side].p50, 2), fmt(m[side].p99, 2), fmt(m[side].max, 2), fmt(m[side].cpuMsPerEvent, 3), fmt(m[side].overBulkCpu, 2)])),
+    ]);
+  }
   const hookrelayBody = med(hr.map((m) => m?.meanBodyBytes));
   console.log(`mean body: hookrelay ${fmt(hookrelayBody)} bytes, peer ${fmt(receiverStats?.meanBodyBytes)} bytes; peer receiver: ${receiverStats?.requests ?? '?'} requests, ${receiverStats?.signatureFailures ?? '?'} signature failures, ${receiverStats?.unexpected ?? '?'} unexpected`);
 
@@ -1007,6 +1211,18 @@ function printRun(r: RunResult): void {
     peerRow('peer end-to-end', r.peerEndToEnd),
     peerRow('peer worker alone', r.peerWorkerAlone),
   ]);
+  if (r.paced.length > 0) {
+    printTable([
+      ['paced', 'relay', 'ev/s arrivals', 'p50 ms', 'p99 ms', 'max ms', 'CPU ms/ev', 'x its bulk CPU', 'missing', 'dups'],
+      ...r.paced.flatMap((p) =>
+        (['hookrelay', 'peer'] as const).map((side) => {
+          const m = p[side];
+          if (m === null) return [`${p.rate}/s`, side, 'failed', '', '', '', '', '', '', ''];
+          return [`${p.rate}/s`, side, fmt(m.arrivalsPerSecond), fmt(m.latencyMs?.p50, 2), fmt(m.latencyMs?.p99, 2), fmt(m.latencyMs?.max, 2), fmt(m.cpuMsPerEvent, 3), fmt(m.overBulkCpu, 2), fmt(m.missing), fmt(m.duplicates)];
+        }),
+      ),
+    ]);
+  }
   const a = r.peerWorkerAlone;
   if (a) console.log(`worker alone: the ${a.events} jobs were added first in ${a.addSeconds} s (${fmt(a.addPerSecond)} jobs/s; redis ${fmt(a.cpuMsPerEvent.redisWhileAdding, 3)} ms/job, producer ${fmt(a.cpuMsPerEvent.producer, 3)} ms/job)`);
   console.log(
