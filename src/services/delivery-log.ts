@@ -62,18 +62,8 @@ export type StatsWindow = keyof typeof STATS_WINDOWS;
 /** attemptStats reads a window an hour at a time, one read transaction each, yielding to the event loop between two. */
 export const STATS_CHUNK_MS = 3_600_000;
 
-/** One page of the delivery log. */
-export interface LogQuery {
-  readonly status?: ListFilter['status'];
-  /** Queued at or after (epoch ms). */
-  readonly since?: number | undefined;
-  /** Queued before (epoch ms). */
-  readonly until?: number | undefined;
-  /** The cursor: deliveries with a smaller id. */
-  readonly beforeId?: number | undefined;
-  readonly requestId?: string | undefined;
-  readonly limit: number;
-}
+/** One page of the delivery log: the store's filter, `beforeId` its cursor; the id range of a time window is the service's to work out (see page). */
+export type LogQuery = Omit<ListFilter, 'fromId'>;
 
 export interface LogPage {
   readonly deliveries: DeliveryRow[];
