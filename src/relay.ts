@@ -12,6 +12,7 @@ import { parseListen } from './domain/listen.ts';
 import { createMetrics, loadMetricsToken, type Metrics } from './metrics/metrics.ts';
 import { createFileTailer } from './feed/file-tailer.ts';
 import { openIngestPath, type IngestPath } from './feed/ingest-path.ts';
+import { FeedReaderFaults } from './feed/reader-faults.ts';
 import { ingestStream } from './feed/stream-reader.ts';
 import type { Logger } from './log.ts';
 import { createDeliverer, loadExtraCa, type Deliverer } from './dispatch/deliverer.ts';
@@ -178,11 +179,12 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
   /** Aborted by stop(): ends a start that waits to open the database, and any write's wait for a lock another process holds. */
   const opening = new AbortController();
   const health: StorageHealth = createStorageHealth(log, () => clock.now());
+  const feedFaults = new FeedReaderFaults(() => clock.now());
 
   function startFeed({ ingest, parser }: IngestPath): RunningFeed {
     const { feed: options } = config;
     if (options.path !== '-') {
-      const tailer = createFileTailer({ ...options, pollIntervalMs: options.pollInterval, path: options.path, ingest, log, parser, health });
+      const tailer = createFileTailer({ ...options, pollIntervalMs: options.pollInterval, path: options.path, ingest, log, parser, health, faults: feedFaults });
       tailer.start();
       return { stop: () => tailer.stop(), problem: () => tailer.problem() };
     }
@@ -190,14 +192,18 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
     const feedLog = log.child({ subsystem: 'feed', feed: 'stdin' });
     const done = ingestStream(deps.stdin ?? process.stdin, { ...options, source: 'stdin', ingest, log, parser, signal: controller.signal, health }).then(
       (counts) => feedLog.info(counts, 'standard input closed: reading stopped, delivery continues'),
-      (err: unknown) => feedLog.error({ err }, 'reading standard input failed: reading stopped, delivery continues'),
+      (err: unknown) => {
+        // Standard input cannot be read again: not ready until a restart, and said why.
+        feedFaults.ended(err, 'standard input');
+        feedLog.error({ err }, 'reading standard input failed: reading stopped, delivery continues; /readyz answers 503 until the daemon restarts');
+      },
     );
     return {
       async stop() {
         controller.abort();
         await done;
       },
-      problem: () => null,
+      problem: () => feedFaults.problem(),
     };
   }
 
@@ -265,6 +271,7 @@ export function createRelay(config: Config, deps: { log: Logger; clock?: Clock; 
           perOrganization: config.metrics.perOrganization,
           version: VERSION,
           log,
+          feedReader: feedFaults,
         })
       : null;
     const endpoint = metrics === null ? null : metricsEndpoint(metrics);

@@ -30,7 +30,7 @@ function lineBytes(value: unknown): Buffer {
 const ACCEPTED_LINES: Buffer[] = [
   lineBytes({ ...base, previous_status: 'submitted', occurred_at: '2026-11-22T08:30:00.000Z', event_id: 'chg_1', data: { amount_cents: 125000 } }),
   lineBytes(base),
-  lineBytes({ ...base, event_id: 'chg_é_😀', status: 'approuvé', previous_status: 'soumis ✓', data: { note: 'café 😀', nested: { list: [1, 'deux', null] } } }),
+  lineBytes({ ...base, event_id: 'chg_é_ñ', status: 'approuvé 😀', previous_status: 'soumis ✓', data: { note: 'café 😀', nested: { list: [1, 'deux', null] } } }),
   lineBytes({ ...base, event_id: 'chg_"quoted"\\back', anticipation_request_id: 'ar_"x"', occurred_at: '2026-11-22T10:30:00+02:00' }),
   // A NUL and a newline inside data: JSON.stringify escapes them, so the payload holds no U+0000 (the packing separator).
   lineBytes({ ...base, event_id: 'chg_nul_in_data', data: { nul: 'a\u0000b', newline: 'x\ny', del: '\u007f' } }),

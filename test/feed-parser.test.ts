@@ -325,9 +325,10 @@ describe('parseFeedLine: control characters in ids and statuses', () => {
     });
   });
 
-  test('characters that are not C0 controls or DEL pass: quote, backslash, non-ASCII, U+0080, U+2028', () => {
+  test('characters that are not C0 controls or DEL pass: quote, backslash, non-ASCII, U+0080, U+2028 (event_id: only what a header carries)', () => {
     for (const field of fieldsToCheck) {
-      for (const value of ['a"b', 'a\\b', 'é', '😀', 'x\u0080y', 'x\u2028y', ' spaced ']) {
+      const values = field === 'event_id' ? ['a"b', 'a\\b', 'é', 'in side'] : ['a"b', 'a\\b', 'é', '😀', 'x\u0080y', 'x\u2028y', ' spaced '];
+      for (const value of values) {
         const event = accepted(parse({ ...base, [field]: value }));
         const stored = { event_id: event.id, anticipation_request_id: event.anticipationRequestId, status: event.status, previous_status: event.previousStatus }[field];
         assert.equal(stored, value, `${field}=${JSON.stringify(value)}`);
@@ -349,8 +350,12 @@ describe('parseFeedLine: the webhook body for ids and statuses that need JSON es
   const OCCURRED = '2026-11-22T08:30:00.000Z';
   const awkward = ['chg_"quoted"', 'chg_back\\slash', 'chg_\\"both\\"', 'chg_é', 'chg_😀', 'ünï"cödé\\😀', 'x\u2028y\u2029z', 'tab-like \\t text', 'chg_plain'];
 
-  test('an event_id with a quote, a backslash or non-ASCII characters is accepted, and the body holds it exactly as JSON.stringify writes it', () => {
-    for (const id of awkward) {
+  /** The awkward values an HTTP header can carry (Latin-1, no control character): event ids may hold them. */
+  const headerSafe = awkward.filter((v) => /^[\x20-\x7e\u00a0-\u00ff]+$/.test(v));
+
+  test('an event_id with a quote, a backslash or Latin-1 letters is accepted, and the body holds it exactly as JSON.stringify writes it', () => {
+    assert.ok(headerSafe.length >= 6);
+    for (const id of headerSafe) {
       const event = accepted(parse({ ...base, event_id: id, previous_status: 'submitted', occurred_at: OCCURRED }));
       assert.equal(event.id, id);
       assert.equal(JSON.parse(statusChangeBody(event)).data.event_id, id, id);
@@ -386,8 +391,8 @@ describe('parseFeedLine: the webhook body for ids and statuses that need JSON es
       assert.ok(!result.ok && result.reason === 'invalid_field' && result.detail.includes(`"${field}"`) && result.detail.includes('surrogate'), JSON.stringify(result));
     }
     // A pair written as two escapes is one character: accepted.
-    const paired = accepted(parse(`{"organization_id":"acme","anticipation_request_id":"ar_1","status":"approved","occurred_at":"${OCCURRED}","event_id":"chg_\\ud83d\\ude00"}`));
-    assert.equal(paired.id, 'chg_😀');
+    const paired = accepted(parse(`{"organization_id":"acme","anticipation_request_id":"ar_\\ud83d\\ude00","status":"approved","occurred_at":"${OCCURRED}","event_id":"chg_1"}`));
+    assert.equal(paired.anticipationRequestId, 'ar_😀');
   });
 
   test('a lone surrogate inside data is written escaped, as JSON.stringify does, so the body stays valid UTF-8 text', () => {

@@ -20,6 +20,13 @@ export const RejectReason = {
   lineTooLong: 'line_too_long',
   eventIdConflict: 'event_id_conflict',
   incompleteLine: 'incomplete_line',
+  nestingTooDeep: 'nesting_too_deep',
+  /**
+   * Parsing, comparing or storing the line failed in a way the other reasons do not name (a
+   * fault of hookrelay's own, found with this line): the line is kept in quarantine with the
+   * error, so the lines behind it go on.
+   */
+  processingFailed: 'processing_failed',
 } as const;
 export type RejectReason = (typeof RejectReason)[keyof typeof RejectReason];
 
@@ -137,13 +144,69 @@ export function sameNotification(payloadA: string, payloadB: string): boolean {
   return canonicalJson(JSON.parse(payloadA)) === canonicalJson(JSON.parse(payloadB));
 }
 
-/** JSON with object keys sorted at every depth: the same content always gives the same text. */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value);
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const keys = Object.keys(value).sort();
-  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+/** One object or array being written by canonicalJson: its members, and how many are written. */
+interface Open {
+  readonly close: ']' | '}';
+  /** An object's keys, sorted; null for an array. */
+  readonly keys: string[] | null;
+  readonly value: unknown[] | Record<string, unknown>;
+  next: number;
 }
+
+/**
+ * JSON with object keys sorted at every depth: the same content always gives the same text.
+ * Written with a stack of its own rather than by recursion, so that no depth of nesting (a
+ * stored event may hold any that JSON.parse reads) can overflow the call stack.
+ */
+export function canonicalJson(value: unknown): string {
+  let out = '';
+  const open: Open[] = [];
+  let current: unknown = value;
+  for (;;) {
+    if (current !== null && typeof current === 'object') {
+      if (Array.isArray(current)) {
+        out += '[';
+        open.push({ close: ']', keys: null, value: current, next: 0 });
+      } else {
+        out += '{';
+        const record = current as Record<string, unknown>;
+        open.push({ close: '}', keys: Object.keys(record).sort(), value: record, next: 0 });
+      }
+    } else {
+      // undefined (a member JSON cannot hold) is written as JSON.stringify writes it in an array.
+      out += JSON.stringify(current) ?? 'null';
+    }
+    // The next member to write, closing every object and array that is done.
+    current = undefined;
+    let found = false;
+    while (open.length > 0) {
+      const top = open[open.length - 1]!;
+      const count = top.keys === null ? (top.value as unknown[]).length : top.keys.length;
+      if (top.next < count) {
+        if (top.next > 0) out += ',';
+        if (top.keys === null) current = (top.value as unknown[])[top.next];
+        else {
+          const key = top.keys[top.next]!;
+          out += `${JSON.stringify(key)}:`;
+          current = (top.value as Record<string, unknown>)[key];
+        }
+        top.next++;
+        found = true;
+        break;
+      }
+      out += top.close;
+      open.pop();
+    }
+    if (!found) return out;
+  }
+}
+
+/**
+ * How deep `data` may nest objects and arrays, `data` itself being level 1. Far above any real
+ * status change (a few levels), and far below what JSON.stringify and the database's JSON
+ * functions handle without overflowing their stacks (a few thousand levels).
+ */
+export const MAX_DATA_DEPTH = 64;
 
 function reject(reason: RejectReason, detail: string, eventId: string | null = null): ParsedLine {
   return { ok: false, reason, detail, eventId };
@@ -163,6 +226,54 @@ class LineRejected {
 function checkText(field: string, value: string): void {
   if (CONTROL_CHARACTER.test(value)) throw new LineRejected(RejectReason.invalidField, `"${field}" must not contain control characters`);
   if (LONE_SURROGATE.test(value)) throw new LineRejected(RejectReason.invalidField, `"${field}" must be valid Unicode text (it holds an unpaired surrogate escape)`);
+}
+
+/**
+ * What a header value can carry as the delivery's HTTP client sends it (Latin-1 text, RFC 9110's
+ * field-vchar and obs-text) less the C1 controls: printable ASCII and U+00A0-U+00FF, spaces
+ * inside only (HTTP drops them at either end, and the receiver would then verify the signature
+ * over another id).
+ */
+const HEADER_SAFE = /^[\x21-\x7e\u00a0-\u00ff]([\x20-\x7e\u00a0-\u00ff]*[\x21-\x7e\u00a0-\u00ff])?$/;
+
+/**
+ * The event id travels as the `webhook-id` header of every delivery: an id no header can carry
+ * would be stored and then fail every attempt. Refused here, naming the first character that
+ * cannot go (as U+NNNN: the character itself may be invisible or reorder the text around it).
+ */
+function checkHeaderSafeId(id: string): void {
+  if (HEADER_SAFE.test(id)) return;
+  const first = id.charCodeAt(0) === 0x20 || id.charCodeAt(id.length - 1) === 0x20 ? null : [...id].find((c) => !HEADER_SAFE.test(`a${c}a`));
+  const what = first === undefined || first === null ? 'it begins or ends with a space' : `it holds U+${first.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+  throw new LineRejected(
+    RejectReason.invalidField,
+    `"event_id" must be text an HTTP header can carry, as it is sent as the webhook-id header: printable ASCII or Latin-1 letters (U+0020-U+007E, U+00A0-U+00FF), no space at either end; ${what}`,
+  );
+}
+
+/**
+ * Checks `data` without recursion (it may nest deeper than the call stack reaches): at most
+ * MAX_DATA_DEPTH levels, and numbers JSON can give back (JSON.parse reads 1e400 as Infinity,
+ * which JSON.stringify would then write as null: a value nobody sent).
+ */
+function checkData(data: object): void {
+  const values: object[] = [data];
+  const depths: number[] = [1];
+  while (values.length > 0) {
+    const value = values.pop()!;
+    const depth = depths.pop()!;
+    if (depth > MAX_DATA_DEPTH) throw new LineRejected(RejectReason.nestingTooDeep, `"data" nests objects and arrays more than ${MAX_DATA_DEPTH} levels deep; flatten it`);
+    const record = value as Record<string, unknown>;
+    for (const key in record) {
+      const member = record[key];
+      if (typeof member === 'object' && member !== null) {
+        values.push(member);
+        depths.push(depth + 1);
+      } else if (typeof member === 'number' && !Number.isFinite(member)) {
+        throw new LineRejected(RejectReason.invalidField, `"data" holds a number too large for JSON to carry (it reads as ${member}); send it as a string`);
+      }
+    }
+  }
 }
 
 function text(record: Record<string, unknown>, field: string, required: true): string;
@@ -350,7 +461,10 @@ export function parseFeedLine(bytes: Uint8Array, receivedAt: number): ParsedLine
     if (rawId !== undefined && (givenId === null || givenId === '' || givenId.length > MAX_EVENT_ID_LENGTH)) {
       throw new LineRejected(RejectReason.invalidField, `"event_id" must be a string of 1-${MAX_EVENT_ID_LENGTH} characters`);
     }
-    if (givenId !== null && NEEDS_CARE.test(givenId)) checkText('event_id', givenId);
+    if (givenId !== null) {
+      if (NEEDS_CARE.test(givenId)) checkText('event_id', givenId);
+      checkHeaderSafeId(givenId);
+    }
     const orgId = text(record, 'organization_id', true);
     const orgProblem = checkOrgId(orgId);
     if (orgProblem) throw new LineRejected(RejectReason.invalidField, `"organization_id" ${orgProblem}`);
@@ -364,6 +478,7 @@ export function parseFeedLine(bytes: Uint8Array, receivedAt: number): ParsedLine
       if (typeof data !== 'object' || Array.isArray(data)) throw new LineRejected(RejectReason.invalidField, '"data" must be a JSON object');
       const reserved = Object.keys(data).filter((k) => RESERVED_DATA_KEYS.has(k));
       if (reserved.length > 0) throw new LineRejected(RejectReason.invalidField, `"data" must not contain the reserved key(s) ${reserved.join(', ')}`);
+      checkData(data);
       const inner = JSON.stringify(data).slice(1, -1);
       if (inner !== '') dataJson = ',' + inner;
     }
@@ -378,6 +493,12 @@ export function parseFeedLine(bytes: Uint8Array, receivedAt: number): ParsedLine
     };
   } catch (err) {
     if (err instanceof LineRejected) return reject(err.reason, err.detail, givenId);
-    throw err;
+    return reject(RejectReason.processingFailed, processingFailedDetail(err), givenId);
   }
+}
+
+/** The detail of a line that failed in a way no other reason names: what went wrong, never the line itself. */
+export function processingFailedDetail(err: unknown): string {
+  const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  return `hookrelay could not process this line (${excerpt(message)}); it is kept here and the lines after it go on. If the line is valid, report this with the line`;
 }

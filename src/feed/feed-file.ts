@@ -118,9 +118,9 @@ export async function resolveLinks(path: string): Promise<string> {
   return join(dir, basename(target));
 }
 
-/** Why the daemon is not ready while something other than a regular file is at the feed path (see the tailer's problem()). */
+/** Why the daemon is not ready while the feed cannot be read: something other than a regular file at the feed path, or a reader that keeps failing (see the tailer's problem()). */
 export interface FeedProblem {
-  readonly reason: 'feed_not_a_file';
+  readonly reason: 'feed_not_a_file' | 'feed_reader_failing';
   readonly detail: string;
   /** Epoch ms. */
   readonly since: number;

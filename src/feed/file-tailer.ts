@@ -28,6 +28,7 @@ import {
 import { BatchFiller } from './line-batch.ts';
 import { inlineLineParser, type LineParser } from './line-parser.ts';
 import { LineSplitter } from './line-splitter.ts';
+import { FeedReaderFaults } from './reader-faults.ts';
 
 /**
  * Largest read. 1 MiB reads ingest as fast as 4 MiB ones (docs/benchmarks.md, "Memory"); a reader
@@ -68,6 +69,8 @@ export interface FileTailerOptions {
    * database); without it, the reader restarts from the committed position.
    */
   readonly health?: StorageHealth;
+  /** Counts the reader's failures and says when it is stuck (see FeedReaderFaults); one of its own by default. */
+  readonly faults?: FeedReaderFaults;
 }
 
 /** Thrown by a commit whose lines no longer match the file (rewritten while it was read). */
@@ -96,6 +99,9 @@ export function createFileTailer(options: FileTailerOptions) {
   let readPath = source;
   /** What is at the path while it is refused (logged once per change), or null. */
   let refusal: { kind: string; problem: FeedProblem } | null = null;
+  const faults = options.faults ?? new FeedReaderFaults(() => options.ingest.now());
+  /** Where the last commit ended, for the reader's failures to say where they happen. */
+  let committedEnd: number | null = null;
 
   /** Something other than a regular file is at the path: said once per change of what it is. */
   function refuse(kind: string): void {
@@ -205,6 +211,10 @@ export function createFileTailer(options: FileTailerOptions) {
     if (options.health) await options.health.retrying('feed', write, controller?.signal);
     else await write();
     fp.tail = tail;
+    committedEnd = end;
+    // Lines stored: the reader got past where it failed. (A restart commits its starting
+    // position without lines: that is no progress.)
+    if (lines.length > 0 && faults.committed()) log.info({ position: end }, 'the feed reader got past the position where it kept failing: reading again');
   }
 
   /**
@@ -433,7 +443,7 @@ export function createFileTailer(options: FileTailerOptions) {
       readPath = await resolveLinks(source);
       if (readPath !== source) log.info({ target: readPath }, 'feed.path is a symbolic link: reading the file it points at (feed.followSymlinks), resolved once, at start');
     }
-    let faults = 0;
+    let storageFaults = 0;
     while (!signal.aborted) {
       try {
         await follow(signal);
@@ -444,11 +454,14 @@ export function createFileTailer(options: FileTailerOptions) {
         const health = options.health;
         if (health !== undefined && health.failed('feed', err) !== null) {
           if (health.damaged()) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
-          else await sleep(storageRetryDelayMs(++faults), undefined, { signal }).catch(() => {});
+          else await sleep(storageRetryDelayMs(++storageFaults), undefined, { signal }).catch(() => {});
           continue;
         }
-        faults = 0;
-        log.error({ err }, `feed reader failed; restarting from the committed position in ${RESTART_DELAY_MS} ms`);
+        storageFaults = 0;
+        const where = committedEnd === null ? `the committed position of ${readPath}` : `byte ${committedEnd} of ${readPath}`;
+        const stuck = faults.failed(err, where);
+        log.error({ err, position: committedEnd }, `feed reader failed; restarting from the committed position in ${RESTART_DELAY_MS} ms`);
+        if (stuck) log.error({ position: committedEnd }, `${faults.problem()!.detail}: /readyz answers 503 until it gets past`);
         await sleep(RESTART_DELAY_MS, undefined, { signal }).catch(() => {});
       }
     }
@@ -459,9 +472,9 @@ export function createFileTailer(options: FileTailerOptions) {
       controller = new AbortController();
       running = run(controller.signal);
     },
-    /** Why the feed cannot be read (something other than a regular file at its path), or null. */
+    /** Why the feed cannot be read (something other than a regular file at its path, a reader that keeps failing at one position), or null. */
     problem(): FeedProblem | null {
-      return refusal?.problem ?? null;
+      return refusal?.problem ?? faults.problem();
     },
     /** Stops after the batch in progress is committed. */
     async stop(): Promise<void> {

@@ -45,6 +45,8 @@ export interface MetricsOptions {
   readonly perOrganization: boolean;
   readonly version: string;
   readonly log: Logger;
+  /** The feed reader's failures (see FeedReaderFaults), read when scraped. */
+  readonly feedReader?: { readonly failures: number; readonly stuck: boolean };
 }
 
 /** Attempt durations: from a fast local receiver to the longest attempt deadline (delivery.timeout, at most 120 s). */
@@ -183,6 +185,26 @@ export function createMetrics(options: MetricsOptions): Metrics {
   if (options.feedPath !== null) {
     snapshotGauge('hookrelay_feed_lag_bytes', 'Bytes of the feed file not yet committed: its size minus the committed position (the whole file after a rotation).', [], (set, s) => {
       if (s.feed !== null) set({}, s.feed.lagBytes);
+    });
+  }
+  const reader = options.feedReader;
+  if (reader !== undefined) {
+    new Counter({
+      name: 'hookrelay_feed_reader_failures_total',
+      help: 'Times the feed reader failed and restarted from the committed position (a bad line never makes it fail: it is quarantined).',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(reader.failures);
+      },
+    });
+    new Gauge({
+      name: 'hookrelay_feed_reader_stuck',
+      help: 'Whether the feed reader keeps failing at one position (1) and reads nothing after it; /readyz answers 503 meanwhile.',
+      registers: [registry],
+      collect() {
+        this.set(reader.stuck ? 1 : 0);
+      },
     });
   }
   snapshotGauge('hookrelay_metrics_refresh_seconds', 'How long the last read of the database gauges took (they are read at most once per metrics.refreshInterval).', [], (set, s) => set({}, s.seconds));

@@ -1,4 +1,4 @@
-import { LINE_EXCERPT_BYTES, lineExcerpt, parseFeedLine, RejectReason, sameNotification, statusChangeBody, storedBody, type ParsedLines, type StorableEvent, type StoredEvent } from '../domain/feed-event.ts';
+import { LINE_EXCERPT_BYTES, lineExcerpt, parseFeedLine, processingFailedDetail, RejectReason, sameNotification, statusChangeBody, storedBody, type ParsedLines, type StorableEvent, type StorableLine, type StoredEvent } from '../domain/feed-event.ts';
 import { orderingKey, reorderReleaseAt } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { Store } from '../store/repos.ts';
@@ -47,6 +47,20 @@ export function addCounts(into: IngestCounts, more: IngestCounts): void {
   into.duplicates += more.duplicates;
   into.quarantined += more.quarantined;
   into.undeliverable += more.undeliverable;
+}
+
+/**
+ * Line `index`'s parse result: the parser thread's, or parsed here. Reading a result back, like
+ * parsing, never throws for a line's content; should it throw all the same, the line is
+ * quarantined with the error rather than failing the batch (and the reader with it, at the same
+ * line, at every restart).
+ */
+function parsedOrFailed(parsedLines: ParsedLines | undefined, index: number, line: RawLine, now: number): StorableLine {
+  try {
+    return parsedLines?.at(index) ?? parseFeedLine(line.bytes, now);
+  } catch (err) {
+    return { ok: false, reason: RejectReason.processingFailed, detail: processingFailedDetail(err), eventId: null };
+  }
 }
 
 /**
@@ -111,6 +125,18 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
     return again.ok && sameNotification(storedBody(stored), statusChangeBody(again.event));
   }
 
+  /**
+   * isDuplicate, or why it failed: a line's own content must never fail the batch (the reader
+   * would then stop at it for good), so whatever comparing it throws quarantines that line.
+   */
+  function duplicateOrFailed(line: RawLine, event: StorableEvent, stored: StoredEvent | undefined): boolean | { failed: string } {
+    try {
+      return isDuplicate(line, event, stored);
+    } catch (err) {
+      return { failed: processingFailedDetail(err) };
+    }
+  }
+
   return {
     /** The time to parse a batch with: it stands in for a missing occurred_at. */
     now(): number {
@@ -160,7 +186,7 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
             quarantine(i, line, line.rejected.reason, line.rejected.detail, null, line.rejected.lineBytes);
             continue;
           }
-          const parsed = parsedLines?.at(i) ?? parseFeedLine(line.bytes, now);
+          const parsed = parsedOrFailed(parsedLines, i, line, now);
           if (!parsed.ok) {
             quarantine(i, line, parsed.reason, parsed.detail, parsed.eventId);
             continue;
@@ -193,8 +219,10 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
           const { event } = toStore[i]!;
           const seq = seqs[i];
           if (seq === null || seq === undefined) {
-            if (isDuplicate(storedLines[i]!, event, stored?.get(event.id))) counts.duplicates++;
-            else quarantine(storedIndexes[i]!, storedLines[i]!, RejectReason.eventIdConflict, `event_id "${event.id}" was already ingested with different content`, event.id);
+            const same = duplicateOrFailed(storedLines[i]!, event, stored?.get(event.id));
+            if (same === true) counts.duplicates++;
+            else if (same === false) quarantine(storedIndexes[i]!, storedLines[i]!, RejectReason.eventIdConflict, `event_id "${event.id}" was already ingested with different content`, event.id);
+            else quarantine(storedIndexes[i]!, storedLines[i]!, RejectReason.processingFailed, same.failed, event.id);
             continue;
           }
           counts.accepted++;
