@@ -1,7 +1,7 @@
 /**
  * Bearer-token authentication over real HTTP, for each pinned algorithm (HS256 by default,
  * RS256, ES256 and EdDSA with a configured public key): what is accepted, and that every
- * forged, expired, mis-addressed or malformed token is a 401 with a Bearer challenge that
+ * forged, expired, mis-addressed or malformed token, or one with critical extensions (crit), is a 401 with a Bearer challenge that
  * changes nothing in the database.
  */
 import assert from 'node:assert/strict';
@@ -181,6 +181,34 @@ test('tokens without identity claims, of an unknown organization or of a deleted
   await relay.services.users.remove('org-a', leaver);
   await assertInvalidToken(relay, viewer, `Bearer ${leaverToken}`, /not a user of its organization/);
   await assertAccepted(relay, viewer, relay.token('org-a', admin));
+});
+
+test('a token whose header has crit is 401, whatever crit lists (RFC 7515: no extension is understood here); the same token without crit is accepted', async (t) => {
+  const { relay, admin, viewer } = await setup(t);
+  const claims = claimsFor('org-a', admin);
+  const refusal = /header has crit \(critical extensions\), which this server does not implement; issue a token without crit/;
+  // Signed by jsonwebtoken with the relay's own secret, as an issuer would.
+  for (const crit of [['exp'], ['urn:example:x'], ['b64'], []]) {
+    await assertInvalidToken(relay, viewer, `Bearer ${relay.sign(claims, { header: { alg: 'HS256', crit } })}`, refusal);
+  }
+  // Malformed crit (not a list, or null) is refused as well.
+  for (const crit of ['exp', null, { exp: true }]) {
+    await assertInvalidToken(relay, viewer, `Bearer ${craftJwt({ alg: 'HS256', typ: 'JWT', crit }, claims, hmacSha256(hs256Secret(relay)))}`, refusal);
+  }
+  // A bad signature is said to be one first: the header is read once it is known to be the issuer's.
+  await assertInvalidToken(relay, viewer, `Bearer ${craftJwt({ alg: 'HS256', crit: ['exp'] }, claims, hmacSha256('another secret that is at least 32 bytes long'))}`, /could not be verified/);
+  await assertAccepted(relay, viewer, relay.sign(claims, { header: { alg: 'HS256' } }));
+});
+
+test('EdDSA: a token whose header has crit is 401 too; the same token without crit is accepted', async (t) => {
+  const keys = writeKeyPair(tempDir(t), 'ed25519');
+  const { relay, admin, viewer } = await setup(t, { 'auth.algorithm': 'EdDSA', 'auth.publicKeyFile': keys.publicKeyFile, 'auth.privateKeyFile': keys.privateKeyFile });
+  const ed25519 = (input: string) => sign(null, Buffer.from(input), keys.privateKeyPem);
+  const claims = claimsFor('org-a', admin);
+  for (const crit of [['exp'], ['urn:example:x'], [], 'exp']) {
+    await assertInvalidToken(relay, viewer, `Bearer ${craftJwt({ alg: 'EdDSA', typ: 'JWT', crit }, claims, ed25519)}`, /header has crit/);
+  }
+  await assertAccepted(relay, viewer, craftJwt({ alg: 'EdDSA', typ: 'JWT' }, claims, ed25519));
 });
 
 test('with auth.audience and auth.issuer configured, a wrong or missing aud or iss is 401', async (t) => {

@@ -5,7 +5,7 @@
  * request as sent on GET /webhook/deliveries/{id} (its signature verified with the
  * standardwebhooks package, and withheld from viewers), and the secret rotation under way in
  * get_webhook. Each with another organization seeing nothing, and bad parameters answered 422
- * without a change. The search's reading in chunks is tested on the service, with small chunks.
+ * without a change: times that do not exist (2026-02-30, 24:00) too, never rolled over. The search's reading in chunks is tested on the service, with small chunks.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -209,6 +209,88 @@ test('GET /webhook/deliveries?request_id= lists the deliveries of that request o
     assert.deepEqual(problem.invalid_params, [{ name: 'request_id', reason: 'must be an anticipation request id: 1 to 200 characters, no control characters' }]);
   }
   assert.equal((await list(`?request_id=${encodeURIComponent('é'.repeat(200))}`)).data.length, 0, '200 characters are fine, whatever their bytes');
+});
+
+/** Dates and times that do not exist, each of which Date.parse would roll over into another time, or refuses only by luck. */
+const IMPOSSIBLE_TIMES = [
+  '2026-02-30T00:00:00Z',
+  '2026-02-29T00:00:00Z',
+  '2026-04-31T00:00:00Z',
+  '2026-11-31T00:00:00Z',
+  '2027-02-29T00:00:00Z',
+  '2100-02-29T00:00:00Z',
+  '2026-11-22T24:00:00Z',
+  '2026-11-22T08:60:00Z',
+  '2026-11-22T08:00:60Z',
+  '2026-11-22T08:00:00+24:00',
+  '2026-11-22T08:00:00-01:60',
+  '2026-13-01T00:00:00Z',
+  '2026-00-10T00:00:00Z',
+  '2026-11-00T00:00:00Z',
+];
+/** Not RFC 3339 date-times: no offset (it would be read in the daemon's time zone), no seconds, a date alone, words. */
+const MALFORMED_TIMES = ['2026-11-22T08:00:00', '2026-11-22T08:00Z', '2026-11-22', '+002026-11-22T08:00:00Z', 'yesterday', ''];
+
+/** `ms` as an RFC 3339 date-time with the offset `minutes` east of UTC (the same instant). */
+function withOffset(ms: number, minutes: number): string {
+  const abs = Math.abs(minutes);
+  const offset = `${minutes < 0 ? '-' : '+'}${String(Math.floor(abs / 60)).padStart(2, '0')}:${String(abs % 60).padStart(2, '0')}`;
+  return new Date(ms + minutes * MINUTE).toISOString().slice(0, 23) + offset;
+}
+
+test('since and until that name a date or time that does not exist are 422 naming the parameter, on the log and on recover (which then recovers nothing); leap days and offsets work', async (t) => {
+  // Some 160 refused requests in a row: no rate limit in the way.
+  const rig = await startDeliveryRig(t, { 'api.rateLimitPerMinute': '0' });
+  const receiver = await startReceiver(t, rig.tls);
+  const { admin } = await seedOrg(rig.relay.services, 'org-a');
+  const token = rig.relay.token('org-a', admin);
+  const store = rig.relay.store;
+  const before = Date.now() - MINUTE;
+  // Stored while the organization had no webhook: what a recover of its window queues.
+  rig.feed(feedLine('org-a', 'evt_orphan'));
+  await waitFor('the orphan event to be stored', () => store.db.prepare("SELECT 1 FROM events WHERE id = 'evt_orphan'").get());
+  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  rig.feed(feedLine('org-a', 'evt_listed'));
+  await waitForDelivery(store, 'org-a', 'evt_listed', (d) => d.status === 'delivered', 'the listed delivery');
+
+  const reason = /^must be an RFC 3339 date-time that exists, with seconds and an offset, such as 2026-11-22T08:00:00Z\b/;
+  const assertRefused = (res: Awaited<ReturnType<typeof call>>, name: string, what: string) => {
+    const problem = assertProblem(res, 422, 'validation_failed');
+    assert.equal(problem.invalid_params.length, 1, `${what}: ${res.text}`);
+    assert.equal(problem.invalid_params[0].name, name, what);
+    assert.match(problem.invalid_params[0].reason, reason, what);
+  };
+  const list = (query: string) => call(rig.relay.baseUrl, 'GET', `/webhook/deliveries?${query}`, { token });
+  const recover = (body: Record<string, unknown>) => call(rig.relay.baseUrl, 'POST', '/webhook/recover', { token, body });
+  for (const bad of [...IMPOSSIBLE_TIMES, ...MALFORMED_TIMES]) {
+    for (const name of ['since', 'until']) {
+      assertRefused(await assertUnchanged(store, () => list(`${name}=${encodeURIComponent(bad)}`)), name, `GET ?${name}=${bad}`);
+    }
+    assertRefused(await assertUnchanged(store, () => recover({ since: bad })), 'since', `recover since ${bad}`);
+    assertRefused(await assertUnchanged(store, () => recover({ since: withOffset(before, 0), until: bad })), 'until', `recover until ${bad}`);
+  }
+  assertRefused(await assertUnchanged(store, () => recover({ since: Date.now() })), 'since', 'a number');
+  assert.deepEqual(deliveriesOf(store, 'org-a').map((d) => d.eventId), ['evt_listed'], 'no refused recover queued the orphan');
+
+  // Real dates: leap days (2000 and 2028), offsets east and west of UTC, read as the instant they name.
+  const listed = await list(`since=${encodeURIComponent('2000-02-29T23:59:59.999-01:00')}&until=${encodeURIComponent('2028-02-29T00:00:00+05:30')}`);
+  assert.equal(listed.status, 200, listed.text);
+  assert.deepEqual(listed.body.data.map((d: { event_id: string }) => d.event_id), ['evt_listed']);
+  const queuedAt = Date.parse(listed.body.data[0].created_at);
+  const ids = async (query: string) => {
+    const res = await list(query);
+    assert.equal(res.status, 200, res.text);
+    return res.body.data.map((d: { event_id: string }) => d.event_id);
+  };
+  assert.deepEqual(await ids(`since=${encodeURIComponent(withOffset(queuedAt, 330))}`), ['evt_listed'], 'since the very ms it was queued, at +05:30');
+  assert.deepEqual(await ids(`since=${encodeURIComponent(withOffset(queuedAt + 1, -480))}`), [], 'since a ms later, at -08:00');
+  assert.deepEqual(await ids(`until=${encodeURIComponent(withOffset(queuedAt + 1, -90))}`), ['evt_listed'], 'until a ms later, at -01:30');
+  assert.deepEqual(await ids(`until=${encodeURIComponent(withOffset(queuedAt, 60))}`), [], 'until the ms it was queued (excluded), at +01:00');
+
+  const recovered = await recover({ since: withOffset(before, -300), until: '2028-02-29T00:00:00+01:00' });
+  assert.equal(recovered.status, 202, recovered.text);
+  assert.equal(recovered.body.requeued, 1, recovered.text);
+  await waitForDelivery(store, 'org-a', 'evt_orphan', (d) => d.status === 'delivered', 'the recovered orphan');
 });
 
 /** A store on a clock the test sets, with organizations a and b, each with a webhook. */

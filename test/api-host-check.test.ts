@@ -2,34 +2,55 @@
  * /metrics and the console answer only requests whose Host names their listener (issue 31,
  * point 5), so that a page in a local browser cannot read them through DNS rebinding; a
  * listener given as a name is judged by the address it actually bound (the built daemon in a
- * network namespace whose hosts file points `localhost` elsewhere). Real relays, raw HTTP
- * requests with the Host header the test chooses.
+ * network namespace whose hosts file points `localhost` elsewhere). Every console answer, the
+ * refusals and errors included, carries the console's security headers (issue 47, point 1).
+ * Real relays, raw HTTP requests with the Host header the test chooses.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { request } from 'node:http';
+import { request, type IncomingHttpHeaders } from 'node:http';
 import { hostname, networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { promisify } from 'node:util';
+import { CONSOLE_CSP } from '../src/api/console.ts';
 import { assertBuilt, CLI, scratchDir, spawnWatched } from './feed-helpers.ts';
 import { startRelay } from './helpers.ts';
 
 const execFileAsync = promisify(execFile);
 
-/** GET `path` from 127.0.0.1:`port` with the Host header `host` (none when null). */
-function get(port: number, path: string, host: string | null): Promise<{ status: number; body: string }> {
+interface RawResponse {
+  readonly status: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: string;
+}
+
+/** `method` `path` to 127.0.0.1:`port` with the Host header `host` (none when null). */
+function send(port: number, method: string, path: string, host: string | null): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method: 'GET', setHost: false, headers: host === null ? {} : { host } }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, method, setHost: false, headers: host === null ? {} : { host } }, (res) => {
       let body = '';
       res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode!, body }));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
     });
     req.on('error', reject);
     req.end();
   });
 }
+
+/** GET `path` from 127.0.0.1:`port` with the Host header `host` (none when null). */
+const get = (port: number, path: string, host: string | null) => send(port, 'GET', path, host);
+
+/** The console's security headers, as docs/console.md lists them. */
+const CONSOLE_SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  'content-security-policy': CONSOLE_CSP,
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+  'cross-origin-opener-policy': 'same-origin',
+  'cache-control': 'no-store',
+};
 
 /** Asserts the 403 of a Host that does not name the listener: a problem that says why and what to set, and nothing of the metrics. */
 function assertRefusedHost(res: { status: number; body: string }, what: string): void {
@@ -61,6 +82,56 @@ test('/metrics and the console answer only to the listener\'s own names and addr
   const long = await get(port, '/metrics', `${'h'.repeat(5000)}:${port}`);
   assert.equal(long.status, 403);
   assert.ok(long.body.length < 1_000, `${long.body.length} bytes`);
+});
+
+test('every answer under /console/ carries the console\'s security headers: the files, the redirect, HEAD, OPTIONS, 404, 405, the 403 of a foreign Host and the 429 of too many 404s', async (t) => {
+  const relay = await startRelay(t, { 'api.rateLimitPerMinute': '60', 'api.rateLimitBurst': '20' });
+  const { port } = relay.relay.address();
+  const own = `127.0.0.1:${port}`;
+  const foreign = `evil.example:${port}`;
+  const answers: Array<readonly [method: string, path: string, host: string, status: number]> = [
+    ['GET', '/console/', own, 200],
+    ['GET', '/console/app.js', own, 200],
+    ['HEAD', '/console/', own, 200],
+    ['GET', '/console', own, 302],
+    // @koa/router matches paths in any case: /CONSOLE/ is the console too.
+    ['GET', '/CONSOLE/', own, 200],
+    ['GET', '/console/nope.js', own, 404],
+    ['POST', '/console/', own, 405],
+    ['DELETE', '/console/', own, 405],
+    ['PUT', '/console/app.js', own, 405],
+    ['OPTIONS', '/console/', own, 200],
+    ['OPTIONS', '/console/x', own, 200],
+    // A foreign Host is refused whatever the method, before any route, 404 or 405 is looked for.
+    ['GET', '/console/', foreign, 403],
+    ['GET', '/console', foreign, 403],
+    ['GET', '/console/app.js', foreign, 403],
+    ['GET', '/console/nope.js', foreign, 403],
+    ['HEAD', '/console/', foreign, 403],
+    ['POST', '/console/', foreign, 403],
+    ['DELETE', '/console/x', foreign, 403],
+    ['OPTIONS', '/console/', foreign, 403],
+    ['OPTIONS', '/console/x', foreign, 403],
+  ];
+  for (const [method, path, host, status] of answers) {
+    const what = `${method} ${path}, Host ${host}`;
+    const res = await send(port, method, path, host);
+    assert.equal(res.status, status, `${what}: ${res.body}`);
+    for (const [name, value] of Object.entries(CONSOLE_SECURITY_HEADERS)) assert.equal(res.headers[name], value, `${what}: ${name}`);
+    if (status === 403 && method !== 'HEAD') assertRefusedHost(res, what);
+    if (status === 405 || (method === 'OPTIONS' && status === 200)) assert.equal(res.headers.allow, 'HEAD, GET', what);
+  }
+  // Enough 404s from one address are 429: secured too.
+  let limited: RawResponse | null = null;
+  for (let i = 0; i < 40 && limited === null; i++) {
+    const res = await send(port, 'GET', `/console/nope-${i}.js`, own);
+    if (res.status === 429) limited = res;
+    else assert.equal(res.status, 404);
+  }
+  assert.ok(limited !== null, 'no 429 after 40 404s');
+  for (const [name, value] of Object.entries(CONSOLE_SECURITY_HEADERS)) assert.equal(limited.headers[name], value, `429: ${name}`);
+  // Only the console's answers: the API's and a path that merely starts like it are not.
+  for (const path of ['/healthz', '/consoles', '/console.js']) assert.equal((await send(port, 'GET', path, own)).headers['content-security-policy'], undefined, path);
 });
 
 test('api.allowedHosts and console.publicUrl add names (with or without a port); the metrics listener of its own checks its Host too', async (t) => {

@@ -82,6 +82,9 @@ test('usage mistakes: one line naming the problem and where to look, exit 2, not
     { args: ['deliveries', 'list', '--org', 'acme', '--status', 'lost'], stderr: /--status must be one of pending, failed, delivered, dead; got "lost"/ },
     { args: ['deliveries', 'show', 'twelve', '--org', 'acme'], stderr: /the delivery id must be a positive integer; got "twelve"/ },
     { args: ['deliveries', 'recover', '--org', 'acme', '--since', 'yesterday'], stderr: /--since must be an RFC 3339 date-time/ },
+    // An impossible date is refused, not rolled over to 2 March (as the API refuses it).
+    { args: ['deliveries', 'recover', '--org', 'acme', '--since', '2026-02-30T00:00:00Z'], stderr: /--since must be an RFC 3339 date-time that exists.*; got "2026-02-30T00:00:00Z"/ },
+    { args: ['deliveries', 'recover', '--org', 'acme', '--since', '2026-11-22T00:00:00Z', '--until', '2026-11-22T24:00:00Z'], stderr: /--until must be an RFC 3339 date-time that exists/ },
     { args: ['token', 'issue', '--org', 'acme', '--email', 'ada@acme.test', '--ttl', 'forever'], stderr: /--ttl must be a duration .*"forever"/ },
     { args: ['ingest', join(dir, 'missing.jsonl')], stderr: new RegExp(`cannot read ${join(dir, 'missing.jsonl')}: no such file; give a JSONL file, or - for standard input`) },
     { args: ['ingest', dir], stderr: /it is a directory/ },

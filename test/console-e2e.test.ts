@@ -16,6 +16,7 @@ import { appendFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import Database from 'better-sqlite3';
 import type { Page } from 'playwright-core';
 import { Webhook } from 'standardwebhooks';
 import {
@@ -44,6 +45,9 @@ const ACME_REQUEST = 'ar_5e21d9';
 const ACME_OTHER_EVENT = 'evt_d4b28e61f0a94c3e';
 const ACME_OTHER_REQUEST = 'ar_7a0c13';
 const GLOBEX_EVENT = 'evt_3a90b6d2e15f4c07';
+/** Issue 47: ids holding a bidirectional override and a zero-width space, which the console marks. */
+const GLOBEX_MARKED_EVENT = 'evt_\u202efdp.exe';
+const GLOBEX_MARKED_REQUEST = 'ar_\u202egnp\u200b.exe';
 const JWT = /^[\w-]+\.[\w-]+\.[\w-]+$/;
 
 interface DeliveryJson {
@@ -749,6 +753,47 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
       await assertSignInView(page);
       assert.ok(!page.url().includes('token='), 'the expired token left the address bar too');
       await screenshot(page, 'expired');
+    });
+    await page.context().close();
+  });
+
+  await step('invisible', [], 'ids holding a bidirectional override or a zero-width character show each of them as a mark naming it, not raw: "evt_\\u202Efdp.exe" does not read as "evt_exe.pdf"', async () => {
+    // The request id comes from the feed; the event id as a database may hold one stored before
+    // the feed refused such ids (the line's own id, then renamed in the database).
+    appendFileSync(rig.feedPath, jsonLine({ event_id: 'evt_marked_plain', organization_id: 'globex', anticipation_request_id: GLOBEX_MARKED_REQUEST, status: 'approved' }));
+    const db = new Database(join(state, 'hookrelay.db'));
+    try {
+      db.pragma('busy_timeout = 5000');
+      await eventually('the marked event to be stored', () => assert.ok(db.prepare('SELECT 1 FROM events WHERE id = ?').get('evt_marked_plain')), 20_000, 100);
+      db.prepare('UPDATE events SET id = ? WHERE id = ?').run(GLOBEX_MARKED_EVENT, 'evt_marked_plain');
+    } finally {
+      db.close();
+    }
+    const page = await browser.page('globex-marked');
+    await onPage(page, async () => {
+      await page.goto(globexAdmin.link);
+      await heading(page, 'Webhook');
+      await openFromHeader(page, 'Deliveries');
+      const row = await eventually('the row of the marked event', async () => {
+        const r = rowWith(await readTable(deliveriesTable(page)), 'evt_⟨U+202E⟩fdp.exe');
+        assert.ok(r, 'no row yet');
+        return r;
+      });
+      assert.equal(row.Event, 'evt_⟨U+202E⟩fdp.exe');
+      assert.equal(row.Request, 'ar_⟨U+202E⟩gnp⟨U+200B⟩.exe');
+      const mark = deliveriesTable(page).locator('.invisible-char').first();
+      assert.match((await mark.getAttribute('title')) ?? '', /^U\+202E: /);
+      await deliveriesTable(page).getByRole('link', { name: 'evt_⟨U+202E⟩fdp.exe' }).click();
+      await heading(page, /^Delivery \d+$/);
+      await eventually('the marked ids in the delivery view', async () => {
+        assert.equal((await definition(page, 'Event').innerText()).trim(), 'evt_⟨U+202E⟩fdp.exe');
+        assert.equal((await definition(page, 'Request').innerText()).trim(), 'ar_⟨U+202E⟩gnp⟨U+200B⟩.exe');
+        assert.equal(await page.locator('section.verify p code').innerText(), 'evt_⟨U+202E⟩fdp.exe');
+      });
+      // Nowhere an id is shown does a raw U+202E or U+200B remain (the bodies, in their pre, are shown exactly).
+      for (const text of [await page.locator('dl.facts').innerText(), await page.locator('section.verify').innerText()]) {
+        assert.ok(!/[\u202e\u200b]/.test(text), JSON.stringify(text));
+      }
     });
     await page.context().close();
   });

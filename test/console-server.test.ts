@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import Koa from 'koa';
 import { Router } from '@koa/router';
-import { CONSOLE_CSP, CONSOLE_DIR, loadConsoleFiles, registerConsoleRoutes } from '../src/api/console.ts';
+import { CONSOLE_CSP, CONSOLE_DIR, consoleGuard, loadConsoleFiles, registerConsoleRoutes } from '../src/api/console.ts';
 import { consoleLink } from '../src/cli/console.ts';
 import { writeProblem } from '../src/api/problem.ts';
 import type { HookrelayError } from '../src/domain/errors.ts';
@@ -85,6 +85,7 @@ test('a daemon whose console was not built says so, instead of a bare 404', asyn
       writeProblem(ctx, err as HookrelayError);
     }
   });
+  app.use(consoleGuard());
   app.use(router.routes());
   const server = app.listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));

@@ -23,7 +23,7 @@ import {
 import { describe as describeState, filtersFromForm, INITIAL_STATE, newest, older, PAGE_SIZE, queryOf, searchGoesOn, withFilters } from '../console/src/deliveries-state.ts';
 import { chartModel, MARGIN, niceCeiling, PLOT_HEIGHT } from '../console/src/chart.ts';
 import type { AttemptStats } from '../console/src/api-client.ts';
-import { formatDuration, formatRelative, formatTime, localInputToIso, msToLocalInput, NONE, orNone } from '../console/src/format.ts';
+import { formatDuration, formatRelative, formatTime, localInputToIso, markInvisible, msToLocalInput, NONE, orNone } from '../console/src/format.ts';
 import { createPoller, REFRESH_INTERVAL_MS } from '../console/src/live.ts';
 import { apiBaseFromPath, deliveryHref, parseRoute, routeHash } from '../console/src/route.ts';
 import { VERIFY_SNIPPETS } from '../console/src/snippets.ts';
@@ -195,6 +195,19 @@ describe('format', () => {
     assert.equal(orNone(''), NONE);
     assert.equal(orNone(0), '0');
     assert.equal(orNone(503), '503');
+  });
+
+  test('ids: invisible and direction-changing characters are marked with their code (markInvisible), so that "evt_\\u202Efdp.exe" does not read as "evt_exe.pdf"', () => {
+    assert.deepEqual(markInvisible('evt_\u202efdp.exe'), ['evt_', { mark: '⟨U+202E⟩', codePoint: 0x202e }, 'fdp.exe']);
+    assert.deepEqual(markInvisible('evt_7c1f'), ['evt_7c1f']);
+    assert.deepEqual(markInvisible(''), ['']);
+    assert.deepEqual(markInvisible('\u200b\u{e0041}'), [{ mark: '⟨U+200B⟩', codePoint: 0x200b }, { mark: '⟨U+E0041⟩', codePoint: 0xe0041 }]);
+    assert.deepEqual(markInvisible('a\ud800'), ['a', { mark: '⟨U+D800⟩', codePoint: 0xd800 }]);
+    // The marks and the text, read in order, name every character: nothing invisible is left.
+    const parts = markInvisible('soft\u00adhyphen\x1b[2J');
+    const read = parts.map((p) => (typeof p === 'string' ? p : p.mark)).join('');
+    assert.equal(read, 'soft⟨U+00AD⟩hyphen⟨U+001B⟩[2J');
+    assert.doesNotMatch(read, /[\u0000-\u001f\u007f-\u009f\u00ad\u200b-\u200f\u202a-\u202e\u2066-\u2069]/);
   });
 });
 

@@ -6,7 +6,7 @@
 import { ApiError, createApiClient, isExpiredTokenFailure, MANAGE_PERMISSION, type ApiFailure } from './api-client.ts';
 import { deliveriesView, resetDeliveriesState } from './deliveries-view.ts';
 import { deliveryView } from './delivery-view.ts';
-import { h, replace } from './dom.ts';
+import { h, marked, replace } from './dom.ts';
 import { createPoller, type Poller } from './live.ts';
 import { apiBaseFromPath, parseRoute, type Route } from './route.ts';
 import { canManageFromRole, decodePayload, identityOf, isExpired, looksLikeJwt, normalizeToken, TOKEN_KEY, tokenFromHash, type Identity } from './token.ts';
@@ -245,9 +245,9 @@ function renderHeader(route: Route): void {
       'p',
       { class: 'who' },
       'Organization ',
-      h('strong', { class: 'mono' }, identity.org ?? 'unknown'),
+      h('strong', { class: 'mono' }, identity.org === null ? 'unknown' : marked(identity.org)),
       h('span', { class: 'sep' }, ' · '),
-      identity.email ?? 'e-mail not in token',
+      identity.email === null ? 'e-mail not in token' : marked(identity.email),
       role === null ? null : h('span', { class: 'sep' }, ' · '),
       role,
     ),

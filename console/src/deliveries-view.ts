@@ -1,7 +1,7 @@
 /** #/deliveries: the delivery log, newest first, with filters, keyset paging and recovery. */
 import { DELIVERY_STATUSES, type DeliveryPage } from './api-client.ts';
 import { describe, filtersFromForm, INITIAL_STATE, newest, older, queryOf, searchGoesOn, withFilters, type DeliveriesState } from './deliveries-state.ts';
-import { h, headerRow, replace, scrollingTable, time } from './dom.ts';
+import { h, headerRow, marked, replace, scrollingTable, time } from './dom.ts';
 import { localInputToIso, msToLocalInput, NONE, orNone } from './format.ts';
 import { REFRESH_INTERVAL_MS } from './live.ts';
 import { deliveryHref } from './route.ts';
@@ -27,8 +27,8 @@ function rows(page: DeliveryPage, searching: boolean): HTMLTableRowElement[] {
     h(
       'tr',
       null,
-      h('td', null, h('a', { href: deliveryHref(d.id), class: 'mono' }, d.event_id)),
-      h('td', { class: 'mono' }, d.anticipation_request_id ?? (d.event_type === 'webhook.test' ? 'test event' : NONE)),
+      h('td', null, h('a', { href: deliveryHref(d.id), class: 'mono' }, marked(d.event_id))),
+      h('td', { class: 'mono' }, d.anticipation_request_id === null ? (d.event_type === 'webhook.test' ? 'test event' : NONE) : marked(d.anticipation_request_id)),
       h('td', null, h('span', { class: `badge badge-${d.status}` }, d.status)),
       h('td', { class: 'num' }, d.attempts),
       h('td', { class: 'num' }, orNone(d.last_status_code)),

@@ -1,6 +1,6 @@
 /** #/deliveries/ID: one delivery, its attempts, how to verify it, and Replay. */
 import type { DeliveryAttempt, DeliveryDetail, DeliveryRequest } from './api-client.ts';
-import { h, headerRow, replace, scrollingTable, time, type Child } from './dom.ts';
+import { h, headerRow, marked, replace, scrollingTable, time, type Child } from './dom.ts';
 import { formatDuration, formatRelative, NONE, orNone } from './format.ts';
 import { deliveryHref } from './route.ts';
 import { VERIFY_SNIPPETS } from './snippets.ts';
@@ -16,14 +16,14 @@ function facts(d: DeliveryDetail): HTMLElement[] {
   const relative = formatRelative(d.next_attempt_at, Date.now());
   const sentTo = d.attempt_log[d.attempt_log.length - 1]?.url ?? null;
   return [
-    ...row('Event', 'event', h('span', { class: 'mono' }, d.event_id)),
+    ...row('Event', 'event', h('span', { class: 'mono' }, marked(d.event_id))),
     ...row('Type', 'type', h('span', { class: 'mono' }, d.event_type)),
-    ...row('Request', 'request', h('span', { class: 'mono' }, d.anticipation_request_id ?? (d.event_type === 'webhook.test' ? 'test event' : NONE))),
+    ...row('Request', 'request', h('span', { class: 'mono' }, d.anticipation_request_id === null ? (d.event_type === 'webhook.test' ? 'test event' : NONE) : marked(d.anticipation_request_id))),
     ...row('Status', 'status', h('span', { class: `badge badge-${d.status}` }, d.status)),
     ...row('Attempts', 'attempts', String(d.attempts)),
     ...row('Next attempt', 'next-attempt', time(d.next_attempt_at), relative === null ? null : ` (${relative})`),
     ...row('Created', 'created', time(d.created_at)),
-    ...(sentTo === null ? [] : row('Sent to', 'url', h('span', { class: 'url' }, sentTo))),
+    ...(sentTo === null ? [] : row('Sent to', 'url', h('span', { class: 'url' }, marked(sentTo)))),
   ];
 }
 
@@ -90,20 +90,20 @@ function requestSection() {
       section.hidden = false;
       const next = requestShape(r);
       if (next === shape) {
-        for (const [name, cell] of timed) cell.textContent = r.headers[name] ?? '';
+        for (const [name, cell] of timed) replace(cell, marked(r.headers[name] ?? ''));
         replace(note, ...noteText(r));
         return;
       }
       shape = next;
       replace(note, ...noteText(r));
-      replace(line, h('span', { class: 'method' }, r.method), ' ', h('span', { class: 'url' }, r.url));
+      replace(line, h('span', { class: 'method' }, r.method), ' ', h('span', { class: 'url' }, marked(r.url)));
       timed.clear();
       replace(
         headersBody,
         ...Object.entries(r.headers).map(([name, value]) => {
-          const cell = h('td', { class: 'header-value', 'data-header': name }, value);
+          const cell = h('td', { class: 'header-value', 'data-header': name }, marked(value));
           if (TIMED_HEADERS.has(name)) timed.set(name, cell);
-          return h('tr', null, h('th', { scope: 'row', class: 'mono' }, name), cell);
+          return h('tr', null, h('th', { scope: 'row', class: 'mono' }, marked(name)), cell);
         }),
       );
       body.textContent = r.body;
@@ -136,7 +136,7 @@ function noteText(r: DeliveryRequest): Child[] {
 }
 
 function verifySection(eventId: () => string): HTMLElement {
-  const idText = h('code', null, eventId());
+  const idText = h('code', null, marked(eventId()));
   return h(
     'section',
     { class: 'verify', 'aria-labelledby': 'verify-heading' },
@@ -182,7 +182,7 @@ export function deliveryView(id: number) {
         replace(list, ...facts(answer));
         replace(attemptsBody, ...attemptRows(answer));
         const code = verify.querySelector('p code');
-        if (code !== null) code.textContent = answer.event_id;
+        if (code !== null) replace(code, marked(answer.event_id));
         verify.hidden = false;
       } catch (err) {
         if (disposed) return;

@@ -2,7 +2,7 @@
  * Building the page: elements with attributes and text children only. Text from the API goes
  * in as text nodes (`append` of a string), never as HTML: there is no innerHTML in the console.
  */
-import { formatTime, NONE } from './format.ts';
+import { codePointName, formatTime, markInvisible, NONE } from './format.ts';
 
 export type Child = Node | string | number | null | undefined | false;
 type AttrValue = string | number | boolean | null | undefined;
@@ -40,6 +40,23 @@ export function time(iso: string | null | undefined): Node {
   const formatted = formatTime(iso);
   if (formatted === null) return document.createTextNode(NONE);
   return h('time', { datetime: formatted.iso, title: formatted.iso }, formatted.text);
+}
+
+/**
+ * A value from the API as text, with each character a reader could not see, or that would
+ * reorder the text around it (a bidirectional control, a zero-width character: markInvisible),
+ * shown as a marked `⟨U+202E⟩` instead. For ids, URLs and header names and values: what is
+ * compared, copied into a search, or trusted by the way it reads.
+ */
+export function marked(text: string): Node | string {
+  const parts = markInvisible(text);
+  if (parts.length === 1 && typeof parts[0] === 'string') return parts[0];
+  const fragment = document.createDocumentFragment();
+  for (const part of parts) {
+    if (typeof part === 'string') fragment.append(part);
+    else fragment.append(h('span', { class: 'invisible-char', title: `${codePointName(part.codePoint)}: a character that is not shown (invisible, or one that reorders the text around it)` }, part.mark));
+  }
+  return fragment;
 }
 
 let counter = 0;

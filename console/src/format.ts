@@ -54,6 +54,44 @@ export function formatDuration(ms: number | null | undefined): string {
   return seconds === 0 ? `${minutes} min` : `${minutes} min ${seconds} s`;
 }
 
+/**
+ * Characters a reader of the page cannot see, or that change how the text around them reads:
+ * controls, format characters (bidirectional controls such as U+202E, zero-width ones, the soft
+ * hyphen, the byte order mark, tags), unpaired surrogates, line and paragraph separators, and
+ * fillers that display as nothing. The set of src/domain/terminal-text.ts (TERMINAL_UNSAFE),
+ * copied because the console is built apart from src/; test/terminal-text.test.ts checks that
+ * the two agree on every code point.
+ */
+export const INVISIBLE_SOURCE = '[\\p{Cc}\\p{Cf}\\p{Cs}\\p{Zl}\\p{Zp}\\u034f\\u115f\\u1160\\u17b4\\u17b5\\u2065\\u3164\\uffa0]';
+const INVISIBLE_ALL = new RegExp(INVISIBLE_SOURCE, 'gu');
+
+/** One invisible character, to be shown as its mark: `⟨U+202E⟩`. */
+export interface InvisibleMark {
+  readonly mark: string;
+  readonly codePoint: number;
+}
+
+/** The code point of a character as Unicode writes it: U+202E, U+E0041. */
+export const codePointName = (codePoint: number): string => `U+${codePoint.toString(16).toUpperCase().padStart(4, '0')}`;
+
+/**
+ * A value from the API (an event id, a request id, a URL, a header) in parts: runs of text as
+ * they are, and each INVISIBLE character as a mark naming it, so that "evt_\u202Efdp.exe" reads
+ * as what it holds and not as "evt_exe.pdf". A value without any comes back as one part.
+ */
+export function markInvisible(text: string): Array<string | InvisibleMark> {
+  const parts: Array<string | InvisibleMark> = [];
+  let from = 0;
+  for (const match of text.matchAll(INVISIBLE_ALL)) {
+    if (match.index > from) parts.push(text.slice(from, match.index));
+    const codePoint = match[0].codePointAt(0)!;
+    parts.push({ mark: `⟨${codePointName(codePoint)}⟩`, codePoint });
+    from = match.index + match[0].length;
+  }
+  if (from < text.length || parts.length === 0) parts.push(text.slice(from));
+  return parts;
+}
+
 /** A value that may be absent (null, undefined, empty) as display text. */
 export function orNone(value: string | number | null | undefined): string {
   return value === null || value === undefined || value === '' ? NONE : String(value);

@@ -1,7 +1,7 @@
 /** #/webhook: the organization's webhook, its health, test event and secret rotation. */
 import type { SecretRotation, Webhook } from './api-client.ts';
 import { chartSection, CHART_REFRESH_MS } from './chart-view.ts';
-import { h, replace, time, type Child } from './dom.ts';
+import { h, marked, replace, time, type Child } from './dom.ts';
 import { deliveryHref } from './route.ts';
 import { actionGuard, confirmDialog, createMessages, heading, type Session, type View } from './ui.ts';
 
@@ -21,13 +21,13 @@ function rotationState(webhook: Webhook): Child[] {
 function headerLines(webhook: Webhook): Child[] {
   const entries = Object.entries(webhook.headers ?? {});
   if (entries.length === 0) return ['none'];
-  return entries.map(([name, value]) => h('div', { class: 'header-line' }, h('code', null, name), ': ', value === null ? h('em', null, 'set; value hidden') : h('code', null, value)));
+  return entries.map(([name, value]) => h('div', { class: 'header-line' }, h('code', null, marked(name)), ': ', value === null ? h('em', null, 'set; value hidden') : h('code', null, marked(value))));
 }
 
 function facts(webhook: Webhook): HTMLElement[] {
   const lastError = webhook.last_error;
   return [
-    ...row('URL', h('span', { class: 'url' }, webhook.webhook_url)),
+    ...row('URL', h('span', { class: 'url' }, marked(webhook.webhook_url))),
     ...row('Signing', webhook.active_hmac ? 'on (Standard Webhooks signatures)' : 'off'),
     ...row('Headers', ...headerLines(webhook)),
     ...row('Rate limit', webhook.rate_limit === null ? 'none' : `at most ${webhook.rate_limit} deliveries per second`),

@@ -22,7 +22,7 @@ import { registerWebhookRoutes } from './routes/webhook.ts';
 import { registerDeliveryRoutes } from './routes/deliveries.ts';
 import type { DeliveryLogService } from '../services/delivery-log.ts';
 import { metricsHandler, type MetricsEndpoint } from './metrics.ts';
-import { registerConsoleRoutes } from './console.ts';
+import { consoleGuard, registerConsoleRoutes } from './console.ts';
 import { configuredListener, type ListenerIdentity } from './host-check.ts';
 import { iso } from '../domain/iso.ts';
 
@@ -121,14 +121,15 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   const listener = deps.listener ?? configuredListener(deps.config.api.listen);
   if (deps.metrics) publicRoute('/metrics', metricsHandler(deps.metrics, listener));
   // The console's static files (not part of the API: no version, no token; the page sends its
-  // token to the API), answered only to the listener's own names (host-check.ts).
-  registerConsoleRoutes(router, undefined, listener);
+  // token to the API). Their headers and Host check (only the listener's own names,
+  // host-check.ts) are consoleGuard's, given to serve() below.
+  registerConsoleRoutes(router);
 
   registerUserRoutes(secured, deps.services);
   registerWebhookRoutes(secured, deps.services);
   registerDeliveryRoutes(secured, deps.services);
 
-  serve(app, router, log, 'see /openapi.json for the API', rates);
+  serve(app, router, log, 'see /openapi.json for the API', rates, [consoleGuard(listener)]);
   return { app, routes };
 }
 
@@ -147,12 +148,16 @@ export function createMetricsApp(deps: { readonly log: Logger; readonly metrics:
 
 /**
  * The middleware every listener shares: access log, the rate of 404s no token paid for,
- * problem+json errors, no caching, 404 and 405 as problems, then the routes.
+ * problem+json errors, then `guards` (the console's headers and Host check), no caching, 404
+ * and 405 as problems, then the routes. A guard runs for every request before anything answers
+ * it, inside the error mapping: what it sets stays on every answer, errors included, and what it
+ * throws is a problem.
  */
-function serve(app: Koa, router: Router, log: Logger, notFoundHint: string, rates: RateLimitOptions): void {
+function serve(app: Koa, router: Router, log: Logger, notFoundHint: string, rates: RateLimitOptions, guards: readonly Middleware[] = []): void {
   app.use(accessLog(log));
   app.use(notFoundRateLimit(rates));
   app.use(errorsAsProblems(log));
+  for (const guard of guards) app.use(guard);
   app.use(async (ctx, next) => {
     ctx.set('Cache-Control', 'no-store');
     await next();

@@ -49,15 +49,22 @@ function bearerToken(ctx: Context): string {
   return token;
 }
 
+/** A token whose signature verified: its protected header and its payload (not checked yet). */
+interface VerifiedToken {
+  readonly header: Record<string, unknown>;
+  readonly payload: unknown;
+}
+
 /**
  * Checks the signature of the request's token with the one pinned algorithm and returns its
- * payload. Claims are not looked at here: `checkClaims` does that for every algorithm.
+ * header and payload. Neither is looked at here: `checkHeader` and `checkClaims` do that for
+ * every algorithm.
  */
-type SignatureVerifier = (ctx: Context) => Promise<unknown>;
+type SignatureVerifier = (ctx: Context) => Promise<VerifiedToken>;
 
 /** HS256, RS256, ES256: koa-jwt (jsonwebtoken), limited to the signature and the pinned algorithm. */
 function koaJwtVerifier(keys: AuthKeys): SignatureVerifier {
-  const options: koaJwt.Options & Pick<VerifyOptions, 'ignoreExpiration' | 'ignoreNotBefore'> = {
+  const options: koaJwt.Options & Pick<VerifyOptions, 'complete' | 'ignoreExpiration' | 'ignoreNotBefore'> = {
     secret: keys.verifyKey,
     algorithms: [keys.algorithm],
     key: 'jwt',
@@ -65,6 +72,8 @@ function koaJwtVerifier(keys: AuthKeys): SignatureVerifier {
     getToken: bearerToken,
     ignoreExpiration: true,
     ignoreNotBefore: true,
+    // The header too, for checkHeader: jsonwebtoken itself ignores crit.
+    complete: true,
   };
   const verify = koaJwt(options);
   return async function verifyWithKoaJwt(ctx) {
@@ -76,7 +85,8 @@ function koaJwtVerifier(keys: AuthKeys): SignatureVerifier {
       const original = (err as { originalError?: { message?: string } }).originalError;
       throw invalidToken(original?.message === 'invalid algorithm' ? WRONG_ALGORITHM : UNVERIFIABLE);
     }
-    return ctx.state.jwt;
+    const { header, payload } = ctx.state.jwt as { header: Record<string, unknown>; payload: unknown };
+    return { header, payload };
   };
 }
 
@@ -116,8 +126,21 @@ function edDsaVerifier(publicKeyPem: string): SignatureVerifier {
     if (!verifySignature(null, Buffer.from(`${header}.${payload}`), key, Buffer.from(signature, 'base64url'))) {
       throw invalidToken(UNVERIFIABLE);
     }
-    return decodeSegment(payload);
+    return { header: decodedHeader, payload: decodeSegment(payload) };
   };
+}
+
+/**
+ * The header rule every token meets, whatever its algorithm: no `crit`. RFC 7515 §4.1.11 has a
+ * recipient refuse a token whose `crit` names an extension it does not understand (one that
+ * changes what the token means, or how it is verified), and hookrelay understands none; an
+ * empty list or a value that is not a list is malformed, refused as well. The signature has
+ * been verified: this reads the header the issuer signed.
+ */
+function checkHeader(header: Record<string, unknown>): void {
+  if (Object.hasOwn(header, 'crit')) {
+    throw invalidToken('The token header has crit (critical extensions), which this server does not implement; issue a token without crit');
+  }
 }
 
 /**
@@ -156,16 +179,18 @@ function checkClaims(payload: unknown, auth: Config['auth'], nowMs: number): Rec
 
 /**
  * Authentication chain: the signature is verified with the one pinned algorithm (koa-jwt, or
- * node:crypto for EdDSA); then the claim rules and the identity claims are checked, and the
- * caller's role is read from the store, so role changes apply at once. Throws at creation when
- * the configured key cannot serve the algorithm.
+ * node:crypto for EdDSA); then the header rule, the claim rules and the identity claims are
+ * checked, and the caller's role is read from the store, so role changes apply at once. Throws
+ * at creation when the configured key cannot serve the algorithm.
  */
 export function authenticate(deps: { keys: AuthKeys; auth: Config['auth']; users: UserService; clock: Clock }): Middleware {
   const { auth } = deps;
   const verify = deps.keys.algorithm === 'EdDSA' ? edDsaVerifier(deps.keys.verifyKey) : koaJwtVerifier(deps.keys);
 
   return async function authenticateCaller(ctx: Context, next: Next): Promise<void> {
-    const claims = checkClaims(await verify(ctx), auth, deps.clock.now());
+    const { header, payload } = await verify(ctx);
+    checkHeader(header);
+    const claims = checkClaims(payload, auth, deps.clock.now());
     const email = claims[auth.emailClaim];
     const orgId = claims[auth.organizationClaim];
     if (typeof email !== 'string' || typeof orgId !== 'string') {

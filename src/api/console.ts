@@ -8,7 +8,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Context } from 'koa';
+import type { Context, Middleware, Next } from 'koa';
 import type { Router } from '@koa/router';
 import { ErrorCode, excerpt } from '../domain/errors.ts';
 import { requireOwnHost, type ListenerIdentity } from './host-check.ts';
@@ -23,6 +23,45 @@ export const CONSOLE_DIR = fileURLToPath(new URL('../../dist/console/', import.m
  * address may hold a delivery id).
  */
 export const CONSOLE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+/**
+ * The console's security headers (CONSOLE_CSP and the rest), on every answer under /console/:
+ * the files, the redirect, and every error, OPTIONS and HEAD (consoleGuard). `no-store` is the
+ * listener's default already; it is here too so that no console answer depends on where that
+ * default is set.
+ */
+export const CONSOLE_HEADERS: Readonly<Record<string, string>> = {
+  'Content-Security-Policy': CONSOLE_CSP,
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+  'X-Frame-Options': 'DENY',
+  'Cross-Origin-Opener-Policy': 'same-origin',
+  'Cache-Control': 'no-store',
+};
+
+/**
+ * A request path (as sent, not decoded) that is the console's: /console and every path under
+ * /console/, in any case, as the router matches the console's routes (@koa/router ignores case).
+ */
+const CONSOLE_PATH = /^\/console(?:\/|$)/i;
+
+/**
+ * The one place the console's answers are secured: for a request under /console/ (any method),
+ * sets CONSOLE_HEADERS first, then refuses, 403, a Host that does not name `listener`
+ * (host-check.ts; none checked without one), before any route, 404, 405 or OPTIONS answer is
+ * made. Mount it after the error mapping, which keeps headers already set: so the 403 of the Host
+ * check, a 404, 405, 429 or 500 carry them as the files do, and a new route or branch cannot
+ * forget them.
+ */
+export function consoleGuard(listener?: ListenerIdentity): Middleware {
+  return async function guardConsole(ctx: Context, next: Next): Promise<void> {
+    if (CONSOLE_PATH.test(ctx.path)) {
+      ctx.set(CONSOLE_HEADERS);
+      if (listener !== undefined) requireOwnHost(ctx, listener, 'The console');
+    }
+    await next();
+  };
+}
 
 const CONTENT_TYPES: Readonly<Record<string, string>> = {
   '.html': 'text/html; charset=utf-8',
@@ -63,22 +102,12 @@ export function loadConsoleFiles(dir: string = CONSOLE_DIR): Map<string, Console
 }
 
 /**
- * Registers GET /console (a redirect), /console/ and /console/<file> on `router`, answered only
- * to requests whose Host names `listener` (see host-check.ts: no page on another origin may read
- * them through DNS rebinding). The admin API always gives its listener; a router of a test's
- * own, without one, checks no Host.
+ * Registers GET /console (a redirect), /console/ and /console/<file> on `router`. The headers
+ * and the Host check of every console answer are consoleGuard's, which must run before the
+ * router (createApi mounts it).
  */
-export function registerConsoleRoutes(router: Router, files: Map<string, ConsoleFile> = loadConsoleFiles(), listener?: ListenerIdentity): void {
-  const secure = (ctx: Context) => {
-    if (listener !== undefined) requireOwnHost(ctx, listener, 'The console');
-    ctx.set('Content-Security-Policy', CONSOLE_CSP);
-    ctx.set('X-Content-Type-Options', 'nosniff');
-    ctx.set('Referrer-Policy', 'no-referrer');
-    ctx.set('X-Frame-Options', 'DENY');
-    ctx.set('Cross-Origin-Opener-Policy', 'same-origin');
-  };
+export function registerConsoleRoutes(router: Router, files: Map<string, ConsoleFile> = loadConsoleFiles()): void {
   const send = (ctx: Context, path: string) => {
-    secure(ctx);
     const file = files.get(path);
     if (!file) {
       if (files.size === 0) throw problem(ErrorCode.notFound, 'The console was not built: run npm run build (npm ci does), then restart the daemon');
@@ -91,7 +120,6 @@ export function registerConsoleRoutes(router: Router, files: Map<string, Console
   router.register('/console', ['GET', 'HEAD'], [
     (ctx) => {
       if (ctx.path.endsWith('/')) return send(ctx, '');
-      secure(ctx);
       // Relative, so that a reverse proxy's path prefix stays (/ops/console -> /ops/console/).
       ctx.redirect('console/');
     },

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { isWildcardHost, localBaseUrl, parseListen } from '../domain/listen.ts';
 import { iso } from '../domain/iso.ts';
-import { jsonOption, optionsOf, print, UsageError, withServices } from './shared.ts';
+import { jsonOption, optionsOf, print, sayError, UsageError, withServices } from './shared.ts';
 import { issueUserToken, ttlOption } from './token.ts';
 
 /** Lifetime of a console link unless --ttl: long enough for a debugging session, short enough to leak little. */
@@ -34,7 +34,7 @@ export function registerConsoleCommands(program: Command): void {
           base = localBaseUrl(config.api.listen);
           if (base === null) throw new UsageError(`api.listen is ${config.api.listen}: with port 0 the daemon picks its port at start; pass --listen HOST:PORT, or set console.publicUrl`);
           if (isWildcardHost(parseListen(config.api.listen).host)) {
-            process.stderr.write(`hookrelay: the daemon listens on every address (${config.api.listen}); this link works on this machine: elsewhere, put this machine's name in it, or set console.publicUrl\n`);
+            sayError(`the daemon listens on every address (${config.api.listen}); this link works on this machine: elsewhere, put this machine's name in it, or set console.publicUrl`);
           }
         }
         const issued = await issueUserToken(ctx, options.org, options.email, ttl);

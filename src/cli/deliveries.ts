@@ -3,7 +3,8 @@ import type { Recovered } from '../services/delivery-log.ts';
 import { deliveryView } from '../services/views.ts';
 import { startProgress } from './progress.ts';
 import { iso } from '../domain/iso.ts';
-import { cliId, cliTime, jsonOption, limitOption, optionsOf, print, table, UsageError, withServices } from './shared.ts';
+import { terminalSafe } from '../domain/terminal-text.ts';
+import { cliId, cliTime, jsonOption, limitOption, optionsOf, print, say, table, UsageError, withServices } from './shared.ts';
 
 const STATUSES = ['pending', 'failed', 'delivered', 'dead'] as const;
 
@@ -34,7 +35,10 @@ export function registerDeliveriesCommands(program: Command): void {
         const { delivery, attempts } = await services.deliveryLog.get(options.org, deliveryId);
         const view = { ...deliveryView(delivery), attempt_log: attempts.map((a) => ({ attempt: a.attempt, started_at: iso(a.startedAt), duration_ms: a.durationMs, status_code: a.statusCode, error: a.errorClass, error_detail: a.errorDetail, outcome: a.outcome })) };
         print(options, view, () =>
-          [`delivery ${view.id}: ${view.status}, ${view.attempts} attempt(s), event ${view.event_id}`, ...view.attempt_log.map((a) => `  #${a.attempt} ${a.started_at} ${a.status_code ?? a.error} ${a.outcome}${a.error_detail ? ` (${a.error_detail})` : ''}`)].join('\n'),
+          [
+            `delivery ${view.id}: ${view.status}, ${view.attempts} attempt(s), event ${terminalSafe(view.event_id)}`,
+            ...view.attempt_log.map((a) => `  #${a.attempt} ${a.started_at} ${a.status_code ?? terminalSafe(a.error ?? '')} ${a.outcome}${a.error_detail ? ` (${terminalSafe(a.error_detail)})` : ''}`),
+          ].join('\n'),
         );
       });
     });
@@ -48,7 +52,7 @@ export function registerDeliveriesCommands(program: Command): void {
       const deliveryId = cliId(id);
       return withServices(options, async ({ services }) => {
         const d = await services.deliveryLog.replay(options.org, deliveryId);
-        process.stdout.write(`event ${d.eventId} queued again as delivery ${d.id}\n`);
+        say(`event ${terminalSafe(d.eventId)} queued again as delivery ${d.id}`);
       });
     });
   deliveries
@@ -70,7 +74,7 @@ export function registerDeliveriesCommands(program: Command): void {
         } finally {
           progress.end();
         }
-        process.stdout.write(`${r.requeued} event(s) queued again, ${r.retriedNow} failed delivery(ies) made due now\n`);
+        say(`${r.requeued} event(s) queued again, ${r.retriedNow} failed delivery(ies) made due now`);
       });
     });
 }

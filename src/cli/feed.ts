@@ -10,7 +10,8 @@ import { createIngestService, type IngestService } from '../services/ingest.ts';
 import type { Store } from '../store/repos.ts';
 import { rateSummary, startProgress } from './progress.ts';
 import { iso } from '../domain/iso.ts';
-import { cliLogger, configFrom, jsonOption, limitOption, openConfiguredStore, optionsOf, print, table, UsageError, withServices } from './shared.ts';
+import { terminalSafe } from '../domain/terminal-text.ts';
+import { cliLogger, configFrom, jsonOption, limitOption, openConfiguredStore, optionsOf, print, sayError, table, UsageError, withServices } from './shared.ts';
 
 /** Opens the file to ingest; what is wrong with it is a usage error (exit 2), said in one line. */
 async function openInput(file: string): Promise<{ input: Readable; source: string; size: number | null }> {
@@ -89,9 +90,9 @@ export function registerFeedCommands(program: Command): void {
           (counts.quarantined > 0 ? '\nsee: hookrelay feed rejects' : ''),
         );
         if (interruptedBy !== null) {
-          process.stderr.write(
-            `hookrelay: ingest interrupted (${interruptedBy}) after ${lines} line(s), all of them stored as counted above; ` +
-              `${source === 'stdin' ? 'what was not sent yet was not read' : 'run the same command again to read the rest (lines already stored count as duplicates)'}\n`,
+          sayError(
+            `ingest interrupted (${interruptedBy}) after ${lines} line(s), all of them stored as counted above; ` +
+              `${source === 'stdin' ? 'what was not sent yet was not read' : 'run the same command again to read the rest (lines already stored count as duplicates)'}`,
           );
           process.exitCode = interruptedBy === 'SIGINT' ? 130 : 143;
         }
@@ -128,7 +129,8 @@ export function registerFeedCommands(program: Command): void {
         print(options, view, () =>
           view.length === 0
             ? 'no quarantined lines'
-            : view.map((r) => `#${r.id} ${r.source}@${r.position ?? '-'} ${r.reason}: ${r.detail}\n    ${r.raw}`).join('\n'),
+            : // The detail is hookrelay's sentence (what it quotes of the line is escaped: excerpt), the raw excerpt is escaped already (lineExcerpt).
+              view.map((r) => `#${r.id} ${terminalSafe(r.source)}@${r.position ?? '-'} ${r.reason}: ${r.detail}\n    ${r.raw}`).join('\n'),
         );
       });
     });
@@ -146,7 +148,7 @@ export function registerFeedCommands(program: Command): void {
       };
       print(options, view, () => {
         const lines = view.sources.length === 0 ? ['no feed lines read yet'] : [table([['SOURCE', 'ACCEPTED', 'DUPLICATE', 'QUARANTINED', 'POSITION'], ...view.sources.map((s) => [s.source, String(s.accepted), String(s.duplicates), String(s.quarantined), String(s.position ?? '-')])])];
-        if (view.undeliverable.length > 0) lines.push('', 'undeliverable events (organization without webhook):', ...view.undeliverable.map((u) => `  ${u.organization_id}: ${u.events}`));
+        if (view.undeliverable.length > 0) lines.push('', 'undeliverable events (organization without webhook):', ...view.undeliverable.map((u) => `  ${terminalSafe(u.organization_id)}: ${u.events}`));
         return lines.join('\n');
       });
     });

@@ -4,7 +4,8 @@ import type { Command } from 'commander';
 import { createNetworkPolicies } from '../domain/address-policy.ts';
 import { ErrorCode, isHookrelayError } from '../domain/errors.ts';
 import { verifySignature } from '../domain/signature.ts';
-import { optionsOf, UsageError, withServices } from './shared.ts';
+import { terminalSafe, terminalSafeBytes, terminalSafeJson } from '../domain/terminal-text.ts';
+import { optionsOf, say, UsageError, withServices } from './shared.ts';
 
 /** Where `hookrelay listen` listens unless told otherwise: the admin API's port plus ten. */
 export const LISTEN_DEFAULT_PORT = 8090;
@@ -18,12 +19,42 @@ interface ListenOptions {
   readonly verbose?: boolean;
 }
 
-/** A short, printable excerpt of a string that came from the network. */
-function excerpt(text: unknown, max = 60): string {
-  const s = typeof text === 'string' ? text : JSON.stringify(text) ?? '';
-  const clean = s.replace(/[\u0000-\u001f\u007f]/g, '?');
-  return clean.length > max ? `${clean.slice(0, max)}...` : clean;
+/**
+ * A value that came from the network (a header, the URL, a field of the body) as a short part of
+ * the request's one-line summary: its first `max` characters (then "..."), escaped for the
+ * terminal (terminalSafe), so that no request writes escape sequences, line breaks or
+ * bidirectional controls to the user's terminal.
+ */
+function shown(value: unknown, max = 60): string {
+  const text = typeof value === 'string' ? value : (JSON.stringify(value) ?? '');
+  if (text.length <= max) return terminalSafe(text);
+  // Not in the middle of a surrogate pair: half of one would show as an escape of its own.
+  const end = /[\ud800-\udbff]/.test(text.charAt(max - 1)) ? max - 1 : max;
+  return `${terminalSafe(text.slice(0, end))}...`;
 }
+
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * The body of a request as `--verbose` prints it, each line indented by two spaces, its line
+ * breaks kept: valid JSON with every character a terminal must not get raw written as JSON's
+ * own `\uNNNN` escape, so that it is still the same JSON (terminalSafeJson); any other body
+ * escaped as terminalSafe text (backslashes doubled, `\xNN` for a byte that is not UTF-8).
+ * Verified or not, nothing of it reaches the terminal as a control: an unverified request may
+ * come from any local process, or from a web page posting to 127.0.0.1.
+ */
+function bodyLines(bytes: Uint8Array): string {
+  let text: string;
+  try {
+    text = utf8.decode(bytes);
+    JSON.parse(text);
+  } catch {
+    return indent(terminalSafeBytes(bytes, { lines: true }));
+  }
+  return indent(terminalSafeJson(text));
+}
+
+const indent = (text: string) => text.replace(/^/gm, '  ');
 
 /**
  * `hookrelay listen --org ORG`: a local receiver for development. It listens on 127.0.0.1,
@@ -62,7 +93,7 @@ export function registerListenCommand(program: Command): void {
           }
         };
 
-        const out = (line: string) => process.stdout.write(`${line}\n`);
+        const out = say;
         const handle = (req: IncomingMessage, res: ServerResponse) => {
           const chunks: Buffer[] = [];
           let size = 0;
@@ -72,7 +103,8 @@ export function registerListenCommand(program: Command): void {
           });
           req.on('end', () => {
             void (async () => {
-              const body = Buffer.concat(chunks).toString('utf8');
+              const bytes = Buffer.concat(chunks);
+              const body = bytes.toString('utf8');
               const header = (name: string) => (typeof req.headers[name] === 'string' ? (req.headers[name] as string) : undefined);
               const current = await secret();
               const signature = header('webhook-signature');
@@ -90,19 +122,19 @@ export function registerListenCommand(program: Command): void {
               out(
                 [
                   new Date().toISOString(),
-                  `${req.method ?? '?'} ${excerpt(req.url, 80)}`,
-                  `id ${excerpt(header('webhook-id') ?? '-')}`,
-                  `request ${excerpt(data.anticipation_request_id ?? '-')}`,
-                  `status ${excerpt(data.status ?? '-')}`,
+                  `${shown(req.method ?? '?')} ${shown(req.url, 80)}`,
+                  `id ${shown(header('webhook-id') ?? '-')}`,
+                  `request ${shown(data.anticipation_request_id ?? '-')}`,
+                  `status ${shown(data.status ?? '-')}`,
                   verdict,
                   `-> ${answer}`,
                 ].join('  '),
               );
-              if (options.verbose) out(`  ${body}`);
+              if (options.verbose) out(bodyLines(bytes));
               res.writeHead(answer, answer === 401 ? { 'content-type': 'text/plain' } : {});
               res.end(answer === 401 ? 'signature does not verify\n' : undefined);
             })().catch((err: unknown) => {
-              out(`error: ${(err as Error).message}`);
+              out(`error: ${terminalSafe((err as Error).message)}`);
               res.writeHead(500).end();
             });
           });

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { iso } from '../domain/iso.ts';
-import { jsonOption, optionsOf, print, table, withServices } from './shared.ts';
+import { terminalSafe } from '../domain/terminal-text.ts';
+import { jsonOption, optionsOf, print, say, table, withServices } from './shared.ts';
 
 export function registerOrgsCommands(program: Command): void {
   const orgs = program.command('orgs').description('manage organizations');
@@ -13,7 +14,7 @@ export function registerOrgsCommands(program: Command): void {
       const options = optionsOf<{ name?: string }>(cmd);
       return withServices(options, async ({ services }) => {
         const org = await services.orgs.add({ id, name: options.name });
-        process.stdout.write(`added organization ${org.id} (${org.name})\n`);
+        say(`added organization ${org.id} (${terminalSafe(org.name)})`);
       });
     });
   jsonOption(orgs.command('list').description('list organizations')).action((_options: unknown, cmd: Command) => {

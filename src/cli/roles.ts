@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { jsonOption, optionsOf, print, table, withServices } from './shared.ts';
+import { terminalSafe } from '../domain/terminal-text.ts';
+import { jsonOption, optionsOf, print, say, table, withServices } from './shared.ts';
 
 export function registerRolesCommands(program: Command): void {
   const roles = program.command('roles').description('manage roles');
@@ -23,7 +24,7 @@ export function registerRolesCommands(program: Command): void {
       return withServices(options, async ({ services }) => {
         const permissions = options.permissions.split(',').map((p) => p.trim()).filter((p) => p !== '');
         const role = await services.roles.add({ name, description: options.description, permissions });
-        process.stdout.write(`added role ${role.name} (${role.permissions.join(', ') || 'no permissions'})\n`);
+        say(`added role ${role.name} (${terminalSafe(role.permissions.join(', ')) || 'no permissions'})`);
       });
     });
 }

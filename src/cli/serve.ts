@@ -4,7 +4,7 @@ import { createLogger, logFatalErrors, syslogPrefixWanted } from '../log.ts';
 import { createRelay } from '../relay.ts';
 import { VERSION } from '../version.ts';
 import { ensureGeneratedSecret } from '../services/auth-keys.ts';
-import { configFrom, EXIT_RUNTIME, logLevelOption, optionsOf, withCreatedServices } from './shared.ts';
+import { configFrom, EXIT_RUNTIME, logLevelOption, optionsOf, say, withCreatedServices } from './shared.ts';
 
 /** `serve` (the daemon) and `migrate` (its database schema). */
 export function registerServeCommands(program: Command): void {
@@ -52,7 +52,7 @@ export function registerServeCommands(program: Command): void {
         // Opening the store applies pending migrations; report what it did.
         const { from, to } = store.migrated;
         const name = databaseName(config);
-        process.stdout.write(from === to ? `database ${name} is at schema version ${to}\n` : `migrated ${name} from ${from} to ${to}\n`);
+        say(from === to ? `database ${name} is at schema version ${to}` : `migrated ${name} from ${from} to ${to}`);
       });
     });
 }

@@ -9,7 +9,11 @@
  *   2. In an action, read the options with `optionsOf<...>(cmd)` (the command's own options plus
  *      the global ones, `--config` and `--state-dir`, given before or after the command), open the
  *      database with `withServices` (or `withStore`), print with `print` (add `--json` with
- *      `jsonOption`), show progress of long work with `startProgress` (./progress.ts).
+ *      `jsonOption`) and `table`, or `say` for a line of text: never `process.stdout.write`
+ *      (test/cli-terminal-text.test.ts checks). Show progress of long work with `startProgress`
+ *      (./progress.ts). A value from outside (an id, a name, a URL, an error from a receiver: text
+ *      hookrelay did not write) goes into a line through `terminalSafe`; tables and `--json` do it
+ *      themselves, and `print` and `say` escape whatever control a command still lets through.
  *   3. Throw `UsageError` for a bad argument (exit 2) and let `HookrelayError`s through: `fail`
  *      maps them to one line and an exit code. Never print a stack trace.
  *   4. Add one `register<Group>Commands(program)` line to buildProgram in src/cli.ts, and document
@@ -20,7 +24,9 @@ import { resolve } from 'node:path';
 import { type Command, CommanderError, Option } from 'commander';
 import { loadConfig, type Config } from '../config/load.ts';
 import { systemClock } from '../domain/clock.ts';
-import { ErrorCode, HookrelayError, isHookrelayError } from '../domain/errors.ts';
+import { ErrorCode, excerpt, HookrelayError, isHookrelayError } from '../domain/errors.ts';
+import { RFC3339_EXPECTED, rfc3339Ms } from '../domain/rfc3339.ts';
+import { escapeTerminalControls, terminalSafe, terminalSafeJson } from '../domain/terminal-text.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createServices, type Services } from '../services/services.ts';
 import { StorageFault, storageFaultOf } from '../store/storage-faults.ts';
@@ -173,14 +179,40 @@ export function withCreatedServices<T>(options: CommonOptions, fn: (ctx: Command
   return withOpened(options, true, fn, true);
 }
 
-/** Prints `json` with `--json`, otherwise the human text. */
-export function print(options: CommonOptions, json: unknown, human: () => string): void {
-  process.stdout.write(options.json ? JSON.stringify(json, null, 2) + '\n' : human() + '\n');
+/**
+ * Writes text to stdout, the CLI's one way there: `text` is what the command composed, around
+ * values it showed with terminalSafe; a control character or an invisible one that still
+ * reached it (a value a command forgot to escape) is escaped here, line feeds kept, so that
+ * nothing the terminal would act on (ESC, CSI, a carriage return, a bidirectional control)
+ * reaches it raw.
+ */
+export function say(text: string): void {
+  process.stdout.write(escapeTerminalControls(text, true) + '\n');
 }
 
+/** Writes "hookrelay: MESSAGE" on stderr, as one line: whatever a message quotes is escaped (see `say`), a line feed too. */
+export function sayError(message: string): void {
+  process.stderr.write(`hookrelay: ${escapeTerminalControls(message)}\n`);
+}
+
+/**
+ * Prints `json` with `--json`, otherwise the human text (through `say`). The JSON is
+ * JSON.stringify's, its DEL, C1, bidirectional and invisible characters written as `\uNNNN`
+ * escapes (terminalSafeJson): the same JSON values, and nothing raw that a terminal acts on.
+ */
+export function print(options: CommonOptions, json: unknown, human: () => string): void {
+  if (options.json) process.stdout.write(terminalSafeJson(JSON.stringify(json, null, 2)) + '\n');
+  else say(human());
+}
+
+/**
+ * Rows as aligned columns, the first one the header. Each cell is shown with terminalSafe: a
+ * value from outside can neither act on the terminal nor break its row or column.
+ */
 export function table(rows: readonly (readonly string[])[]): string {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  const cells = rows.map((r) => r.map(terminalSafe));
+  const widths = cells[0]!.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
+  return cells.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
 }
 
 /** A `--limit` value: an integer from 1 to 10000. */
@@ -196,8 +228,9 @@ export function cliId(text: string): number {
 }
 
 export function cliTime(flag: string, text: string): number {
-  const ms = /^\d{4}-\d{2}-\d{2}/.test(text) ? Date.parse(text) : Number.NaN;
-  if (Number.isNaN(ms)) throw new UsageError(`${flag} must be an RFC 3339 date-time such as 2026-11-22T08:00:00Z; got "${text}"`);
+  // Strict, as the API reads its time filters: an impossible date (2026-02-30) is refused, not rolled over.
+  const ms = rfc3339Ms(text);
+  if (Number.isNaN(ms)) throw new UsageError(`${flag} must be ${RFC3339_EXPECTED}; got ${excerpt(text)}`);
   return ms;
 }
 
@@ -227,7 +260,7 @@ export function oneLineErrors(program: Command): void {
           .filter((line) => line !== '')
           .join(' ')
           .replace(/\.$/, '');
-        write(`hookrelay: ${message}; see: ${commandPath(cmd)} --help\n`);
+        write(`hookrelay: ${escapeTerminalControls(message)}; see: ${commandPath(cmd)} --help\n`);
       },
     });
     for (const sub of cmd.commands) visit(sub);
@@ -249,7 +282,7 @@ export function fail(err: unknown): number {
     return err.exitCode === 0 ? EXIT_OK : EXIT_USAGE;
   }
   if (err instanceof UsageError) {
-    process.stderr.write(`hookrelay: ${err.message}\n`);
+    sayError(err.message);
     return EXIT_USAGE;
   }
   if (isHookrelayError(err)) {
@@ -259,15 +292,15 @@ export function fail(err: unknown): number {
     const details = err.invalidParams.map((p) => `${p.name} ${p.reason}`).join('; ');
     const generic = /\bis invalid$/.test(err.message);
     const message = err.code === ErrorCode.validation && details !== '' && generic ? details : err.message;
-    process.stderr.write(`hookrelay: ${message}\n`);
+    sayError(message);
     if (err.code === ErrorCode.databaseDamaged) return EXIT_DATABASE_DAMAGED;
     return err.code === ErrorCode.config || err.code === ErrorCode.validation ? EXIT_USAGE : EXIT_RUNTIME;
   }
   if (storageFaultOf(err) === StorageFault.damaged) {
     // A damaged page met in the middle of a command (one found when opening is a HookrelayError, above).
-    process.stderr.write(`hookrelay: the database is damaged (${oneLine(err)}); check it with \`hookrelay db check\` and restore the last good backup (docs/operations.md)\n`);
+    sayError(`the database is damaged (${oneLine(err)}); check it with \`hookrelay db check\` and restore the last good backup (docs/operations.md)`);
     return EXIT_DATABASE_DAMAGED;
   }
-  process.stderr.write(`hookrelay: ${oneLine(err)}\n`);
+  sayError(oneLine(err));
   return EXIT_RUNTIME;
 }

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { iso } from '../domain/iso.ts';
-import { jsonOption, optionsOf, print, table, withServices } from './shared.ts';
+import { terminalSafe } from '../domain/terminal-text.ts';
+import { jsonOption, optionsOf, print, say, table, withServices } from './shared.ts';
 
 export function registerUsersCommands(program: Command): void {
   const users = program.command('users').description('manage users');
@@ -14,7 +15,7 @@ export function registerUsersCommands(program: Command): void {
       const options = optionsOf<{ org: string; email: string; role: string }>(cmd);
       return withServices(options, async ({ services }) => {
         const user = await services.users.add({ orgId: options.org, email: options.email, roleName: options.role });
-        process.stdout.write(`added ${user.email} to ${user.orgId} as ${user.roleName}\n`);
+        say(`added ${terminalSafe(user.email)} to ${user.orgId} as ${user.roleName}`);
       });
     });
   jsonOption(users.command('list').description("list an organization's users"))
@@ -24,7 +25,7 @@ export function registerUsersCommands(program: Command): void {
       return withServices(options, async ({ services }) => {
         const list = await services.users.list(options.org);
         print(options, list.map((u) => ({ email: u.email, role_name: u.roleName, created_at: iso(u.createdAt), updated_at: iso(u.updatedAt) })), () =>
-          list.length === 0 ? `no users in ${options.org}` : table([['EMAIL', 'ROLE', 'UPDATED'], ...list.map((u) => [u.email, u.roleName, iso(u.updatedAt)])]),
+          list.length === 0 ? `no users in ${terminalSafe(options.org)}` : table([['EMAIL', 'ROLE', 'UPDATED'], ...list.map((u) => [u.email, u.roleName, iso(u.updatedAt)])]),
         );
       });
     });
@@ -38,7 +39,8 @@ export function registerUsersCommands(program: Command): void {
       const options = optionsOf<{ org: string; email: string; role: string }>(cmd);
       return withServices(options, async ({ services }) => {
         const change = await services.users.setRole(options.org, { email: options.email, role_name: options.role });
-        process.stdout.write(change.changed ? `${change.user.email}: ${change.previousRoleName} -> ${change.user.roleName}\n` : `${change.user.email} already has the role ${change.user.roleName}\n`);
+        const email = terminalSafe(change.user.email);
+        say(change.changed ? `${email}: ${change.previousRoleName} -> ${change.user.roleName}` : `${email} already has the role ${change.user.roleName}`);
       });
     });
   users
@@ -51,7 +53,7 @@ export function registerUsersCommands(program: Command): void {
       const options = optionsOf<{ org: string; email: string; force?: boolean }>(cmd);
       return withServices(options, async ({ services }) => {
         const user = await services.users.remove(options.org, options.email, { force: options.force === true });
-        process.stdout.write(`removed ${user.email} from ${user.orgId}\n`);
+        say(`removed ${terminalSafe(user.email)} from ${user.orgId}`);
       });
     });
 }

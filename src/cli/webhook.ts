@@ -3,13 +3,14 @@ import { HIDDEN_HEADER_VALUE, parseHeaderLine } from '../domain/webhook-headers.
 import { excerpt } from '../domain/errors.ts';
 import { deliveryView, webhookView } from '../services/views.ts';
 import { iso } from '../domain/iso.ts';
-import { jsonOption, optionsOf, print, UsageError, withServices } from './shared.ts';
+import { terminalSafe } from '../domain/terminal-text.ts';
+import { jsonOption, optionsOf, print, say, UsageError, withServices } from './shared.ts';
 import { RATE_LIMIT_MAX, RATE_LIMIT_MIN } from '../domain/rate-window.ts';
 
 /** The headers of webhookView in one line: "X-Env: prod, Authorization: (set; value hidden)", or "none". */
 function headersLine(headers: Readonly<Record<string, string | null>>): string {
   const entries = Object.entries(headers);
-  return entries.length === 0 ? 'none' : entries.map(([name, value]) => `${name}: ${value ?? HIDDEN_HEADER_VALUE}`).join(', ');
+  return entries.length === 0 ? 'none' : entries.map(([name, value]) => `${terminalSafe(name)}: ${value === null ? HIDDEN_HEADER_VALUE : terminalSafe(value)}`).join(', ');
 }
 
 /** Collects the repeated `--header 'Name: value'` options as the object register_webhook takes; the service checks them. */
@@ -47,7 +48,7 @@ export function registerWebhookCommands(program: Command): void {
       const options = optionsOf<{ org: string }>(cmd);
       return withServices(options, async ({ services }) => {
         const view = webhookView(await services.webhooks.get(options.org));
-        print(options, view, () => Object.entries(view).map(([k, v]) => `${k}: ${k === 'headers' ? headersLine(view.headers) : String(v)}`).join('\n'));
+        print(options, view, () => Object.entries(view).map(([k, v]) => `${k}: ${k === 'headers' ? headersLine(view.headers) : terminalSafe(String(v))}`).join('\n'));
       });
     });
   webhook
@@ -64,11 +65,12 @@ export function registerWebhookCommands(program: Command): void {
       const headers = headerOptions(options.header);
       return withServices(options, async ({ services }) => {
         const result = await services.webhooks.register(options.org, { webhook_url: options.url, active_hmac: options.hmac, headers, rate_limit: rateLimit });
-        process.stdout.write(result.created ? `registered ${result.webhook.url} for ${options.org}` : `replaced ${result.replacedUrl} with ${result.webhook.url} for ${options.org}`);
-        process.stdout.write(result.webhook.rateLimit === null ? ', no rate limit\n' : `, at most ${result.webhook.rateLimit} deliveries per second\n`);
-        process.stdout.write(`headers: ${headersLine(webhookView(result.webhook).headers)}\n`);
-        if (result.removedHeaders.length > 0) process.stdout.write(`removed headers (not given again): ${result.removedHeaders.join(', ')}\n`);
-        if (result.newSecret) process.stdout.write(`signing secret (shown once; also: hookrelay webhook secret --org ${options.org}): ${result.newSecret}\n`);
+        const url = terminalSafe(result.webhook.url);
+        const what = result.created ? `registered ${url} for ${options.org}` : `replaced ${terminalSafe(result.replacedUrl ?? '')} with ${url} for ${options.org}`;
+        say(what + (result.webhook.rateLimit === null ? ', no rate limit' : `, at most ${result.webhook.rateLimit} deliveries per second`));
+        say(`headers: ${headersLine(webhookView(result.webhook).headers)}`);
+        if (result.removedHeaders.length > 0) say(`removed headers (not given again): ${result.removedHeaders.map(terminalSafe).join(', ')}`);
+        if (result.newSecret) say(`signing secret (shown once; also: hookrelay webhook secret --org ${options.org}): ${result.newSecret}`);
       });
     });
   webhook
@@ -78,7 +80,7 @@ export function registerWebhookCommands(program: Command): void {
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string }>(cmd);
       return withServices(options, async ({ services }) => {
-        process.stdout.write(await services.webhooks.getSecret(options.org) + '\n');
+        say(await services.webhooks.getSecret(options.org));
       });
     });
   jsonOption(webhook.command('test').description('queue a webhook.test event for the webhook (the daemon sends it)'))
@@ -87,7 +89,7 @@ export function registerWebhookCommands(program: Command): void {
       const options = optionsOf<{ org: string }>(cmd);
       return withServices(options, async ({ services }) => {
         const d = await services.deliveryLog.sendTest(options.org);
-        print(options, deliveryView(d), () => `queued test event ${d.eventId} as delivery ${d.id}; see: hookrelay deliveries show ${d.id} --org ${options.org}`);
+        print(options, deliveryView(d), () => `queued test event ${terminalSafe(d.eventId)} as delivery ${d.id}; see: hookrelay deliveries show ${d.id} --org ${options.org}`);
       });
     });
   for (const [name, enabled] of [['enable', true], ['disable', false]] as const) {
@@ -99,7 +101,7 @@ export function registerWebhookCommands(program: Command): void {
         const options = optionsOf<{ org: string }>(cmd);
         return withServices(options, async ({ services }) => {
           await services.webhooks.setEnabled(options.org, enabled);
-          process.stdout.write(`webhook of ${options.org} ${enabled ? 'enabled' : 'disabled'}\n`);
+          say(`webhook of ${options.org} ${enabled ? 'enabled' : 'disabled'}`);
         });
       });
   }
@@ -111,7 +113,7 @@ export function registerWebhookCommands(program: Command): void {
       const options = optionsOf<{ org: string }>(cmd);
       return withServices(options, async ({ services }) => {
         const r = await services.webhooks.rotateSecret(options.org);
-        process.stdout.write(`${r.secret}\nprevious secret keeps signing until ${iso(r.previousSecretExpiresAt)}\n`);
+        say(`${r.secret}\nprevious secret keeps signing until ${iso(r.previousSecretExpiresAt)}`);
       });
     });
 }

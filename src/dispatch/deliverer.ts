@@ -5,7 +5,8 @@ import { urlRefusal, type NetworkPolicies } from '../domain/address-policy.ts';
 import type { Clock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { AttemptError, parseRetryAfter, type AttemptResult } from '../domain/retry-policy.ts';
-import { deliveryHeaders } from '../domain/delivery-request.ts';
+import { credentialEchoes, hideEchoes } from '../domain/credential-echoes.ts';
+import { deliveryHeaders, unsendableRequest } from '../domain/delivery-request.ts';
 import type { WebhookHeaders } from '../domain/webhook-headers.ts';
 import { createDeliveryClient, type DeliveryClient } from './http-client.ts';
 import { BLOCKED_CODE, createNetworkGuard, type NetworkGuard } from './network-guard.ts';
@@ -258,13 +259,29 @@ export function createDeliverer(options: DelivererOptions) {
       });
       try {
         if (signal.aborted) return cutShort(started, deadlineHit, sent);
-        return await Promise.race([attempt(request, signal, started, () => deadlineHit, sent), cut]);
+        return hideCredentials(request, await Promise.race([attempt(request, signal, started, () => deadlineHit, sent), cut]));
       } finally {
         clearTimeout(timer);
         shutdown?.removeEventListener('abort', onShutdown);
       }
     },
   };
+
+  /**
+   * The result as the attempt log keeps it: the webhook's credentials this request carried
+   * (its headers that isCredentialHeader takes for credentials) replaced by a marker wherever
+   * the receiver's answer, or an error's sentence, repeats them. A receiver that echoes the
+   * request's headers would otherwise show them to every reader of the log, viewers included,
+   * where get_webhook and the request view show them to nobody.
+   */
+  function hideCredentials(request: DeliveryRequest, result: AttemptResult): AttemptResult {
+    if (request.headers === undefined || (result.responseBody === null && result.errorDetail === null)) return result;
+    const echoes = credentialEchoes(request.headers);
+    if (echoes.length === 0) return result;
+    const responseBody = hideEchoes(result.responseBody, echoes);
+    // A marker is longer than a short credential: what is kept stays within its bound.
+    return { ...result, responseBody: responseBody !== null && responseBody.length > MAX_RESPONSE_BYTES ? responseBody.slice(0, MAX_RESPONSE_BYTES) : responseBody, errorDetail: hideEchoes(result.errorDetail, echoes) };
+  }
 
   /** The result of an attempt its deadline, or the daemon's shutdown, cut short: with the request it was sending, if it had made one. */
   function cutShort(started: number, deadlineHit: boolean, sent: Sent): AttemptResult {
@@ -279,6 +296,11 @@ export function createDeliverer(options: DelivererOptions) {
     /** Where the attempt was going, once its target passed the policy. */
     let target: { via: Route; host: string } | null = null;
     try {
+      // A request no HTTP client can carry fails the same way on every attempt: found before
+      // anything is sent (not read from the client's error), so that the delivery is dead at
+      // once and its webhook's health is left alone (see decideOutcome, concernsReceiver).
+      const unsendable = unsendableRequest(request.eventId, options.userAgent, request.headers);
+      if (unsendable !== null) throw new Refused(AttemptError.invalidRequest, unsendable);
       const url = new URL(request.url);
       const via = route(request.orgId);
       const host = checkTarget(url, via.guard);

@@ -1,5 +1,5 @@
 import type { Clock } from '../domain/clock.ts';
-import { decideOutcome, isSuccess, type AttemptResult, type DeliveryOutcome, type RetryPolicy } from '../domain/retry-policy.ts';
+import { concernsReceiver, decideOutcome, isSuccess, type AttemptResult, type DeliveryOutcome, type RetryPolicy } from '../domain/retry-policy.ts';
 import { loggableUrl } from '../domain/validation.ts';
 import { iso } from '../domain/iso.ts';
 import type { Logger } from '../log.ts';
@@ -180,6 +180,8 @@ export function createDispatcher(options: DispatcherOptions) {
       hook.pausedUntil = 0;
       return;
     }
+    // A request that could not be sent says nothing of the receiver: no pause, no caution.
+    if (!concernsReceiver(result)) return;
     // What was claimed ahead goes back: a failing webhook gets one attempt at a time.
     unbuffer(hook);
     if (outcome.kind === 'disable') {

@@ -1,3 +1,5 @@
+import { TERMINAL_UNSAFE_SOURCE } from './terminal-text.ts';
+
 /**
  * The one error model of hookrelay. Every failure that a caller can act on is a
  * `HookrelayError` with a stable machine `code`; adapters (api/, cli.ts) map codes to
@@ -64,6 +66,8 @@ export class HookrelayError extends Error {
   }
 }
 
+const TERMINAL_UNSAFE_ALL = new RegExp(TERMINAL_UNSAFE_SOURCE, 'gu');
+
 /** Longest excerpt of a client's input that an error message quotes (see excerpt). */
 export const EXCERPT_CHARS = 40;
 
@@ -75,7 +79,8 @@ export const EXCERPT_CHARS = 40;
  */
 export function excerpt(value: string): string {
   const cut = value.length > EXCERPT_CHARS ? `${value.slice(0, EXCERPT_CHARS)}...` : value;
-  return JSON.stringify(cut).replace(/[\u0080-\u009f\u00ad\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\ufeff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  // JSON.stringify escapes C0 and lone surrogates; what a terminal must not get raw besides (DEL, C1, format and bidi characters) as JSON escapes too.
+  return JSON.stringify(cut).replace(TERMINAL_UNSAFE_ALL, (c) => c.split('').map((unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`).join(''));
 }
 
 /** Shorthand for a validation failure that lists each offending field. */

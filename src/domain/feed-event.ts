@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { excerpt } from './errors.ts';
 import { jsonSyntaxError } from './json-syntax.ts';
+import { daysInMonth, rfc3339Ms } from './rfc3339.ts';
+import { TERMINAL_UNSAFE } from './terminal-text.ts';
 import { checkOrgId } from './validation.ts';
 
 /**
@@ -120,7 +122,6 @@ export function storedBody(event: StoredEvent): string {
 
 const KNOWN_FIELDS = new Set(['organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at', 'event_id', 'data']);
 const RESERVED_DATA_KEYS = new Set(['event_id', 'organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at']);
-const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
 export const MAX_EVENT_ID_LENGTH = 200;
 const MAX_TEXT_FIELD = 200;
 /** Ids and statuses are single-line text: a control character in one is a producer bug, and the packed form of a parsed batch relies on their absence. */
@@ -230,11 +231,11 @@ function checkText(field: string, value: string): void {
 
 /**
  * What a header value can carry as the delivery's HTTP client sends it (Latin-1 text, RFC 9110's
- * field-vchar and obs-text) less the C1 controls: printable ASCII and U+00A0-U+00FF, spaces
- * inside only (HTTP drops them at either end, and the receiver would then verify the signature
- * over another id).
+ * field-vchar and obs-text) less the C1 controls and the soft hyphen (invisible, so two ids
+ * would read alike): printable ASCII and U+00A0-U+00FF, spaces inside only (HTTP drops them at
+ * either end, and the receiver would then verify the signature over another id).
  */
-const HEADER_SAFE = /^[\x21-\x7e\u00a0-\u00ff]([\x20-\x7e\u00a0-\u00ff]*[\x21-\x7e\u00a0-\u00ff])?$/;
+const HEADER_SAFE = /^[\x21-\x7e\u00a0-\u00ac\u00ae-\u00ff]([\x20-\x7e\u00a0-\u00ac\u00ae-\u00ff]*[\x21-\x7e\u00a0-\u00ac\u00ae-\u00ff])?$/;
 
 /**
  * The event id travels as the `webhook-id` header of every delivery: an id no header can carry
@@ -247,7 +248,7 @@ function checkHeaderSafeId(id: string): void {
   const what = first === undefined || first === null ? 'it begins or ends with a space' : `it holds U+${first.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
   throw new LineRejected(
     RejectReason.invalidField,
-    `"event_id" must be text an HTTP header can carry, as it is sent as the webhook-id header: printable ASCII or Latin-1 letters (U+0020-U+007E, U+00A0-U+00FF), no space at either end; ${what}`,
+    `"event_id" must be text an HTTP header can carry, as it is sent as the webhook-id header: printable ASCII or Latin-1 letters (U+0020-U+007E, U+00A0-U+00FF but the soft hyphen U+00AD), no space at either end; ${what}`,
   );
 }
 
@@ -288,26 +289,6 @@ function text(record: Record<string, unknown>, field: string, required: boolean)
   if (value.length > MAX_TEXT_FIELD) throw new LineRejected(RejectReason.invalidField, `"${field}" must be at most ${MAX_TEXT_FIELD} characters`);
   if (NEEDS_CARE.test(value)) checkText(field, value);
   return value;
-}
-
-function daysInMonth(year: number, month: number): number {
-  if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
-  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
-}
-
-/**
- * Epoch ms of an RFC 3339 date-time, NaN when it is not one. The fields are range-checked
- * first because Date.parse rolls impossible values over (2026-02-30 becomes 2026-03-02,
- * 24:00 the next day): a notification must not carry a date nobody sent. A leap second
- * (:60) is refused, as Date cannot represent it.
- */
-function rfc3339Ms(value: string): number {
-  const m = RFC3339.exec(value);
-  if (m === null) return Number.NaN;
-  const [year, month, day, hour, minute, second] = [m[1], m[2], m[3], m[4], m[5], m[6]].map(Number) as [number, number, number, number, number, number];
-  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month) || hour > 23 || minute > 59 || second > 59) return Number.NaN;
-  if (m[7] !== undefined && (Number(m[7]) > 23 || Number(m[8]) > 59)) return Number.NaN;
-  return Date.parse(value.replace(' ', 'T'));
 }
 
 /** The value of `count` ASCII digits of `text` from `at`, or -1 if one of them is not a digit. */
@@ -386,9 +367,6 @@ function invalidJsonDetail(bytes: Uint8Array): string {
 /** Bytes of a rejected line kept in the quarantine table and shown in the log (see lineExcerpt). */
 export const LINE_EXCERPT_BYTES = 64;
 
-/** Characters shown escaped in a line's excerpt besides the C0 and C1 controls and DEL: invisible ones and bidirectional controls, which could make it read as something else. */
-const MISLEADING = /[\u00ad\u061c\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]/u;
-
 /**
  * A rejected line as the quarantine and the log show it: its first LINE_EXCERPT_BYTES bytes at
  * most, as text with every byte that is not valid UTF-8 shown as `\xNN`, control characters
@@ -432,7 +410,7 @@ export function lineExcerpt(bytes: Uint8Array, lineBytes: number = bytes.length)
     else if (code === 0x0a) out += '\\n';
     else if (code === 0x0d) out += '\\r';
     else if (code === 0x09) out += '\\t';
-    else if (code < 0x20 || (code >= 0x7f && code <= 0x9f) || MISLEADING.test(char)) out += `\\u${code.toString(16).padStart(4, '0')}`;
+    else if (TERMINAL_UNSAFE.test(char)) out += code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`;
     else out += char;
     i += length;
   }

@@ -25,6 +25,12 @@ export const AttemptError = {
   http: 'http_status',
   /** The egress proxy could not be reached, or refused the tunnel (407, 403...): no request reached the receiver. */
   proxy: 'proxy_error',
+  /**
+   * The request itself cannot be sent: a header value HTTP cannot carry (an event id, and so its
+   * webhook-id, holding characters beyond Latin-1). Found before anything is sent; no retry can
+   * change it, so the delivery is dead at once (see decideOutcome and concernsReceiver).
+   */
+  invalidRequest: 'invalid_request',
 } as const;
 export type AttemptError = (typeof AttemptError)[keyof typeof AttemptError];
 
@@ -60,6 +66,18 @@ export function isSuccess(result: AttemptResult): boolean {
 }
 
 /**
+ * Whether the attempt says anything about the receiver, and so counts towards its webhook's
+ * health (consecutive failures, failing, disabled after delivery.disableAfter) and the
+ * dispatcher's caution with it (one attempt at a time, the pause after a failure). Not an
+ * `invalid_request`: the request never left hookrelay, the receiver did nothing wrong, and a
+ * webhook marked failing (or disabled) for an event it never saw would hold up its healthy
+ * deliveries for nothing.
+ */
+export function concernsReceiver(result: AttemptResult): boolean {
+  return result.error !== AttemptError.invalidRequest;
+}
+
+/**
  * @param attempt 1-based number of the attempt that produced `result` (within this delivery's schedule)
  * @param now epoch ms
  * @param random a number in [0, 1), for jitter
@@ -67,6 +85,9 @@ export function isSuccess(result: AttemptResult): boolean {
 export function decideOutcome(result: AttemptResult, attempt: number, policy: RetryPolicy, now: number, random: number): DeliveryOutcome {
   if (isSuccess(result)) return { kind: 'delivered' };
   if (result.statusCode === 410) return { kind: 'disable' };
+  // What no retry can change goes dead at once, so its request's later changes go on now
+  // rather than after the whole schedule (27.6 hours by default).
+  if (result.error === AttemptError.invalidRequest) return { kind: 'dead' };
   const base = policy.scheduleMs[attempt - 1];
   if (base === undefined) return { kind: 'dead' };
   let delay = base * (1 + policy.jitter * (2 * random - 1));

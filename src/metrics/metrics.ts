@@ -73,7 +73,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const duplicates = new Counter({ name: 'hookrelay_events_duplicate_total', help: 'Feed lines that repeated an event already stored (counted, not stored again).', registers: [registry] });
   const quarantined = new Counter({ name: 'hookrelay_feed_lines_quarantined_total', help: 'Feed lines refused and kept in quarantine (hookrelay feed rejects).', registers: [registry] });
   const undeliverable = new Counter({ name: 'hookrelay_events_undeliverable_total', help: 'Events stored for an organization without a webhook: nothing was queued for them.', registers: [registry] });
-  const attempts = new Counter({ name: 'hookrelay_delivery_attempts_total', help: 'Delivery attempts recorded, by outcome: delivered, retry (failed, scheduled again), dead (failed, no retry left), disabled (410 Gone: held, webhook disabled).', labelNames: ['outcome'], registers: [registry] });
+  const attempts = new Counter({ name: 'hookrelay_delivery_attempts_total', help: 'Delivery attempts recorded, by outcome: delivered, retry (failed, scheduled again), dead (failed with no retry left, or a request no retry can send: invalid_request), disabled (410 Gone: held, webhook disabled).', labelNames: ['outcome'], registers: [registry] });
   const failures = new Counter({ name: 'hookrelay_delivery_attempt_failures_total', help: 'Failed delivery attempts, by kind of error.', labelNames: ['error'], registers: [registry] });
   const unsendable = new Counter({ name: 'hookrelay_deliveries_unsendable_total', help: 'Deliveries marked dead without an attempt because their stored event cannot become a request body.', registers: [registry] });
   const outOfOrder = new Counter({

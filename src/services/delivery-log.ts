@@ -8,13 +8,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { credentialEchoes, hideEchoes, signatureEchoes, type Echo } from '../domain/credential-echoes.ts';
 import { deliveryHeaders, requestHeadersOnTheWire } from '../domain/delivery-request.ts';
 import { ErrorCode, HookrelayError, validationError } from '../domain/errors.ts';
 import { storedBody } from '../domain/feed-event.ts';
 import { iso } from '../domain/iso.ts';
 import { orderingKey, testOrderingKey } from '../domain/ordering.ts';
 import { signingSecrets } from '../domain/secrets.ts';
-import { loggedHeaders } from '../domain/webhook-headers.ts';
+import { loggedHeaders, type WebhookHeaders } from '../domain/webhook-headers.ts';
 import type { Store, Tx } from '../store/repos.ts';
 import { DeliveryStatus, type AttemptRow, type DeliveryRow, type ListFilter } from '../store/types.ts';
 import { requireWebhook } from './webhooks.ts';
@@ -123,6 +124,28 @@ export interface DeliveryDetail {
   readonly request: RequestAsSent;
 }
 
+/**
+ * A delivery's attempts as a caller may read them. The answers a receiver gave, and the
+ * sentences of errors, can repeat what the request carried (a receiver that echoes its
+ * headers): the webhook's credentials (its headers isCredentialHeader takes for credentials,
+ * as it has them now) are replaced by a marker for everyone, as the request view and
+ * get_webhook hide them from everyone; the attempts were recorded with the ones they sent
+ * hidden already (the deliverer), this covers those recorded before that, and credentials of
+ * the webhook set since. Without `withSignature`, the signatures the attempts sent are gone
+ * too, from their own field and from every answer that repeats them: the one rule for what a
+ * caller who may not read the secret sees.
+ */
+export function shownAttempts(recorded: readonly AttemptRow[], headers: WebhookHeaders, withSignature: boolean): AttemptRow[] {
+  const echoes: Echo[] = credentialEchoes(headers);
+  if (!withSignature) for (const a of recorded) if (a.sentSignature !== null) echoes.push(...signatureEchoes(a.sentSignature));
+  return recorded.map((a) => ({
+    ...a,
+    responseBody: hideEchoes(a.responseBody, echoes),
+    errorDetail: hideEchoes(a.errorDetail, echoes),
+    sentSignature: withSignature ? a.sentSignature : null,
+  }));
+}
+
 function notFound(id: number): HookrelayError {
   return new HookrelayError(ErrorCode.deliveryNotFound, `no delivery ${id} for this organization`);
 }
@@ -157,12 +180,16 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
       return store.read((tx) => tx.deliveries.list(orgId, filter));
     },
 
-    /** One delivery with its attempts (`hookrelay deliveries show`; the API's is detail). */
+    /**
+     * One delivery with its attempts (`hookrelay deliveries show`; the API's is detail), for
+     * the operator: signatures included, the webhook's credentials hidden (see shownAttempts).
+     */
     get(orgId: string, id: number): Promise<{ delivery: DeliveryRow; attempts: AttemptRow[] }> {
       return store.read(async (tx) => {
         const row = await tx.deliveries.get(orgId, id);
         if (!row) throw notFound(id);
-        return { delivery: row, attempts: await tx.deliveries.attempts(id) };
+        const webhook = await tx.webhooks.get(orgId);
+        return { delivery: row, attempts: shownAttempts(await tx.deliveries.attempts(id), webhook?.headers ?? [], true) };
       });
     },
 
@@ -215,19 +242,20 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
      * now would carry them, with the secrets that sign now (`attempt` null). Only callers who
      * may read the secret (`withSignature`) get a signature, the request's and each attempt's:
      * one less than five minutes old would let anyone who sees it make the receiver accept
-     * that request.
+     * that request; nor an answer's copy of it (see shownAttempts, which also hides the
+     * webhook's credentials from everyone wherever an answer repeats them).
      */
     detail(orgId: string, id: number, withSignature: boolean): Promise<DeliveryDetail> {
       return store.read(async (tx) => {
         const delivery = await tx.deliveries.get(orgId, id);
         if (!delivery) throw notFound(id);
         const recorded = await tx.deliveries.attempts(id);
-        const attempts = withSignature ? recorded : recorded.map((a) => (a.sentSignature === null ? a : { ...a, sentSignature: null }));
         const event = (await tx.feed.storedEvents([delivery.eventId])).get(delivery.eventId);
         const keys = await tx.webhooks.signingKeys(orgId);
         const webhook = await tx.webhooks.get(orgId);
         // A delivery's event and its organization's webhook outlive it (retention removes them together).
         if (!event || !keys || !webhook) throw notFound(id);
+        const attempts = shownAttempts(recorded, webhook.headers, withSignature);
         const body = storedBody(event);
         // The webhook's own headers as they are now (an attempt does not record them), credentials hidden.
         const custom = loggedHeaders(webhook.headers);

@@ -6,7 +6,7 @@
  */
 import { iso } from '../domain/iso.ts';
 import { ratePermits, rateTake } from '../domain/rate-window.ts';
-import { isSuccess, type AttemptResult, type DeliveryOutcome } from '../domain/retry-policy.ts';
+import { concernsReceiver, isSuccess, type AttemptResult, type DeliveryOutcome } from '../domain/retry-policy.ts';
 import { signingSecrets } from '../domain/secrets.ts';
 import { WebhookStatus } from '../domain/types.ts';
 import { loggableUrl } from '../domain/validation.ts';
@@ -246,11 +246,12 @@ export function createOutboxService(store: Store, log: Logger, options: OutboxOp
     settlements.push({ id: d.id, settlement });
     if (outcome.kind === 'disable') noteChange(changes, d, await webhooks.setStatus(d.orgId, WebhookStatus.disabled, DisabledReason.gone, now));
     // Webhook health, per organization in attempt order: a run of successes is one update
-    // (they all set the same columns), failures each count.
+    // (they all set the same columns), failures each count, but for a request that could not
+    // be sent (invalid_request): the receiver never saw it, so its health is left as it was.
     if (isSuccess(result)) {
       if (!lastSucceeded.has(d.orgId)) noteChange(changes, d, await webhooks.recordSuccess(d.orgId, now));
       lastSucceeded.add(d.orgId);
-    } else if (outcome.kind !== 'disable') {
+    } else if (outcome.kind !== 'disable' && concernsReceiver(result)) {
       noteChange(changes, d, await webhooks.recordFailure(d.orgId, now, options.failingAfterFailures, options.disableAfterMs));
       lastSucceeded.delete(d.orgId);
     }
@@ -286,7 +287,10 @@ export function createOutboxService(store: Store, log: Logger, options: OutboxOp
         log[level]({ ...base, error: r.error, detail: r.errorDetail, outcome: outcome.kind, nextAttemptAt: iso(outcome.at) }, `delivery attempt failed (${r.error}); retrying at ${iso(outcome.at)}`);
         break;
       case 'dead':
-        log[level]({ ...base, error: r.error, detail: r.errorDetail, outcome: outcome.kind, nextAttemptAt: null }, `delivery attempt failed (${r.error}) and no retry is left: the delivery is dead (replayable)`);
+        log[level](
+          { ...base, error: r.error, detail: r.errorDetail, outcome: outcome.kind, nextAttemptAt: null },
+          concernsReceiver(r) ? `delivery attempt failed (${r.error}) and no retry is left: the delivery is dead (replayable)` : `the request cannot be sent (${r.error}), on this or any attempt: the delivery is dead at once, and its request's later changes go on`,
+        );
         break;
       case 'disable':
         log[level]({ ...base, error: r.error, detail: r.errorDetail, outcome: 'disabled', nextAttemptAt: null }, 'the receiver answered 410 Gone: the delivery is held until the webhook is enabled again');

@@ -2,6 +2,7 @@ import type { Context } from 'koa';
 import { validationError, type InvalidParam } from '../../domain/errors.ts';
 import { iso } from '../../domain/iso.ts';
 import { Permission } from '../../domain/permissions.ts';
+import { RFC3339_EXPECTED, rfc3339Ms } from '../../domain/rfc3339.ts';
 import type { AttemptRow } from '../../store/types.ts';
 import { STATS_WINDOWS, type DeliveryLogService, type RequestAsSent, type StatsWindow } from '../../services/delivery-log.ts';
 import { attemptStatsView, deliveryView } from '../../services/views.ts';
@@ -30,11 +31,16 @@ function attemptView(a: AttemptRow) {
   };
 }
 
+/**
+ * Epoch ms of the time parameter `name`, undefined when absent or invalid (then noted in
+ * `invalid`). Strict RFC 3339: a date or time that does not exist (2026-02-30, 24:00, an offset
+ * of +24:00) is refused, not rolled over into another window.
+ */
 function parseTime(name: string, value: unknown, invalid: InvalidParam[]): number | undefined {
   if (value === undefined) return undefined;
-  const ms = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(value) ? Date.parse(value) : Number.NaN;
+  const ms = typeof value === 'string' ? rfc3339Ms(value) : Number.NaN;
   if (Number.isNaN(ms)) {
-    invalid.push({ name, reason: 'must be an RFC 3339 date-time such as 2026-11-22T08:00:00Z' });
+    invalid.push({ name, reason: `must be ${RFC3339_EXPECTED}` });
     return undefined;
   }
   return ms;
