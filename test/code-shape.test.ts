@@ -89,7 +89,7 @@ const LAYERS: ReadonlyArray<{ readonly name: string; readonly rank: number; read
   { name: 'dispatch', rank: 5, holds: (p) => p.startsWith('src/dispatch/') },
   { name: 'api', rank: 5, holds: (p) => p.startsWith('src/api/') },
   { name: 'metrics', rank: 5, holds: (p) => p.startsWith('src/metrics/') },
-  { name: 'relay', rank: 6, holds: (p) => p === 'src/relay.ts' },
+  { name: 'relay', rank: 6, holds: (p) => p === 'src/relay.ts' || p.startsWith('src/relay/') },
   { name: 'cli', rank: 7, holds: (p) => p === 'src/cli.ts' || p.startsWith('src/cli/') },
 ];
 
