@@ -19,7 +19,7 @@ import { orderingKey } from '../src/domain/ordering.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics } from '../src/metrics/metrics.ts';
 import { createStatusService } from '../src/services/status.ts';
-import { QUEUE_GAUGE_SQL } from '../src/store/sqlite/deliveries-repo.ts';
+import { SQLITE_QUEUE_GAUGE_SQL as QUEUE_GAUGE_SQL } from '../src/store/sqlite/deliveries-repo.ts';
 import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { createDeliveryLogService, type LogQuery } from '../src/services/delivery-log.ts';
 

@@ -32,7 +32,7 @@ import { DeliveryStatus } from '../src/store/types.ts';
 import { backupDatabase } from '../src/store/sqlite/maintenance.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import type { Tx, TransactionOptions } from '../src/store/repos.ts';
-import { createDeliveriesRepo } from '../src/store/sqlite/deliveries-repo.ts';
+import { createSqliteDeliveriesRepo as createDeliveriesRepo } from '../src/store/sqlite/deliveries-repo.ts';
 
 const { values } = parseArgs({
   options: {

@@ -8,7 +8,9 @@
  * { path: text } map, so the last group runs each of them on a tree with a planted violation.
  */
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, posix } from 'node:path';
 import { describe, test } from 'node:test';
 
@@ -312,3 +314,34 @@ describe('the checks themselves find a planted violation', () => {
     assert.deepEqual(backendLeaks(tree), ['src/relay.ts -> src/store/pg/store.ts', 'src/store/pg/store.ts -> src/store/sqlite/store.ts']);
   });
 });
+
+describe('no long function (Biome, biome.jsonc)', () => {
+  /** A function of `lines` statements, each one line. */
+  const fn = (name: string, lines: number) => `export function ${name}(): number {\n  let total = 0;\n${Array.from({ length: lines - 2 }, (_, i) => `  total += ${i};`).join('\n')}\n  return total;\n}\n`;
+
+  test('the rule bites: over 80 lines in src/ or console/src/ is an error, 80 is not, the named exceptions are exempt', (t) => {
+    // The repository's own configuration, on planted files in a directory of their own.
+    const dir = mkdtempSync(join(tmpdir(), 'hookrelay-shape-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const config = readFileSync(join(ROOT, 'biome.jsonc'), 'utf8').replace('"vcs": { "enabled": true', '"vcs": { "enabled": false');
+    writeFileSync(join(dir, 'biome.jsonc'), config.replace('./node_modules/@biomejs/biome/configuration_schema.json', join(ROOT, 'node_modules/@biomejs/biome/configuration_schema.json')));
+    const files: Record<string, string> = {
+      'src/feed/long.ts': fn('long', 81),
+      'src/feed/fits.ts': fn('fits', 80),
+      'console/src/long-view.ts': fn('longView', 81),
+      'src/store/pg/feed-repo.ts': fn('createPgFeedRepo', 120),
+      'test/long.test.ts': fn('longTest', 120),
+    };
+    for (const [path, text] of Object.entries(files)) {
+      mkdirSync(join(dir, posix.dirname(path)), { recursive: true });
+      writeFileSync(join(dir, path), text);
+    }
+    const biome = join(ROOT, 'node_modules/.bin/biome');
+    const run = spawnSync(biome, ['lint', '--max-diagnostics=50', '.'], { cwd: dir, encoding: 'utf8' });
+    const output = `${run.stdout}${run.stderr}`;
+    const flagged = [...output.matchAll(/^(\S+\.ts):\d+:\d+ lint\/complexity\/noExcessiveLinesPerFunction/gm)].map((m) => m[1]).sort();
+    assert.deepEqual(flagged, ['console/src/long-view.ts', 'src/feed/long.ts'], output);
+    assert.notEqual(run.status, 0);
+  });
+});
+

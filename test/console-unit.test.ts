@@ -1,7 +1,8 @@
 /**
  * The browser console's own logic (console/src), without a browser: sign-in tokens, routes,
- * formatting, the API client's requests and failures, the delivery log's paging state and the
- * live refresh schedule. The page itself is tested end to end in test/console-e2e.test.ts.
+ * formatting, the API client's requests and failures, the delivery log's paging state, the
+ * live refresh schedule, and the app's sign-in and routing (ConsoleApp in a fake browser). The
+ * page itself is tested end to end in test/console-e2e.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -22,10 +23,11 @@ import {
 } from '../console/src/api-client.ts';
 import { describe as describeState, filtersFromForm, INITIAL_STATE, newest, older, PAGE_SIZE, queryOf, searchGoesOn, withFilters } from '../console/src/deliveries-state.ts';
 import { chartModel, MARGIN, niceCeiling, PLOT_HEIGHT } from '../console/src/chart.ts';
+import { ConsoleApp, type AppControls, type ConsoleEnvironment, type HeaderContent, type Page, type Screen } from '../console/src/console-app.ts';
 import type { AttemptStats } from '../console/src/api-client.ts';
 import { formatDuration, formatRelative, formatTime, localInputToIso, markInvisible, msToLocalInput, NONE, orNone } from '../console/src/format.ts';
 import { createPoller, REFRESH_INTERVAL_MS } from '../console/src/live.ts';
-import { apiBaseFromPath, deliveryHref, parseRoute, routeHash } from '../console/src/route.ts';
+import { apiBaseFromPath, deliveryHref, parseRoute, routeHash, type Route } from '../console/src/route.ts';
 import { VERIFY_SNIPPETS } from '../console/src/snippets.ts';
 import { canManageFromRole, decodePayload, identityOf, isExpired, looksLikeJwt, normalizeToken, TOKEN_KEY, tokenFromHash } from '../console/src/token.ts';
 
@@ -616,5 +618,323 @@ describe('the chart of attempts', () => {
     assert.equal(none.summary, 'In the last hour: 0 attempts succeeded, 0 failed.');
     assert.deepEqual([none.rows, none.yMax], [[], 1]);
     assert.ok(none.bars.every((b) => b.okHeight === 0 && b.failHeight === 0));
+  });
+});
+
+/** Epoch ms the fake browser's clock starts at; tokens expire relative to it. */
+const NOW = 1_900_000_000_000;
+const tokenFor = (email: string, lifetimeSeconds: number, extra: Record<string, unknown> = {}) => jwt({ sub: email, org: 'acme', exp: NOW / 1000 + lifetimeSeconds, ...extra });
+const ADA = tokenFor('ada@acme.example', 3600);
+const ADMIN_ME = { email: 'ada@acme.example', organization_id: 'acme', role: 'saas_admin', permissions: ['webhook:read', 'webhook:manage'] };
+const problem = (status: number, detail: string) => ({ status, type: 'application/problem+json', body: JSON.stringify({ title: 'Invalid access token', detail, code: 'invalid_token' }) });
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+type Answer = { status: number; type?: string; body?: string } | Error;
+
+/**
+ * A browser for ConsoleApp under Node: an address bar with a history (navigate, Back and Forward
+ * fire hashchange; replaceHash rewrites the current entry and fires nothing, as
+ * history.replaceState does), the tab's storage, a clock whose timers run when `advance` passes
+ * them, a daemon answering GET /users/me with `me`, and a screen that records the pages shown.
+ * `onView` plays the view a page starts (a live refresh, for instance).
+ */
+function fakeBrowser(options: { hash?: string; stored?: string; me?: Answer; onView?: (app: AppControls, route: Route) => void } = {}) {
+  const entries = [options.hash ?? '#/webhook'];
+  let at = 0;
+  let now = NOW;
+  const timers = new Map<number, { fn: () => void; due: number }>();
+  let timerIds = 0;
+  const tab = { stored: options.stored ?? null, visible: true, viewsEnded: 0, viewStateForgotten: 0 };
+  const requests: Recorded[] = [];
+  const pages: Page[] = [];
+  const headers: HeaderContent[] = [];
+  const env: ConsoleEnvironment = {
+    fetch: async (url, init) => {
+      requests.push({ url, init });
+      const answer = url === '/users/me' ? (options.me ?? { status: 200, body: JSON.stringify(ADMIN_ME) }) : { status: 200, body: '{}' };
+      if (answer instanceof Error) throw answer;
+      return { status: answer.status, headers: { get: (name) => (name.toLowerCase() === 'content-type' ? (answer.type ?? 'application/json') : null) }, text: async () => answer.body ?? '' };
+    },
+    apiBase: '/',
+    address: {
+      get hash() {
+        return entries[at] ?? '';
+      },
+      replaceHash: (hash) => void (entries[at] = hash),
+    },
+    storage: { get: () => tab.stored, set: (token) => void (tab.stored = token), clear: () => void (tab.stored = null) },
+    clock: {
+      now: () => now,
+      setTimer: (fn, ms) => {
+        timers.set(++timerIds, { fn, due: now + ms });
+        return timerIds;
+      },
+      clearTimer: (handle) => void timers.delete(handle as number),
+    },
+    isVisible: () => tab.visible,
+  };
+  const screen: Screen = {
+    show(page, app) {
+      pages.push(page);
+      if (page.kind !== 'view') return () => {};
+      options.onView?.(app, page.route);
+      return () => void tab.viewsEnded++;
+    },
+    showHeader: (header) => void headers.push(header),
+    forgetViewState: () => void tab.viewStateForgotten++,
+  };
+  const app = new ConsoleApp(env, screen);
+  return {
+    app,
+    tab,
+    requests,
+    pages,
+    headers,
+    timers,
+    get page(): Page | undefined {
+      return pages.at(-1);
+    },
+    get history(): readonly string[] {
+      return [...entries];
+    },
+    get hash(): string {
+      return env.address.hash;
+    },
+    /** A click on a link, or a hash typed into the address bar: a new history entry. */
+    navigate(hash: string): void {
+      entries.splice(at + 1, Infinity, hash);
+      at += 1;
+      app.hashChanged();
+    },
+    back(): void {
+      assert.ok(at > 0, 'there is a previous entry');
+      at -= 1;
+      app.hashChanged();
+    },
+    forward(): void {
+      assert.ok(at < entries.length - 1, 'there is a next entry');
+      at += 1;
+      app.hashChanged();
+    },
+    /** Moves the clock on by `ms`, running the timers due by then in their order. */
+    async advance(ms: number): Promise<void> {
+      const until = now + ms;
+      for (;;) {
+        const due = [...timers].filter(([, t]) => t.due <= until).sort(([, a], [, b]) => a.due - b.due)[0];
+        if (due === undefined) break;
+        timers.delete(due[0]);
+        now = due[1].due;
+        due[1].fn();
+        await settle();
+      }
+      now = until;
+    },
+  };
+}
+
+/** A browser signed in as Ada (an admin) on `hash`, her view shown. */
+async function signedIn(options: Parameters<typeof fakeBrowser>[0] = {}) {
+  const browser = fakeBrowser({ stored: ADA, ...options });
+  browser.app.start();
+  await settle();
+  assert.equal(browser.page?.kind, 'view');
+  return browser;
+}
+
+const viewRoute = (page: Page | undefined): Route | undefined => (page?.kind === 'view' ? page.route : undefined);
+
+describe('sign-in (ConsoleApp)', () => {
+  test('a sign-in link: the token is stored and gone from the address bar and its history before anything else; GET /users/me then says who and what for', async () => {
+    const browser = fakeBrowser({ hash: `#token=${encodeURIComponent(ADA)}` });
+    browser.app.start();
+    assert.equal(browser.hash, '#/webhook');
+    assert.deepEqual(browser.history, ['#/webhook'], 'the link entry is replaced, not pushed');
+    assert.equal(browser.tab.stored, ADA);
+    assert.deepEqual(browser.pages, [{ kind: 'signing-in' }], 'no view before the role is known');
+    assert.deepEqual(
+      browser.requests.map((r) => [r.url, r.init.headers.Authorization]),
+      [['/users/me', `Bearer ${ADA}`]],
+    );
+    await settle();
+    const route = { view: 'webhook' } as const;
+    assert.deepEqual(browser.page, { kind: 'view', route, header: { route, org: 'acme', email: 'ada@acme.example', role: 'saas_admin' } });
+    assert.equal(browser.app.canManage(), true);
+  });
+
+  test('GET /users/me without webhook:manage makes the session read-only; its e-mail, organization and role are the header\'s', async () => {
+    const me = { email: 'vic@acme.example', organization_id: 'acme-eu', role: 'saas_viewer', permissions: ['webhook:read'] };
+    const browser = await signedIn({ me: { status: 200, body: JSON.stringify(me) } });
+    assert.equal(browser.app.canManage(), false);
+    assert.deepEqual(browser.page?.kind === 'view' && browser.page.header, { route: { view: 'webhook' }, org: 'acme-eu', email: 'vic@acme.example', role: 'saas_viewer' });
+  });
+
+  test('a fresh load signs in with the stored token; without one, the sign-in page, with no notice', async () => {
+    const browser = await signedIn({ hash: '#/deliveries' });
+    assert.deepEqual(viewRoute(browser.page), { view: 'deliveries' });
+    const fresh = fakeBrowser();
+    fresh.app.start();
+    assert.deepEqual(fresh.pages, [{ kind: 'sign-in', notice: null }]);
+    assert.equal(fresh.requests.length, 0);
+  });
+
+  test('an expired link shows the expired page: nothing stored, nothing sent, the token gone from the address bar all the same', () => {
+    const browser = fakeBrowser({ hash: `#token=${tokenFor('ada@acme.example', -1)}` });
+    browser.app.start();
+    assert.deepEqual(browser.pages, [{ kind: 'sign-in', notice: 'expired' }]);
+    assert.equal(browser.tab.stored, null);
+    assert.equal(browser.requests.length, 0);
+    assert.deepEqual(browser.history, ['#/webhook']);
+  });
+
+  test('a token that expires while the page is open signs out then, with the expired page', async () => {
+    const browser = await signedIn({ stored: tokenFor('ada@acme.example', 60) });
+    await browser.advance(60_000);
+    assert.equal(browser.page?.kind, 'view', 'still signed in at exp itself: the timer waits a little longer');
+    await browser.advance(250);
+    assert.deepEqual(browser.page, { kind: 'sign-in', notice: 'expired' });
+    assert.equal(browser.tab.stored, null);
+    assert.equal(browser.tab.viewsEnded, 1);
+    assert.equal(browser.tab.viewStateForgotten, 1);
+    assert.equal(browser.timers.size, 0);
+  });
+
+  test('a 401 from GET /users/me signs out, saying why: expired, or refused with the API\'s reason', async () => {
+    const expired = fakeBrowser({ stored: ADA, me: problem(401, 'The token has expired; ask for a new one') });
+    expired.app.start();
+    await settle();
+    assert.deepEqual(expired.pages, [{ kind: 'signing-in' }, { kind: 'sign-in', notice: 'expired' }]);
+    assert.equal(expired.tab.stored, null);
+    const refused = fakeBrowser({ stored: ADA, me: problem(401, 'The token could not be verified') });
+    refused.app.start();
+    await settle();
+    assert.deepEqual(refused.page, { kind: 'sign-in', notice: { refused: 'The token could not be verified' } });
+  });
+
+  test('a 401 from a view\'s call signs out; a 403 makes the session read-only once and redraws the header; other failures are the view\'s to show', async () => {
+    const browser = await signedIn({ me: new Error('connection refused') });
+    assert.equal(browser.page?.kind === 'view' && browser.page.header.role, null, 'no role claim, no answer from /users/me');
+    assert.equal(browser.app.canManage(), true);
+    let turnedReadOnly = 0;
+    browser.app.onReadOnly(() => turnedReadOnly++);
+    const forbidden = new ApiError({ kind: 'problem', status: 403, title: 'Forbidden', detail: 'Your role does not allow this operation', code: 'forbidden' });
+    assert.equal(browser.app.failed(forbidden), 'show');
+    assert.equal(browser.app.failed(forbidden), 'show');
+    assert.equal(browser.app.canManage(), false);
+    assert.equal(turnedReadOnly, 1);
+    assert.deepEqual(browser.headers, [{ route: { view: 'webhook' }, org: 'acme', email: 'ada@acme.example', role: 'viewer (read-only)' }]);
+    assert.equal(browser.app.failed(new ApiError({ kind: 'network', message: NETWORK_MESSAGE })), 'show');
+    assert.equal(browser.app.failed(new TypeError('a bug')), 'show');
+    assert.equal(browser.page?.kind, 'view');
+    const unauthorized = new ApiError({ kind: 'problem', status: 401, title: 'Invalid access token', detail: 'The token has been revoked', code: 'invalid_token' });
+    assert.equal(browser.app.failed(unauthorized), 'signed-out');
+    assert.deepEqual(browser.page, { kind: 'sign-in', notice: { refused: 'The token has been revoked' } });
+    assert.equal(browser.tab.stored, null);
+    assert.equal(browser.tab.viewsEnded, 1);
+  });
+
+  test('a pasted token: what is not one says so; a good one is cleaned up, kept, and leaves an unknown page for the webhook', async () => {
+    const browser = fakeBrowser({ hash: '#/nope' });
+    browser.app.start();
+    browser.app.submitToken('my password');
+    assert.deepEqual(browser.page, { kind: 'sign-in', notice: 'malformed' });
+    browser.app.submitToken(`Bearer ${ADA.slice(0, 30)}\n${ADA.slice(30)}\n`);
+    assert.equal(browser.tab.stored, ADA);
+    assert.deepEqual(browser.history, ['#/webhook']);
+    await settle();
+    assert.deepEqual(viewRoute(browser.page), { view: 'webhook' });
+    const onDelivery = fakeBrowser({ hash: '#/deliveries/7' });
+    onDelivery.app.start();
+    onDelivery.app.submitToken(ADA);
+    await settle();
+    assert.deepEqual(viewRoute(onDelivery.page), { view: 'delivery', id: 7 }, 'a known page stays');
+  });
+
+  test('Sign out forgets the token and what the views kept; an answer for the session signed out of changes nothing', async () => {
+    const browser = await signedIn();
+    browser.app.signOut();
+    assert.deepEqual(browser.page, { kind: 'sign-in', notice: null });
+    assert.equal(browser.tab.stored, null);
+    assert.equal(browser.tab.viewStateForgotten, 1);
+    assert.equal(browser.tab.viewsEnded, 1);
+    const hasty = fakeBrowser({ stored: ADA });
+    hasty.app.start();
+    hasty.app.signOut();
+    await settle();
+    assert.deepEqual(hasty.pages, [{ kind: 'signing-in' }, { kind: 'sign-in', notice: null }], 'GET /users/me answered after the sign-out');
+  });
+});
+
+describe('routing (ConsoleApp)', () => {
+  test('each hash shows its view, in the header\'s navigation too; the empty hash is the default page (the webhook), an unknown one the not-found page', async () => {
+    const browser = await signedIn();
+    const cases: ReadonlyArray<readonly [string, Route]> = [
+      ['#/deliveries', { view: 'deliveries' }],
+      ['#/deliveries/42', { view: 'delivery', id: 42 }],
+      ['#/webhook', { view: 'webhook' }],
+      ['', { view: 'webhook' }],
+      ['#/', { view: 'webhook' }],
+      ['#/deliveries/0', { view: 'not-found', path: '/deliveries/0' }],
+      ['#/users', { view: 'not-found', path: '/users' }],
+    ];
+    for (const [hash, route] of cases) {
+      browser.navigate(hash);
+      assert.deepEqual(browser.page?.kind === 'view' && [browser.page.route, browser.page.header.route], [route, route], hash);
+    }
+    assert.equal(browser.tab.viewsEnded, cases.length, 'each view is ended when the next is shown');
+    assert.equal(browser.requests.length, 1, 'a page change does not ask who the token is again');
+  });
+
+  test('signed out, every hash shows the sign-in page', () => {
+    const browser = fakeBrowser();
+    browser.app.start();
+    for (const hash of ['#/deliveries', '#/deliveries/42', '#/nope']) {
+      browser.navigate(hash);
+      assert.deepEqual(browser.page, { kind: 'sign-in', notice: null }, hash);
+    }
+  });
+
+  test('Back and Forward show each entry\'s page again; only the view shown refreshes itself, and a page made visible again refreshes at once', async () => {
+    const refreshes: string[] = [];
+    const browser = await signedIn({ onView: (app, route) => app.live(async () => void refreshes.push(route.view)) });
+    browser.navigate('#/deliveries');
+    browser.navigate('#/deliveries/42');
+    browser.back();
+    browser.back();
+    browser.forward();
+    assert.deepEqual(browser.pages.slice(1).map(viewRoute), [
+      { view: 'webhook' },
+      { view: 'deliveries' },
+      { view: 'delivery', id: 42 },
+      { view: 'deliveries' },
+      { view: 'webhook' },
+      { view: 'deliveries' },
+    ]);
+    assert.equal(browser.hash, '#/deliveries');
+    assert.equal(browser.timers.size, 2, 'the token\'s expiry and the shown view\'s refresh; the others stopped');
+    await browser.advance(REFRESH_INTERVAL_MS);
+    assert.deepEqual(refreshes, ['deliveries']);
+    browser.tab.visible = false;
+    await browser.advance(REFRESH_INTERVAL_MS);
+    assert.deepEqual(refreshes, ['deliveries'], 'a hidden page skips its turn');
+    browser.app.visibilityChanged();
+    browser.tab.visible = true;
+    browser.app.visibilityChanged();
+    await settle();
+    assert.deepEqual(refreshes, ['deliveries', 'deliveries']);
+  });
+
+  test('a sign-in link opened while signed in: the new token, and Back never returns to the link', async () => {
+    const browser = await signedIn();
+    browser.navigate('#/deliveries');
+    const other = tokenFor('bob@acme.example', 3600);
+    browser.navigate(`#token=${other}`);
+    assert.deepEqual(browser.history, ['#/webhook', '#/deliveries', '#/webhook']);
+    assert.equal(browser.tab.stored, other);
+    assert.deepEqual(browser.page, { kind: 'signing-in' });
+    assert.equal(browser.requests.at(-1)?.init.headers.Authorization, `Bearer ${other}`);
+    await settle();
+    assert.deepEqual(viewRoute(browser.page), { view: 'webhook' });
+    browser.back();
+    assert.deepEqual(viewRoute(browser.page), { view: 'deliveries' });
   });
 });

@@ -13,7 +13,7 @@ import { before, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { systemClock } from '../src/domain/clock.ts';
-import { SCHEMA_VERSION } from '../src/store/sqlite/db.ts';
+import { SCHEMA_VERSION } from '../src/store/sqlite/connection.ts';
 import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { damageHeader, damagePageOf, readyz, seededState } from './db-helpers.ts';
 import { assertBuilt, databaseIn, defer, migrateCli, runCli, scratchDir, spawnServe } from './feed-helpers.ts';

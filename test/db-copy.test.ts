@@ -15,7 +15,7 @@ import { Permission } from '../src/domain/permissions.ts';
 import { emailKey } from '../src/domain/validation.ts';
 import { createLogger } from '../src/log.ts';
 import { copySqliteToPostgres } from '../src/store/copy.ts';
-import { SCHEMA_VERSION } from '../src/store/sqlite/db.ts';
+import { SCHEMA_VERSION } from '../src/store/sqlite/connection.ts';
 import { PG_SCHEMA_VERSION } from '../src/store/pg/migrations.ts';
 import { createPgPool } from '../src/store/pg/pool.ts';
 import { openPgStore } from '../src/store/pg/store.ts';

@@ -23,7 +23,7 @@ import { systemClock } from '../src/domain/clock.ts';
 import { createLogger } from '../src/log.ts';
 import { createRelay } from '../src/relay.ts';
 import { createServices } from '../src/services/services.ts';
-import type { Db } from '../src/store/sqlite/db.ts';
+import type { Db } from '../src/store/sqlite/connection.ts';
 import { openSqliteStore, type SqliteStore } from '../src/store/sqlite/store.ts';
 import { assertBuilt, CLI, cleanEnv, defer, scratchDir, spawnServe, WAIT_LIMIT_MS } from './feed-helpers.ts';
 import { damageHeader, damagePageOf, readyz, seededState, waitUntil } from './db-helpers.ts';

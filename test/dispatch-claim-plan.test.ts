@@ -8,15 +8,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
-  isLimited,
+  getsOneAttemptAtATime,
   isSlow,
-  limitedCapOf,
+  failingOrSlowCapOf,
   nextWakeDelay,
   pauseAfterFailure,
   placeClaimed,
   planClaims,
   retryFellDue,
-  troubledInFlight,
+  failingOrSlowInFlight,
   webhookPauseMs,
   WEBHOOK_PAUSE_BASE_MS,
   WEBHOOK_PAUSE_MAX_MS,
@@ -28,9 +28,9 @@ import {
 const MONO = 1_000_000;
 const NOW = 1_700_000_000_000;
 
-/** A healthy webhook with work, nothing in flight, nothing buffered; `over` changes what the test needs. */
-function hook(orgId: string, over: Partial<Omit<WebhookState, 'attempts' | 'ready'>> & { running?: number; runningSince?: number; ended?: number; ready?: number } = {}): WebhookState {
-  const { running = 0, runningSince = MONO, ended = 0, ready = 0, ...rest } = over;
+/** A healthy webhook with work, nothing in flight, nothing claimed ahead; `over` changes what the test needs. */
+function hook(orgId: string, over: Partial<Omit<WebhookState, 'attempts' | 'claimedAhead'>> & { running?: number; runningSince?: number; ended?: number; claimedAhead?: number } = {}): WebhookState {
+  const { running = 0, runningSince = MONO, ended = 0, claimedAhead = 0, ...rest } = over;
   const attempts = new Set<AttemptState>();
   for (let i = 0; i < running; i++) attempts.add({ startedMono: runningSince, finished: null });
   for (let i = 0; i < ended; i++) attempts.add({ startedMono: runningSince, finished: {} });
@@ -38,7 +38,7 @@ function hook(orgId: string, over: Partial<Omit<WebhookState, 'attempts' | 'read
     orgId,
     deliverable: true,
     attempts,
-    ready: Array.from({ length: ready }, () => ({})),
+    claimedAhead: Array.from({ length: claimedAhead }, () => ({})),
     hasWork: true,
     retryAt: null,
     failing: false,
@@ -52,7 +52,7 @@ function hook(orgId: string, over: Partial<Omit<WebhookState, 'attempts' | 'read
 }
 
 function rules(over: Partial<ClaimRules> = {}): ClaimRules {
-  return { perWebhook: 4, limitedCap: limitedCapOf(8), slowMs: 2_000, sharedDatabase: false, ...over };
+  return { perWebhook: 4, failingOrSlowCap: failingOrSlowCapOf(8), slowMs: 2_000, sharedDatabase: false, ...over };
 }
 
 /** orgId -> [room, cap] of the plan, in plan order. */
@@ -72,7 +72,7 @@ describe('rotation', () => {
     ]);
   });
 
-  test('with fewer free slots than limited webhooks, the rotation decides who is served: over a full turn, each one is', () => {
+  test('with fewer free slots than webhooks held to one attempt, the rotation decides who is served: over a full turn, each one is', () => {
     const hooks = ['a', 'b', 'c', 'd'].map((o) => hook(o, { proven: false }));
     const served = new Map<string, number>();
     for (let first = 0; first < hooks.length; first++) {
@@ -98,10 +98,10 @@ describe('healthy webhooks and the per-webhook cap', () => {
     assert.deepEqual(summary(planClaims(rules(), [hook('a')], 0, MONO, 8, 0)), [['a', 8, 4]]);
   });
 
-  test('its buffer is topped up only once it has run half down', () => {
+  test('its deliveries claimed ahead are topped up only once they have run half down', () => {
     // perWebhook 4: room = 8 - held, claimed again when room >= 2.
-    assert.deepEqual(summary(planClaims(rules(), [hook('a', { running: 4, ready: 3 })], 0, MONO, 8, 0)), []);
-    assert.deepEqual(summary(planClaims(rules(), [hook('a', { running: 4, ready: 2 })], 0, MONO, 8, 0)), [['a', 2, 0]]);
+    assert.deepEqual(summary(planClaims(rules(), [hook('a', { running: 4, claimedAhead: 3 })], 0, MONO, 8, 0)), []);
+    assert.deepEqual(summary(planClaims(rules(), [hook('a', { running: 4, claimedAhead: 2 })], 0, MONO, 8, 0)), [['a', 2, 0]]);
     assert.deepEqual(summary(planClaims(rules(), [hook('a', { running: 1 })], 0, MONO, 8, 0)), [['a', 7, 3]]);
   });
 
@@ -110,7 +110,7 @@ describe('healthy webhooks and the per-webhook cap', () => {
       hook('idle', { hasWork: false }),
       hook('disabled', { deliverable: false }),
       hook('paused', { pausedUntil: MONO + 1 }),
-      hook('limited', { rateLimit: 10, rateUntil: MONO + 1 }),
+      hook('at-its-limit', { rateLimit: 10, rateUntil: MONO + 1 }),
       hook('ok'),
     ];
     assert.deepEqual(
@@ -124,7 +124,7 @@ describe('healthy webhooks and the per-webhook cap', () => {
     );
   });
 
-  test('one instance: healthy webhooks claim ahead whatever the free slots (the buffer waits for slots)', () => {
+  test('one instance: healthy webhooks claim ahead whatever the free slots (what is claimed ahead waits for slots)', () => {
     assert.deepEqual(summary(planClaims(rules(), [hook('a'), hook('b')], 0, MONO, 1, 0)), [
       ['a', 8, 4],
       ['b', 8, 4],
@@ -132,7 +132,7 @@ describe('healthy webhooks and the per-webhook cap', () => {
   });
 });
 
-describe('limited webhooks: unknown, failing, slow', () => {
+describe('webhooks held to one attempt at a time: unknown, failing, slow', () => {
   test('a webhook not yet known to answer gets one attempt, ahead of the healthy ones, and none while it has one', () => {
     const hooks = [hook('healthy'), hook('new', { proven: false })];
     assert.deepEqual(summary(planClaims(rules(), hooks, 0, MONO, 8, 0)), [
@@ -159,30 +159,30 @@ describe('limited webhooks: unknown, failing, slow', () => {
       planClaims(rules(), [...failing, hook('new', { proven: false })], 0, MONO, 2, 0).map((w) => w.orgId),
       ['new', 'f1'],
     );
-    // No free slot: no limited webhook claims.
+    // No free slot: no webhook held to one attempt claims.
     assert.deepEqual(planClaims(rules(), [...failing, hook('new', { proven: false })], 0, MONO, 0, 0), []);
   });
 
-  test('a webhook whose oldest attempt runs for slowMs is slow: limited, and its slots count as troubled', () => {
+  test('a webhook whose oldest attempt runs for slowMs is slow: held to one attempt, and its slots count as failing or slow', () => {
     const slow = hook('slow', { running: 2, runningSince: MONO - 2_000 });
     const young = hook('young', { running: 2, runningSince: MONO - 1_999 });
     assert.equal(isSlow(slow, MONO, 2_000), true);
     assert.equal(isSlow(young, MONO, 2_000), false);
-    assert.equal(isLimited(slow, MONO, 2_000), true);
-    assert.equal(isLimited(young, MONO, 2_000), false);
+    assert.equal(getsOneAttemptAtATime(slow, MONO, 2_000), true);
+    assert.equal(getsOneAttemptAtATime(young, MONO, 2_000), false);
     // An attempt that has ended (waiting for its commit) is not slow.
     assert.equal(isSlow(hook('ended', { ended: 1, runningSince: MONO - 10_000 }), MONO, 2_000), false);
     // Slow with attempts in flight: nothing more for it; the young one tops up.
     assert.deepEqual(summary(planClaims(rules(), [slow, young], 0, MONO, 8, 0)), [['young', 6, 2]]);
     const failing = hook('failing', { failing: true, running: 1 });
-    assert.equal(troubledInFlight([slow, young, failing], MONO, 2_000, []), 3);
+    assert.equal(failingOrSlowInFlight([slow, young, failing], MONO, 2_000, []), 3);
     // What the commit gives back no longer holds a slot.
     const back = [...slow.attempts][0]!;
-    assert.equal(troubledInFlight([slow, young, failing], MONO, 2_000, [back]), 2);
+    assert.equal(failingOrSlowInFlight([slow, young, failing], MONO, 2_000, [back]), 2);
   });
 
-  test('limitedCapOf: half of the slots, at least one', () => {
-    assert.deepEqual([1, 2, 3, 8, 9].map(limitedCapOf), [1, 1, 1, 4, 4]);
+  test('failingOrSlowCapOf: half of the slots, at least one', () => {
+    assert.deepEqual([1, 2, 3, 8, 9].map(failingOrSlowCapOf), [1, 1, 1, 4, 4]);
   });
 });
 
@@ -197,7 +197,7 @@ describe('rate-limited webhooks', () => {
     assert.deepEqual(planClaims(rules(), [hook('rated', { rateLimit: 5 })], 0, MONO, 0, 0), []);
   });
 
-  test('a limited webhook with a rate limit says so in its claim', () => {
+  test('a webhook held to one attempt with a rate limit says so in its claim', () => {
     assert.deepEqual(planClaims(rules(), [hook('new', { proven: false, rateLimit: 5 })], 0, MONO, 8, 0), [{ orgId: 'new', room: 1, cap: 1, rateLimited: true }]);
   });
 });
@@ -214,7 +214,7 @@ describe('shared database', () => {
       ['c', 8, 4],
       ['a', 8, 2],
     ]);
-    // Limited webhooks take their slot first.
+    // Webhooks held to one attempt take their slot first.
     assert.deepEqual(summary(planClaims(shared, [hook('a'), hook('new', { proven: false })], 0, MONO, 3, 0)), [
       ['new', 1, 1],
       ['a', 8, 2],
@@ -241,11 +241,11 @@ describe('rules around the plan', () => {
     assert.equal(pauseAfterFailure(1, null, null, 60_000), 0);
   });
 
-  test('placeClaimed: a limited webhook starts its one delivery; a healthy one buffers; a rate-limited one starts or gives back', () => {
+  test('placeClaimed: a webhook held to one attempt starts its one delivery; a healthy one keeps it ahead; a rate-limited one starts or gives back', () => {
     const r = rules();
     assert.equal(placeClaimed(r, hook('new', { proven: false }), MONO, true), 'start');
-    assert.equal(placeClaimed(r, hook('new', { proven: false, running: 1 }), MONO, true), 'buffer');
-    assert.equal(placeClaimed(r, hook('a'), MONO, true), 'buffer');
+    assert.equal(placeClaimed(r, hook('new', { proven: false, running: 1 }), MONO, true), 'keep-ahead');
+    assert.equal(placeClaimed(r, hook('a'), MONO, true), 'keep-ahead');
     assert.equal(placeClaimed(r, hook('rated', { rateLimit: 5 }), MONO, true), 'start');
     assert.equal(placeClaimed(r, hook('rated', { rateLimit: 5 }), MONO, false), 'give-back');
     assert.equal(placeClaimed(r, hook('rated', { rateLimit: 5, running: 4 }), MONO, true), 'give-back');

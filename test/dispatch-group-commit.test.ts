@@ -15,7 +15,8 @@ import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import Database from 'better-sqlite3';
 import { ErrorCode, HookrelayError } from '../src/domain/errors.ts';
-import { createGroupCommit, type CommitBatch, type CommitHost, type CommitKind, type PendingAttempt } from '../src/dispatch/group-commit.ts';
+import type { CommitBatch, CommitHost, CommitKind, PendingAttempt } from '../src/dispatch/commit-batch.ts';
+import { createGroupCommit } from '../src/dispatch/group-commit.ts';
 import type { ClaimedDelivery, FinishedAttempt, FlushResult, FlushWork } from '../src/services/outbox.ts';
 import { silentLog, tempDir } from './helpers.ts';
 import { waitFor } from './receivers.ts';
@@ -76,7 +77,7 @@ function recordingHost(over: Partial<CommitHost<PendingAttempt>> = {}) {
     committed: () => {
       seen.committed++;
     },
-    settled: () => {},
+    recordedAlone: () => {},
     ...over,
   };
   return { host, seen };
@@ -91,9 +92,9 @@ test('modes: stopped, then scheduled at start, committing, idle; outcomes handed
   assert.equal(gc.mode, 'scheduled');
   assert.throws(() => gc.start(host), /started while scheduled/);
   await waitFor('the first commit (nothing to write)', () => seen.committed === 1 && gc.mode === 'idle');
-  gc.finished(ended(1));
-  gc.finished(ended(2));
-  gc.aborted({ delivery: { id: 3 } as ClaimedDelivery, finished: null });
+  gc.attemptEnded(ended(1));
+  gc.attemptEnded(ended(2));
+  gc.attemptCutShort({ delivery: { id: 3 } as ClaimedDelivery, finished: null });
   assert.equal(gc.mode, 'scheduled');
   await waitFor('the group commit', () => store.recorded().length === 3 && gc.mode === 'idle');
   assert.equal(store.works.length, 1);
@@ -118,9 +119,9 @@ test('a commit asked for while one is under way: committing-more-wanted, and it 
   const { host } = recordingHost();
   gc.start(host);
   await waitFor('idle after start', () => gc.mode === 'idle');
-  gc.finished(ended(1));
+  gc.attemptEnded(ended(1));
   await waitFor('the first commit under way', () => gc.mode === 'committing');
-  gc.finished(ended(2));
+  gc.attemptEnded(ended(2));
   await waitFor('the second one wanted', () => gc.mode === 'committing-more-wanted');
   assert.deepEqual(store.recorded(), []);
   release();
@@ -138,9 +139,9 @@ test('the window: a group commit waits for it (scheduled), a claim for new work 
   const { host, seen } = recordingHost();
   gc.start(host);
   // The first commit of all is not held back (no commit before it).
-  gc.finished(ended(1));
+  gc.attemptEnded(ended(1));
   await waitFor('the first group commit', () => store.recorded().length === 1 && gc.mode === 'idle');
-  gc.finished(ended(2));
+  gc.attemptEnded(ended(2));
   assert.equal(gc.mode, 'scheduled');
   gc.requestClaim();
   await waitFor('the claim', () => seen.plans.includes('claim'));
@@ -165,8 +166,8 @@ test('a lock held by another connection: the commit keeps what it carries, tries
   gc.start(host);
   await waitFor('idle after start', () => gc.mode === 'idle');
   other.exec('BEGIN IMMEDIATE');
-  gc.finished(ended(1));
-  gc.finished(ended(2));
+  gc.attemptEnded(ended(1));
+  gc.attemptEnded(ended(2));
   // Tried again and again while the lock is held: never idle meanwhile, nothing lost.
   await waitFor('several tries', () => store.calls.tries >= 5, 10_000, 5);
   assert.notEqual(gc.mode, 'idle');

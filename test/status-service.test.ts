@@ -18,7 +18,7 @@ import { createStatusService } from '../src/services/status.ts';
 import { createTargetCheck } from '../src/services/webhook-target.ts';
 import { createWebhookService } from '../src/services/webhooks.ts';
 import { createOrgService } from '../src/services/orgs.ts';
-import { QUEUE_GAUGE_SQL } from '../src/store/sqlite/deliveries-repo.ts';
+import { SQLITE_QUEUE_GAUGE_SQL } from '../src/store/sqlite/deliveries-repo.ts';
 import { DeliveryStatus } from '../src/store/types.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
@@ -207,7 +207,7 @@ test('feed lag: size minus the committed position of the same file; the whole ne
 test('the gauge reads use the partial indexes: a search by organization, never a scan of the deliveries', (t) => {
   const store = openTestStore(t, ['org-a']);
   const params = { org: 'org-a', after: 0, limit: 20_000, now: 0, status: 'pending' };
-  for (const [name, sql] of Object.entries(QUEUE_GAUGE_SQL)) {
+  for (const [name, sql] of Object.entries(SQLITE_QUEUE_GAUGE_SQL)) {
     const names = Object.keys(params).filter((p) => sql.includes(`@${p}`));
     const plan = (store.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(Object.fromEntries(names.map((n) => [n, params[n as keyof typeof params]]))) as Array<{ detail: string }>).map((r) => r.detail);
     assert.ok(!plan.some((d) => /^SCAN deliveries\b/.test(d)), `${name} scans the deliveries: ${plan.join(' | ')}`);

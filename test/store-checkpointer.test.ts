@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../src/domain/clock.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import { BUSY_LINGER_MS, QUIET_AUTOCHECKPOINT_PAGES, SAFETY_NET_PAGES, startBackgroundCheckpoints } from '../src/store/sqlite/checkpointer.ts';
-import { BURST_CACHE_KIB, QUIET_CACHE_KIB } from '../src/store/sqlite/db.ts';
+import { BURST_CACHE_KIB, QUIET_CACHE_KIB } from '../src/store/sqlite/connection.ts';
 import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from './helpers.ts';
 

@@ -15,8 +15,8 @@ import { orderingKey } from '../src/domain/ordering.ts';
 import { WebhookStatus } from '../src/domain/types.ts';
 import { publicStatus } from '../src/services/delivery-log.ts';
 import { createIngestService } from '../src/services/ingest.ts';
-import type { Db } from '../src/store/sqlite/db.ts';
-import { createDeliveriesRepo } from '../src/store/sqlite/deliveries-repo.ts';
+import type { Db } from '../src/store/sqlite/connection.ts';
+import { createSqliteDeliveriesRepo } from '../src/store/sqlite/deliveries-repo.ts';
 import { dueDeliveryOf } from '../src/store/rows.ts';
 import { DeliveryStatus, type ListFilter } from '../src/store/types.ts';
 import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
@@ -455,12 +455,12 @@ describe('the partial indexes of migration 5', () => {
   });
 
   /** The SQL text and parameters of the statement the repository runs for `call` (the last, when several), captured on the way to SQLite. */
-  function statementRunBy(store: Store, call: (repo: ReturnType<typeof createDeliveriesRepo>) => unknown): { sql: string; params: unknown[] } {
+  function statementRunBy(store: Store, call: (repo: ReturnType<typeof createSqliteDeliveriesRepo>) => unknown): { sql: string; params: unknown[] } {
     return statementsRunBy(store, call).at(-1)!;
   }
 
   /** Every statement the repository runs for `call`, in order. */
-  function statementsRunBy(store: Store, call: (repo: ReturnType<typeof createDeliveriesRepo>) => unknown): Array<{ sql: string; params: unknown[] }> {
+  function statementsRunBy(store: Store, call: (repo: ReturnType<typeof createSqliteDeliveriesRepo>) => unknown): Array<{ sql: string; params: unknown[] }> {
     const run: Array<{ sql: string; params: unknown[] }> = [];
     const recording = {
       prepare(sql: string) {
@@ -477,7 +477,7 @@ describe('the partial indexes of migration 5', () => {
         };
       },
     };
-    call(createDeliveriesRepo(recording as unknown as Db));
+    call(createSqliteDeliveriesRepo(recording as unknown as Db));
     assert.ok(run.length > 0, 'the call ran no statement');
     return run;
   }

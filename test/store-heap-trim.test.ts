@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../src/domain/clock.ts';
 import { openIngestPath } from '../src/feed/ingest-path.ts';
 import { createIngestService } from '../src/services/ingest.ts';
-import { BURST_CACHE_KIB, QUIET_CACHE_KIB } from '../src/store/sqlite/db.ts';
+import { BURST_CACHE_KIB, QUIET_CACHE_KIB } from '../src/store/sqlite/connection.ts';
 import { createHeapTrimmer } from '../src/store/sqlite/heap-trim.ts';
 import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from './helpers.ts';

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import Database from 'better-sqlite3';
-import { SCHEMA_VERSION } from '../src/store/sqlite/db.ts';
+import { SCHEMA_VERSION } from '../src/store/sqlite/connection.ts';
 import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { createDeliveryLogService } from '../src/services/delivery-log.ts';
 import { databaseAtVersion, tempDir } from './helpers.ts';

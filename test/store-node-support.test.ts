@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ErrorCode, HookrelayError } from '../src/domain/errors.ts';
-import { assertSupportedNode } from '../src/store/sqlite/db.ts';
+import { assertSupportedNode } from '../src/store/sqlite/connection.ts';
 
 test('a Node.js without Node-API 10 (Node 20, Node 22 before 22.14) is refused with one line naming both versions', () => {
   for (const versions of [{ node: '20.20.2', napi: '9' }, { node: '22.13.1', napi: '9' }, { node: '18.20.4', napi: '9' }]) {

@@ -11,7 +11,7 @@ import { describe, test, type TestContext } from 'node:test';
 import type { Clock } from '../src/domain/clock.ts';
 import { createDeliveryLogService } from '../src/services/delivery-log.ts';
 import { createIngestService, type RawLine } from '../src/services/ingest.ts';
-import { SCHEMA_VERSION } from '../src/store/sqlite/db.ts';
+import { SCHEMA_VERSION } from '../src/store/sqlite/connection.ts';
 import { MIGRATIONS } from '../src/store/sqlite/migrations.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from './helpers.ts';

@@ -1,7 +1,6 @@
 /** Parts every view uses: the session it runs in, its messages, confirmations, viewer mode. */
-import type { ApiClient } from './api-client.ts';
+import { ApiError, type ApiClient } from './api-client.ts';
 import { h, replace, uid, type Child } from './dom.ts';
-import type { Identity } from './token.ts';
 
 /** Where a message came from: a refresh's failure is cleared by the next refresh that works. */
 export type Source = 'load' | 'action';
@@ -49,10 +48,23 @@ export function createMessages(): Messages {
   };
 }
 
-/** What a view gets from the app. */
+/**
+ * A failed call's alert: the problem's title and detail, the network failure's message, or an
+ * error of the console itself.
+ */
+export function showFailure(messages: Messages, source: Source, error: unknown): void {
+  if (!(error instanceof ApiError)) {
+    messages.showAlert(source, 'Something went wrong in the console: ', error instanceof Error ? error.message : String(error));
+    return;
+  }
+  const failure = error.failure;
+  if (failure.kind === 'network') messages.showAlert(source, failure.message);
+  else messages.showAlert(source, h('strong', null, failure.title), ' ', failure.detail);
+}
+
+/** What a view gets from the app (screen.ts makes it from ConsoleApp). */
 export interface Session {
   readonly api: ApiClient;
-  readonly identity: Identity;
   /** False once the caller is known to be a viewer (role claim, or a 403 from the API). */
   canManage(): boolean;
   /** Calls `listener` when the caller turns out to be a viewer; returns the unsubscribe. */
@@ -106,6 +118,8 @@ export function actionGuard(session: Session, buttons: readonly HTMLButtonElemen
     dispose: unsubscribe,
   };
 }
+
+export type ActionGuard = ReturnType<typeof actionGuard>;
 
 /** A modal `<dialog>` asking to confirm: its heading is its name; Cancel has the focus first. */
 export function confirmDialog(options: { title: string; text: string; confirm: string; onConfirm: () => void }) {

@@ -1,9 +1,9 @@
 /** #/webhook: the organization's webhook, its health, test event and secret rotation. */
-import type { SecretRotation, Webhook } from './api-client.ts';
+import type { SecretRotation, Webhook, WebhookChange } from './api-client.ts';
 import { chartSection, CHART_REFRESH_MS } from './chart-view.ts';
 import { h, marked, replace, time, type Child } from './dom.ts';
 import { deliveryHref } from './route.ts';
-import { actionGuard, confirmDialog, createMessages, heading, type Session, type View } from './ui.ts';
+import { actionGuard, confirmDialog, createMessages, heading, type ActionGuard, type Messages, type Session, type View } from './ui.ts';
 
 function row(term: string, ...value: Child[]): HTMLElement[] {
   return [h('dt', null, term), h('dd', null, ...value)];
@@ -38,14 +38,39 @@ function facts(webhook: Webhook): HTMLElement[] {
   ];
 }
 
+/** The action buttons of the page, in their order on it. */
+interface Buttons {
+  readonly sendTest: HTMLButtonElement;
+  readonly rotate: HTMLButtonElement;
+  readonly disable: HTMLButtonElement;
+  readonly enable: HTMLButtonElement;
+}
+
+/** What the actions need of the page that holds them. */
+interface ActionContext {
+  readonly session: Session;
+  readonly messages: Messages;
+  readonly guard: ActionGuard;
+  readonly buttons: Buttons;
+  readonly secretBox: HTMLElement;
+  /** Whether the page is gone: a late answer is dropped. */
+  isDisposed(): boolean;
+  /** Shows a webhook as the API answered it. */
+  show(answer: Webhook): void;
+  /** Loads the webhook again and redraws it, changed or not (the rotation state). */
+  reload(): Promise<void>;
+}
+
 export const webhookView: View = (root: HTMLElement, session: Session) => {
   const messages = createMessages();
   const list = h('dl', { class: 'facts', 'aria-busy': 'true' });
-  const sendTest = h('button', { type: 'button' }, 'Send test event');
-  const rotate = h('button', { type: 'button' }, 'Rotate secret');
-  const disable = h('button', { type: 'button', hidden: true }, 'Disable');
-  const enable = h('button', { type: 'button', hidden: true }, 'Enable');
-  const guard = actionGuard(session, [sendTest, rotate, disable, enable]);
+  const buttons: Buttons = {
+    sendTest: h('button', { type: 'button' }, 'Send test event'),
+    rotate: h('button', { type: 'button' }, 'Rotate secret'),
+    disable: h('button', { type: 'button', hidden: true }, 'Disable'),
+    enable: h('button', { type: 'button', hidden: true }, 'Enable'),
+  };
+  const guard = actionGuard(session, [buttons.sendTest, buttons.rotate, buttons.disable, buttons.enable]);
   const secretBox = h('div', { class: 'secret-box', hidden: true });
   let disposed = false;
   let webhook: Webhook | null = null;
@@ -56,8 +81,8 @@ export const webhookView: View = (root: HTMLElement, session: Session) => {
     if (webhook === null || json !== JSON.stringify(webhook)) replace(list, ...facts(answer));
     webhook = answer;
     // One of the two: Disable while it is on, Enable once it is disabled.
-    disable.hidden = answer.status === 'disabled';
-    enable.hidden = answer.status !== 'disabled';
+    buttons.disable.hidden = answer.status === 'disabled';
+    buttons.enable.hidden = answer.status !== 'disabled';
   };
 
   const load = async (): Promise<void> => {
@@ -73,83 +98,19 @@ export const webhookView: View = (root: HTMLElement, session: Session) => {
     }
   };
 
-  const showSecret = (rotation: SecretRotation) => {
-    replace(
-      secretBox,
-      h('label', { for: 'new-secret' }, 'New secret'),
-      h('output', { id: 'new-secret', class: 'secret' }, rotation.secret),
-      h(
-        'p',
-        null,
-        'It is shown once: give it to your receiver now (an admin can read it again with GET /webhook/get_secret). Until ',
-        time(rotation.previous_secret_expires_at),
-        ' deliveries are signed with both the new and the previous secret.',
-      ),
-    );
-    secretBox.hidden = false;
-  };
-
-  const dialog = confirmDialog({
-    title: 'Rotate the signing secret?',
-    text: 'A new secret is made and shown once. The previous secret keeps signing alongside it for a grace period (24 hours by default), so the receiver can switch without losing deliveries.',
-    confirm: 'Rotate',
-    onConfirm: () =>
-      void guard.run(rotate, async () => {
-        messages.clearStatus();
-        try {
-          const rotation = await session.api.rotateSecret();
-          if (disposed) return;
-          messages.clearAlert();
-          showSecret(rotation);
-          webhook = null; // redraw the rotation state
-          await load();
-        } catch (err) {
-          if (!disposed) session.fail(err, messages, 'action');
-        }
-      }),
+  const dialogs = wireActions({
+    session,
+    messages,
+    guard,
+    buttons,
+    secretBox,
+    isDisposed: () => disposed,
+    show,
+    reload: () => {
+      webhook = null;
+      return load();
+    },
   });
-
-  const change = (button: HTMLButtonElement, call: () => Promise<Webhook & { message: string }>) =>
-    guard.run(button, async () => {
-      messages.clearStatus();
-      try {
-        const { message, ...answer } = await call();
-        if (disposed) return;
-        messages.clearAlert();
-        show(answer);
-        messages.showStatus(message);
-      } catch (err) {
-        if (!disposed) session.fail(err, messages, 'action');
-      }
-    });
-
-  const disableDialog = confirmDialog({
-    title: 'Disable the webhook?',
-    text: 'Nothing is sent to the receiver until the webhook is enabled again; its deliveries are held meanwhile, not dropped.',
-    confirm: 'Disable webhook',
-    onConfirm: () => void change(disable, () => session.api.disableWebhook()),
-  });
-  disable.addEventListener('click', () => disableDialog.open());
-  enable.addEventListener('click', () => void change(enable, () => session.api.enableWebhook()));
-
-  sendTest.addEventListener('click', () =>
-    void guard.run(sendTest, async () => {
-      try {
-        const queued = await session.api.sendTest();
-        if (disposed) return;
-        messages.clearAlert();
-        messages.showStatus(`${queued.message}. `, h('a', { href: deliveryHref(queued.delivery.id) }, `See delivery ${queued.delivery.id}`));
-      } catch (err) {
-        if (!disposed) session.fail(err, messages, 'action');
-      }
-    }),
-  );
-  rotate.addEventListener('click', () => {
-    secretBox.hidden = true;
-    secretBox.replaceChildren();
-    dialog.open();
-  });
-
   const chart = chartSection(session.api, (err) => {
     if (!disposed) session.fail(err, messages, 'load');
   });
@@ -160,11 +121,10 @@ export const webhookView: View = (root: HTMLElement, session: Session) => {
     messages.status,
     guard.note,
     list,
-    h('div', { class: 'actions' }, sendTest, rotate, disable, enable),
+    h('div', { class: 'actions' }, buttons.sendTest, buttons.rotate, buttons.disable, buttons.enable),
     secretBox,
     chart.element,
-    dialog.element,
-    disableDialog.element,
+    ...dialogs,
   );
   void load();
   void chart.load();
@@ -176,3 +136,81 @@ export const webhookView: View = (root: HTMLElement, session: Session) => {
     chart.dispose();
   };
 };
+
+function showSecret(secretBox: HTMLElement, rotation: SecretRotation): void {
+  replace(
+    secretBox,
+    h('label', { for: 'new-secret' }, 'New secret'),
+    h('output', { id: 'new-secret', class: 'secret' }, rotation.secret),
+    h(
+      'p',
+      null,
+      'It is shown once: give it to your receiver now (an admin can read it again with GET /webhook/get_secret). Until ',
+      time(rotation.previous_secret_expires_at),
+      ' deliveries are signed with both the new and the previous secret.',
+    ),
+  );
+  secretBox.hidden = false;
+}
+
+/** Makes the buttons act: test event, rotation and disabling after a confirmation, enabling. Returns the dialogs, for the page to hold. */
+function wireActions(page: ActionContext): HTMLElement[] {
+  const { session, messages, guard, buttons } = page;
+  const attempt = (button: HTMLButtonElement, action: () => Promise<void>) =>
+    guard.run(button, async () => {
+      try {
+        await action();
+      } catch (err) {
+        if (!page.isDisposed()) session.fail(err, messages, 'action');
+      }
+    });
+
+  const rotateDialog = confirmDialog({
+    title: 'Rotate the signing secret?',
+    text: 'A new secret is made and shown once. The previous secret keeps signing alongside it for a grace period (24 hours by default), so the receiver can switch without losing deliveries.',
+    confirm: 'Rotate',
+    onConfirm: () =>
+      void attempt(buttons.rotate, async () => {
+        messages.clearStatus();
+        const rotation = await session.api.rotateSecret();
+        if (page.isDisposed()) return;
+        messages.clearAlert();
+        showSecret(page.secretBox, rotation);
+        await page.reload();
+      }),
+  });
+
+  const change = (button: HTMLButtonElement, call: () => Promise<WebhookChange>) =>
+    attempt(button, async () => {
+      messages.clearStatus();
+      const { message, ...answer } = await call();
+      if (page.isDisposed()) return;
+      messages.clearAlert();
+      page.show(answer);
+      messages.showStatus(message);
+    });
+
+  const disableDialog = confirmDialog({
+    title: 'Disable the webhook?',
+    text: 'Nothing is sent to the receiver until the webhook is enabled again; its deliveries are held meanwhile, not dropped.',
+    confirm: 'Disable webhook',
+    onConfirm: () => void change(buttons.disable, () => session.api.disableWebhook()),
+  });
+  buttons.disable.addEventListener('click', () => disableDialog.open());
+  buttons.enable.addEventListener('click', () => void change(buttons.enable, () => session.api.enableWebhook()));
+
+  buttons.sendTest.addEventListener('click', () =>
+    void attempt(buttons.sendTest, async () => {
+      const queued = await session.api.sendTest();
+      if (page.isDisposed()) return;
+      messages.clearAlert();
+      messages.showStatus(`${queued.message}. `, h('a', { href: deliveryHref(queued.delivery.id) }, `See delivery ${queued.delivery.id}`));
+    }),
+  );
+  buttons.rotate.addEventListener('click', () => {
+    page.secretBox.hidden = true;
+    page.secretBox.replaceChildren();
+    rotateDialog.open();
+  });
+  return [rotateDialog.element, disableDialog.element];
+}

@@ -52,6 +52,11 @@ export function statusOf(code: ErrorCode): number {
   return STATUS[code].status;
 }
 
+/** The `title` of every problem with this code. */
+export function titleOf(code: ErrorCode): string {
+  return STATUS[code].title;
+}
+
 /**
  * Writes `err` as an RFC 9457 problem+json response. Only codes whose status is below 500 (and
  * `database_busy`, whose message says nothing of the server but to try again) carry their

@@ -93,6 +93,14 @@ function sqliteOnly(config: Config, command: string, instead: string): void {
 export function registerDbCommands(program: Command): void {
   const db = program.command('db').description('the database: retention, backups, integrity');
 
+  registerPrune(db);
+  registerBackup(db);
+  registerCheck(db);
+  registerCopy(db);
+}
+
+/** `db prune`: what retention removes, now (or counted with --dry-run). */
+function registerPrune(db: Command): void {
   jsonOption(db.command('prune').description('remove what retention removes (delivered events, their attempts, old quarantined lines), now'))
     .option('--dry-run', 'count what would be removed; remove nothing')
     .option('--delivered-older-than <duration>', 'instead of retention.deliveredEvents, such as 7d')
@@ -139,7 +147,10 @@ export function registerDbCommands(program: Command): void {
         );
       });
     });
+}
 
+/** `db backup FILE`: a consistent copy of the SQLite file, also while the daemon runs. */
+function registerBackup(db: Command): void {
   jsonOption(db.command('backup').description('write a consistent copy of the database to FILE, also while the daemon runs').argument('<file>', 'the backup file to write'))
     .option('--force', 'replace FILE if it exists')
     .action(async (file: string, _options: unknown, cmd: Command) => {
@@ -154,7 +165,10 @@ export function registerDbCommands(program: Command): void {
       }).finally(() => progress.end());
       print(options, { path: result.path, bytes: result.bytes, seconds: Math.round(result.ms) / 1000 }, () => `backup written to ${result.path} (${mib(result.bytes)} in ${(result.ms / 1000).toFixed(1)} s)`);
     });
+}
 
+/** `db check [FILE]`: the integrity of the database (exit EXIT_DATABASE_DAMAGED when damaged). */
+function registerCheck(db: Command): void {
   jsonOption(
     db
       .command('check')
@@ -179,7 +193,10 @@ export function registerDbCommands(program: Command): void {
     print(options, view, () => checkText(report));
     if (!report.ok) process.exitCode = EXIT_DATABASE_DAMAGED;
   });
+}
 
+/** `db copy`: a SQLite database into an empty PostgreSQL database. */
+function registerCopy(db: Command): void {
   jsonOption(
     db
       .command('copy')

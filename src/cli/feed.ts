@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import { LINE_EXCERPT_BYTES, lineExcerpt } from '../domain/feed-event.ts';
-import { openIngestPath } from '../feed/ingest-path.ts';
+import { openIngestPath, type IngestPath } from '../feed/ingest-path.ts';
 import { sourceBytes } from '../feed/line-batch.ts';
 import { ingestStream } from '../feed/stream-reader.ts';
 import { createIngestService, type IngestService } from '../services/ingest.ts';
@@ -36,70 +36,7 @@ async function openInput(file: string): Promise<{ input: Readable; source: strin
 /** `ingest` and the `feed` group (quarantined lines, counts per source). */
 export function registerFeedCommands(program: Command): void {
   jsonOption(program.command('ingest').description('ingest a JSONL file (or - for standard input) once and exit').argument('<file>', 'file to read, or -')).action(
-    async (file: string, _options: unknown, cmd: Command) => {
-      const options = optionsOf(cmd);
-      const config = configFrom(options);
-      // The input first: a file that cannot be read changes nothing, not even the state directory.
-      const { input, source, size } = file === '-' ? { input: process.stdin, source: 'stdin', size: null } : await openInput(file);
-      let store: Store;
-      try {
-        store = await openConfiguredStore(config);
-      } catch (err) {
-        if (input !== process.stdin) input.destroy();
-        throw err;
-      }
-      try {
-        const log = cliLogger(config);
-        const path = await openIngestPath(store, log, { reorderWindowMs: config.delivery.reorderWindow });
-        const progress = startProgress('ingest', { unit: 'lines' });
-        let lines = 0;
-        let bytes = 0;
-        const ingest: IngestService = {
-          ...path.ingest,
-          async ingest(...args) {
-            const counts = await path.ingest.ingest(...args);
-            lines += args[1].length;
-            bytes += sourceBytes(args[1]);
-            progress.update(lines, size === null || size === 0 ? undefined : bytes / size);
-            return counts;
-          },
-        };
-        const started = performance.now();
-        // Ctrl-C (or SIGTERM) stops the reading: what was read is committed (a line cut in the
-        // middle is quarantined, not dropped), the summary says what was stored, and the exit
-        // status is 130 (143 for SIGTERM), as for any command a signal interrupted.
-        const interrupt = new AbortController();
-        let interruptedBy: NodeJS.Signals | null = null;
-        const onSignal = (signal: NodeJS.Signals) => {
-          interruptedBy ??= signal;
-          interrupt.abort();
-        };
-        process.once('SIGINT', onSignal);
-        process.once('SIGTERM', onSignal);
-        const counts = await ingestStream(input, { ...config.feed, source, ingest, log, parser: path.parser, signal: interrupt.signal }).finally(async () => {
-          process.off('SIGINT', onSignal);
-          process.off('SIGTERM', onSignal);
-          progress.end();
-          await path.close();
-        });
-        const rate = rateSummary(lines, 'lines', (performance.now() - started) / 1000);
-        print(options, { ...counts, lines, seconds: rate.seconds, lines_per_second: rate.perSecond, ...(interruptedBy === null ? {} : { interrupted: interruptedBy }) }, () =>
-          `${counts.accepted} accepted, ${counts.duplicates} duplicate, ${counts.quarantined} quarantined` +
-          (counts.undeliverable > 0 ? ` (${counts.undeliverable} of the accepted are undeliverable: their organization has no webhook)` : '') +
-          `\n${rate.text}` +
-          (counts.quarantined > 0 ? '\nsee: hookrelay feed rejects' : ''),
-        );
-        if (interruptedBy !== null) {
-          sayError(
-            `ingest interrupted (${interruptedBy}) after ${lines} line(s), all of them stored as counted above; ` +
-              `${source === 'stdin' ? 'what was not sent yet was not read' : 'run the same command again to read the rest (lines already stored count as duplicates)'}`,
-          );
-          process.exitCode = interruptedBy === 'SIGINT' ? 130 : 143;
-        }
-      } finally {
-        await store.close();
-      }
-    },
+    (file: string, _options: unknown, cmd: Command) => ingestCommand(file, cmd),
   );
 
   const feed = program.command('feed').description('the status-change feed');
@@ -121,7 +58,7 @@ export function registerFeedCommands(program: Command): void {
           detail: r.detail,
           event_id: r.eventId,
           line_bytes: r.lineBytes,
-          // Escaped, and no longer than what is kept (a row stored before issue 31 may hold 16 KiB).
+          // Escaped, and no longer than what is kept (a row stored by an older version may hold 16 KiB).
           raw: lineExcerpt(r.raw, r.lineBytes),
           raw_truncated: Math.min(r.raw.length, LINE_EXCERPT_BYTES) < r.lineBytes,
           received_at: iso(r.receivedAt),
@@ -153,4 +90,90 @@ export function registerFeedCommands(program: Command): void {
       });
     });
   });
+}
+
+/** The ingest service of `path`, counting the lines and bytes it stores for the progress line. */
+function countedForProgress(path: IngestPath, size: number | null): { ingest: IngestService; lines: () => number; end: () => void } {
+  const progress = startProgress('ingest', { unit: 'lines' });
+  let lines = 0;
+  let bytes = 0;
+  const ingest: IngestService = {
+    ...path.ingest,
+    async ingest(...args) {
+      const counts = await path.ingest.ingest(...args);
+      lines += args[1].length;
+      bytes += sourceBytes(args[1]);
+      progress.update(lines, size === null || size === 0 ? undefined : bytes / size);
+      return counts;
+    },
+  };
+  return { ingest, lines: () => lines, end: () => progress.end() };
+}
+
+/**
+ * Ctrl-C (or SIGTERM) stops the reading: what was read is committed (a line cut in the middle is
+ * quarantined, not dropped), the summary says what was stored, and the exit status is 130 (143
+ * for SIGTERM), as for any command a signal interrupted.
+ */
+function interruptible(): { signal: AbortSignal; interruptedBy: () => NodeJS.Signals | null; release: () => void } {
+  const interrupt = new AbortController();
+  let interruptedBy: NodeJS.Signals | null = null;
+  const onSignal = (signal: NodeJS.Signals) => {
+    interruptedBy ??= signal;
+    interrupt.abort();
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return {
+    signal: interrupt.signal,
+    interruptedBy: () => interruptedBy,
+    release() {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
+}
+
+/** `hookrelay ingest FILE`: the file (or standard input) read once into the store, with a summary. */
+async function ingestCommand(file: string, cmd: Command): Promise<void> {
+  const options = optionsOf(cmd);
+  const config = configFrom(options);
+  // The input first: a file that cannot be read changes nothing, not even the state directory.
+  const { input, source, size } = file === '-' ? { input: process.stdin, source: 'stdin', size: null } : await openInput(file);
+  let store: Store;
+  try {
+    store = await openConfiguredStore(config);
+  } catch (err) {
+    if (input !== process.stdin) input.destroy();
+    throw err;
+  }
+  try {
+    const log = cliLogger(config);
+    const path = await openIngestPath(store, log, { reorderWindowMs: config.delivery.reorderWindow });
+    const { ingest, lines, end } = countedForProgress(path, size);
+    const started = performance.now();
+    const interrupt = interruptible();
+    const counts = await ingestStream(input, { ...config.feed, source, ingest, log, parser: path.parser, signal: interrupt.signal }).finally(async () => {
+      interrupt.release();
+      end();
+      await path.close();
+    });
+    const interruptedBy = interrupt.interruptedBy();
+    const rate = rateSummary(lines(), 'lines', (performance.now() - started) / 1000);
+    print(options, { ...counts, lines: lines(), seconds: rate.seconds, lines_per_second: rate.perSecond, ...(interruptedBy === null ? {} : { interrupted: interruptedBy }) }, () =>
+      `${counts.accepted} accepted, ${counts.duplicates} duplicate, ${counts.quarantined} quarantined` +
+      (counts.undeliverable > 0 ? ` (${counts.undeliverable} of the accepted are undeliverable: their organization has no webhook)` : '') +
+      `\n${rate.text}` +
+      (counts.quarantined > 0 ? '\nsee: hookrelay feed rejects' : ''),
+    );
+    if (interruptedBy !== null) {
+      sayError(
+        `ingest interrupted (${interruptedBy}) after ${lines()} line(s), all of them stored as counted above; ` +
+          `${source === 'stdin' ? 'what was not sent yet was not read' : 'run the same command again to read the rest (lines already stored count as duplicates)'}`,
+      );
+      process.exitCode = interruptedBy === 'SIGINT' ? 130 : 143;
+    }
+  } finally {
+    await store.close();
+  }
 }

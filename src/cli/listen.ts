@@ -102,38 +102,7 @@ export function registerListenCommand(program: Command): void {
             if (size <= MAX_BODY_BYTES) chunks.push(chunk);
           });
           req.on('end', () => {
-            void (async () => {
-              const bytes = Buffer.concat(chunks);
-              const body = bytes.toString('utf8');
-              const header = (name: string) => (typeof req.headers[name] === 'string' ? (req.headers[name] as string) : undefined);
-              const current = await secret();
-              const signature = header('webhook-signature');
-              let problem: string | null;
-              if (current !== null) problem = verifySignature([current], { id: header('webhook-id'), timestamp: header('webhook-timestamp'), signature }, body, Math.floor(Date.now() / 1000));
-              else problem = signature === undefined ? null : 'signed, but the webhook has no signing secret here (another install?)';
-              let data: Record<string, unknown> = {};
-              try {
-                data = ((JSON.parse(body) as { data?: Record<string, unknown> }).data ?? {}) as Record<string, unknown>;
-              } catch {
-                // Not JSON: shown as such below.
-              }
-              const verdict = problem !== null ? `signature FAILED: ${problem}` : current === null ? 'unsigned (active_hmac is false)' : 'signature ok';
-              const answer = problem === null ? status : 401;
-              out(
-                [
-                  new Date().toISOString(),
-                  `${shown(req.method ?? '?')} ${shown(req.url, 80)}`,
-                  `id ${shown(header('webhook-id') ?? '-')}`,
-                  `request ${shown(data.anticipation_request_id ?? '-')}`,
-                  `status ${shown(data.status ?? '-')}`,
-                  verdict,
-                  `-> ${answer}`,
-                ].join('  '),
-              );
-              if (options.verbose) out(bodyLines(bytes));
-              res.writeHead(answer, answer === 401 ? { 'content-type': 'text/plain' } : {});
-              res.end(answer === 401 ? 'signature does not verify\n' : undefined);
-            })().catch((err: unknown) => {
+            answerDelivery(req, res, Buffer.concat(chunks), { secret, status, verbose: options.verbose === true, out }).catch((err: unknown) => {
               out(`error: ${terminalSafe((err as Error).message)}`);
               res.writeHead(500).end();
             });
@@ -172,4 +141,45 @@ export function registerListenCommand(program: Command): void {
         });
       });
     });
+}
+
+/** What answerDelivery needs besides the request: the organization's secret now, the status to answer, where to print. */
+interface ListenContext {
+  readonly secret: () => Promise<string | null>;
+  readonly status: number;
+  readonly verbose: boolean;
+  readonly out: (line: string) => void;
+}
+
+/** Verifies one request, prints its line (and with --verbose its body, escaped), and answers it. */
+async function answerDelivery(req: IncomingMessage, res: ServerResponse, bytes: Buffer, context: ListenContext): Promise<void> {
+  const body = bytes.toString('utf8');
+  const header = (name: string) => (typeof req.headers[name] === 'string' ? (req.headers[name] as string) : undefined);
+  const current = await context.secret();
+  const signature = header('webhook-signature');
+  let problem: string | null;
+  if (current !== null) problem = verifySignature([current], { id: header('webhook-id'), timestamp: header('webhook-timestamp'), signature }, body, Math.floor(Date.now() / 1000));
+  else problem = signature === undefined ? null : 'signed, but the webhook has no signing secret here (another install?)';
+  let data: Record<string, unknown> = {};
+  try {
+    data = ((JSON.parse(body) as { data?: Record<string, unknown> }).data ?? {}) as Record<string, unknown>;
+  } catch {
+    // Not JSON: shown as such below.
+  }
+  const verdict = problem !== null ? `signature FAILED: ${problem}` : current === null ? 'unsigned (active_hmac is false)' : 'signature ok';
+  const answer = problem === null ? context.status : 401;
+  context.out(
+    [
+      new Date().toISOString(),
+      `${shown(req.method ?? '?')} ${shown(req.url, 80)}`,
+      `id ${shown(header('webhook-id') ?? '-')}`,
+      `request ${shown(data.anticipation_request_id ?? '-')}`,
+      `status ${shown(data.status ?? '-')}`,
+      verdict,
+      `-> ${answer}`,
+    ].join('  '),
+  );
+  if (context.verbose) context.out(bodyLines(bytes));
+  res.writeHead(answer, answer === 401 ? { 'content-type': 'text/plain' } : {});
+  res.end(answer === 401 ? 'signature does not verify\n' : undefined);
 }

@@ -49,7 +49,7 @@ export interface WebhookState {
    * Deliveries claimed (leased) ahead for this healthy webhook, oldest first, started as its
    * slots free up: one claim query serves several attempts. At most perWebhookConcurrency.
    */
-  readonly ready: readonly unknown[];
+  readonly claimedAhead: readonly unknown[];
   /** It may have due deliveries that were not claimed yet. */
   hasWork: boolean;
   /** When its next known retry falls due (epoch ms), once its queue was read to the end. */
@@ -77,7 +77,7 @@ export interface ClaimRules {
   /** Attempts in flight at once per webhook, while it answers (`delivery.perWebhookConcurrency`). */
   readonly perWebhook: number;
   /** Slots that failing or slow webhooks may take together (half of `delivery.concurrency`, at least 1). */
-  readonly limitedCap: number;
+  readonly failingOrSlowCap: number;
   /** An attempt running this long (ms) makes its webhook slow. */
   readonly slowMs: number;
   /** Several instances share the database (PostgreSQL): claim only what can start here now. */
@@ -85,7 +85,7 @@ export interface ClaimRules {
 }
 
 /** The slots failing or slow webhooks may take together: half of `concurrency`, at least one. */
-export function limitedCapOf(concurrency: number): number {
+export function failingOrSlowCapOf(concurrency: number): number {
   return Math.max(1, Math.floor(concurrency / 2));
 }
 
@@ -96,11 +96,11 @@ export function isSlow(hook: WebhookState, mono: number, slowMs: number): boolea
 }
 
 /**
- * Limited to one attempt at a time: failing or slow (these share at most half of the slots),
- * or not yet known to answer (so that a receiver that hangs from its first request holds one
+ * Held to one attempt at a time: failing or slow (these share at most half of the slots), or
+ * not yet known to answer (so that a receiver that hangs from its first request holds one
  * slot, not its whole share).
  */
-export function isLimited(hook: WebhookState, mono: number, slowMs: number): boolean {
+export function getsOneAttemptAtATime(hook: WebhookState, mono: number, slowMs: number): boolean {
   return hook.failing || !hook.proven || isSlow(hook, mono, slowMs);
 }
 
@@ -109,19 +109,21 @@ export function retryFellDue(hook: WebhookState, now: number, mono: number): boo
   return hook.deliverable && hook.pausedUntil <= mono && hook.rateUntil <= mono && hook.retryAt !== null && hook.retryAt <= now;
 }
 
+/** Where a delivery a commit just claimed goes (see placeClaimed). */
+export type Placement = 'start' | 'keep-ahead' | 'give-back';
+
 /**
- * What becomes of a delivery a commit just claimed for `hook`: `start` now, `buffer` (leased
- * ahead, started as a slot frees), or `give-back` (a rate-limited webhook without a free slot:
- * the claim counted it against the limit, so it is sent now or never later, as a late start
- * would crowd the next second's).
+ * What becomes of a delivery a commit just claimed for `hook`: `start` now, `keep-ahead`
+ * (leased ahead, started as a slot frees), or `give-back` (a rate-limited webhook without a
+ * free slot: the claim counted it against the limit, so it is sent now or never later, as a
+ * late start would crowd the next second's).
  *
- * @param freeHere a slot is free in this instance (slots used < `delivery.concurrency`)
+ * @param slotFreeHere a slot is free in this instance (slots used < `delivery.concurrency`)
  */
-export function placeClaimed(rules: ClaimRules, hook: WebhookState, mono: number, freeHere: boolean): 'start' | 'buffer' | 'give-back' {
-  const limited = isLimited(hook, mono, rules.slowMs);
-  if (limited) return hook.attempts.size === 0 && hook.ready.length === 0 ? 'start' : 'buffer';
-  if (hook.rateLimit === null) return 'buffer';
-  return hook.attempts.size < rules.perWebhook && freeHere ? 'start' : 'give-back';
+export function placeClaimed(rules: ClaimRules, hook: WebhookState, mono: number, slotFreeHere: boolean): Placement {
+  if (getsOneAttemptAtATime(hook, mono, rules.slowMs)) return hook.attempts.size === 0 && hook.claimedAhead.length === 0 ? 'start' : 'keep-ahead';
+  if (hook.rateLimit === null) return 'keep-ahead';
+  return hook.attempts.size < rules.perWebhook && slotFreeHere ? 'start' : 'give-back';
 }
 
 /**
@@ -147,74 +149,87 @@ export function nextWakeDelay(hooks: Iterable<WebhookState>, now: number, mono: 
 
 /**
  * Slots of failing or slow webhooks still taken once the commit has recorded what ended:
- * attempts still running, less those given back in it (`back`).
+ * attempts still running, less those cut short and given back in it (`cutShort`).
  */
-export function troubledInFlight(hooks: Iterable<WebhookState>, mono: number, slowMs: number, back: readonly AttemptState[]): number {
+export function failingOrSlowInFlight(hooks: Iterable<WebhookState>, mono: number, slowMs: number, cutShort: readonly AttemptState[]): number {
   let used = 0;
   for (const hook of hooks) {
     if (hook.attempts.size === 0 || !(hook.failing || isSlow(hook, mono, slowMs))) continue;
-    for (const a of hook.attempts) if (a.finished === null && !back.includes(a)) used++;
+    for (const a of hook.attempts) if (a.finished === null && !cutShort.includes(a)) used++;
   }
   return used;
 }
 
+/** The webhooks that may claim now, each group in the rotated order (see planClaims). */
+interface Candidates {
+  /** Not yet known to answer: one delivery each. */
+  readonly untried: ClaimWanted[];
+  /** Failing or slow: one delivery each, within the half of the slots these share. */
+  readonly failingOrSlow: ClaimWanted[];
+  /** Answering well: up to their slots, and as many again claimed ahead (none ahead when rate-limited). */
+  readonly healthy: ClaimWanted[];
+}
+
+function candidatesOf(rules: ClaimRules, hooks: readonly WebhookState[], first: number, mono: number): Candidates {
+  const perWebhook = rules.perWebhook;
+  const found: Candidates = { untried: [], failingOrSlow: [], healthy: [] };
+  for (let i = 0; i < hooks.length; i++) {
+    const hook = hooks[(first + i) % hooks.length]!;
+    if (!hook.deliverable || hook.pausedUntil > mono || hook.rateUntil > mono || !hook.hasWork) continue;
+    const rateFlag = hook.rateLimit !== null ? { rateLimited: true } : {};
+    if (getsOneAttemptAtATime(hook, mono, rules.slowMs)) {
+      if (hook.attempts.size === 0 && hook.claimedAhead.length === 0) (hook.failing || hook.proven ? found.failingOrSlow : found.untried).push({ orgId: hook.orgId, room: 1, cap: 1, ...rateFlag });
+      continue;
+    }
+    const held = hook.attempts.size + hook.claimedAhead.length;
+    if (hook.rateLimit !== null) {
+      // Nothing claimed ahead: a delivery counts against the limit when it is claimed, so it
+      // must start then (see the dispatcher's placement of what a commit claimed).
+      const claimable = perWebhook - held;
+      if (claimable > 0) found.healthy.push({ orgId: hook.orgId, room: claimable, cap: claimable, rateLimited: true });
+      continue;
+    }
+    const claimable = 2 * perWebhook - held;
+    if (held === 0 || claimable >= Math.ceil(perWebhook / 2)) found.healthy.push({ orgId: hook.orgId, room: claimable, cap: Math.max(0, perWebhook - held) });
+  }
+  return found;
+}
+
 /**
- * The organizations to claim for now, each with how many deliveries to lease. Limited
- * webhooks come first, one each while slots are free: webhooks not yet known to answer
- * (they may well be healthy), then failing or slow ones while the half of the slots these
- * may hold together lasts; then the healthy ones, whose buffer is topped up to their slots
- * plus as many again once it has run half down. Each group in the order of `hooks` rotated to
- * start at `first`: the caller moves `first` on from one commit to the next, so no webhook
- * always comes last.
+ * The organizations to claim for now, each with how many deliveries to lease. Webhooks held
+ * to one attempt at a time come first, one each while slots are free: webhooks not yet known
+ * to answer (they may well be healthy), then failing or slow ones while the half of the slots
+ * these may hold together lasts; then the healthy ones, whose deliveries claimed ahead are
+ * topped up to their slots plus as many again once they have run half down. Each group in the
+ * order of `hooks` rotated to start at `first`: the caller moves `first` on from one commit to
+ * the next, so no webhook always comes last.
  *
  * Skipped: webhooks not deliverable (disabled), paused, at their rate limit, or without work.
  *
  * @param first index in `hooks` where this commit's order starts (0 when `hooks` is empty)
- * @param free slots free in this instance once the commit has recorded what ended
- * @param troubledUsed slots failing or slow webhooks hold (see troubledInFlight)
+ * @param freeSlots slots free in this instance once the commit has recorded what ended
+ * @param failingOrSlowUsed slots failing or slow webhooks hold (see failingOrSlowInFlight)
  */
-export function planClaims(rules: ClaimRules, hooks: readonly WebhookState[], first: number, mono: number, free: number, troubledUsed: number): ClaimWanted[] {
-  const perHook = rules.perWebhook;
-  // A limited webhook's delivery starts as soon as it is claimed: it needs a free slot.
-  let freeLeft = free;
-  let troubledLeft = rules.limitedCap - troubledUsed;
-  const unknown: ClaimWanted[] = [];
-  const troubled: ClaimWanted[] = [];
-  const healthy: ClaimWanted[] = [];
-  for (let i = 0; i < hooks.length; i++) {
-    const hook = hooks[(first + i) % hooks.length]!;
-    if (!hook.deliverable || hook.pausedUntil > mono || hook.rateUntil > mono || !hook.hasWork) continue;
-    const rated = hook.rateLimit !== null ? { rateLimited: true } : {};
-    if (isLimited(hook, mono, rules.slowMs)) {
-      if (hook.attempts.size === 0 && hook.ready.length === 0) (hook.failing || hook.proven ? troubled : unknown).push({ orgId: hook.orgId, room: 1, cap: 1, ...rated });
-      continue;
-    }
-    const held = hook.attempts.size + hook.ready.length;
-    if (hook.rateLimit !== null) {
-      // Nothing claimed ahead: a delivery counts against the limit when it is claimed, so it
-      // must start then (see the dispatcher's `claimed`).
-      const room = perHook - held;
-      if (room > 0) healthy.push({ orgId: hook.orgId, room, cap: room, rateLimited: true });
-      continue;
-    }
-    const room = 2 * perHook - held;
-    if (held === 0 || room >= Math.ceil(perHook / 2)) healthy.push({ orgId: hook.orgId, room, cap: Math.max(0, perHook - held) });
-  }
+export function planClaims(rules: ClaimRules, hooks: readonly WebhookState[], first: number, mono: number, freeSlots: number, failingOrSlowUsed: number): ClaimWanted[] {
+  const { untried, failingOrSlow, healthy } = candidatesOf(rules, hooks, first, mono);
+  // A delivery of a webhook held to one attempt starts as soon as it is claimed: it needs a free slot.
+  let freeLeft = freeSlots;
+  let failingOrSlowLeft = rules.failingOrSlowCap - failingOrSlowUsed;
   const wanted: ClaimWanted[] = [];
-  // Shared database: each healthy webhook's claim is capped to the slots free here, handed
-  // out in the rotating order, what the limited ones take first.
-  for (const w of unknown) {
+  for (const w of untried) {
     if (freeLeft <= 0) break;
     freeLeft--;
     wanted.push(w);
   }
-  for (const w of troubled) {
-    if (freeLeft <= 0 || troubledLeft <= 0) break;
+  for (const w of failingOrSlow) {
+    if (freeLeft <= 0 || failingOrSlowLeft <= 0) break;
     freeLeft--;
-    troubledLeft--;
+    failingOrSlowLeft--;
     wanted.push(w);
   }
   if (rules.sharedDatabase) {
+    // Each healthy webhook's claim is capped to the slots free here, handed out in the
+    // rotating order, after what the ones held to one attempt took.
     const capped: ClaimWanted[] = [];
     for (const w of healthy) {
       if (freeLeft <= 0) break;

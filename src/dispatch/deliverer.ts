@@ -131,11 +131,40 @@ function classify(err: unknown, deadlineHit: boolean, withhold: boolean): { erro
   // The proxy's own failures say nothing of the receiver, nor of the proxy's address or credentials (proxy-tunnel.ts).
   if (err instanceof ProxyError) return { error: AttemptError.proxy, detail: err.message };
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME') return { error: AttemptError.dns, detail: `DNS lookup failed (${code})` };
-  // undici's name for a connection the receiver closed before its answer was complete; got and
-  // node:http called it a socket hang up, and the attempt log keeps saying so.
+  // undici's name for a connection the receiver closed before its answer was complete; the
+  // attempt log calls it a socket hang up, node:http's words, whatever the client.
   if (code === 'UND_ERR_SOCKET') return { error: AttemptError.connection, detail: 'ECONNRESET: socket hang up (the receiver closed the connection)' };
   if (TLS_CODES.test(code)) return { error: AttemptError.tls, detail: withhold ? `TLS failed (${code})${INTERNAL_ERROR_WITHHELD}` : `TLS failed (${code}): ${e.message}`.slice(0, 500) };
   return { error: AttemptError.connection, detail: withhold ? `${code || e.name}${INTERNAL_ERROR_WITHHELD}` : `${code || e.name}: ${e.message}`.slice(0, 500) };
+}
+
+/**
+ * The result as the attempt log keeps it: the webhook's credentials this request carried
+ * (its headers that isCredentialHeader takes for credentials) replaced by a marker wherever
+ * the receiver's answer, or an error's sentence, repeats them. A receiver that echoes the
+ * request's headers would otherwise show them to every reader of the log, viewers included,
+ * where get_webhook and the request view show them to nobody.
+ */
+function hideCredentials(request: DeliveryRequest, result: AttemptResult): AttemptResult {
+  if (request.headers === undefined || (result.responseBody === null && result.errorDetail === null)) return result;
+  const echoes = credentialEchoes(request.headers);
+  if (echoes.length === 0) return result;
+  const responseBody = hideEchoes(result.responseBody, echoes);
+  // A marker is longer than a short credential: what is kept stays within its bound.
+  return { ...result, responseBody: responseBody !== null && responseBody.length > MAX_RESPONSE_BYTES ? responseBody.slice(0, MAX_RESPONSE_BYTES) : responseBody, errorDetail: hideEchoes(result.errorDetail, echoes) };
+}
+
+/** The result of an attempt its deadline, or the daemon's shutdown, cut short: with the request it was sending, if it had made one. */
+function cutShort(started: number, deadlineHit: boolean, sent: Sent): AttemptResult {
+  const { error, detail } = deadlineHit ? TIMED_OUT : { error: AttemptError.connection, detail: 'aborted: the daemon is stopping' };
+  return { statusCode: null, responseBody: null, retryAfterMs: null, error, errorDetail: detail, durationMs: Math.round(performance.now() - started), sentTimestamp: sent.timestamp, sentSignature: sent.signature };
+}
+
+/** What a receiver answered, as the attempt keeps it. */
+interface Answer {
+  readonly statusCode: number;
+  readonly body: string;
+  readonly retryAfter: string | undefined;
 }
 
 /**
@@ -144,36 +173,89 @@ function classify(err: unknown, deadlineHit: boolean, withhold: boolean): { erro
  * Never throws: every outcome is an AttemptResult. A connection error before any response
  * is retried briefly inside the attempt (p-retry); undici retries nothing of its own.
  */
-export function createDeliverer(options: DelivererOptions) {
-  const { networks } = options;
-  const proxies = options.proxies ?? null;
-  const connect = (guard: NetworkGuard, proxy: EgressProxy | null): Route => ({
-    guard,
-    client: createDeliveryClient({
-      extraCa: options.extraCa,
-      lookup: guard.lookup as LookupFunction,
-      connectionsPerOrigin: options.concurrency,
-      connectTimeoutMs: options.timeoutMs,
-      proxy: proxy === null ? undefined : { proxy, target: options.proxyTarget ?? 'address', guard },
-    }),
-  });
-  const shared = connect(createNetworkGuard(networks.shared), proxies?.shared ?? null);
-  // An organization granted networks of its own gets connections of its own: a kept-alive
-  // connection to an internal receiver must never carry another organization's attempt. So
-  // does one with a proxy of its own (or none, "direct"): its connections go another way.
-  const own = new Map<string, Route>();
-  function route(orgId: string): Route {
-    if (!networks.hasOwnNetworks(orgId) && proxies?.hasOwn(orgId) !== true) return shared;
-    let r = own.get(orgId);
-    if (r === undefined) own.set(orgId, (r = connect(createNetworkGuard(networks.forOrg(orgId)), proxies?.forOrg(orgId) ?? null)));
+export class Deliverer {
+  readonly #options: DelivererOptions;
+  readonly #networks: NetworkPolicies;
+  readonly #proxies: EgressProxies | null;
+  readonly #shared: Route;
+  /**
+   * An organization granted networks of its own gets connections of its own: a kept-alive
+   * connection to an internal receiver must never carry another organization's attempt. So
+   * does one with a proxy of its own (or none, "direct"): its connections go another way.
+   */
+  readonly #own = new Map<string, Route>();
+
+  constructor(options: DelivererOptions) {
+    this.#options = options;
+    this.#networks = options.networks;
+    this.#proxies = options.proxies ?? null;
+    this.#shared = this.#connect(createNetworkGuard(this.#networks.shared), this.#proxies?.shared ?? null);
+  }
+
+  /** Closes the kept-alive connections; call once no attempt is in flight. */
+  async close(): Promise<void> {
+    await Promise.all([this.#shared, ...this.#own.values()].map((r) => r.client.destroy()));
+  }
+
+  /** @param shutdown aborts the attempt when the daemon stops. */
+  async deliver(request: DeliveryRequest, shutdown?: AbortSignal): Promise<AttemptResult> {
+    const started = performance.now();
+    // One controller per attempt, for the deadline and the shutdown both, and nothing left
+    // behind on the shared shutdown signal once the attempt is over.
+    const controller = new AbortController();
+    const signal = controller.signal;
+    let deadlineHit = false;
+    const timer = setTimeout(() => {
+      deadlineHit = true;
+      controller.abort(new Error('attempt deadline'));
+    }, this.#options.timeoutMs);
+    const onShutdown = () => controller.abort(shutdown?.reason);
+    if (shutdown?.aborted) onShutdown();
+    else shutdown?.addEventListener('abort', onShutdown, { once: true });
+    // undici acts on an abort only once the request has a connection: an attempt still
+    // connecting (a TLS handshake never answered) would run on to the connect timeout. The
+    // attempt ends when its signal fires, whatever undici is doing; the connection it was
+    // opening is dropped once undici gets to it.
+    const sent: Sent = { timestamp: null, signature: null };
+    const cut = new Promise<AttemptResult>((resolve) => {
+      signal.addEventListener('abort', () => resolve(cutShort(started, deadlineHit, sent)), { once: true });
+    });
+    try {
+      if (signal.aborted) return cutShort(started, deadlineHit, sent);
+      return hideCredentials(request, await Promise.race([this.#attempt(request, signal, started, () => deadlineHit, sent), cut]));
+    } finally {
+      clearTimeout(timer);
+      shutdown?.removeEventListener('abort', onShutdown);
+    }
+  }
+
+  #connect(guard: NetworkGuard, proxy: EgressProxy | null): Route {
+    const options = this.#options;
+    return {
+      guard,
+      client: createDeliveryClient({
+        extraCa: options.extraCa,
+        lookup: guard.lookup as LookupFunction,
+        connectionsPerOrigin: options.concurrency,
+        connectTimeoutMs: options.timeoutMs,
+        proxy: proxy === null ? undefined : { proxy, target: options.proxyTarget ?? 'address', guard },
+      }),
+    };
+  }
+
+  /** The connections and guard an organization's attempts go through (see #own). */
+  #route(orgId: string): Route {
+    if (!this.#networks.hasOwnNetworks(orgId) && this.#proxies?.hasOwn(orgId) !== true) return this.#shared;
+    let r = this.#own.get(orgId);
+    if (r === undefined) this.#own.set(orgId, (r = this.#connect(createNetworkGuard(this.#networks.forOrg(orgId)), this.#proxies?.forOrg(orgId) ?? null)));
     return r;
   }
 
   /** Applies the URL policy before an attempt; returns the host without IPv6 brackets. */
-  function checkTarget(url: URL, guard: NetworkGuard): string {
+  #checkTarget(url: URL, guard: NetworkGuard): string {
     // The policy registration applied, again: a webhook registered before it (or before the
     // operator changed delivery.allowHttp) is held to it too.
-    const refused = urlRefusal(url, options.allowHttp);
+    const refused = urlRefusal(url, this.#options.allowHttp);
     if (refused !== null) throw new Refused(AttemptError.invalidUrl, `the webhook URL ${refused.message}`);
     const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
     // IP literals never reach the lookup function, so they are checked here (the URL parser
@@ -185,14 +267,14 @@ export function createDeliverer(options: DelivererOptions) {
     return host;
   }
 
-  async function send(url: URL, host: string, request: DeliveryRequest, signal: AbortSignal, route: Route, sent: Sent): Promise<{ statusCode: number; body: string; retryAfter: string | undefined }> {
-    const timestamp = Math.floor(options.clock.now() / 1000);
+  async #send(url: URL, host: string, request: DeliveryRequest, signal: AbortSignal, route: Route, sent: Sent): Promise<Answer> {
+    const timestamp = Math.floor(this.#options.clock.now() / 1000);
     const headers = deliveryHeaders({
       eventId: request.eventId,
       timestampSeconds: timestamp,
       body: request.payload,
       secrets: request.secrets,
-      userAgent: options.userAgent,
+      userAgent: this.#options.userAgent,
       ...(request.headers === undefined ? {} : { custom: request.headers }),
     });
     // What the attempt reports it sent (the attempt log keeps it): this request's, a retry's inside the attempt replacing it.
@@ -212,9 +294,9 @@ export function createDeliverer(options: DelivererOptions) {
     // an answer longer than what is kept is cut off (leaving the loop destroys the body, and
     // with it that connection), so a receiver answering a gigabyte costs 20 KiB of memory.
     for await (const chunk of res.body as AsyncIterable<Buffer>) {
-      const take = chunk.subarray(0, MAX_RESPONSE_BYTES - size);
-      chunks.push(take);
-      size += take.length;
+      const kept = chunk.subarray(0, MAX_RESPONSE_BYTES - size);
+      chunks.push(kept);
+      size += kept.length;
       if (size >= MAX_RESPONSE_BYTES) break;
     }
     const retryAfter = res.headers['retry-after'];
@@ -223,74 +305,14 @@ export function createDeliverer(options: DelivererOptions) {
     // are logged, not its body, unless the operator keeps them for this organization. The
     // connection went to an address the guard checked for this host: an IP literal, or what the
     // name resolved to (withheld when any of its addresses is internal).
-    if (!networks.storesInternalResponses(request.orgId) && route.guard.reachesInternal(host, networks.isInternal)) {
+    if (!this.#networks.storesInternalResponses(request.orgId) && route.guard.reachesInternal(host, this.#networks.isInternal)) {
       return { statusCode: res.statusCode, body: internalBodyWithheld(size, size >= MAX_RESPONSE_BYTES), retryAfter: header };
     }
     return { statusCode: res.statusCode, body: Buffer.concat(chunks).toString('utf8'), retryAfter: header };
   }
 
-  return {
-    /** Closes the kept-alive connections; call once no attempt is in flight. */
-    async close(): Promise<void> {
-      await Promise.all([shared, ...own.values()].map((r) => r.client.destroy()));
-    },
-    /** @param shutdown aborts the attempt when the daemon stops. */
-    async deliver(request: DeliveryRequest, shutdown?: AbortSignal): Promise<AttemptResult> {
-      const started = performance.now();
-      // One controller per attempt, for the deadline and the shutdown both, and nothing left
-      // behind on the shared shutdown signal once the attempt is over.
-      const controller = new AbortController();
-      const signal = controller.signal;
-      let deadlineHit = false;
-      const timer = setTimeout(() => {
-        deadlineHit = true;
-        controller.abort(new Error('attempt deadline'));
-      }, options.timeoutMs);
-      const onShutdown = () => controller.abort(shutdown?.reason);
-      if (shutdown?.aborted) onShutdown();
-      else shutdown?.addEventListener('abort', onShutdown, { once: true });
-      // undici acts on an abort only once the request has a connection: an attempt still
-      // connecting (a TLS handshake never answered) would run on to the connect timeout. The
-      // attempt ends when its signal fires, whatever undici is doing; the connection it was
-      // opening is dropped once undici gets to it.
-      const sent: Sent = { timestamp: null, signature: null };
-      const cut = new Promise<AttemptResult>((resolve) => {
-        signal.addEventListener('abort', () => resolve(cutShort(started, deadlineHit, sent)), { once: true });
-      });
-      try {
-        if (signal.aborted) return cutShort(started, deadlineHit, sent);
-        return hideCredentials(request, await Promise.race([attempt(request, signal, started, () => deadlineHit, sent), cut]));
-      } finally {
-        clearTimeout(timer);
-        shutdown?.removeEventListener('abort', onShutdown);
-      }
-    },
-  };
-
-  /**
-   * The result as the attempt log keeps it: the webhook's credentials this request carried
-   * (its headers that isCredentialHeader takes for credentials) replaced by a marker wherever
-   * the receiver's answer, or an error's sentence, repeats them. A receiver that echoes the
-   * request's headers would otherwise show them to every reader of the log, viewers included,
-   * where get_webhook and the request view show them to nobody.
-   */
-  function hideCredentials(request: DeliveryRequest, result: AttemptResult): AttemptResult {
-    if (request.headers === undefined || (result.responseBody === null && result.errorDetail === null)) return result;
-    const echoes = credentialEchoes(request.headers);
-    if (echoes.length === 0) return result;
-    const responseBody = hideEchoes(result.responseBody, echoes);
-    // A marker is longer than a short credential: what is kept stays within its bound.
-    return { ...result, responseBody: responseBody !== null && responseBody.length > MAX_RESPONSE_BYTES ? responseBody.slice(0, MAX_RESPONSE_BYTES) : responseBody, errorDetail: hideEchoes(result.errorDetail, echoes) };
-  }
-
-  /** The result of an attempt its deadline, or the daemon's shutdown, cut short: with the request it was sending, if it had made one. */
-  function cutShort(started: number, deadlineHit: boolean, sent: Sent): AttemptResult {
-    const { error, detail } = deadlineHit ? TIMED_OUT : { error: AttemptError.connection, detail: 'aborted: the daemon is stopping' };
-    return { statusCode: null, responseBody: null, retryAfterMs: null, error, errorDetail: detail, durationMs: Math.round(performance.now() - started), sentTimestamp: sent.timestamp, sentSignature: sent.signature };
-  }
-
   /** One attempt under `signal` (deadline and shutdown); `deadlineHit` tells a timeout from a shutdown; `sent` gets the request's headers. */
-  async function attempt(request: DeliveryRequest, signal: AbortSignal, started: number, deadlineHit: () => boolean, sent: Sent): Promise<AttemptResult> {
+  async #attempt(request: DeliveryRequest, signal: AbortSignal, started: number, deadlineHit: () => boolean, sent: Sent): Promise<AttemptResult> {
     const elapsed = () => Math.round(performance.now() - started);
     const base = { statusCode: null, responseBody: null, retryAfterMs: null, sentTimestamp: null, sentSignature: null };
     /** Where the attempt was going, once its target passed the policy. */
@@ -299,13 +321,13 @@ export function createDeliverer(options: DelivererOptions) {
       // A request no HTTP client can carry fails the same way on every attempt: found before
       // anything is sent (not read from the client's error), so that the delivery is dead at
       // once and its webhook's health is left alone (see decideOutcome, concernsReceiver).
-      const unsendable = unsendableRequest(request.eventId, options.userAgent, request.headers);
+      const unsendable = unsendableRequest(request.eventId, this.#options.userAgent, request.headers);
       if (unsendable !== null) throw new Refused(AttemptError.invalidRequest, unsendable);
       const url = new URL(request.url);
-      const via = route(request.orgId);
-      const host = checkTarget(url, via.guard);
+      const via = this.#route(request.orgId);
+      const host = this.#checkTarget(url, via.guard);
       target = { via, host };
-      const res = await pRetry(() => send(url, host, request, signal, via, sent), {
+      const res = await pRetry(() => this.#send(url, host, request, signal, via, sent), {
         retries: 2,
         minTimeout: 100,
         factor: 4,
@@ -320,7 +342,7 @@ export function createDeliverer(options: DelivererOptions) {
         errorDetail: ok ? null : res.statusCode >= 300 && res.statusCode < 400 ? `redirect (${res.statusCode}) not followed` : `HTTP ${res.statusCode}`,
         responseBody: res.body,
         durationMs: elapsed(),
-        retryAfterMs: parseRetryAfter(res.retryAfter, options.clock.now()),
+        retryAfterMs: parseRetryAfter(res.retryAfter, this.#options.clock.now()),
         sentTimestamp: sent.timestamp,
         sentSignature: sent.signature,
       };
@@ -329,12 +351,16 @@ export function createDeliverer(options: DelivererOptions) {
       if (err instanceof TypeError && (err as NodeJS.ErrnoException).code === 'ERR_INVALID_URL') {
         return { ...base, error: AttemptError.invalidUrl, errorDetail: 'the webhook URL is not a valid URL', durationMs: elapsed() };
       }
-      // Judged as the body of an answer is (see send): on the addresses the connection could have gone to.
-      const withhold = target !== null && !networks.storesInternalResponses(request.orgId) && target.via.guard.reachesInternal(target.host, networks.isInternal);
+      // Judged as the body of an answer is (see #send): on the addresses the connection could have gone to.
+      const withhold = target !== null && !this.#networks.storesInternalResponses(request.orgId) && target.via.guard.reachesInternal(target.host, this.#networks.isInternal);
       const { error, detail } = classify(err, deadlineHit(), withhold);
       if (!maySendFailed(err, error)) return { ...base, error, errorDetail: detail, durationMs: elapsed() };
       return { ...base, error, errorDetail: detail, durationMs: elapsed(), sentTimestamp: sent.timestamp, sentSignature: sent.signature };
     }
   }
 }
-export type Deliverer = ReturnType<typeof createDeliverer>;
+
+/** A deliverer over `options` (see Deliverer). */
+export function createDeliverer(options: DelivererOptions): Deliverer {
+  return new Deliverer(options);
+}

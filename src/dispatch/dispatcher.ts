@@ -1,18 +1,21 @@
 import type { Clock } from '../domain/clock.ts';
-import { concernsReceiver, decideOutcome, isSuccess, type AttemptResult, type DeliveryOutcome, type RetryPolicy } from '../domain/retry-policy.ts';
-import { loggableUrl } from '../domain/validation.ts';
-import { iso } from '../domain/iso.ts';
+import type { RetryPolicy } from '../domain/retry-policy.ts';
 import type { Logger } from '../log.ts';
-import type { ClaimedDelivery, OutboxService, FlushResult } from '../services/outbox.ts';
+import type { ClaimedDelivery, OutboxService, FlushResult, FlushWork } from '../services/outbox.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
 import type { WorkKind, WorkSignal } from '../services/work-signal.ts';
-import { isLimited, limitedCapOf, nextWakeDelay, pauseAfterFailure, placeClaimed, planClaims, retryFellDue, troubledInFlight, type ClaimRules } from './claim-plan.ts';
+import { AttemptRunner } from './attempt-runner.ts';
+import { failingOrSlowCapOf, failingOrSlowInFlight, nextWakeDelay, placeClaimed, planClaims, retryFellDue, type ClaimRules } from './claim-plan.ts';
 import type { Deliverer } from './deliverer.ts';
-import { createGroupCommit, type CommitBatch, type CommitHost, type GroupCommit } from './group-commit.ts';
-import { createWebhookTable, type Attempt, type Hook } from './webhook-table.ts';
+import type { CommitBatch, CommitHost } from './commit-batch.ts';
+import { GroupCommit } from './group-commit.ts';
+import { WebhookTable, type Attempt, type Hook } from './webhook-table.ts';
+
+/** What the dispatcher asks of the deliveries' store side (OutboxService). */
+export type DispatchOutbox = Pick<OutboxService, 'flush' | 'peek' | 'deliverableWebhooks' | 'logDeliveredSummary'>;
 
 export interface DispatcherOptions {
-  readonly deliveries: OutboxService;
+  readonly deliveries: DispatchOutbox;
   /**
    * The database is shared with other instances (PostgreSQL): a claim takes no more than this
    * instance can start now (see plan), so that deliveries it could not start yet stay for the
@@ -64,6 +67,22 @@ const DEFAULT_SLOW_ATTEMPT_MS = 2_000;
 const MIN_CONTENDED_WAIT_MS = 25;
 /** How often the count of successful deliveries is logged (at info; each one is at debug). */
 export const DELIVERED_SUMMARY_MS = 10_000;
+/** The longest delay setTimeout takes. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** `running`: claims and starts attempts; `stopping`: drains them, claims nothing. */
+type DispatcherPhase = 'stopped' | 'running' | 'stopping';
+
+/**
+ * Recording `a` (or giving it back) calls for another look at its webhook: the attempt may
+ * have been holding back a later change of its request (`holdsBack`: one seen waiting in its
+ * claim, a retry, or one queued since, see onWork), or it did not end delivered (given back,
+ * dead, disabled: what follows is decided anew). Otherwise a webhook whose queue was read to
+ * its end needs no look, so that a claim queries only the webhooks whose queue may have changed.
+ */
+function needsAnotherLook(a: Attempt): boolean {
+  return a.delivery.holdsBack || a.finished?.outcome.kind !== 'delivered';
+}
 
 /**
  * Claims due deliveries under a lease and runs their attempts, within a global cap and fair
@@ -74,9 +93,9 @@ export const DELIVERED_SUMMARY_MS = 10_000;
  *   an attempt keeps its slot until its outcome is committed, so the attempts whose outcome a
  *   crash could lose are never more than `concurrency` (they are sent again once their lease
  *   lapses: at least once, never lost). A healthy webhook's claim takes up to twice its slots:
- *   the extra ones wait in memory, leased, and start as its slots free, so that one query
- *   serves several attempts (they are given back at shutdown; a crash lets their lease lapse,
- *   and as they were never sent nothing is sent twice).
+ *   the extra ones are claimed ahead and wait in memory, leased, and start as its slots free,
+ *   so that one query serves several attempts (they are given back at shutdown; a crash lets
+ *   their lease lapse, and as they were never sent nothing is sent twice).
  * - New work for a webhook with a free slot and nothing claimed ahead is claimed at once, in a
  *   transaction that only claims and does not wait for the disk (GroupCommit.requestClaim).
  * - Woken by the services (ingest, replay, recovery, test events, webhook changes) and by its
@@ -84,249 +103,157 @@ export const DELIVERED_SUMMARY_MS = 10_000;
  *   by another process), and an idle poll reads without writing.
  * - Fair (the claim plan, claim-plan.ts): a webhook whose last attempt failed, whose oldest
  *   attempt has been running for `slowAttemptMs`, or that has not answered one yet, gets one
- *   attempt at a time, and all such webhooks together at most half of the slots, so healthy
- *   webhooks always find one; a webhook failing again and again waits longer and longer
- *   between attempts, and a 429 or 503 with Retry-After pauses it.
+ *   attempt at a time, and the failing or slow ones together at most half of the slots, so
+ *   healthy webhooks always find one; a webhook failing again and again waits longer and
+ *   longer between attempts, and a 429 or 503 with Retry-After pauses it.
  *
  * Schedules live in the database (next_attempt_at): nothing here needs to survive a restart.
+ * The state that lives as long as the dispatcher: the webhooks (WebhookTable), the attempts and
+ * their slots (AttemptRunner), the group commit, and the timers of the wake-ups below.
  */
-export function createDispatcher(options: DispatcherOptions) {
-  const log = options.log.child({ subsystem: 'dispatch' });
-  const { deliveries, clock } = options;
-  const perHook = options.perWebhookConcurrency;
-  const rules: ClaimRules = {
-    perWebhook: perHook,
-    limitedCap: limitedCapOf(options.concurrency),
-    slowMs: options.slowAttemptMs ?? DEFAULT_SLOW_ATTEMPT_MS,
-    sharedDatabase: options.sharedDatabase === true,
-  };
-  const slowMs = rules.slowMs;
-  /** A delivery waiting in a buffer longer than this is given back rather than started: its lease must outlast its attempt. */
-  const readyMaxAgeMs = Math.max(1, Math.floor(options.leaseMs / 4));
-  const commits: GroupCommit<Attempt> =
-    options.groupCommit ?? createGroupCommit<Attempt>({ deliveries, log, groupCommitMs: options.groupCommitMs, health: options.health, lockWaitMs: options.lockWaitMs });
-
-  const table = createWebhookTable(deliveries, commits);
-  const { hooks, hookFor, unbuffer, applyDrained, markHoldingBack } = table;
-  let rotation = 0;
-  let slotsUsed = 0;
-  const running = new Set<Attempt>();
-  /** The moments of the commit under way (one at a time), read at its start (see prepare). */
-  let commitNow = 0;
-  let commitMono = 0;
-
-  let started = false;
-  let stopping = false;
-  let wakeTimer: NodeJS.Timeout | null = null;
-  let wakeAt = Infinity;
+export class Dispatcher {
+  readonly #options: DispatcherOptions;
+  readonly #log: Logger;
+  readonly #rules: ClaimRules;
+  /** A delivery claimed ahead waiting longer than this is given back rather than started: its lease must outlast its attempt. */
+  readonly #claimedAheadMaxAgeMs: number;
+  readonly #commits: GroupCommit<Attempt>;
+  readonly #webhooks: WebhookTable;
+  readonly #attempts: AttemptRunner;
+  /** The claim side of each commit, handed to the group commit at start. */
+  readonly #commitHost: CommitHost<Attempt>;
+  #phase: DispatcherPhase = 'stopped';
+  /** The moments of the commit under way (one at a time), read as it is prepared. */
+  #commitAt = 0;
+  #commitMono = 0;
+  /** One timer for the earliest moment something becomes due (see armWakeTimer), and that moment (performance.now()). */
+  #wakeTimer: NodeJS.Timeout | null = null;
+  #wakeAt = Infinity;
   /** A look again at webhooks whose turn or slots other instances held at the last commit (a shared database). */
-  let contendedTimer: NodeJS.Timeout | null = null;
-  let pollTimer: NodeJS.Timeout | null = null;
-  let summaryTimer: NodeJS.Timeout | null = null;
-  let unsubscribe: (() => void) | null = null;
+  #contendedTimer: NodeJS.Timeout | null = null;
+  #pollTimer: NodeJS.Timeout | null = null;
+  #summaryTimer: NodeJS.Timeout | null = null;
+  #unsubscribe: (() => void) | null = null;
 
-  /** After the commit that recorded `a` (or gave it back). */
-  function freeSlot(a: Attempt): void {
-    if (a.hook.attempts.delete(a)) slotsUsed--;
+  constructor(options: DispatcherOptions) {
+    this.#options = options;
+    this.#log = options.log.child({ subsystem: 'dispatch' });
+    this.#rules = {
+      perWebhook: options.perWebhookConcurrency,
+      failingOrSlowCap: failingOrSlowCapOf(options.concurrency),
+      slowMs: options.slowAttemptMs ?? DEFAULT_SLOW_ATTEMPT_MS,
+      sharedDatabase: options.sharedDatabase === true,
+    };
+    this.#claimedAheadMaxAgeMs = Math.max(1, Math.floor(options.leaseMs / 4));
+    const { deliveries } = options;
+    this.#commits = options.groupCommit ?? new GroupCommit<Attempt>({ deliveries, log: this.#log, groupCommitMs: options.groupCommitMs, health: options.health, lockWaitMs: options.lockWaitMs });
+    this.#webhooks = new WebhookTable(deliveries, this.#commits);
+    this.#attempts = new AttemptRunner({
+      deliverer: options.deliverer,
+      policy: options.policy,
+      clock: options.clock,
+      log: this.#log,
+      commits: this.#commits,
+      webhooks: this.#webhooks,
+      concurrency: options.concurrency,
+      perWebhook: this.#rules.perWebhook,
+      slowMs: this.#rules.slowMs,
+      claimedAheadMaxAgeMs: this.#claimedAheadMaxAgeMs,
+    });
+    this.#commitHost = {
+      claiming: () => this.#phase === 'running',
+      refresh: () => (this.#webhooks.refreshWanted && this.#phase === 'running' ? this.#webhooks.refresh() : null),
+      prepare: () => this.#prepareCommit(),
+      plan: (batch) => this.#planClaims(batch),
+      peek: (claim) => this.#keepWhatIsDue(claim),
+      committed: (batch, result) => this.#afterCommit(batch, result),
+      recordedAlone: (a, givenBack) => this.#recordedAlone(a, givenBack),
+    };
+  }
+
+  /** Looks at every webhook now, as the poll does (the wake-ups from other instances were lost for a while). */
+  poll(): void {
+    if (this.#phase === 'running') this.#lookAtEveryWebhook();
+  }
+
+  start(): void {
+    this.#phase = 'running';
+    const options = this.#options;
+    this.#unsubscribe = options.work?.subscribe(this.#onWork) ?? null;
+    this.#pollTimer = setInterval(this.#lookAtEveryWebhook, options.pollIntervalMs);
+    this.#summaryTimer = setInterval(() => options.deliveries.logDeliveredSummary(), DELIVERED_SUMMARY_MS);
+    this.#summaryTimer.unref();
+    this.#log.info({ concurrency: options.concurrency, perWebhook: options.perWebhookConcurrency, groupCommitMs: options.groupCommitMs }, 'dispatcher started');
+    this.#commits.start(this.#commitHost);
   }
 
   /**
-   * Recording `a` (or giving it back) calls for another look at its webhook: the attempt may
-   * have been holding back a later change of its request (`holdsBack`: one seen waiting in its
-   * claim, a retry, or one queued since, see onWork), or it did not end delivered (given back,
-   * dead, disabled: what follows is decided anew). Otherwise a webhook whose queue was read to
-   * its end needs no look, so that a claim queries only the webhooks whose queue may have changed.
+   * Stops claiming, lets attempts in flight finish for up to `drainMs`, then aborts the rest
+   * (they are given back, not counted, and go out after the next start), and records it all.
    */
-  function endCallsForLook(a: Attempt): boolean {
-    return a.delivery.holdsBack || a.finished?.outcome.kind !== 'delivered';
+  async stop(drainMs = 10_000): Promise<void> {
+    if (this.#phase !== 'running') return;
+    this.#phase = 'stopping';
+    this.#stopWakeUps();
+    // A commit under way may still claim: what it leases is kept ahead, and given back here.
+    await this.#commits.commitUnderWayEnded();
+    for (const hook of this.#webhooks.hooks.values()) this.#webhooks.returnClaimedAhead(hook);
+    await this.#attempts.drain(drainMs);
+    await this.#commits.close();
+    if (this.#summaryTimer !== null) clearInterval(this.#summaryTimer);
+    this.#summaryTimer = null;
+    this.#options.deliveries.logDeliveredSummary();
+    this.#phase = 'stopped';
+    this.#log.info('dispatcher stopped');
   }
 
-  /**
-   * Starts buffered deliveries while slots are free: one webhook at a time in a rotating order,
-   * each up to its own slots, so that a webhook with a deep queue does not take every slot
-   * that frees. Limited webhooks start nothing from a buffer (they have none; see learn()).
-   */
-  function pump(mono: number): void {
-    let free = options.concurrency - slotsUsed;
-    if (free <= 0) return;
-    const waiting = [...hooks.values()].filter((h) => h.ready.length > 0);
-    if (waiting.length === 0) return;
-    const first = rotation++ % waiting.length;
-    let progress = true;
-    while (free > 0 && progress) {
-      progress = false;
-      for (let i = 0; i < waiting.length && free > 0; i++) {
-        const hook = waiting[(first + i) % waiting.length]!;
-        if (hook.ready.length === 0 || hook.attempts.size >= perHook || isLimited(hook, mono, slowMs)) continue;
-        const next = hook.ready.shift()!;
-        if (mono - next.leasedMono > readyMaxAgeMs) {
-          commits.giveBack(next.delivery);
-          commits.request();
-        } else {
-          start(next.delivery, hook);
-          free--;
-        }
-        progress = true;
-      }
+  // ── Wake-ups ──
+
+  /** Work was queued (or a webhook changed) for `orgId`: `keys`, the ordering keys queued, when the service knows them. */
+  readonly #onWork = (orgId: string, kind: WorkKind, keys?: ReadonlySet<number>): void => {
+    if (this.#phase !== 'running') return;
+    const hook = this.#webhooks.hooks.get(orgId);
+    if (hook) {
+      hook.hasWork = true;
+      this.#webhooks.markHoldingBack(hook, keys);
     }
-  }
-
-  /** What a finished attempt teaches about its webhook (in memory; the database keeps its own health columns). */
-  function learn(hook: Hook, result: AttemptResult, outcome: DeliveryOutcome, url: string, now: number): void {
-    if (isSuccess(result)) {
-      hook.failing = false;
-      hook.proven = true;
-      hook.failures = 0;
-      hook.pausedUntil = 0;
-      return;
-    }
-    // A request that could not be sent says nothing of the receiver: no pause, no caution.
-    if (!concernsReceiver(result)) return;
-    // What was claimed ahead goes back: a failing webhook gets one attempt at a time.
-    unbuffer(hook);
-    if (outcome.kind === 'disable') {
-      hook.deliverable = false;
-      table.wantRefresh();
-      return;
-    }
-    hook.failing = true;
-    hook.failures++;
-    const pause = pauseAfterFailure(hook.failures, result.statusCode, result.retryAfterMs, options.policy.maxRetryAfterMs);
-    const until = performance.now() + pause;
-    if (pause > 0 && until > hook.pausedUntil) {
-      hook.pausedUntil = until;
-      const throttled = result.statusCode === 429 || result.statusCode === 503;
-      log.info(
-        { org: hook.orgId, url: loggableUrl(url), until: iso(now + pause), failures: hook.failures, status: result.statusCode },
-        throttled ? 'webhook asked to slow down: paused' : 'webhook failing: paused before its next attempt',
-      );
-    }
-  }
-
-  function start(d: ClaimedDelivery, hook: Hook): void {
-    const a: Attempt = { delivery: d, hook, startedAt: clock.now(), startedMono: performance.now(), controller: new AbortController(), finished: null, running: null };
-    hook.attempts.add(a);
-    slotsUsed++;
-    running.add(a);
-    a.running = run(a).finally(() => running.delete(a));
-  }
-
-  /** One attempt: deliver, learn from it, hand the outcome to the group commit. */
-  async function run(a: Attempt): Promise<void> {
-    const d = a.delivery;
-    let result: AttemptResult;
-    try {
-      result = await options.deliverer.deliver({ orgId: d.orgId, url: d.url, eventId: d.eventId, payload: d.payload, secrets: d.secrets, headers: d.headers }, a.controller.signal);
-    } catch (err) {
-      // deliver() reports every failure as a result; reaching here is a bug. Give the delivery back uncounted.
-      log.error({ err, delivery: d.id }, 'delivery attempt threw; the delivery is given back and will be attempted again');
-      commits.aborted(a);
-      return;
-    }
-    if (a.controller.signal.aborted && result.statusCode === null) {
-      // Cut short by shutdown: not the receiver's fault, so it does not count.
-      commits.aborted(a);
-      return;
-    }
-    const now = clock.now();
-    const outcome = decideOutcome(result, d.attempts + 1, options.policy, now, Math.random());
-    learn(a.hook, result, outcome, d.url, now);
-    a.finished = { delivery: d, result, outcome, startedAt: a.startedAt };
-    commits.finished(a);
-  }
-
-  /** The claim side of each commit (see group-commit.ts for the order of the calls). */
-  const host: CommitHost<Attempt> = {
-    claiming: () => started && !stopping,
-
-    refresh: () => (table.refreshWanted && !stopping ? table.refresh() : null),
-
-    prepare(): void {
-      const now = (commitNow = clock.now());
-      const mono = (commitMono = performance.now());
-      for (const hook of hooks.values()) {
-        // Buffered deliveries that may not start now go back: their webhook is paused, or they waited too long.
-        if (hook.ready.length > 0 && (hook.pausedUntil > mono || mono - hook.ready[0]!.leasedMono > readyMaxAgeMs)) unbuffer(hook);
-        if (!stopping && retryFellDue(hook, now, mono)) {
-          hook.retryAt = null;
-          hook.hasWork = true;
-        }
-      }
-    },
-
-    plan({ done, back }) {
-      const mono = commitMono;
-      // Webhooks to look at again once this commit has recorded their attempts: in this very
-      // commit (recording comes before claiming), or in the next one when they cannot claim yet.
-      for (const a of done) if (endCallsForLook(a)) a.hook.hasWork = true;
-      for (const a of back) a.hook.hasWork = true;
-      if (stopping) return null;
-      const troubledUsed = troubledInFlight(hooks.values(), mono, slowMs, back);
-      const list = [...hooks.values()];
-      const first = list.length === 0 ? 0 : rotation++ % list.length;
-      const wanted = planClaims(rules, list, first, mono, options.concurrency - slotsUsed + done.length + back.length, troubledUsed);
-      return wanted.length > 0 ? { wanted, leaseMs: options.leaseMs } : null;
-    },
-
-    async peek(claim) {
-      const peeked = await deliveries.peek(claim.wanted.map((w) => w.orgId));
-      applyDrained(peeked.drained);
-      const due = new Set(peeked.due);
-      const wanted = claim.wanted.filter((w) => due.has(w.orgId));
-      return wanted.length > 0 ? { wanted, leaseMs: claim.leaseMs } : null;
-    },
-
-    committed(batch: CommitBatch<Attempt>, result: FlushResult | null): void {
-      const now = commitNow;
-      if (result === null) {
-        pump(commitMono);
-        armWakeTimer(now);
-        return;
-      }
-      claimed(batch, result);
-      pump(performance.now());
-      armWakeTimer(now);
-      // One that could not claim in this commit (its slot was still taken, say) claims in the next.
-      if (!stopping && wantsAnotherLook(batch)) commits.request();
-    },
-
-    settled(a: Attempt, givenBack: boolean): void {
-      freeSlot(a);
-      if (givenBack || endCallsForLook(a)) a.hook.hasWork = true;
-    },
+    if (!hook || kind === 'webhook') this.#webhooks.wantRefresh(kind === 'webhook' ? orgId : undefined);
+    // At once when the webhook would start it at once: a free slot, and nothing claimed ahead.
+    if (this.#attempts.slotFree && (!hook || (hook.claimedAhead.length === 0 && hook.attempts.size < this.#rules.perWebhook))) this.#commits.requestClaim();
+    else this.#commits.request();
   };
 
-  /** A webhook this commit recorded an attempt of, and that was to be looked at again, still has work. */
-  function wantsAnotherLook(batch: CommitBatch<Attempt>): boolean {
-    for (const a of batch.done) if (endCallsForLook(a) && a.hook.hasWork && a.hook.deliverable) return true;
-    for (const a of batch.back) if (a.hook.hasWork && a.hook.deliverable) return true;
-    return false;
+  /** The poll: every webhook may have work (another process may have queued it). */
+  readonly #lookAtEveryWebhook = (): void => {
+    this.#webhooks.wantRefresh();
+    for (const hook of this.#webhooks.hooks.values()) {
+      hook.hasWork = true;
+      // Work another process queued may wait behind what is in flight here.
+      this.#webhooks.markHoldingBack(hook, undefined);
+    }
+    this.#commits.request();
+  };
+
+  /** One timer for the earliest moment something becomes due: a retry (wall clock), or the end of a pause (monotonic). */
+  #armWakeTimer(now: number): void {
+    if (this.#phase !== 'running') return;
+    const mono = performance.now();
+    const delay = nextWakeDelay(this.#webhooks.hooks.values(), now, mono);
+    if (delay === Infinity || mono + delay >= this.#wakeAt) return;
+    if (this.#wakeTimer !== null) clearTimeout(this.#wakeTimer);
+    this.#wakeAt = mono + delay;
+    this.#wakeTimer = setTimeout(this.#onWakeTimer, Math.min(Math.ceil(delay), MAX_TIMER_MS));
   }
 
-  /** After a commit: frees the slots of what it recorded, and starts or buffers what it claimed. */
-  function claimed(batch: CommitBatch<Attempt>, result: FlushResult): void {
-    const mono = commitMono;
-    for (const a of batch.done) freeSlot(a);
-    for (const a of batch.back) freeSlot(a);
-    applyDrained(result.drained);
-    if (result.contended.length > 0) lookAgainSoon();
-    const leasedMono = performance.now();
-    for (const { orgId, waitMs } of result.rateLimited) {
-      const hook = hooks.get(orgId);
-      if (hook) hook.rateUntil = leasedMono + waitMs;
-    }
-    for (const d of result.claimed) {
-      const hook = hookFor(d.orgId);
-      const place = stopping ? 'buffer' : placeClaimed(rules, hook, mono, slotsUsed < options.concurrency);
-      if (place === 'start') start(d, hook);
-      else if (place === 'buffer') hook.ready.push({ delivery: d, leasedMono });
-      else {
-        commits.giveBack(d);
-        hook.hasWork = true;
-        commits.request();
-      }
-    }
-  }
+  readonly #onWakeTimer = (): void => {
+    this.#wakeTimer = null;
+    this.#wakeAt = Infinity;
+    // Shared database: what falls due (on PostgreSQL, mostly changes the reorder window
+    // releases) is claimed at once, as new work is, without waiting for the disk; SQLite's
+    // timer keeps its group commit.
+    if (this.#rules.sharedDatabase) this.#commits.requestClaim();
+    else this.#commits.request();
+  };
 
   /**
    * Another instance sharing the database held the turn or every slot of some webhooks at the
@@ -334,110 +261,125 @@ export function createDispatcher(options: DispatcherOptions) {
    * group-commit window has passed (the other instance's commit is over by then, or its
    * attempts have freed slots), rather than at the next poll.
    */
-  function lookAgainSoon(): void {
-    if (stopping || contendedTimer !== null) return;
-    contendedTimer = setTimeout(() => {
-      contendedTimer = null;
-      commits.request();
-    }, Math.max(options.groupCommitMs, MIN_CONTENDED_WAIT_MS));
+  #lookAgainSoon(): void {
+    if (this.#phase !== 'running' || this.#contendedTimer !== null) return;
+    this.#contendedTimer = setTimeout(() => {
+      this.#contendedTimer = null;
+      this.#commits.request();
+    }, Math.max(this.#options.groupCommitMs, MIN_CONTENDED_WAIT_MS));
   }
 
-  /** One timer for the earliest moment something becomes due: a retry (wall clock), or the end of a pause (monotonic). */
-  function armWakeTimer(now: number): void {
-    if (stopping) return;
-    const mono = performance.now();
-    const delay = nextWakeDelay(hooks.values(), now, mono);
-    if (delay === Infinity || mono + delay >= wakeAt) return;
-    if (wakeTimer !== null) clearTimeout(wakeTimer);
-    wakeAt = mono + delay;
-    wakeTimer = setTimeout(
-      () => {
-        wakeTimer = null;
-        wakeAt = Infinity;
-        // Shared database: what falls due (on PostgreSQL, mostly changes the reorder window
-        // releases) is claimed at once, as new work is, without waiting for the disk; SQLite's
-        // timer keeps its group commit.
-        if (options.sharedDatabase) commits.requestClaim();
-        else commits.request();
-      },
-      Math.min(Math.ceil(delay), 2 ** 31 - 1),
-    );
+  #stopWakeUps(): void {
+    this.#unsubscribe?.();
+    this.#unsubscribe = null;
+    if (this.#pollTimer !== null) clearInterval(this.#pollTimer);
+    if (this.#wakeTimer !== null) clearTimeout(this.#wakeTimer);
+    if (this.#contendedTimer !== null) clearTimeout(this.#contendedTimer);
+    this.#pollTimer = null;
+    this.#wakeTimer = null;
+    this.#contendedTimer = null;
+    this.#wakeAt = Infinity;
   }
 
-  function onWork(orgId: string, kind: WorkKind, keys?: ReadonlySet<number>): void {
-    if (stopping) return;
-    const hook = hooks.get(orgId);
-    if (hook) {
-      hook.hasWork = true;
-      markHoldingBack(hook, keys);
-    }
-    if (!hook || kind === 'webhook') table.wantRefresh(kind === 'webhook' ? orgId : undefined);
-    // At once when the webhook would start it at once: a free slot, and nothing claimed ahead.
-    if (slotsUsed < options.concurrency && (!hook || (hook.ready.length === 0 && hook.attempts.size < perHook))) commits.requestClaim();
-    else commits.request();
-  }
+  // ── The claim side of each commit (see CommitHost for the order of the calls) ──
 
-  function poll(): void {
-    table.wantRefresh();
-    for (const hook of hooks.values()) {
-      hook.hasWork = true;
-      // Work another process queued may wait behind what is in flight here.
-      markHoldingBack(hook, undefined);
-    }
-    commits.request();
-  }
-
-  return {
-    /** Looks at every webhook now, as the poll does (the wake-ups from other instances were lost for a while). */
-    poll(): void {
-      if (started && !stopping) poll();
-    },
-
-    start(): void {
-      started = true;
-      stopping = false;
-      unsubscribe = options.work?.subscribe(onWork) ?? null;
-      pollTimer = setInterval(poll, options.pollIntervalMs);
-      summaryTimer = setInterval(() => deliveries.logDeliveredSummary(), DELIVERED_SUMMARY_MS);
-      summaryTimer.unref();
-      log.info({ concurrency: options.concurrency, perWebhook: perHook, groupCommitMs: options.groupCommitMs }, 'dispatcher started');
-      commits.start(host);
-    },
-
-    /**
-     * Stops claiming, lets attempts in flight finish for up to `drainMs`, then aborts the rest
-     * (they are given back, not counted, and go out after the next start), and records it all.
-     */
-    async stop(drainMs = 10_000): Promise<void> {
-      if (!started || stopping) return;
-      stopping = true;
-      unsubscribe?.();
-      unsubscribe = null;
-      if (pollTimer !== null) clearInterval(pollTimer);
-      if (wakeTimer !== null) clearTimeout(wakeTimer);
-      if (contendedTimer !== null) clearTimeout(contendedTimer);
-      pollTimer = null;
-      wakeTimer = null;
-      contendedTimer = null;
-      wakeAt = Infinity;
-      // A commit under way may still claim: what it leases lands in the buffers given back here.
-      await commits.settled();
-      for (const hook of hooks.values()) unbuffer(hook);
-      const all = () => Promise.allSettled([...running].map((a) => a.running));
-      if (running.size > 0) {
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([all(), new Promise<void>((resolve) => (timer = setTimeout(resolve, drainMs)))]);
-        clearTimeout(timer);
-        for (const a of running) a.controller.abort(new Error('the daemon is stopping'));
-        await all();
+  /** Reads the commit's moments; gives back what was claimed ahead and may not start now; notes retries fallen due. */
+  #prepareCommit(): void {
+    const now = (this.#commitAt = this.#options.clock.now());
+    const mono = (this.#commitMono = performance.now());
+    const maxAge = this.#claimedAheadMaxAgeMs;
+    for (const hook of this.#webhooks.hooks.values()) {
+      // Claimed ahead and not to start now: its webhook is paused, or they waited too long.
+      if (hook.claimedAhead.length > 0 && (hook.pausedUntil > mono || mono - hook.claimedAhead[0]!.leasedMono > maxAge)) this.#webhooks.returnClaimedAhead(hook);
+      if (this.#phase === 'running' && retryFellDue(hook, now, mono)) {
+        hook.retryAt = null;
+        hook.hasWork = true;
       }
-      await commits.close();
-      if (summaryTimer !== null) clearInterval(summaryTimer);
-      summaryTimer = null;
-      deliveries.logDeliveredSummary();
-      started = false;
-      log.info('dispatcher stopped');
-    },
-  };
+    }
+  }
+
+  /** What this commit claims: the claim plan over every webhook, for the slots free once it has recorded what ended. */
+  #planClaims({ ended, cutShort }: CommitBatch<Attempt>): FlushWork['claim'] {
+    const mono = this.#commitMono;
+    // Webhooks to look at again once this commit has recorded their attempts: in this very
+    // commit (recording comes before claiming), or in the next one when they cannot claim yet.
+    for (const a of ended) if (needsAnotherLook(a)) a.hook.hasWork = true;
+    for (const a of cutShort) a.hook.hasWork = true;
+    if (this.#phase !== 'running') return null;
+    const hooks = this.#webhooks.hooks;
+    const failingOrSlowUsed = failingOrSlowInFlight(hooks.values(), mono, this.#rules.slowMs, cutShort);
+    const list = [...hooks.values()];
+    const first = list.length === 0 ? 0 : this.#webhooks.nextRoundStart(list.length);
+    const wanted = planClaims(this.#rules, list, first, mono, this.#attempts.freeSlots + ended.length + cutShort.length, failingOrSlowUsed);
+    return wanted.length > 0 ? { wanted, leaseMs: this.#options.leaseMs } : null;
+  }
+
+  /** A group commit with nothing to record: only the webhooks that have something due claim (a read, no write). */
+  async #keepWhatIsDue(claim: NonNullable<FlushWork['claim']>): Promise<FlushWork['claim']> {
+    const peeked = await this.#options.deliveries.peek(claim.wanted.map((w) => w.orgId));
+    this.#webhooks.noteDrained(peeked.drained);
+    const due = new Set(peeked.due);
+    const wanted = claim.wanted.filter((w) => due.has(w.orgId));
+    return wanted.length > 0 ? { wanted, leaseMs: claim.leaseMs } : null;
+  }
+
+  /** After a commit: what it claimed starts or waits, what was claimed ahead starts in the freed slots, the wake timer follows. */
+  #afterCommit(batch: CommitBatch<Attempt>, result: FlushResult | null): void {
+    const now = this.#commitAt;
+    if (result === null) {
+      this.#attempts.startClaimedAhead(this.#commitMono);
+      this.#armWakeTimer(now);
+      return;
+    }
+    this.#applyResult(batch, result);
+    this.#attempts.startClaimedAhead(performance.now());
+    this.#armWakeTimer(now);
+    // One that could not claim in this commit (its slot was still taken, say) claims in the next.
+    if (this.#phase === 'running' && this.#wantsAnotherLook(batch)) this.#commits.request();
+  }
+
+  /** Frees the slots of what the commit recorded, notes what it learned of the queues, and places what it claimed. */
+  #applyResult(batch: CommitBatch<Attempt>, result: FlushResult): void {
+    const mono = this.#commitMono;
+    for (const a of batch.ended) this.#attempts.freeSlot(a);
+    for (const a of batch.cutShort) this.#attempts.freeSlot(a);
+    this.#webhooks.noteDrained(result.drained);
+    if (result.contended.length > 0) this.#lookAgainSoon();
+    const leasedMono = performance.now();
+    for (const { orgId, waitMs } of result.rateLimited) {
+      const hook = this.#webhooks.hooks.get(orgId);
+      if (hook) hook.rateUntil = leasedMono + waitMs;
+    }
+    for (const d of result.claimed) this.#place(d, this.#webhooks.hookFor(d.orgId), mono, leasedMono);
+  }
+
+  /** A delivery just claimed: started now, kept ahead for its webhook's next free slot, or given back (see placeClaimed). */
+  #place(d: ClaimedDelivery, hook: Hook, mono: number, leasedMono: number): void {
+    const placement = this.#phase !== 'running' ? 'keep-ahead' : placeClaimed(this.#rules, hook, mono, this.#attempts.slotFree);
+    if (placement === 'start') this.#attempts.start(d, hook);
+    else if (placement === 'keep-ahead') hook.claimedAhead.push({ delivery: d, leasedMono });
+    else {
+      this.#commits.giveBack(d);
+      hook.hasWork = true;
+      this.#commits.request();
+    }
+  }
+
+  /** A webhook this commit recorded an attempt of, and that was to be looked at again, still has work. */
+  #wantsAnotherLook(batch: CommitBatch<Attempt>): boolean {
+    for (const a of batch.ended) if (needsAnotherLook(a) && a.hook.hasWork && a.hook.deliverable) return true;
+    for (const a of batch.cutShort) if (a.hook.hasWork && a.hook.deliverable) return true;
+    return false;
+  }
+
+  /** After repeated failures, `a` was recorded (or given back) alone: its slot is free. */
+  #recordedAlone(a: Attempt, givenBack: boolean): void {
+    this.#attempts.freeSlot(a);
+    if (givenBack || needsAnotherLook(a)) a.hook.hasWork = true;
+  }
 }
-export type Dispatcher = ReturnType<typeof createDispatcher>;
+
+/** A dispatcher over `options` (see Dispatcher); start() begins claiming. */
+export function createDispatcher(options: DispatcherOptions): Dispatcher {
+  return new Dispatcher(options);
+}

@@ -1,18 +1,26 @@
 /**
  * The dispatcher's memory of webhooks: one Hook per organization with a deliverable webhook
  * (or attempts still holding its slots), what the claim plan reads (claim-plan.ts), with the
- * attempts that hold its slots and the deliveries leased ahead for it. In memory only: it is
+ * attempts that hold its slots and the deliveries claimed ahead for it. In memory only: it is
  * rebuilt from the database at start (the list of webhooks) and as commits report their
  * queues (drained, next retry).
  */
 import type { ClaimedDelivery, OutboxService, FinishedAttempt, FlushResult } from '../services/outbox.ts';
+import type { DeliverableWebhook } from '../store/types.ts';
 import type { WebhookState } from './claim-plan.ts';
 import type { GroupCommit } from './group-commit.ts';
 
-/** One webhook as the dispatcher keeps it: its state for the claim plan, with its attempts and buffer. */
+/** A delivery leased ahead for a healthy webhook, waiting in memory for one of its slots. */
+export interface ClaimedAhead {
+  readonly delivery: ClaimedDelivery;
+  /** performance.now() when its lease was taken: one that waited too long is given back, not started. */
+  readonly leasedMono: number;
+}
+
+/** One webhook as the dispatcher keeps it: its state for the claim plan, with its attempts and the deliveries claimed ahead. */
 export interface Hook extends WebhookState {
   readonly attempts: Set<Attempt>;
-  readonly ready: Array<{ readonly delivery: ClaimedDelivery; readonly leasedMono: number }>;
+  readonly claimedAhead: ClaimedAhead[];
 }
 
 export interface Attempt {
@@ -23,73 +31,109 @@ export interface Attempt {
   /** performance.now() at start, for the slow check (immune to clock steps). */
   readonly startedMono: number;
   readonly controller: AbortController;
+  /** Set once the attempt has ended with an outcome (it keeps its slot until that is committed). */
   finished: FinishedAttempt | null;
+  /** The attempt's run, from its start to its hand-over to the group commit (stop() waits for it). */
   running: Promise<void> | null;
 }
 
-export function createWebhookTable(deliveries: Pick<OutboxService, 'deliverableWebhooks'>, commits: Pick<GroupCommit<Attempt>, 'giveBack' | 'request'>) {
-  const hooks = new Map<string, Hook>();
+export class WebhookTable {
+  /** By organization id. */
+  readonly hooks = new Map<string, Hook>();
+  readonly #deliveries: Pick<OutboxService, 'deliverableWebhooks'>;
+  readonly #commits: Pick<GroupCommit<Attempt>, 'giveBack' | 'request'>;
   /** The list of webhooks is read again before the next commit. */
-  let refreshWanted = true;
+  #refreshWanted = true;
   /** Webhooks changed (re-registered, enabled): they start over as unknown at the next read. */
-  const reset = new Set<string>();
+  readonly #startingOver = new Set<string>();
+  /** Where the next round over the webhooks starts (see nextRoundStart). */
+  #rotation = 0;
 
-  function hookFor(orgId: string): Hook {
-    let hook = hooks.get(orgId);
+  constructor(deliveries: Pick<OutboxService, 'deliverableWebhooks'>, commits: Pick<GroupCommit<Attempt>, 'giveBack' | 'request'>) {
+    this.#deliveries = deliveries;
+    this.#commits = commits;
+  }
+
+  /** The list is read again before the next commit. */
+  get refreshWanted(): boolean {
+    return this.#refreshWanted;
+  }
+
+  /** The list is read again before the next commit; `changed`: that webhook starts over as unknown. */
+  wantRefresh(changed?: string): void {
+    this.#refreshWanted = true;
+    if (changed !== undefined) this.#startingOver.add(changed);
+  }
+
+  /**
+   * The index in a list of `count` webhooks where the next round starts: it moves on at each
+   * call (each commit's claim plan, each start of deliveries claimed ahead), so no webhook
+   * always comes last.
+   */
+  nextRoundStart(count: number): number {
+    return this.#rotation++ % count;
+  }
+
+  hookFor(orgId: string): Hook {
+    let hook = this.hooks.get(orgId);
     if (!hook) {
-      hook = { orgId, deliverable: false, attempts: new Set(), ready: [], hasWork: true, retryAt: null, failing: false, proven: false, failures: 0, pausedUntil: 0, rateLimit: null, rateUntil: 0 };
-      hooks.set(orgId, hook);
+      hook = { orgId, deliverable: false, attempts: new Set(), claimedAhead: [], hasWork: true, retryAt: null, failing: false, proven: false, failures: 0, pausedUntil: 0, rateLimit: null, rateUntil: 0 };
+      this.hooks.set(orgId, hook);
     }
     return hook;
   }
 
-  /** Gives back the deliveries buffered for `hook` (at the next commit), to be claimed again. */
-  function unbuffer(hook: Hook): void {
-    for (const r of hook.ready) commits.giveBack(r.delivery);
-    if (hook.ready.length > 0) {
+  /** Gives back the deliveries claimed ahead for `hook` (at the next commit), to be claimed again. */
+  returnClaimedAhead(hook: Hook): void {
+    for (const r of hook.claimedAhead) this.#commits.giveBack(r.delivery);
+    if (hook.claimedAhead.length > 0) {
       hook.hasWork = true;
-      commits.request();
+      this.#commits.request();
     }
-    hook.ready.length = 0;
+    hook.claimedAhead.length = 0;
   }
 
   /** Reads which webhooks may receive deliveries (a small read, no write). */
-  async function refresh(): Promise<void> {
-    refreshWanted = false;
-    const deliverable = await deliveries.deliverableWebhooks();
-    for (const hook of hooks.values()) hook.deliverable = false;
-    for (const { orgId, status, lastSuccessAt, rateLimit } of deliverable) {
-      const known = hooks.has(orgId);
-      const hook = hookFor(orgId);
-      hook.deliverable = true;
-      if (hook.rateLimit !== rateLimit) {
-        // A new limit is judged anew at the next claim; deliveries claimed ahead without one go back.
-        if (rateLimit !== null) unbuffer(hook);
-        hook.rateLimit = rateLimit;
-        hook.rateUntil = 0;
-        hook.hasWork = true;
-      }
-      if (!known || reset.has(orgId)) {
-        hook.failing = status === 'failing';
-        // A webhook that was re-registered or enabled starts over as unknown.
-        hook.proven = status === 'active' && lastSuccessAt !== null && !reset.has(orgId);
-        hook.failures = 0;
-        hook.pausedUntil = 0;
-        hook.hasWork = true;
-        unbuffer(hook);
-      }
-    }
-    reset.clear();
-    for (const [orgId, hook] of hooks) {
+  async refresh(): Promise<void> {
+    this.#refreshWanted = false;
+    const deliverable = await this.#deliveries.deliverableWebhooks();
+    for (const hook of this.hooks.values()) hook.deliverable = false;
+    for (const webhook of deliverable) this.#update(webhook);
+    this.#startingOver.clear();
+    for (const [orgId, hook] of this.hooks) {
       if (hook.deliverable) continue;
-      unbuffer(hook);
-      if (hook.attempts.size === 0) hooks.delete(orgId);
+      this.returnClaimedAhead(hook);
+      if (hook.attempts.size === 0) this.hooks.delete(orgId);
     }
   }
 
-  function applyDrained(drained: FlushResult['drained']): void {
+  /** One webhook of the list just read. */
+  #update({ orgId, status, lastSuccessAt, rateLimit }: DeliverableWebhook): void {
+    const known = this.hooks.has(orgId);
+    const hook = this.hookFor(orgId);
+    hook.deliverable = true;
+    if (hook.rateLimit !== rateLimit) {
+      // A new limit is judged anew at the next claim; deliveries claimed ahead without one go back.
+      if (rateLimit !== null) this.returnClaimedAhead(hook);
+      hook.rateLimit = rateLimit;
+      hook.rateUntil = 0;
+      hook.hasWork = true;
+    }
+    if (!known || this.#startingOver.has(orgId)) {
+      hook.failing = status === 'failing';
+      // A webhook that was re-registered or enabled starts over as unknown.
+      hook.proven = status === 'active' && lastSuccessAt !== null && !this.#startingOver.has(orgId);
+      hook.failures = 0;
+      hook.pausedUntil = 0;
+      hook.hasWork = true;
+      this.returnClaimedAhead(hook);
+    }
+  }
+
+  /** Queues read to their end: no work until something wakes them, but their next retry. */
+  noteDrained(drained: FlushResult['drained']): void {
     for (const { orgId, nextRetryAt } of drained) {
-      const hook = hooks.get(orgId);
+      const hook = this.hooks.get(orgId);
       if (!hook) continue;
       hook.hasWork = false;
       hook.retryAt = nextRetryAt;
@@ -101,26 +145,8 @@ export function createWebhookTable(deliveries: Pick<OutboxService, 'deliverableW
    * ahead waits behind it, so that delivery's end must bring the webhook another look. With
    * the ordering keys queued, only those deliveries; without (replay, recovery, the poll), all.
    */
-  function markHoldingBack(hook: Hook, keys: ReadonlySet<number> | undefined): void {
+  markHoldingBack(hook: Hook, keys: ReadonlySet<number> | undefined): void {
     for (const a of hook.attempts) if (keys === undefined || keys.has(a.delivery.orderingKey)) a.delivery.holdsBack = true;
-    for (const r of hook.ready) if (keys === undefined || keys.has(r.delivery.orderingKey)) r.delivery.holdsBack = true;
+    for (const r of hook.claimedAhead) if (keys === undefined || keys.has(r.delivery.orderingKey)) r.delivery.holdsBack = true;
   }
-
-  return {
-    hooks,
-    hookFor,
-    unbuffer,
-    refresh,
-    applyDrained,
-    markHoldingBack,
-    get refreshWanted(): boolean {
-      return refreshWanted;
-    },
-    /** The list is read again before the next commit; `changed`: that webhook starts over as unknown. */
-    wantRefresh(changed?: string): void {
-      refreshWanted = true;
-      if (changed !== undefined) reset.add(changed);
-    },
-  };
 }
-export type WebhookTable = ReturnType<typeof createWebhookTable>;

@@ -1,5 +1,5 @@
 /**
- * Credentials a receiver echoes back (issue 47). A receiver that answers with the headers it
+ * Credentials a receiver echoes back. A receiver that answers with the headers it
  * got (a debugging endpoint, an error page quoting the request) would otherwise hand the
  * webhook's credentials, and the request's signature, to everyone who reads the delivery log,
  * through the answer body an attempt keeps. Pure: which texts stand for a credential, the

@@ -29,6 +29,45 @@ function isHex(c: number): boolean {
   return isDigit(c) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66);
 }
 
+/** Scans the string starting at text[start] (a quote): the index after its closing quote, or the error. */
+function scanString(text: string, start: number): number | JsonSyntaxError {
+  const n = text.length;
+  let i = start;
+  for (i++; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) return i + 1;
+    if (c < 0x20) return { index: i, reason: 'a control character inside a string (escape it)' };
+    if (c !== 0x5c) continue;
+    const e = text.charCodeAt(++i);
+    if (i >= n) break;
+    if (e === 0x75) {
+      for (let k = 1; k <= 4; k++) if (i + k >= n || !isHex(text.charCodeAt(i + k))) return { index: Math.min(i + k, n), reason: 'an invalid \\u escape in a string' };
+      i += 4;
+    } else if (!'"\\/bfnrt'.includes(text[i]!)) return { index: i, reason: 'an invalid escape in a string' };
+  }
+  return { index: n, reason: 'the text ends inside a string' };
+}
+
+/** Scans the number starting at text[start]: the index after it, or the error. */
+function scanNumber(text: string, start: number): number | JsonSyntaxError {
+  let i = start;
+  if (text.charCodeAt(i) === 0x2d) i++;
+  if (text.charCodeAt(i) === 0x30) i++;
+  else if (isDigit(text.charCodeAt(i))) while (isDigit(text.charCodeAt(i))) i++;
+  else return { index: i, reason: 'an invalid number' };
+  if (text.charCodeAt(i) === 0x2e) {
+    if (!isDigit(text.charCodeAt(++i))) return { index: i, reason: 'an invalid number (no digit after its decimal point)' };
+    while (isDigit(text.charCodeAt(i))) i++;
+  }
+  if (text.charCodeAt(i) === 0x65 || text.charCodeAt(i) === 0x45) {
+    i++;
+    if (text.charCodeAt(i) === 0x2b || text.charCodeAt(i) === 0x2d) i++;
+    if (!isDigit(text.charCodeAt(i))) return { index: i, reason: 'an invalid number (no digit in its exponent)' };
+    while (isDigit(text.charCodeAt(i))) i++;
+  }
+  return i;
+}
+
 /** The first syntax error of `text`, or null when it is one valid JSON value (with whitespace around it). */
 export function jsonSyntaxError(text: string): JsonSyntaxError | null {
   const n = text.length;
@@ -38,45 +77,6 @@ export function jsonSyntaxError(text: string): JsonSyntaxError | null {
     while (i < n && isWhitespace(text.charCodeAt(i))) i++;
   };
   const fail = (index: number, reason: string): JsonSyntaxError => ({ index, reason });
-
-  /** Scans the string starting at text[i] (a quote); leaves i after its closing quote. */
-  const scanString = (): JsonSyntaxError | null => {
-    for (i++; i < n; i++) {
-      const c = text.charCodeAt(i);
-      if (c === 0x22) {
-        i++;
-        return null;
-      }
-      if (c < 0x20) return fail(i, 'a control character inside a string (escape it)');
-      if (c !== 0x5c) continue;
-      const e = text.charCodeAt(++i);
-      if (i >= n) break;
-      if (e === 0x75) {
-        for (let k = 1; k <= 4; k++) if (i + k >= n || !isHex(text.charCodeAt(i + k))) return fail(Math.min(i + k, n), 'an invalid \\u escape in a string');
-        i += 4;
-      } else if (!'"\\/bfnrt'.includes(text[i]!)) return fail(i, 'an invalid escape in a string');
-    }
-    return fail(n, 'the text ends inside a string');
-  };
-
-  /** Scans the number starting at text[i]; leaves i after it. */
-  const scanNumber = (): JsonSyntaxError | null => {
-    if (text.charCodeAt(i) === 0x2d) i++;
-    if (text.charCodeAt(i) === 0x30) i++;
-    else if (isDigit(text.charCodeAt(i))) while (isDigit(text.charCodeAt(i))) i++;
-    else return fail(i, 'an invalid number');
-    if (text.charCodeAt(i) === 0x2e) {
-      if (!isDigit(text.charCodeAt(++i))) return fail(i, 'an invalid number (no digit after its decimal point)');
-      while (isDigit(text.charCodeAt(i))) i++;
-    }
-    if (text.charCodeAt(i) === 0x65 || text.charCodeAt(i) === 0x45) {
-      i++;
-      if (text.charCodeAt(i) === 0x2b || text.charCodeAt(i) === 0x2d) i++;
-      if (!isDigit(text.charCodeAt(i))) return fail(i, 'an invalid number (no digit in its exponent)');
-      while (isDigit(text.charCodeAt(i))) i++;
-    }
-    return null;
-  };
 
   type State = 'value' | 'key' | 'after';
   let state: State = 'value';
@@ -98,10 +98,11 @@ export function jsonSyntaxError(text: string): JsonSyntaxError | null {
         } else state = c === 0x7b ? 'key' : 'value';
         continue;
       }
-      let error: JsonSyntaxError | null = null;
-      if (c === 0x22) error = scanString();
-      else if (c === 0x2d || isDigit(c)) error = scanNumber();
-      else {
+      if (c === 0x22 || c === 0x2d || isDigit(c)) {
+        const end = c === 0x22 ? scanString(text, i) : scanNumber(text, i);
+        if (typeof end !== 'number') return end;
+        i = end;
+      } else {
         const literal = ['true', 'false', 'null'].find((word) => word.charCodeAt(0) === c);
         if (literal === undefined) return fail(i, 'an unexpected character where a value should be');
         for (let k = 1; k < literal.length; k++) {
@@ -109,13 +110,13 @@ export function jsonSyntaxError(text: string): JsonSyntaxError | null {
         }
         i += literal.length;
       }
-      if (error !== null) return error;
       state = 'after';
     } else if (state === 'key') {
       if (i >= n) return fail(n, 'the text ends inside an object');
       if (text.charCodeAt(i) !== 0x22) return fail(i, 'an unexpected character where a field name in double quotes should be');
-      const error = scanString();
-      if (error !== null) return error;
+      const end = scanString(text, i);
+      if (typeof end !== 'number') return end;
+      i = end;
       skip();
       if (i >= n) return fail(n, 'the text ends inside an object');
       if (text.charCodeAt(i) !== 0x3a) return fail(i, "an unexpected character where ':' should follow a field name");

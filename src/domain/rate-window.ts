@@ -1,5 +1,5 @@
 /**
- * A webhook's rate limit (issue 29): at most `limit` deliveries start in any one-second window.
+ * A webhook's rate limit: at most `limit` deliveries start in any one-second window.
  *
  * The limiter is a sliding log of the deliveries started lately, kept as batches (the time of
  * a claim and how many deliveries it started), so its size follows the claims of the last

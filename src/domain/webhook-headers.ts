@@ -1,5 +1,5 @@
 /**
- * A webhook's own headers (issue 29): static name/value pairs an organization sets on its
+ * A webhook's own headers: static name/value pairs an organization sets on its
  * webhook, sent on every attempt next to hookrelay's own. Pure: the rules (what a name and a
  * value may be, which names are hookrelay's), which values are credentials (never echoed), and
  * the stored form (a JSON array of [name, value] pairs: order and spelling kept).

@@ -22,49 +22,67 @@ export interface ChangeWatch {
  * such file, inotify limits reached) is logged once at debug level and the poll does the work.
  */
 export function watchForChanges(path: string, log: Logger, options: { forName?: boolean } = {}): ChangeWatch {
-  let changed = false;
-  let waiter: (() => void) | null = null;
-  let watcher: FSWatcher | null = null;
-  const name = basename(path);
-  const onChange = (_event: string, filename: string | Buffer | null) => {
-    if (options.forName && filename !== null && String(filename) !== name) return;
-    changed = true;
-    waiter?.();
-  };
-  try {
-    watcher = watch(options.forName ? dirname(path) : path, { persistent: false }, onChange);
-    // A watched file that is deleted or renamed away may end its watcher: the poll takes over.
-    watcher.on('error', () => {
-      watcher?.close();
-      watcher = null;
-      changed = true;
-      waiter?.();
-    });
-  } catch (err) {
-    log.debug({ err, path }, 'file notifications unavailable here; polling');
+  return new FileChangeWatch(path, log, options.forName === true);
+}
+
+class FileChangeWatch implements ChangeWatch {
+  /** The name watched for in its directory (with `forName`). */
+  readonly #name: string;
+  readonly #forName: boolean;
+  /** A change was heard since arm(). */
+  #changed = false;
+  /** Ends the wait in progress, if any. */
+  #waiter: (() => void) | null = null;
+  #watcher: FSWatcher | null = null;
+
+  constructor(path: string, log: Logger, forName: boolean) {
+    this.#name = basename(path);
+    this.#forName = forName;
+    try {
+      this.#watcher = watch(forName ? dirname(path) : path, { persistent: false }, (_event, filename) => this.#heard(filename));
+      // A watched file that is deleted or renamed away may end its watcher: the poll takes over.
+      this.#watcher.on('error', () => this.#lost());
+    } catch (err) {
+      log.debug({ err, path }, 'file notifications unavailable here; polling');
+    }
   }
-  return {
-    arm() {
-      changed = false;
-    },
-    wait(ms, signal) {
-      if (changed || signal.aborted) return Promise.resolve();
-      return new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer);
-          signal.removeEventListener('abort', done);
-          waiter = null;
-          resolve();
-        };
-        const timer = setTimeout(done, ms);
-        signal.addEventListener('abort', done, { once: true });
-        waiter = done;
-      });
-    },
-    close() {
-      watcher?.close();
-      watcher = null;
-      waiter?.();
-    },
-  };
+
+  arm(): void {
+    this.#changed = false;
+  }
+
+  wait(ms: number, signal: AbortSignal): Promise<void> {
+    if (this.#changed || signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        this.#waiter = null;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+      this.#waiter = done;
+    });
+  }
+
+  close(): void {
+    this.#watcher?.close();
+    this.#watcher = null;
+    this.#waiter?.();
+  }
+
+  #heard(filename: string | Buffer | null): void {
+    if (this.#forName && filename !== null && String(filename) !== this.#name) return;
+    this.#changed = true;
+    this.#waiter?.();
+  }
+
+  /** The watcher ended (its file deleted or renamed away): whoever waits looks again at once. */
+  #lost(): void {
+    this.#watcher?.close();
+    this.#watcher = null;
+    this.#changed = true;
+    this.#waiter?.();
+  }
 }

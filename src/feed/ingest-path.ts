@@ -1,7 +1,7 @@
 import type { Logger } from '../log.ts';
 import { createIngestService, type IngestService, type Lines } from '../services/ingest.ts';
 import { nobodyListens, type WorkSignal } from '../services/work-signal.ts';
-import type { Store } from '../store/repos.ts';
+import type { Store, Upkeep } from '../store/repos.ts';
 import { sourceBytes } from './line-batch.ts';
 import { createWorkerLineParser, IDLE_THREAD_MS, type LineParser } from './line-parser.ts';
 
@@ -70,36 +70,12 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
   const upkeep = await store.upkeep(log, { whileBusy });
   const parser = createWorkerLineParser(log);
   const service = createIngestService(store, log, options.work ?? nobodyListens, { noticeUndeliverable: options.noticeUndeliverable === true, reorderWindowMs: options.reorderWindowMs ?? 0 });
-  // The daemon gives back what a burst took once it is over: the parser thread's heap goes with
-  // the thread and the page cache shrinks, but glibc keeps the freed pages in its arenas (they
-  // were most of the daemon's memory after a large ingest) until asked to release them.
-  const releaseAfterMs = options.releaseAfterBurstMs ?? RELEASE_AFTER_BURST_MS;
-  let releaseTimer: NodeJS.Timeout | null = null;
-  const release = (why: string): number | null => {
-    const before = process.memoryUsage.rss();
-    const started = performance.now();
-    if (!upkeep.trimHeap()) return null;
-    const ms = performance.now() - started;
-    const after = process.memoryUsage.rss();
-    log.debug({ rssBeforeMiB: Math.round(before / 2 ** 20), rssAfterMiB: Math.round(after / 2 ** 20), ms: Math.round(ms * 10) / 10 }, `memory freed ${why} given back to the system`);
-    options.onReleased?.(before, after);
-    return ms;
-  };
-  const burst = () => {
-    upkeep.busy();
-    if (!whileBusy || !upkeep.canTrimHeap) return;
-    if (releaseTimer !== null) clearTimeout(releaseTimer);
-    releaseTimer = setTimeout(() => {
-      releaseTimer = null;
-      release('after a burst');
-    }, releaseAfterMs);
-    releaseTimer.unref();
-  };
+  const bursts = new Bursts(upkeep, log, { ...options, whileBusy });
   const ingest: IngestService = whileBusy
     ? {
         ...service,
         ingest(source, lines, position, parsed) {
-          if (isLargeBatch(lines)) burst();
+          if (isLargeBatch(lines)) bursts.burst();
           return service.ingest(source, lines, position, parsed);
         },
       }
@@ -107,12 +83,70 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
   return {
     ingest,
     parser,
-    checkpointsBusy: burst,
-    releaseMemory: () => (releaseTimer === null ? release('by steady work') : null),
+    checkpointsBusy: () => bursts.burst(),
+    releaseMemory: () => bursts.releaseBetweenBursts(),
     async close() {
-      if (releaseTimer !== null) clearTimeout(releaseTimer);
+      bursts.stop();
       await parser.close();
       await upkeep.stop();
     },
   };
+}
+
+/**
+ * Bursts of writes, and the memory they take: checkpoints in the background while one lasts,
+ * and, in the daemon's mode (`whileBusy`), what the burst took given back once it is over. The
+ * parser thread's heap goes with the thread and the page cache shrinks, but glibc keeps the
+ * freed pages in its arenas (most of the daemon's memory after a large ingest) until asked to
+ * release them.
+ */
+class Bursts {
+  readonly #upkeep: Upkeep;
+  readonly #log: Logger;
+  readonly #whileBusy: boolean;
+  readonly #releaseAfterMs: number;
+  readonly #onReleased: IngestPathOptions['onReleased'];
+  /** Set from a burst until its release: the release after the burst is due. */
+  #releaseTimer: NodeJS.Timeout | null = null;
+
+  constructor(upkeep: Upkeep, log: Logger, options: Pick<IngestPathOptions, 'releaseAfterBurstMs' | 'onReleased'> & { whileBusy: boolean }) {
+    this.#upkeep = upkeep;
+    this.#log = log;
+    this.#whileBusy = options.whileBusy;
+    this.#releaseAfterMs = options.releaseAfterBurstMs ?? RELEASE_AFTER_BURST_MS;
+    this.#onReleased = options.onReleased;
+  }
+
+  /** A burst of writes: background checkpoints on for a while, and the release put off until it is over. */
+  burst(): void {
+    this.#upkeep.busy();
+    if (!this.#whileBusy || !this.#upkeep.canTrimHeap) return;
+    if (this.#releaseTimer !== null) clearTimeout(this.#releaseTimer);
+    this.#releaseTimer = setTimeout(() => {
+      this.#releaseTimer = null;
+      this.#release('after a burst');
+    }, this.#releaseAfterMs);
+    this.#releaseTimer.unref();
+  }
+
+  /** Releases now, unless a burst's own release is due (see IngestPath.releaseMemory). */
+  releaseBetweenBursts(): number | null {
+    return this.#releaseTimer === null ? this.#release('by steady work') : null;
+  }
+
+  stop(): void {
+    if (this.#releaseTimer !== null) clearTimeout(this.#releaseTimer);
+  }
+
+  /** Gives the C heap's free pages back; returns the time it took (ms), or null when this platform cannot. */
+  #release(why: string): number | null {
+    const before = process.memoryUsage.rss();
+    const started = performance.now();
+    if (!this.#upkeep.trimHeap()) return null;
+    const ms = performance.now() - started;
+    const after = process.memoryUsage.rss();
+    this.#log.debug({ rssBeforeMiB: Math.round(before / 2 ** 20), rssAfterMiB: Math.round(after / 2 ** 20), ms: Math.round(ms * 10) / 10 }, `memory freed ${why} given back to the system`);
+    this.#onReleased?.(before, after);
+    return ms;
+  }
 }

@@ -23,14 +23,38 @@ function sharedInts(count: number): Int32Array {
 }
 
 /**
+ * Makes room for `needed` bytes of lines in `s`, of which the first `used` are kept. By half,
+ * not double: the last growth sets the size of the buffers that then serve every batch.
+ */
+function growBuffer(s: Storage, used: number, needed: number): void {
+  const grown = sharedBytes(Math.max(Math.ceil(s.buffer.length * 1.5), needed));
+  s.buffer.copy(grown, 0, 0, used);
+  s.buffer = grown;
+}
+
+/** Doubles the number of lines `s` has room for. */
+function growIndex(s: Storage): void {
+  const size = s.starts.length * 2;
+  s.starts = copiedInto(s.starts, new Int32Array(size));
+  s.codes = copiedInto(s.codes, sharedInts(size));
+  s.positions = copiedInto(s.positions, new Float64Array(size));
+}
+
+function copiedInto<T extends Int32Array | Float64Array>(from: T, to: T): T {
+  to.set(from);
+  return to;
+}
+
+/**
  * A batch of feed lines in one buffer, back to back, with their offsets, lengths and file
  * positions beside them in typed arrays and the (rare) rejections in a map.
  *
- * Lines were objects, each with a view of the read buffer it was cut from: tens of thousands of
- * small objects per large ingest that lived through a parse and a commit (and were promoted to
- * the old generation meanwhile), and read buffers that stayed alive for the sake of a few lines
- * each. Here a line costs its bytes in the batch's buffer and three numbers; the read buffer is
- * free as soon as its lines are copied, and a line object (`at`) exists only while it is stored.
+ * Lines as objects, each with a view of the read buffer it is cut from, would be tens of
+ * thousands of small objects per large ingest that live through a parse and a commit (and are
+ * promoted to the old generation meanwhile), and would keep read buffers alive for the sake of a
+ * few lines each. Here a line costs its bytes in the batch's buffer and three numbers; the read
+ * buffer is free as soon as its lines are copied, and a line object (`at`) exists only while it
+ * is stored.
  *
  * The bytes and lengths are in SharedArrayBuffers: the parser thread reads the lines where they
  * are (see line-parser.ts), no copy and no transfer, and they are still here for the commit
@@ -88,22 +112,8 @@ export class LineBatch implements Lines, LineSink {
   add(line: RawLine): void {
     const s = this.#live();
     const length = line.bytes.length;
-    if (this.#bytes + length > s.buffer.length) {
-      // By half, not double: the last growth sets the size of the buffers that then serve every batch.
-      const grown = sharedBytes(Math.max(Math.ceil(s.buffer.length * 1.5), this.#bytes + length));
-      s.buffer.copy(grown, 0, 0, this.#bytes);
-      s.buffer = grown;
-    }
-    if (this.#count === s.starts.length) {
-      const size = s.starts.length * 2;
-      const grow = <T extends Int32Array | Float64Array>(from: T, to: T): T => {
-        to.set(from);
-        return to;
-      };
-      s.starts = grow(s.starts, new Int32Array(size));
-      s.codes = grow(s.codes, sharedInts(size));
-      s.positions = grow(s.positions, new Float64Array(size));
-    }
+    if (this.#bytes + length > s.buffer.length) growBuffer(s, this.#bytes, this.#bytes + length);
+    if (this.#count === s.starts.length) growIndex(s);
     const i = this.#count++;
     s.buffer.set(line.bytes, this.#bytes);
     s.starts[i] = this.#bytes;

@@ -37,6 +37,12 @@ export const inlineLineParser: LineParser = {
   close: () => Promise.resolve(),
 };
 
+/** A batch sent to the parser thread, waiting for its results. */
+interface PendingParse {
+  readonly resolve: (batch: PackedBatch) => void;
+  readonly reject: (err: Error) => void;
+}
+
 /**
  * Parses on one worker thread, so that a reader can parse the next batch while the main
  * thread commits the previous one (see the file tailer). The thread reads the lines where they
@@ -45,123 +51,145 @@ export const inlineLineParser: LineParser = {
  * Should the worker fail, the error is logged and this and every later batch is parsed on the
  * calling thread: slower, never wrong.
  */
-export function createWorkerLineParser(log: Logger, options: { idleThreadMs?: number } = {}): LineParser & { readonly threadRunning: boolean } {
-  const idleThreadMs = options.idleThreadMs ?? IDLE_THREAD_MS;
-  const parserLog = log.child({ subsystem: 'feed-parser' });
-  let worker: Worker | null = null;
-  let failed = false;
-  let nextId = 0;
-  const waiting = new Map<number, { resolve: (batch: PackedBatch) => void; reject: (err: Error) => void }>();
-  // The buffers results come back in are used again once their batch is stored
-  // (PackedLines.release). Left to the garbage collector they outlived every batch: tens of MB
-  // of them waited for a full collection during a large ingest.
-  const spareText: ArrayBuffer[] = [];
-  const keepText = (text: ArrayBuffer) => {
-    if (spareText.length < SPARE_BUFFERS) spareText.push(text);
+export class WorkerLineParser implements LineParser {
+  readonly #log: Logger;
+  readonly #idleThreadMs: number;
+  /** The parser thread while one is up: started by a large batch, ended when idle (see retireWhenIdle). */
+  #worker: Worker | null = null;
+  /** A thread failed: every batch from now on is parsed on the calling thread. */
+  #failed = false;
+  #nextId = 0;
+  /** Batches sent to the thread and not answered yet, by request id. */
+  readonly #waiting = new Map<number, PendingParse>();
+  /**
+   * The buffers results come back in, used again once their batch is stored
+   * (PackedLines.release): left to the garbage collector they outlive every batch, and tens of
+   * MB of them wait for a full collection during a large ingest.
+   */
+  readonly #spareText: ArrayBuffer[] = [];
+  #idleTimer: NodeJS.Timeout | null = null;
+  /** Threads ended for being idle: their exit fails nothing. */
+  readonly #retired = new WeakSet<Worker>();
+  /** The end of the last thread retired, which close() awaits. */
+  #retiring: Promise<void> = Promise.resolve();
+  readonly #keepText = (text: ArrayBuffer): void => {
+    if (this.#spareText.length < SPARE_BUFFERS) this.#spareText.push(text);
   };
 
-  function failAll(err: Error): void {
-    for (const w of waiting.values()) w.reject(err);
-    waiting.clear();
+  /** `idleThreadMs`: how long the thread lives without a batch (IDLE_THREAD_MS by default). */
+  constructor(log: Logger, options: { idleThreadMs?: number } = {}) {
+    this.#log = log.child({ subsystem: 'feed-parser' });
+    this.#idleThreadMs = options.idleThreadMs ?? IDLE_THREAD_MS;
   }
 
-  let idleTimer: NodeJS.Timeout | null = null;
-  const retired = new WeakSet<Worker>();
-  let retiring: Promise<void> = Promise.resolve();
-  /**
-   * Ends the thread once no batch has come for `idleThreadMs`: a thread that parsed a large
-   * ingest keeps its heap (tens of MB) and nothing else ever gives it back. The next large
-   * batch starts a new one (a few tens of ms, against the second a large batch takes).
-   */
-  function retireWhenIdle(w: Worker): void {
-    if (idleTimer !== null) clearTimeout(idleTimer);
-    idleTimer = setTimeout(() => {
-      idleTimer = null;
-      if (worker !== w || waiting.size > 0) return;
-      worker = null;
-      spareText.length = 0;
-      retired.add(w);
-      retiring = w.terminate().then(
-        () => {},
-        () => {},
-      );
-    }, idleThreadMs);
-    idleTimer.unref();
+  /** Whether a parser thread is up now (it is started by a large batch and ends when idle). */
+  get threadRunning(): boolean {
+    return this.#worker !== null;
   }
 
-  function start(): Worker {
-    const w = startWorker(new URL('./parse-worker.ts', import.meta.url));
-    w.on('message', (message: ParseReply) => {
-      const entryFor = waiting.get(message.id);
-      waiting.delete(message.id);
-      if (waiting.size === 0) {
-        w.unref();
-        retireWhenIdle(w);
-      }
-      entryFor?.resolve(message.batch);
-    });
-    w.on('error', (err) => {
-      if (!failed) parserLog.error({ err }, 'feed parser thread failed; parsing on the main thread from now on');
-      failed = true;
-      worker = null;
-      failAll(err);
-    });
-    w.on('exit', (code) => {
-      // A retired thread had nothing pending; what is pending now belongs to its successor.
-      if (retired.has(w)) {
-        retired.delete(w);
-        return;
-      }
-      worker = null;
-      failAll(new Error(`feed parser thread exited with code ${code}`));
-    });
-    w.unref();
-    return w;
+  async parse(lines: Lines, receivedAt: number): Promise<ParsedLines> {
+    // A few lines (a feed appended to line by line) are parsed here: the trip to the thread
+    // and back would cost more than the parsing, and add to every line's latency.
+    if (this.#failed || lines.length <= INLINE_LINES) return parseHere(lines, receivedAt);
+    try {
+      return new PackedLines(await this.#inWorker(lines, receivedAt), this.#keepText);
+    } catch (err) {
+      if (!this.#failed) this.#log.error({ err }, 'feed parser thread failed; parsing on the main thread from now on');
+      this.#failed = true;
+      return parseHere(lines, receivedAt);
+    }
   }
 
-  function inWorker(lines: Lines, receivedAt: number): Promise<PackedBatch> {
-    worker ??= start();
+  async close(): Promise<void> {
+    const w = this.#worker;
+    this.#failed = true;
+    this.#worker = null;
+    if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
+    if (w) await w.terminate();
+    await this.#retiring;
+  }
+
+  #inWorker(lines: Lines, receivedAt: number): Promise<PackedBatch> {
+    const w = (this.#worker ??= this.#startThread());
     // Lines that come as objects (a test, a caller of its own) are copied into a batch first.
     const { bytes, lengths } = (lines instanceof LineBatch ? lines : LineBatch.of(lines)).forParser();
-    const total = bytes.length;
-    const id = nextId++;
+    const id = this.#nextId++;
     // A results buffer large enough for what parseAndPack reserves, if one was given back.
-    const t = spareText.findIndex((b) => b.byteLength >= packedCapacity(lengths.length, total));
-    const text = t >= 0 ? spareText.splice(t, 1)[0]! : undefined;
+    const t = this.#spareText.findIndex((b) => b.byteLength >= packedCapacity(lengths.length, bytes.length));
+    const text = t >= 0 ? this.#spareText.splice(t, 1)[0]! : undefined;
     const request: ParseRequest = text === undefined ? { id, bytes, lengths, receivedAt } : { id, bytes, lengths, receivedAt, text };
-    const w = worker;
     return new Promise<PackedBatch>((resolve, reject) => {
-      waiting.set(id, { resolve, reject });
+      this.#waiting.set(id, { resolve, reject });
       w.ref();
       // The lines are shared, not transferred: the commit reads them again.
       w.postMessage(request, text === undefined ? [] : [text]);
     });
   }
 
-  return {
-    /** Whether a parser thread is up now (it is started by a large batch and ends when idle). */
-    get threadRunning() {
-      return worker !== null;
-    },
-    async parse(lines, receivedAt) {
-      // A few lines (a feed appended to line by line) are parsed here: the trip to the thread
-      // and back would cost more than the parsing, and add to every line's latency.
-      if (failed || lines.length <= INLINE_LINES) return parseHere(lines, receivedAt);
-      try {
-        return new PackedLines(await inWorker(lines, receivedAt), keepText);
-      } catch (err) {
-        if (!failed) parserLog.error({ err }, 'feed parser thread failed; parsing on the main thread from now on');
-        failed = true;
-        return parseHere(lines, receivedAt);
-      }
-    },
-    async close() {
-      const w = worker;
-      failed = true;
-      worker = null;
-      if (idleTimer !== null) clearTimeout(idleTimer);
-      if (w) await w.terminate();
-      await retiring;
-    },
-  };
+  #startThread(): Worker {
+    const w = startWorker(new URL('./parse-worker.ts', import.meta.url));
+    w.on('message', (message: ParseReply) => this.#answered(w, message));
+    w.on('error', (err) => this.#threadFailed(err));
+    w.on('exit', (code) => this.#threadExited(w, code));
+    w.unref();
+    return w;
+  }
+
+  #answered(w: Worker, message: ParseReply): void {
+    const pending = this.#waiting.get(message.id);
+    this.#waiting.delete(message.id);
+    if (this.#waiting.size === 0) {
+      w.unref();
+      this.#retireWhenIdle(w);
+    }
+    pending?.resolve(message.batch);
+  }
+
+  #threadFailed(err: Error): void {
+    if (!this.#failed) this.#log.error({ err }, 'feed parser thread failed; parsing on the main thread from now on');
+    this.#failed = true;
+    this.#worker = null;
+    this.#failAll(err);
+  }
+
+  #threadExited(w: Worker, code: number): void {
+    // A retired thread had nothing pending; what is pending now belongs to its successor.
+    if (this.#retired.has(w)) {
+      this.#retired.delete(w);
+      return;
+    }
+    this.#worker = null;
+    this.#failAll(new Error(`feed parser thread exited with code ${code}`));
+  }
+
+  /**
+   * Ends the thread once no batch has come for `idleThreadMs`: a thread that parsed a large
+   * ingest keeps its heap (tens of MB) and nothing else ever gives it back. The next large
+   * batch starts a new one (a few tens of ms, against the second a large batch takes).
+   */
+  #retireWhenIdle(w: Worker): void {
+    if (this.#idleTimer !== null) clearTimeout(this.#idleTimer);
+    this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = null;
+      if (this.#worker !== w || this.#waiting.size > 0) return;
+      this.#worker = null;
+      this.#spareText.length = 0;
+      this.#retired.add(w);
+      this.#retiring = w.terminate().then(
+        () => {},
+        () => {},
+      );
+    }, this.#idleThreadMs);
+    this.#idleTimer.unref();
+  }
+
+  #failAll(err: Error): void {
+    for (const pending of this.#waiting.values()) pending.reject(err);
+    this.#waiting.clear();
+  }
+}
+
+/** The parser on a worker thread (see WorkerLineParser). */
+export function createWorkerLineParser(log: Logger, options: { idleThreadMs?: number } = {}): WorkerLineParser {
+  return new WorkerLineParser(log, options);
 }

@@ -13,9 +13,9 @@ import { parseFeedLine, type ParsedLines, type RejectReason, type StorableLine }
  * escapes them (and UTF-8 has no 0 byte but U+0000).
  *
  * The receiving thread decodes one line at a time, when it stores it (see PackedLines), not the
- * whole batch up front: a batch decoded into strings and objects stayed alive for the whole
- * commit, survived the young-generation collections that ran meanwhile and was copied into the
- * old generation, which grew by tens of MB during a large ingest before a full collection.
+ * whole batch up front: a batch decoded into strings and objects would stay alive for the
+ * whole commit, survive the young-generation collections that run meanwhile and be copied into
+ * the old generation, which grows by tens of MB during a large ingest before a full collection.
  */
 export interface PackedBatch {
   /** Per line: k >= 0, the k-th accepted event; -1, a line rejected before parsing (no result); -2 - r, the r-th reject. */
@@ -35,9 +35,10 @@ export const PRE_REJECTED = -1;
 /**
  * One buffer for all of a batch's results: per line its slot, per event its offset and time,
  * then the text. One buffer crosses to the receiving thread (transferred) and comes back to be
- * filled again (PackedLines.release). Separate typed arrays per batch were freed only when the
- * receiving thread's garbage collector got to them, and meanwhile this thread's malloc arena
- * grew by their size for every batch of a large ingest (docs/benchmarks.md, "Memory", the fifth pass).
+ * filled again (PackedLines.release). Separate typed arrays per batch would be freed only when
+ * the receiving thread's garbage collector gets to them, and meanwhile this thread's malloc
+ * arena would grow by their size for every batch of a large ingest (docs/benchmarks.md,
+ * "Memory", the fifth pass).
  */
 class Packer {
   readonly #lines: number;
@@ -189,8 +190,8 @@ export class PackedLines implements ParsedLines {
   /**
    * Hands the text's buffer back, to be filled with another batch: the decoded strings are copies,
    * so nothing refers to it, but this object must not be read again. Without it, each batch's
-   * buffer lived until a full collection (the object is promoted while its batch is stored), and
-   * tens of MB of them were waiting for one during a large ingest.
+   * buffer lives until a full collection (the object is promoted while its batch is stored), and
+   * tens of MB of them wait for one during a large ingest.
    */
   release(): void {
     const onRelease = this.#onRelease;

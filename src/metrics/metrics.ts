@@ -61,14 +61,17 @@ interface Snapshot {
 }
 
 export function createMetrics(options: MetricsOptions): Metrics {
-  const log = options.log.child({ subsystem: 'metrics' });
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-
   new Gauge({ name: 'hookrelay_build_info', help: 'Always 1; the version of hookrelay that runs.', labelNames: ['version'], registers: [registry] }).set({ version: options.version }, 1);
+  const counters = registerEventCounters(registry);
+  registerDatabaseGauges(registry, options);
+  if (options.feedReader !== undefined) registerFeedReaderMetrics(registry, options.feedReader);
+  return { contentType: registry.contentType, render: () => registry.metrics(), ...counters };
+}
 
-  // ---- counters, incremented per committed batch
-
+/** The counters of what this process does, incremented once per committed batch (an ingest batch, a group commit of outcomes). */
+function registerEventCounters(registry: Registry): Pick<Metrics, 'ingested' | 'recorded' | 'outOfOrder'> {
   const ingested = new Counter({ name: 'hookrelay_events_ingested_total', help: 'Feed lines stored as new events by this process.', registers: [registry] });
   const duplicates = new Counter({ name: 'hookrelay_events_duplicate_total', help: 'Feed lines that repeated an event already stored (counted, not stored again).', registers: [registry] });
   const quarantined = new Counter({ name: 'hookrelay_feed_lines_quarantined_total', help: 'Feed lines refused and kept in quarantine (hookrelay feed rejects).', registers: [registry] });
@@ -89,8 +92,49 @@ export function createMetrics(options: MetricsOptions): Metrics {
   // Every series exists from the start, at 0: rate() and alerts see the first increment.
   for (const child of [...Object.values(byOutcome), ...byError.values()]) child.inc(0);
 
-  // ---- gauges read from the database when scraped, at most once per refresh interval
+  return {
+    ingested(counts) {
+      if (counts.accepted > 0) ingested.inc(counts.accepted);
+      if (counts.duplicates > 0) duplicates.inc(counts.duplicates);
+      if (counts.quarantined > 0) quarantined.inc(counts.quarantined);
+      if (counts.undeliverable > 0) undeliverable.inc(counts.undeliverable);
+    },
+    recorded(finished, unsendableCount) {
+      let delivered = 0;
+      let retry = 0;
+      let dead = 0;
+      let disabled = 0;
+      for (const f of finished) {
+        const kind = f.outcome.kind;
+        if (kind === 'delivered') delivered++;
+        else if (kind === 'retry') retry++;
+        else if (kind === 'dead') dead++;
+        else disabled++;
+        const seconds = f.result.durationMs / 1000;
+        if (isSuccess(f.result)) succeeded.observe(seconds);
+        else {
+          failed.observe(seconds);
+          if (f.result.error !== null) byError.get(f.result.error)?.inc();
+        }
+      }
+      if (delivered > 0) byOutcome.delivered.inc(delivered);
+      if (retry > 0) byOutcome.retry.inc(retry);
+      if (dead > 0) byOutcome.dead.inc(dead);
+      if (disabled > 0) byOutcome.disabled.inc(disabled);
+      if (unsendableCount > 0) unsendable.inc(unsendableCount);
+    },
+    outOfOrder(n) {
+      if (n > 0) outOfOrder.inc(n);
+    },
+  };
+}
 
+/**
+ * The gauges read from the database when Prometheus scrapes, at most once per refresh interval
+ * (scrapes in between get the last values; one read at a time, shared by concurrent scrapes).
+ */
+function registerDatabaseGauges(registry: Registry, options: MetricsOptions): void {
+  const log = options.log.child({ subsystem: 'metrics' });
   let snapshot: Snapshot | null = null;
   let snapshotMono = -Infinity;
   let pending: Promise<Snapshot | null> | null = null;
@@ -187,65 +231,29 @@ export function createMetrics(options: MetricsOptions): Metrics {
       if (s.feed !== null) set({}, s.feed.lagBytes);
     });
   }
-  const reader = options.feedReader;
-  if (reader !== undefined) {
-    new Counter({
-      name: 'hookrelay_feed_reader_failures_total',
-      help: 'Times the feed reader failed and restarted from the committed position (a bad line never makes it fail: it is quarantined).',
-      registers: [registry],
-      collect() {
-        this.reset();
-        this.inc(reader.failures);
-      },
-    });
-    new Gauge({
-      name: 'hookrelay_feed_reader_stuck',
-      help: 'Whether the feed reader keeps failing at one position (1) and reads nothing after it; /readyz answers 503 meanwhile.',
-      registers: [registry],
-      collect() {
-        this.set(reader.stuck ? 1 : 0);
-      },
-    });
-  }
   snapshotGauge('hookrelay_metrics_refresh_seconds', 'How long the last read of the database gauges took (they are read at most once per metrics.refreshInterval).', [], (set, s) => set({}, s.seconds));
 
-  return {
-    contentType: registry.contentType,
-    render: () => registry.metrics(),
-    ingested(counts) {
-      if (counts.accepted > 0) ingested.inc(counts.accepted);
-      if (counts.duplicates > 0) duplicates.inc(counts.duplicates);
-      if (counts.quarantined > 0) quarantined.inc(counts.quarantined);
-      if (counts.undeliverable > 0) undeliverable.inc(counts.undeliverable);
+}
+
+/** The feed reader's failures: read from FeedReaderFaults when scraped. */
+function registerFeedReaderMetrics(registry: Registry, reader: NonNullable<MetricsOptions['feedReader']>): void {
+  new Counter({
+    name: 'hookrelay_feed_reader_failures_total',
+    help: 'Times the feed reader failed and restarted from the committed position (a bad line never makes it fail: it is quarantined).',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(reader.failures);
     },
-    recorded(finished, unsendableCount) {
-      let delivered = 0;
-      let retry = 0;
-      let dead = 0;
-      let disabled = 0;
-      for (const f of finished) {
-        const kind = f.outcome.kind;
-        if (kind === 'delivered') delivered++;
-        else if (kind === 'retry') retry++;
-        else if (kind === 'dead') dead++;
-        else disabled++;
-        const seconds = f.result.durationMs / 1000;
-        if (isSuccess(f.result)) succeeded.observe(seconds);
-        else {
-          failed.observe(seconds);
-          if (f.result.error !== null) byError.get(f.result.error)?.inc();
-        }
-      }
-      if (delivered > 0) byOutcome.delivered.inc(delivered);
-      if (retry > 0) byOutcome.retry.inc(retry);
-      if (dead > 0) byOutcome.dead.inc(dead);
-      if (disabled > 0) byOutcome.disabled.inc(disabled);
-      if (unsendableCount > 0) unsendable.inc(unsendableCount);
+  });
+  new Gauge({
+    name: 'hookrelay_feed_reader_stuck',
+    help: 'Whether the feed reader keeps failing at one position (1) and reads nothing after it; /readyz answers 503 meanwhile.',
+    registers: [registry],
+    collect() {
+      this.set(reader.stuck ? 1 : 0);
     },
-    outOfOrder(n) {
-      if (n > 0) outOfOrder.inc(n);
-    },
-  };
+  });
 }
 
 /** The bearer token /metrics requires: metrics.token, else the content of metrics.tokenFile, else null. */

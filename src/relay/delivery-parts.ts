@@ -5,7 +5,7 @@ import type { RetryPolicy } from '../domain/retry-policy.ts';
 import { createDeliverer } from '../dispatch/deliverer.ts';
 import { createDispatcher } from '../dispatch/dispatcher.ts';
 import type { Metrics } from '../metrics/metrics.ts';
-import type { FlushResult, FlushWork } from '../services/outbox.ts';
+import type { FlushResult, FlushWork, OutboxService } from '../services/outbox.ts';
 import { createRetentionService, startRetention } from '../services/retention.ts';
 import { DELIVERY_USER_AGENT } from '../version.ts';
 import type { DaemonPart } from './parts.ts';
@@ -92,15 +92,19 @@ export function dispatcher(w: Wiring): DaemonPart {
       const store = w.store.get();
       w.dispatcher.set(
         createDispatcher({
+          // The outbox with its flushes counted; each method delegated by name (the outbox is a
+          // class: a spread would copy none of its methods).
           deliveries: {
-            ...deliveries,
             async flush(work, options) {
               // Outcomes are counted once their group commit has succeeded.
               const result = await deliveries.flush(work, options);
               recordedSinceRelease += work.finished.length;
               return metrics === null ? result : counted(result, work, metrics);
             },
-          },
+            logDeliveredSummary: () => deliveries.logDeliveredSummary(),
+            peek: (orgIds) => deliveries.peek(orgIds),
+            deliverableWebhooks: () => deliveries.deliverableWebhooks(),
+          } satisfies OutboxService,
           deliverer: w.deliverer.get(),
           work: w.work,
           policy: retryPolicyFrom(config),

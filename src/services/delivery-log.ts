@@ -17,7 +17,7 @@ import { orderingKey, testOrderingKey } from '../domain/ordering.ts';
 import { signingSecrets } from '../domain/secrets.ts';
 import { loggedHeaders, type WebhookHeaders } from '../domain/webhook-headers.ts';
 import type { Store, Tx } from '../store/repos.ts';
-import { DeliveryStatus, type AttemptRow, type DeliveryRow, type ListFilter } from '../store/types.ts';
+import { DeliveryStatus, type AttemptRow, type DeliveryRow, type ListFilter, type WebhookSigningKeys } from '../store/types.ts';
 import { requireWebhook } from './webhooks.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
@@ -162,17 +162,7 @@ export interface DeliveryLogOptions {
  * so that the daemon's dispatcher sends it without waiting for a poll.
  */
 export function createDeliveryLogService(store: Store, options: DeliveryLogOptions, work: WorkSignal = nobodyListens) {
-  const { chunkIds, maxIds } = options.requestSearch ?? { chunkIds: REQUEST_SEARCH_CHUNK_IDS, maxIds: REQUEST_SEARCH_MAX_IDS };
-
-  /**
-   * The one time base of every queue: when a delivery is queued (ingest, replay, recovery, test
-   * events), its created_at is the clock, but never before the newest stored event (see
-   * FeedRepo.receivedAt), so queue order and time order agree even when the clock steps back.
-   * Call inside the write transaction.
-   */
-  function queueTime(tx: Tx): Promise<number> {
-    return tx.feed.receivedAt(store.clock.now());
-  }
+  const search = options.requestSearch ?? { chunkIds: REQUEST_SEARCH_CHUNK_IDS, maxIds: REQUEST_SEARCH_MAX_IDS };
 
   return {
     /** Up to `filter.limit` of the organization's deliveries, newest first (`hookrelay deliveries list`). */
@@ -196,10 +186,7 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
     /**
      * A page of the organization's deliveries, newest first. A time window is first turned
      * into a range of ids (idsCreated), so that a window deep in a large log is read from its
-     * own place in the indexes. A search by request reads the deliveries of that range one by
-     * one, newest first, REQUEST_SEARCH_CHUNK_IDS ids at a time, until the page is full, the
-     * range is read, or REQUEST_SEARCH_MAX_IDS ids were read: then the page may hold fewer
-     * deliveries than `limit` (even none) and still have a next page.
+     * own place in the indexes. A search by request reads that range in chunks (searchByRequest).
      */
     async page(orgId: string, q: LogQuery): Promise<LogPage> {
       const filter = { status: q.status, since: q.since, until: q.until, requestId: q.requestId };
@@ -211,39 +198,16 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
         beforeId = Math.min(beforeId ?? ids.to, ids.to);
         if (beforeId <= fromId) return { deliveries: [], nextBeforeId: null };
       }
-      const pageOf = (rows: DeliveryRow[]): LogPage => {
-        const deliveries = rows.slice(0, q.limit);
-        return { deliveries, nextBeforeId: rows.length > q.limit ? deliveries[deliveries.length - 1]!.id : null };
-      };
       if (q.requestId === undefined) {
-        return pageOf(await store.read((tx) => tx.deliveries.list(orgId, { ...filter, fromId, beforeId, limit: q.limit + 1 })));
+        return pageOf(await store.read((tx) => tx.deliveries.list(orgId, { ...filter, fromId, beforeId, limit: q.limit + 1 })), q.limit);
       }
-      const found: DeliveryRow[] = [];
-      let top = beforeId!;
-      const end = Math.max(fromId, top - maxIds);
-      while (top > end) {
-        const bottom = Math.max(end, top - chunkIds);
-        const upper = top;
-        found.push(...(await store.read((tx) => tx.deliveries.list(orgId, { ...filter, fromId: bottom, beforeId: upper, limit: q.limit + 1 - found.length }))));
-        if (found.length > q.limit) return pageOf(found);
-        top = bottom;
-        if (top > end) await yieldToEventLoop();
-      }
-      return { deliveries: found, nextBeforeId: end > fromId ? end : null };
+      return searchByRequest(store, search, orgId, { ...filter, fromId, beforeId: beforeId!, limit: q.limit });
     },
 
     /**
-     * One delivery, its attempts, and the request hookrelay sent for it: its exact body (the
-     * same bytes on every attempt) and every header, with the webhook-timestamp and the
-     * webhook-signature the latest attempt that sent a request recorded. When no attempt sent
-     * one (never attempted; or every attempt ended before sending, and attempts recorded before
-     * schema 10), a preview. The webhook's own headers are the ones it has now, by lower-case
-     * name, with every value that may be a credential hidden (domain/webhook-headers.ts). For a preview: the timestamp and the signature are made now, as an attempt made
-     * now would carry them, with the secrets that sign now (`attempt` null). Only callers who
-     * may read the secret (`withSignature`) get a signature, the request's and each attempt's:
-     * one less than five minutes old would let anyone who sees it make the receiver accept
-     * that request; nor an answer's copy of it (see shownAttempts, which also hides the
-     * webhook's credentials from everyone wherever an answer repeats them).
+     * One delivery, its attempts, and the request hookrelay sent for it (requestAsSent): a
+     * caller who may not read the secret (`withSignature` false) sees no signature, the
+     * request's nor any attempt's; nobody sees the webhook's credentials (see shownAttempts).
      */
     detail(orgId: string, id: number, withSignature: boolean): Promise<DeliveryDetail> {
       return store.read(async (tx) => {
@@ -255,31 +219,8 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
         const webhook = await tx.webhooks.get(orgId);
         // A delivery's event and its organization's webhook outlive it (retention removes them together).
         if (!event || !keys || !webhook) throw notFound(id);
-        const attempts = shownAttempts(recorded, webhook.headers, withSignature);
-        const body = storedBody(event);
-        // The webhook's own headers as they are now (an attempt does not record them), credentials hidden.
-        const custom = loggedHeaders(webhook.headers);
-        const sent = recorded.findLast((a) => a.sentTimestamp !== null);
-        if (sent !== undefined) {
-          const timestampSeconds = sent.sentTimestamp!;
-          const signature = sent.sentSignature === null ? SignatureShown.unsigned : withSignature ? SignatureShown.included : SignatureShown.withheld;
-          const headers = deliveryHeaders({ eventId: delivery.eventId, timestampSeconds, body, secrets: [], signature: signature === SignatureShown.included ? sent.sentSignature : null, userAgent: options.userAgent, custom });
-          return {
-            delivery,
-            attempts,
-            request: { url: sent.url, headers: requestHeadersOnTheWire(sent.url, headers, body), body, signedAt: timestampSeconds * 1000, signature, attempt: sent.attempt, sentAt: sent.startedAt },
-          };
-        }
-        const now = store.clock.now();
-        const timestampSeconds = Math.floor(now / 1000);
-        const secrets = signingSecrets(keys, now);
-        const signature = secrets.length === 0 ? SignatureShown.unsigned : withSignature ? SignatureShown.included : SignatureShown.withheld;
-        const headers = deliveryHeaders({ eventId: delivery.eventId, timestampSeconds, body, secrets: signature === SignatureShown.included ? secrets : [], userAgent: options.userAgent, custom });
-        return {
-          delivery,
-          attempts,
-          request: { url: keys.url, headers: requestHeadersOnTheWire(keys.url, headers, body), body, signedAt: timestampSeconds * 1000, signature, attempt: null, sentAt: null },
-        };
+        const request = requestAsSent({ eventId: delivery.eventId, body: storedBody(event), recorded, keys, headers: webhook.headers }, withSignature, options.userAgent, store.clock.now());
+        return { delivery, attempts: shownAttempts(recorded, webhook.headers, withSignature), request };
       });
     },
 
@@ -289,39 +230,13 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
      * minutes, quarters of an hour, UTC) and the last one is the one under way. Read an hour
      * at a time (STATS_CHUNK_MS), each through delivery_attempts_started.
      */
-    async attemptStats(orgId: string, window: StatsWindow): Promise<AttemptStats> {
-      const { spanMs, bucketMs } = STATS_WINDOWS[window];
-      const until = (Math.floor(store.clock.now() / bucketMs) + 1) * bucketMs;
-      const from = until - spanMs;
-      const buckets = Array.from({ length: spanMs / bucketMs }, (_, i) => ({ start: from + i * bucketMs, succeeded: 0, failed: 0 }));
-      for (let start = from; start < until; start += STATS_CHUNK_MS) {
-        const end = Math.min(until, start + STATS_CHUNK_MS);
-        const first = (start - from) / bucketMs;
-        for (const c of await store.read((tx) => tx.deliveries.attemptCounts(orgId, start, end, bucketMs))) {
-          const bucket = buckets[first + c.bucket];
-          if (bucket) {
-            bucket.succeeded += c.succeeded;
-            bucket.failed += c.failed;
-          }
-        }
-        if (end < until) await yieldToEventLoop();
-      }
-      return { window, bucketMs, from, until, buckets };
+    attemptStats(orgId: string, window: StatsWindow): Promise<AttemptStats> {
+      return attemptStatsOf(store, orgId, window);
     },
 
     /** Queues the delivery's event again (same webhook-id) with a fresh retry schedule. */
     async replay(orgId: string, id: number): Promise<DeliveryRow> {
-      const queued = await store.transaction(async (tx) => {
-        await requireWebhook(tx, orgId);
-        const row = await tx.deliveries.get(orgId, id);
-        if (!row) throw notFound(id);
-        const ref = (await tx.deliveries.eventOf(id))!;
-        if (await tx.deliveries.hasPendingDelivery(ref.eventSeq)) {
-          throw validationError(`delivery ${id}'s event is already queued (a delivery of it is pending); replay it once that one is delivered or dead`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
-        }
-        const newId = await tx.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, await queueTime(tx));
-        return (await tx.deliveries.get(orgId, newId))!;
-      });
+      const queued = await store.transaction((tx) => queueAgain(store, tx, orgId, id));
       work.notify(orgId, 'queued');
       return queued;
     },
@@ -330,66 +245,187 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
      * Re-queues every event of the organization received in [since, until) that was never
      * delivered: dead and undeliverable ones get a new delivery, failed ones are made due now.
      */
-    async recover(orgId: string, since: number, until?: number, options: RecoverOptions = {}): Promise<Recovered> {
-      // Without `until`: everything received so far, which may be later than the clock if it stepped back.
-      const end = until ?? (await store.read((tx) => tx.feed.receivedAt(store.clock.now()))) + 1;
-      if (!(since < end)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
-      /** Requeues the events with seq in [from, to) (in the caller's transaction). */
-      const recoverRange = async (tx: Tx, from: number, to: number) => {
-        await requireWebhook(tx, orgId);
-        const queuedAt = await queueTime(tx);
-        const queue = (await tx.deliveries.recoverable(orgId, from, to)).map((e) => ({
-          eventSeq: e.eventSeq,
-          orgId,
-          orderingKey: e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId),
-        }));
-        if (queue.length > 0) await tx.deliveries.insertMany(queue, queuedAt);
-        // Retries are due by the raw clock (see DeliveriesRepo.dueRows): made due now by it.
-        return { requeued: queue.length, retriedNow: await tx.deliveries.retryFailedNow(orgId, from, to, store.clock.now()) };
-      };
-      const inChunk = (lo: number, hi: number) => store.transaction((tx) => recoverRange(tx, lo, hi));
-      const { from, to } = await store.read((tx) => tx.feed.seqRange(since, end));
-      const counts = { requeued: 0, retriedNow: 0 };
-      options.onChunk?.(0, to - from);
-      try {
-        for (let lo = from; lo < to; lo += RECOVER_CHUNK_SEQS) {
-          const hi = Math.min(lo + RECOVER_CHUNK_SEQS, to);
-          const chunk = await inChunk(lo, hi);
-          counts.requeued += chunk.requeued;
-          counts.retriedNow += chunk.retriedNow;
-          options.onChunk?.(hi - from, to - from);
-          // The daemon's other work (the admin API, attempts, the feed) runs between two chunks.
-          if (hi < to) await yieldToEventLoop();
-        }
-      } catch (err) {
-        if (counts.requeued + counts.retriedNow === 0 || !(err instanceof HookrelayError) || err.code !== ErrorCode.databaseBusy) throw err;
-        work.notify(orgId, 'queued');
-        throw new HookrelayError(
-          ErrorCode.databaseBusy,
-          `the database stayed locked by another process (a hookrelay CLI command or a backup, say) part way through: ${counts.requeued} event(s) of the window were queued again and ${counts.retriedNow} failed delivery(ies) made due now; recover again shortly to do the rest (nothing is queued twice)`,
-          { cause: err },
-        );
-      }
-      if (from >= to) await store.read((tx) => requireWebhook(tx, orgId));
-      if (counts.requeued + counts.retriedNow > 0) work.notify(orgId, 'queued');
-      return counts;
+    recover(orgId: string, since: number, until?: number, recoverOptions: RecoverOptions = {}): Promise<Recovered> {
+      return recoverWindow(store, work, orgId, since, until, recoverOptions);
     },
 
     /** Stores and queues a `webhook.test` event for the organization's webhook. */
     async sendTest(orgId: string): Promise<DeliveryRow> {
-      const queued = await store.transaction(async (tx) => {
-        await requireWebhook(tx, orgId);
-        const now = await queueTime(tx);
-        const id = `evt_test_${randomUUID().replaceAll('-', '')}`;
-        const timestamp = iso(now);
-        const payload = JSON.stringify({ type: TEST_EVENT_TYPE, timestamp, data: { event_id: id, organization_id: orgId, message: 'Test notification from hookrelay' } });
-        const seq = await tx.deliveries.insertTestEvent(id, orgId, payload, now);
-        const deliveryId = await tx.deliveries.insert(seq, orgId, testOrderingKey(orgId, id), now);
-        return (await tx.deliveries.get(orgId, deliveryId))!;
-      });
+      const queued = await store.transaction((tx) => queueTestEvent(store, tx, orgId));
       work.notify(orgId, 'queued');
       return queued;
     },
   };
 }
 export type DeliveryLogService = ReturnType<typeof createDeliveryLogService>;
+
+/**
+ * The one time base of every queue: when a delivery is queued (ingest, replay, recovery, test
+ * events), its created_at is the clock, but never before the newest stored event (see
+ * FeedRepo.receivedAt), so queue order and time order agree even when the clock steps back.
+ * Call inside the write transaction.
+ */
+function queueTime(store: Store, tx: Tx): Promise<number> {
+  return tx.feed.receivedAt(store.clock.now());
+}
+
+/** A new delivery of the delivery's event, once none of it is pending (replay), in the caller's transaction. */
+async function queueAgain(store: Store, tx: Tx, orgId: string, id: number): Promise<DeliveryRow> {
+  await requireWebhook(tx, orgId);
+  const row = await tx.deliveries.get(orgId, id);
+  if (!row) throw notFound(id);
+  const ref = (await tx.deliveries.eventOf(id))!;
+  if (await tx.deliveries.hasPendingDelivery(ref.eventSeq)) {
+    throw validationError(`delivery ${id}'s event is already queued (a delivery of it is pending); replay it once that one is delivered or dead`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
+  }
+  const newId = await tx.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, await queueTime(store, tx));
+  return (await tx.deliveries.get(orgId, newId))!;
+}
+
+/** A `webhook.test` event stored and queued (sendTest), in the caller's transaction: its ordering key is its own (testOrderingKey). */
+async function queueTestEvent(store: Store, tx: Tx, orgId: string): Promise<DeliveryRow> {
+  await requireWebhook(tx, orgId);
+  const now = await queueTime(store, tx);
+  const id = `evt_test_${randomUUID().replaceAll('-', '')}`;
+  const payload = JSON.stringify({ type: TEST_EVENT_TYPE, timestamp: iso(now), data: { event_id: id, organization_id: orgId, message: 'Test notification from hookrelay' } });
+  const seq = await tx.deliveries.insertTestEvent(id, orgId, payload, now);
+  const deliveryId = await tx.deliveries.insert(seq, orgId, testOrderingKey(orgId, id), now);
+  return (await tx.deliveries.get(orgId, deliveryId))!;
+}
+
+/** A page of `limit` deliveries from rows read with one more than `limit`: the extra row says there is a next page. */
+function pageOf(rows: DeliveryRow[], limit: number): LogPage {
+  const deliveries = rows.slice(0, limit);
+  return { deliveries, nextBeforeId: rows.length > limit ? deliveries[deliveries.length - 1]!.id : null };
+}
+
+/**
+ * A search by request: reads the deliveries of [fromId, beforeId) one by one, newest first,
+ * `chunkIds` ids per read transaction, yielding to the event loop between two, until the page
+ * is full, the range is read, or `maxIds` ids were read: then the page may hold fewer
+ * deliveries than `limit` (even none) and still have a next page.
+ */
+async function searchByRequest(store: Store, search: { readonly chunkIds: number; readonly maxIds: number }, orgId: string, f: ListFilter & { fromId: number; beforeId: number }): Promise<LogPage> {
+  const found: DeliveryRow[] = [];
+  let top = f.beforeId;
+  const end = Math.max(f.fromId, top - search.maxIds);
+  while (top > end) {
+    const bottom = Math.max(end, top - search.chunkIds);
+    const upper = top;
+    found.push(...(await store.read((tx) => tx.deliveries.list(orgId, { ...f, fromId: bottom, beforeId: upper, limit: f.limit + 1 - found.length }))));
+    if (found.length > f.limit) return pageOf(found, f.limit);
+    top = bottom;
+    if (top > end) await yieldToEventLoop();
+  }
+  return { deliveries: found, nextBeforeId: end > f.fromId ? end : null };
+}
+
+/** What requestAsSent is made of: a delivery's event id and exact body, its recorded attempts, and its webhook's signing keys and headers as they are now. */
+export interface RequestParts {
+  readonly eventId: string;
+  readonly body: string;
+  readonly recorded: readonly AttemptRow[];
+  readonly keys: WebhookSigningKeys;
+  readonly headers: WebhookHeaders;
+}
+
+/**
+ * The request hookrelay sent for a delivery: its exact body (the same bytes on every attempt)
+ * and every header, with the webhook-timestamp and the webhook-signature the latest attempt
+ * that sent a request recorded. When no attempt sent one (never attempted; or every attempt
+ * ended before sending, and attempts recorded before schema 10), a preview: the timestamp and
+ * the signature made at `now`, as an attempt made now would carry them, with the secrets that
+ * sign now (`attempt` null). The webhook's own headers are the ones it has now (an attempt does
+ * not record them), by lower-case name, with every value that may be a credential hidden
+ * (domain/webhook-headers.ts). Only with `withSignature` (a caller who may read the secret) is
+ * there a signature: one less than five minutes old would let anyone who sees it make the
+ * receiver accept that request.
+ */
+export function requestAsSent(parts: RequestParts, withSignature: boolean, userAgent: string, now: number): RequestAsSent {
+  const { eventId, body, keys } = parts;
+  const custom = loggedHeaders(parts.headers);
+  const shown = (signed: boolean): SignatureShown => (!signed ? SignatureShown.unsigned : withSignature ? SignatureShown.included : SignatureShown.withheld);
+  const sent = parts.recorded.findLast((a) => a.sentTimestamp !== null);
+  if (sent !== undefined) {
+    const timestampSeconds = sent.sentTimestamp!;
+    const signature = shown(sent.sentSignature !== null);
+    const headers = deliveryHeaders({ eventId, timestampSeconds, body, secrets: [], signature: signature === SignatureShown.included ? sent.sentSignature : null, userAgent, custom });
+    return { url: sent.url, headers: requestHeadersOnTheWire(sent.url, headers, body), body, signedAt: timestampSeconds * 1000, signature, attempt: sent.attempt, sentAt: sent.startedAt };
+  }
+  const timestampSeconds = Math.floor(now / 1000);
+  const secrets = signingSecrets(keys, now);
+  const signature = shown(secrets.length > 0);
+  const headers = deliveryHeaders({ eventId, timestampSeconds, body, secrets: signature === SignatureShown.included ? secrets : [], userAgent, custom });
+  return { url: keys.url, headers: requestHeadersOnTheWire(keys.url, headers, body), body, signedAt: timestampSeconds * 1000, signature, attempt: null, sentAt: null };
+}
+
+/** The chart's buckets of the window (see DeliveryLogService.attemptStats), read an hour at a time. */
+async function attemptStatsOf(store: Store, orgId: string, window: StatsWindow): Promise<AttemptStats> {
+  const { spanMs, bucketMs } = STATS_WINDOWS[window];
+  const until = (Math.floor(store.clock.now() / bucketMs) + 1) * bucketMs;
+  const from = until - spanMs;
+  const buckets = Array.from({ length: spanMs / bucketMs }, (_, i) => ({ start: from + i * bucketMs, succeeded: 0, failed: 0 }));
+  for (let start = from; start < until; start += STATS_CHUNK_MS) {
+    const end = Math.min(until, start + STATS_CHUNK_MS);
+    const first = (start - from) / bucketMs;
+    for (const c of await store.read((tx) => tx.deliveries.attemptCounts(orgId, start, end, bucketMs))) {
+      const bucket = buckets[first + c.bucket];
+      if (bucket) {
+        bucket.succeeded += c.succeeded;
+        bucket.failed += c.failed;
+      }
+    }
+    if (end < until) await yieldToEventLoop();
+  }
+  return { window, bucketMs, from, until, buckets };
+}
+
+/**
+ * The recovery of a window (see DeliveryLogService.recover), RECOVER_CHUNK_SEQS events per
+ * transaction (recoverChunk): the daemon's other work (the admin API, attempts, the feed) runs
+ * between two. A lock held by another process part way through keeps the chunks committed,
+ * and says how far it got.
+ */
+async function recoverWindow(store: Store, work: WorkSignal, orgId: string, since: number, until: number | undefined, options: RecoverOptions): Promise<Recovered> {
+  // Without `until`: everything received so far, which may be later than the clock if it stepped back.
+  const end = until ?? (await store.read((tx) => tx.feed.receivedAt(store.clock.now()))) + 1;
+  if (!(since < end)) throw validationError('"since" must be before "until"', [{ name: 'since', reason: 'must be before until' }]);
+  const { from, to } = await store.read((tx) => tx.feed.seqRange(since, end));
+  const counts = { requeued: 0, retriedNow: 0 };
+  options.onChunk?.(0, to - from);
+  try {
+    for (let lo = from; lo < to; lo += RECOVER_CHUNK_SEQS) {
+      const hi = Math.min(lo + RECOVER_CHUNK_SEQS, to);
+      const chunk = await store.transaction((tx) => recoverChunk(store, tx, orgId, lo, hi));
+      counts.requeued += chunk.requeued;
+      counts.retriedNow += chunk.retriedNow;
+      options.onChunk?.(hi - from, to - from);
+      if (hi < to) await yieldToEventLoop();
+    }
+  } catch (err) {
+    if (counts.requeued + counts.retriedNow === 0 || !(err instanceof HookrelayError) || err.code !== ErrorCode.databaseBusy) throw err;
+    work.notify(orgId, 'queued');
+    throw new HookrelayError(
+      ErrorCode.databaseBusy,
+      `the database stayed locked by another process (a hookrelay CLI command or a backup, say) part way through: ${counts.requeued} event(s) of the window were queued again and ${counts.retriedNow} failed delivery(ies) made due now; recover again shortly to do the rest (nothing is queued twice)`,
+      { cause: err },
+    );
+  }
+  if (from >= to) await store.read((tx) => requireWebhook(tx, orgId));
+  if (counts.requeued + counts.retriedNow > 0) work.notify(orgId, 'queued');
+  return counts;
+}
+
+/** Requeues the organization's events with seq in [from, to), in the caller's transaction. */
+async function recoverChunk(store: Store, tx: Tx, orgId: string, from: number, to: number): Promise<Recovered> {
+  await requireWebhook(tx, orgId);
+  const queuedAt = await queueTime(store, tx);
+  const queue = (await tx.deliveries.recoverable(orgId, from, to)).map((e) => ({
+    eventSeq: e.eventSeq,
+    orgId,
+    orderingKey: e.type === TEST_EVENT_TYPE ? testOrderingKey(orgId, e.eventId) : orderingKey(orgId, e.anticipationRequestId),
+  }));
+  if (queue.length > 0) await tx.deliveries.insertMany(queue, queuedAt);
+  // Retries are due by the raw clock (see DeliveriesRepo.dueRows): made due now by it.
+  return { requeued: queue.length, retriedNow: await tx.deliveries.retryFailedNow(orgId, from, to, store.clock.now()) };
+}

@@ -1,7 +1,7 @@
 import { LINE_EXCERPT_BYTES, lineExcerpt, parseFeedLine, processingFailedDetail, RejectReason, sameNotification, statusChangeBody, storedBody, type ParsedLines, type StorableEvent, type StorableLine, type StoredEvent } from '../domain/feed-event.ts';
 import { orderingKey, reorderReleaseAt } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
-import type { Store } from '../store/repos.ts';
+import type { Store, Tx } from '../store/repos.ts';
 import type { DeliveryToQueue, EventToStore, FeedPosition, FeedReject } from '../store/types.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
@@ -82,60 +82,8 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
    * neither: the feed's order stands, and nothing is held.
    */
   const reorderWindowMs = store.shared ? Math.max(0, options.reorderWindowMs ?? 0) : 0;
-  /**
-   * Events stored for an organization without a webhook (or one that does not exist: a typo in
-   * the feed, an organization not created yet) are kept, never delivered, until a webhook is
-   * registered and they are recovered. Said at warn, per organization at most once every
-   * UNDELIVERABLE_NOTICE_MS (performance.now(): a clock step neither floods nor silences it),
-   * with how many events since the last notice.
-   */
-  const undeliverableNotice = new Map<string, { lastMono: number; since: number }>();
-  function noticeUndeliverable(byOrg: ReadonlyMap<string, number>): void {
-    const mono = performance.now();
-    for (const [orgId, events] of byOrg) {
-      let notice = undeliverableNotice.get(orgId);
-      if (notice === undefined) {
-        if (undeliverableNotice.size >= 10_000) undeliverableNotice.clear();
-        undeliverableNotice.set(orgId, (notice = { lastMono: -Infinity, since: 0 }));
-      }
-      notice.since += events;
-      if (mono - notice.lastMono < UNDELIVERABLE_NOTICE_MS) continue;
-      feedLog.warn(
-        { organization: orgId, events: notice.since },
-        'events stored for an organization that has no webhook (or does not exist): they are kept, not delivered; check the feed\'s organization_id, or register its webhook and recover them (docs/feed.md)',
-      );
-      notice.lastMono = mono;
-      notice.since = 0;
-    }
-  }
-
-  /**
-   * Same id: a duplicate if the line would send the same notification as the stored event;
-   * otherwise a conflict. Only runs when ids collide, which for a file ingested again is every
-   * line, so the common case is decided by comparing columns: the body is a pure function of
-   * the event's columns (statusChangeBody), so equal columns are the same notification. Only
-   * when they differ is the line re-parsed with the stored event's occurred_at standing in for a
-   * missing one (a missing occurred_at defaults to the time the line was first read) and the two
-   * bodies compared as JSON values (key order and spacing do not matter).
-   */
-  function isDuplicate(line: RawLine, event: StorableEvent, stored: StoredEvent | undefined): boolean {
-    if (stored === undefined) return false;
-    if (stored.payload === event.details && stored.occurredAt === event.occurredAt && stored.orgId === event.orgId && stored.anticipationRequestId === event.anticipationRequestId) return true;
-    const again = parseFeedLine(line.bytes, stored.occurredAt);
-    return again.ok && sameNotification(storedBody(stored), statusChangeBody(again.event));
-  }
-
-  /**
-   * isDuplicate, or why it failed: a line's own content must never fail the batch (the reader
-   * would then stop at it for good), so whatever comparing it throws quarantines that line.
-   */
-  function duplicateOrFailed(line: RawLine, event: StorableEvent, stored: StoredEvent | undefined): boolean | { failed: string } {
-    try {
-      return isDuplicate(line, event, stored);
-    } catch (err) {
-      return { failed: processingFailedDetail(err) };
-    }
-  }
+  // The daemon says so in its log; `hookrelay ingest` says so in its summary.
+  const notices = options.noticeUndeliverable === true ? new UndeliverableNotices(feedLog) : null;
 
   return {
     /** The time to parse a batch with: it stands in for a missing occurred_at. */
@@ -147,115 +95,24 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
      * In four steps, each one repository call for the whole batch (one round trip each on a
      * database server): parse and sort out the lines, insert the events, look up the stored
      * events whose ids were taken (duplicate or conflict), queue the deliveries and quarantine
-     * the rejects, with the position and the counts.
+     * the rejects, with the position and the counts (see IngestBatch).
      */
     async ingest(source: string, lines: Lines, position: FeedPosition | null, parsedLines?: ParsedLines): Promise<IngestCounts> {
       if (parsedLines !== undefined && parsedLines.length !== lines.length) throw new Error(`${parsedLines.length} parse results for ${lines.length} lines`);
-      const counts = emptyCounts();
-      const rejected: Array<{ position: number | null; reason: string; detail: string; excerpt: string }> = [];
-      /** Ordering keys queued per organization (see WorkSignal.notify). */
-      const queuedKeys = new Map<string, Set<number>>();
-      /** Events stored for organizations without a webhook, per organization. */
-      const undeliverable = new Map<string, number>();
-      await store.transaction(async (tx) => {
-        counts.accepted = counts.duplicates = counts.quarantined = counts.undeliverable = 0;
-        rejected.length = 0;
-        queuedKeys.clear();
-        undeliverable.clear();
+      const batch = await store.transaction(async (tx) => {
         // Never before the newest stored event: fresh deliveries are dispatched in
         // (next_attempt_at, id) order, which must be the order in which they were queued even
         // if the clock stepped back (NTP), and time windows map to seq ranges (recovery).
         const now = await tx.feed.receivedAt(store.clock.now());
         // The hold counts from this clock, not from `now` (which never goes back): a clock
         // stepped back holds nothing longer than the window.
-        const storedAt = store.clock.now();
-        // Quarantined in line order (ids are what `feed rejects` pages by), whichever step found them.
-        const rejects: Array<{ index: number; reject: Omit<FeedReject, 'id'> }> = [];
-        const quarantine = (index: number, line: RawLine, reason: RejectReason, detail: string, eventId: string | null, lineBytes = line.bytes.length) => {
-          rejects.push({ index, reject: { source, position: line.position, lineBytes, raw: line.bytes.subarray(0, MAX_QUARANTINED_BYTES), reason, detail, eventId, receivedAt: now } });
-          counts.quarantined++;
-        };
-
-        const toStore: EventToStore[] = [];
-        const storedLines: RawLine[] = [];
-        const storedIndexes: number[] = [];
-        let legacyIds: string[] | null = null;
-        for (let i = 0; i < lines.length; i++) {
-          const line = lines.at(i)!;
-          if (line.rejected) {
-            quarantine(i, line, line.rejected.reason, line.rejected.detail, null, line.rejected.lineBytes);
-            continue;
-          }
-          const parsed = parsedOrFailed(parsedLines, i, line, now);
-          if (!parsed.ok) {
-            quarantine(i, line, parsed.reason, parsed.detail, parsed.eventId);
-            continue;
-          }
-          if (parsed.event.legacyId !== null) (legacyIds ??= []).push(parsed.event.legacyId);
-          toStore.push({ event: parsed.event, position: line.position });
-          storedLines.push(line);
-          storedIndexes.push(i);
-        }
-        // The same bytes, stored before schema version 5 under the id derived then: the same line.
-        const legacy = legacyIds === null ? null : await tx.feed.legacyEvents(legacyIds);
-        if (legacy !== null && legacy.size > 0) {
-          for (let i = toStore.length - 1; i >= 0; i--) {
-            const { legacyId } = toStore[i]!.event;
-            if (legacyId === null || !legacy.has(legacyId)) continue;
-            counts.duplicates++;
-            toStore.splice(i, 1);
-            storedLines.splice(i, 1);
-            storedIndexes.splice(i, 1);
-          }
-        }
-        const sourceId = await tx.feed.sourceId(source);
-        const seqs = await tx.feed.insertEvents(toStore, sourceId, now);
-        let taken: string[] | null = null;
-        for (let i = 0; i < seqs.length; i++) if (seqs[i] === null) (taken ??= []).push(toStore[i]!.event.id);
-        const stored = taken === null ? null : await tx.feed.storedEvents(taken);
-        const hasWebhook = new Map<string, boolean>();
-        const queue: DeliveryToQueue[] = [];
-        for (let i = 0; i < seqs.length; i++) {
-          const { event } = toStore[i]!;
-          const seq = seqs[i];
-          if (seq === null || seq === undefined) {
-            const same = duplicateOrFailed(storedLines[i]!, event, stored?.get(event.id));
-            if (same === true) counts.duplicates++;
-            else if (same === false) quarantine(storedIndexes[i]!, storedLines[i]!, RejectReason.eventIdConflict, `event_id "${event.id}" was already ingested with different content`, event.id);
-            else quarantine(storedIndexes[i]!, storedLines[i]!, RejectReason.processingFailed, same.failed, event.id);
-            continue;
-          }
-          counts.accepted++;
-          let queued = hasWebhook.get(event.orgId);
-          if (queued === undefined) {
-            queued = (await tx.webhooks.get(event.orgId)) !== null;
-            hasWebhook.set(event.orgId, queued);
-          }
-          if (!queued) {
-            counts.undeliverable++;
-            undeliverable.set(event.orgId, (undeliverable.get(event.orgId) ?? 0) + 1);
-            continue;
-          }
-          const key = orderingKey(event.orgId, event.anticipationRequestId);
-          queue.push({ eventSeq: seq, orgId: event.orgId, orderingKey: key, orderAt: event.occurredAt, releaseAt: reorderReleaseAt(event.occurredAt, storedAt, reorderWindowMs) });
-          let keys = queuedKeys.get(event.orgId);
-          if (keys === undefined) queuedKeys.set(event.orgId, (keys = new Set()));
-          keys.add(key);
-        }
-        if (queue.length > 0) await tx.deliveries.insertMany(queue, now);
-        if (rejects.length > 0) {
-          rejects.sort((a, b) => a.index - b.index);
-          await tx.feed.insertRejects(rejects.map((r) => r.reject));
-          for (const { reject: r } of rejects) rejected.push({ position: r.position, reason: r.reason, detail: r.detail, excerpt: lineExcerpt(r.raw, r.lineBytes) });
-        }
-        if (position !== null) await tx.feed.savePosition(position, now);
-        await tx.feed.addStats(source, counts.accepted, counts.duplicates, counts.quarantined, now);
+        const hold = { storedAt: store.clock.now(), windowMs: reorderWindowMs };
+        return new IngestBatch(tx, source, now, hold).store(lines, parsedLines, position);
       });
-      for (const [orgId, keys] of queuedKeys) work.notify(orgId, 'queued', keys);
-      for (const r of rejected) feedLog.warn({ source, position: r.position, reason: r.reason, detail: r.detail, excerpt: r.excerpt }, 'feed line quarantined');
-      // The daemon says so in its log; `hookrelay ingest` says so in its summary.
-      if (undeliverable.size > 0 && options.noticeUndeliverable === true) noticeUndeliverable(undeliverable);
-      return counts;
+      for (const [orgId, keys] of batch.queuedKeys) work.notify(orgId, 'queued', keys);
+      for (const r of batch.rejected) feedLog.warn({ source, position: r.position, reason: r.reason, detail: r.detail, excerpt: r.excerpt }, 'feed line quarantined');
+      if (batch.undeliverable.size > 0) notices?.notice(batch.undeliverable);
+      return batch.counts;
     },
 
     position(source: string): Promise<FeedPosition | null> {
@@ -283,3 +140,218 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
   };
 }
 export type IngestService = ReturnType<typeof createIngestService>;
+
+/** The lines of a batch that parsed into events, in line order, side by side. */
+interface ParsedBatch {
+  readonly toStore: EventToStore[];
+  readonly lines: RawLine[];
+  /** Each one's index in the batch (its place among the rejects, which are stored in line order). */
+  readonly indexes: number[];
+  /** The ids stored before schema version 5 that these events would have had (null: none). */
+  legacyIds: string[] | null;
+}
+
+/** A quarantined line, as the log says it. */
+interface RejectedLine {
+  readonly position: number | null;
+  readonly reason: string;
+  readonly detail: string;
+  readonly excerpt: string;
+}
+
+/**
+ * One batch of lines, stored inside its transaction: sort out the lines (sortLines), drop the
+ * ones stored before under a legacy id (dropLegacyDuplicates), insert the events, tell
+ * duplicates from conflicts and queue the new events' deliveries (queueInserted), quarantine
+ * the rejects in line order (quarantineAll), then the position and the counts. What the
+ * service logs and signals afterwards is kept here too.
+ */
+class IngestBatch {
+  readonly counts = emptyCounts();
+  readonly rejected: RejectedLine[] = [];
+  /** Ordering keys queued per organization (see WorkSignal.notify). */
+  readonly queuedKeys = new Map<string, Set<number>>();
+  /** Events stored for organizations without a webhook, per organization. */
+  readonly undeliverable = new Map<string, number>();
+  readonly #tx: Tx;
+  readonly #source: string;
+  readonly #now: number;
+  readonly #hold: { readonly storedAt: number; readonly windowMs: number };
+  /** Quarantined in line order (ids are what `feed rejects` pages by), whichever step found them. */
+  readonly #rejects: Array<{ index: number; reject: Omit<FeedReject, 'id'> }> = [];
+
+  constructor(tx: Tx, source: string, now: number, hold: { readonly storedAt: number; readonly windowMs: number }) {
+    this.#tx = tx;
+    this.#source = source;
+    this.#now = now;
+    this.#hold = hold;
+  }
+
+  async store(lines: Lines, parsedLines: ParsedLines | undefined, position: FeedPosition | null): Promise<this> {
+    const { feed, deliveries } = this.#tx;
+    const parsed = this.#sortLines(lines, parsedLines);
+    if (parsed.legacyIds !== null) await this.#dropLegacyDuplicates(parsed, parsed.legacyIds);
+    const seqs = await feed.insertEvents(parsed.toStore, await feed.sourceId(this.#source), this.#now);
+    const queue = await this.#queueInserted(parsed, seqs);
+    if (queue.length > 0) await deliveries.insertMany(queue, this.#now);
+    if (this.#rejects.length > 0) await this.#quarantineAll();
+    if (position !== null) await feed.savePosition(position, this.#now);
+    await feed.addStats(this.#source, this.counts.accepted, this.counts.duplicates, this.counts.quarantined, this.#now);
+    return this;
+  }
+
+  /** The lines that parse, in order; the others quarantined (rejected before parsing, or by the parser). */
+  #sortLines(lines: Lines, parsedLines: ParsedLines | undefined): ParsedBatch {
+    const parsed: ParsedBatch = { toStore: [], lines: [], indexes: [], legacyIds: null };
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines.at(i)!;
+      if (line.rejected) {
+        this.#quarantine(i, line, line.rejected.reason, line.rejected.detail, null, line.rejected.lineBytes);
+        continue;
+      }
+      const result = parsedOrFailed(parsedLines, i, line, this.#now);
+      if (!result.ok) {
+        this.#quarantine(i, line, result.reason, result.detail, result.eventId);
+        continue;
+      }
+      if (result.event.legacyId !== null) (parsed.legacyIds ??= []).push(result.event.legacyId);
+      parsed.toStore.push({ event: result.event, position: line.position });
+      parsed.lines.push(line);
+      parsed.indexes.push(i);
+    }
+    return parsed;
+  }
+
+  /** The same bytes, stored before schema version 5 under the id derived then: the same line, a duplicate. */
+  async #dropLegacyDuplicates(parsed: ParsedBatch, legacyIds: string[]): Promise<void> {
+    const legacy = await this.#tx.feed.legacyEvents(legacyIds);
+    if (legacy.size === 0) return;
+    for (let i = parsed.toStore.length - 1; i >= 0; i--) {
+      const { legacyId } = parsed.toStore[i]!.event;
+      if (legacyId === null || !legacy.has(legacyId)) continue;
+      this.counts.duplicates++;
+      parsed.toStore.splice(i, 1);
+      parsed.lines.splice(i, 1);
+      parsed.indexes.splice(i, 1);
+    }
+  }
+
+  /**
+   * Sorts out the events inserted (their seq) from those whose id was taken (null): a
+   * duplicate, or a conflict quarantined. Returns the deliveries to queue: one per new event
+   * of an organization with a webhook (looked up once per organization); the others are
+   * counted undeliverable.
+   */
+  async #queueInserted(parsed: ParsedBatch, seqs: ReadonlyArray<number | null>): Promise<DeliveryToQueue[]> {
+    const { toStore, lines, indexes } = parsed;
+    let taken: string[] | null = null;
+    for (let i = 0; i < seqs.length; i++) if (seqs[i] === null) (taken ??= []).push(toStore[i]!.event.id);
+    const stored = taken === null ? null : await this.#tx.feed.storedEvents(taken);
+    const hasWebhook = new Map<string, boolean>();
+    const queue: DeliveryToQueue[] = [];
+    for (let i = 0; i < seqs.length; i++) {
+      const { event } = toStore[i]!;
+      const seq = seqs[i];
+      if (seq === null || seq === undefined) {
+        const same = duplicateOrFailed(lines[i]!, event, stored?.get(event.id));
+        if (same === true) this.counts.duplicates++;
+        else if (same === false) this.#quarantine(indexes[i]!, lines[i]!, RejectReason.eventIdConflict, `event_id "${event.id}" was already ingested with different content`, event.id);
+        else this.#quarantine(indexes[i]!, lines[i]!, RejectReason.processingFailed, same.failed, event.id);
+        continue;
+      }
+      this.counts.accepted++;
+      let queued = hasWebhook.get(event.orgId);
+      if (queued === undefined) {
+        queued = (await this.#tx.webhooks.get(event.orgId)) !== null;
+        hasWebhook.set(event.orgId, queued);
+      }
+      if (!queued) {
+        this.counts.undeliverable++;
+        this.undeliverable.set(event.orgId, (this.undeliverable.get(event.orgId) ?? 0) + 1);
+        continue;
+      }
+      const key = orderingKey(event.orgId, event.anticipationRequestId);
+      queue.push({ eventSeq: seq, orgId: event.orgId, orderingKey: key, orderAt: event.occurredAt, releaseAt: reorderReleaseAt(event.occurredAt, this.#hold.storedAt, this.#hold.windowMs) });
+      let keys = this.queuedKeys.get(event.orgId);
+      if (keys === undefined) this.queuedKeys.set(event.orgId, (keys = new Set()));
+      keys.add(key);
+    }
+    return queue;
+  }
+
+  #quarantine(index: number, line: RawLine, reason: RejectReason, detail: string, eventId: string | null, lineBytes = line.bytes.length): void {
+    const raw = line.bytes.subarray(0, MAX_QUARANTINED_BYTES);
+    this.#rejects.push({ index, reject: { source: this.#source, position: line.position, lineBytes, raw, reason, detail, eventId, receivedAt: this.#now } });
+    this.counts.quarantined++;
+  }
+
+  /** Stores the rejects in line order, whichever step found them, and keeps their log lines. */
+  async #quarantineAll(): Promise<void> {
+    this.#rejects.sort((a, b) => a.index - b.index);
+    await this.#tx.feed.insertRejects(this.#rejects.map((r) => r.reject));
+    for (const { reject: r } of this.#rejects) this.rejected.push({ position: r.position, reason: r.reason, detail: r.detail, excerpt: lineExcerpt(r.raw, r.lineBytes) });
+  }
+}
+
+/**
+ * Events stored for an organization without a webhook (or one that does not exist: a typo in
+ * the feed, an organization not created yet) are kept, never delivered, until a webhook is
+ * registered and they are recovered. Said at warn, per organization at most once every
+ * UNDELIVERABLE_NOTICE_MS (performance.now(): a clock step neither floods nor silences it),
+ * with how many events since the last notice.
+ */
+class UndeliverableNotices {
+  readonly #log: Logger;
+  readonly #byOrg = new Map<string, { lastMono: number; since: number }>();
+
+  constructor(log: Logger) {
+    this.#log = log;
+  }
+
+  notice(byOrg: ReadonlyMap<string, number>): void {
+    const mono = performance.now();
+    for (const [orgId, events] of byOrg) {
+      let notice = this.#byOrg.get(orgId);
+      if (notice === undefined) {
+        if (this.#byOrg.size >= 10_000) this.#byOrg.clear();
+        this.#byOrg.set(orgId, (notice = { lastMono: -Infinity, since: 0 }));
+      }
+      notice.since += events;
+      if (mono - notice.lastMono < UNDELIVERABLE_NOTICE_MS) continue;
+      this.#log.warn(
+        { organization: orgId, events: notice.since },
+        'events stored for an organization that has no webhook (or does not exist): they are kept, not delivered; check the feed\'s organization_id, or register its webhook and recover them (docs/feed.md)',
+      );
+      notice.lastMono = mono;
+      notice.since = 0;
+    }
+  }
+}
+
+/**
+ * Same id: a duplicate if the line would send the same notification as the stored event;
+ * otherwise a conflict. Only runs when ids collide, which for a file ingested again is every
+ * line, so the common case is decided by comparing columns: the body is a pure function of
+ * the event's columns (statusChangeBody), so equal columns are the same notification. Only
+ * when they differ is the line re-parsed with the stored event's occurred_at standing in for a
+ * missing one (a missing occurred_at defaults to the time the line was first read) and the two
+ * bodies compared as JSON values (key order and spacing do not matter).
+ */
+function isDuplicate(line: RawLine, event: StorableEvent, stored: StoredEvent | undefined): boolean {
+  if (stored === undefined) return false;
+  if (stored.payload === event.details && stored.occurredAt === event.occurredAt && stored.orgId === event.orgId && stored.anticipationRequestId === event.anticipationRequestId) return true;
+  const again = parseFeedLine(line.bytes, stored.occurredAt);
+  return again.ok && sameNotification(storedBody(stored), statusChangeBody(again.event));
+}
+
+/**
+ * isDuplicate, or why it failed: a line's own content must never fail the batch (the reader
+ * would then stop at it for good), so whatever comparing it throws quarantines that line.
+ */
+function duplicateOrFailed(line: RawLine, event: StorableEvent, stored: StoredEvent | undefined): boolean | { failed: string } {
+  try {
+    return isDuplicate(line, event, stored);
+  } catch (err) {
+    return { failed: processingFailedDetail(err) };
+  }
+}

@@ -13,7 +13,7 @@ import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
 import type { Store, TransactionOptions, Tx } from '../store/repos.ts';
-import { DeliveryStatus, type AttemptToStore, type DeliverableWebhook, type OutOfOrderDelivery, type Settlement, type DueDelivery, type WebhookStatusChange } from '../store/types.ts';
+import { DeliveryStatus, type AttemptToStore, type ClaimTurn, type DeliverableWebhook, type DueDelivery, type OutOfOrderDelivery, type RateState, type Settlement, type WebhookStatusChange } from '../store/types.ts';
 import { dueDeliveryOf } from '../store/rows.ts';
 import { logStatusChange, type LoggedStatusChange } from './webhooks.ts';
 
@@ -63,15 +63,21 @@ export interface FlushWork {
   readonly claim: { readonly wanted: readonly ClaimWanted[]; readonly leaseMs: number } | null;
 }
 
+/** An organization with nothing due now, and when its next retry (or release) falls due: epoch ms, null for none. */
+export interface Drained {
+  readonly orgId: string;
+  readonly nextRetryAt: number | null;
+}
+
 export interface FlushResult {
   readonly claimed: ClaimedDelivery[];
   /**
    * Organizations whose due queue was read to its end (every row due now was taken or is held
    * back behind a change in flight), with their next retry time (epoch ms, null: none).
    */
-  readonly drained: Array<{ orgId: string; nextRetryAt: number | null }>;
+  readonly drained: Drained[];
   /** Rows found unsendable and marked dead. */
-  readonly unsendable: Array<{ id: number; orgId: string; eventId: string; reason: string }>;
+  readonly unsendable: Unsendable[];
   /**
    * Organizations not claimed for because other instances sharing the database hold their
    * turn or their slots (never on SQLite): the dispatcher looks at them again shortly.
@@ -93,6 +99,21 @@ export interface FlushResult {
   readonly outOfOrder: OutOfOrderDelivery[];
 }
 
+/** A due delivery that can never be sent (see DueDelivery.unsendable): marked dead by the claim that found it. */
+export interface Unsendable {
+  readonly id: number;
+  readonly orgId: string;
+  readonly eventId: string;
+  /** Why it cannot be sent. */
+  readonly reason: string;
+}
+
+/** Which organizations have a delivery due now (peek), and when the others next have one. */
+export interface Peeked {
+  readonly due: string[];
+  readonly drained: Drained[];
+}
+
 export interface OutboxOptions {
   /** `delivery.failingAfterFailures`: failed attempts in a row that make a webhook failing. */
   readonly failingAfterFailures: number;
@@ -108,164 +129,163 @@ export const SUMMARY_MAX_ORGS = 20;
  * looking for due work without writing (peek), the webhooks deliveries may go to, and the
  * summary log of successful deliveries.
  */
-export function createOutboxService(store: Store, log: Logger, options: OutboxOptions) {
+export interface OutboxService {
+  /**
+   * The dispatcher's one write: records finished attempts, gives back released ones, then
+   * leases what `claim` asks for, all in one IMMEDIATE transaction (one commit, one fsync, for
+   * everything the dispatcher gathered in a few milliseconds). Recording comes first, so an
+   * attempt that just ended lets its request's next change be claimed in the same commit.
+   * Nothing is sent before this returns, so no attempt goes out on a lease that is not committed.
+   *
+   * `durable: false` (a claim that records nothing) commits without waiting for the disk: a
+   * lease a power cut undoes leaves its delivery pending, sent again after the restart, which
+   * is what the lease's lapse would have led to anyway (its attempt's outcome was never
+   * recorded); the next durable commit makes it durable too.
+   */
+  flush(work: FlushWork, options?: TransactionOptions): Promise<FlushResult>;
+  /**
+   * Logs at info how many deliveries succeeded since the last call, in all and for the busiest
+   * organizations, then starts counting again; nothing when none did. The dispatcher calls it
+   * every few seconds and when it stops. A line per successful delivery at info would cost the
+   * daemon a measurable share of its CPU at full speed, the summary nothing measurable
+   * (docs/benchmarks.md, "A log line per successful delivery"); each delivery has its line at debug.
+   */
+  logDeliveredSummary(): void;
+  /**
+   * Which of `orgIds` have a delivery due now, read without a write transaction (an idle
+   * daemon writes nothing); the others come back with their next retry time.
+   */
+  peek(orgIds: readonly string[]): Promise<Peeked>;
+  /** The organizations whose webhook may receive deliveries (not disabled), with its status and rate limit. */
+  deliverableWebhooks(): Promise<DeliverableWebhook[]>;
+}
+
+export function createOutboxService(store: Store, log: Logger, options: OutboxOptions): OutboxService {
+  return new Outbox(store, log, options);
+}
+
+// Pure steps of a group commit: what an attempt's end writes, and what a claim may take.
+
+/** The log row of a finished attempt (delivery_attempts). */
+export function attemptToStore(f: FinishedAttempt): AttemptToStore {
+  const { delivery: d, result: r, outcome } = f;
+  const kind = outcome.kind === 'disable' ? 'disabled' : outcome.kind;
+  return { deliveryId: d.id, attempt: d.attempts + 1, startedAt: f.startedAt, durationMs: r.durationMs, url: d.url, statusCode: r.statusCode,
+    errorClass: r.error, errorDetail: r.errorDetail, responseBody: r.responseBody, outcome: kind, sentTimestamp: r.sentTimestamp, sentSignature: r.sentSignature };
+}
+
+/** The delivery's state once the attempt has ended, at `now` (epoch ms). */
+export function settlementOf(f: FinishedAttempt, now: number): Settlement {
+  const { result, outcome } = f;
+  const attempts = f.delivery.attempts + 1;
+  const statusCode = result.statusCode;
+  switch (outcome.kind) {
+    case 'delivered':
+      return { status: DeliveryStatus.delivered, attempts, nextAttemptAt: now, at: now, statusCode, error: null };
+    case 'retry':
+      return { status: DeliveryStatus.pending, attempts, nextAttemptAt: outcome.at, at: now, statusCode, error: result.errorDetail };
+    case 'dead':
+      return { status: DeliveryStatus.dead, attempts, nextAttemptAt: now, at: now, statusCode, error: result.errorDetail };
+    case 'disable':
+      // Held, not dropped: it goes out as soon as the webhook is enabled again.
+      return { status: DeliveryStatus.pending, attempts, nextAttemptAt: now, at: now, statusCode, error: result.errorDetail };
+  }
+}
+
+/**
+ * What the attempt says of its webhook's health: a success, a failure, or nothing. A request
+ * that could not be sent (invalid_request) says nothing: the receiver never saw it. A 410 Gone
+ * disables the webhook instead of counting as a failure.
+ */
+export function healthOf(f: FinishedAttempt): 'success' | 'failure' | 'none' {
+  if (isSuccess(f.result)) return 'success';
+  return f.outcome.kind !== 'disable' && concernsReceiver(f.result) ? 'failure' : 'none';
+}
+
+/**
+ * How many deliveries a claim may lease for the organization before its rate limit; none (0
+ * or less) when the leases other instances hold fill its slots. One instance on its database
+ * (SQLite): its room, claimed-ahead deliveries included. Shared (PostgreSQL): what it can start
+ * now (`cap`), and the webhook's leases in all stay within its slots, so that its attempts in
+ * flight across instances never exceed perWebhookConcurrency, and what this instance cannot
+ * start is left to the others. A failing webhook gets one attempt at a time.
+ */
+export function roomOf(want: ClaimWanted, turn: ClaimTurn): number {
+  const limit = turn.failing ? 1 : turn.shared ? Math.min(want.room, want.cap ?? want.room) : want.room;
+  return limit - turn.leasedElsewhere;
+}
+
+// The service: long-lived state (the summary's counts) and what follows a commit (its log lines).
+
+class Outbox implements OutboxService {
+  readonly #store: Store;
+  readonly #log: Logger;
+  readonly #options: OutboxOptions;
   /** Successful deliveries per organization since the last summary (see logDeliveredSummary). */
-  let delivered = new Map<string, number>();
-  let summaryFromMono = performance.now();
+  #delivered = new Map<string, number>();
+  #summaryFromMono = performance.now();
 
-  /**
-   * Leases due deliveries of the organizations in `wanted`, in that order, at most `room` of
-   * each. Each organization's queue is read once, one page (see
-   * DeliveriesRepo.due), so a claim always ends; from a page it takes at most one delivery per
-   * ordering key (a later change of a request waits for the earlier one). A row that can never
-   * be sent is marked dead with the reason and skipped. Runs inside the caller's transaction.
-   */
-  async function claimIn(tx: Tx, wanted: readonly ClaimWanted[], leaseMs: number, now: number, into: FlushResult): Promise<void> {
-    // On a database shared by several instances: one claim per webhook at a time, and its cap
-    // and a failing webhook's one attempt at a time count every instance's leases.
-    const rateLimited = new Set(wanted.filter((w) => w.rateLimited === true).map((w) => w.orgId));
-    const turns = await tx.deliveries.claimTurns(wanted.map((w) => w.orgId), now, rateLimited);
-    // Every organization's leases in one call, once all are read.
-    const leased: number[] = [];
-    for (const want of wanted) {
-      const { orgId } = want;
-      const turn = turns.get(orgId);
-      if (turn === undefined) {
-        into.contended.push(orgId);
-        continue;
-      }
-      // One instance on its database (SQLite): its room, claimed-ahead deliveries included.
-      // Shared (PostgreSQL): what it can start now (`cap`), and the webhook's leases in all
-      // stay within its slots, so that its attempts in flight across instances never exceed
-      // perWebhookConcurrency, and what this instance cannot start is left to the others.
-      const limit = turn.failing ? 1 : turn.shared ? Math.min(want.room, want.cap ?? want.room) : want.room;
-      let room = limit - turn.leasedElsewhere;
-      if (room <= 0) {
-        into.contended.push(orgId);
-        continue;
-      }
-      // The rate limit: no more than it allows now, and none at all (nothing read, nothing
-      // leased) when the deliveries started lately have reached it. They wait, unclaimed.
-      const rate = turn.rate ?? null;
-      if (rate !== null) {
-        const { permits, waitMs } = ratePermits(rate.window, rate.limit, rate.now);
-        if (permits <= 0) {
-          into.rateLimited.push({ orgId, waitMs });
-          continue;
-        }
-        room = Math.min(room, permits);
-      }
-      const pageSize = room * 2 + 2;
-      const page = await tx.deliveries.dueRows(orgId, now, pageSize);
-      const byKey = new Map<number, ClaimedDelivery>();
-      let full = false;
-      for (const row of page) {
-        const earlier = byKey.get(row.ordering_key);
-        if (earlier !== undefined) {
-          earlier.holdsBack = true;
-          continue;
-        }
-        if (byKey.size >= room) {
-          full = true;
-          break;
-        }
-        const d = dueDeliveryOf(row);
-        if (d.unsendable !== null) {
-          await tx.deliveries.markUnsendable(d.id, d.unsendable, now);
-          into.unsendable.push({ id: d.id, orgId, eventId: d.eventId, reason: d.unsendable });
-          continue;
-        }
-        leased.push(d.id);
-        // A retry may hold back later changes of its request that the query left out; on
-        // PostgreSQL the query says whether one waits (it leaves out all but a request's first).
-        const claimed: ClaimedDelivery = { ...d, secrets: signingSecrets(d, now), holdsBack: d.attempts > 0 || row.holds_back === true };
-        byKey.set(d.orderingKey, claimed);
-        into.claimed.push(claimed);
-      }
-      // A short page read to its end is the whole of what is due now: the organization needs no
-      // look before its next retry, a wake-up, or the end of an attempt holding a request back.
-      if (page.length < pageSize && !full) into.drained.push({ orgId, nextRetryAt: await tx.deliveries.nextRetryAt(orgId, now) });
-      if (rate !== null && byKey.size > 0) {
-        // What this claim starts counts against the limit from now, for every instance.
-        const window = rateTake(rate.window, rate.now, byKey.size);
-        await tx.webhooks.setRateWindow(orgId, window);
-        const after = ratePermits(window, rate.limit, rate.now);
-        if (after.permits <= 0) into.rateLimited.push({ orgId, waitMs: after.waitMs });
-      }
-    }
-    if (leased.length === 0) return;
-    const late = await tx.deliveries.lease(leased, now + leaseMs, now);
-    if (late.length > 0) await countOutOfOrder(tx, late, into);
+  constructor(store: Store, log: Logger, options: OutboxOptions) {
+    this.#store = store;
+    this.#log = log;
+    this.#options = options;
   }
 
-  /** Notes the late changes among those just claimed (see FlushResult.outOfOrder), and counts them on their webhooks. */
-  async function countOutOfOrder(tx: Tx, ids: readonly number[], into: FlushResult): Promise<void> {
-    const late = new Set(ids);
-    const perOrg = new Map<string, number>();
-    for (const d of into.claimed) {
-      if (!late.has(d.id)) continue;
-      into.outOfOrder.push({ id: d.id, orgId: d.orgId, eventId: d.eventId, anticipationRequestId: d.anticipationRequestId });
-      perOrg.set(d.orgId, (perOrg.get(d.orgId) ?? 0) + 1);
-    }
-    for (const [orgId, n] of perOrg) await tx.webhooks.countOutOfOrder(orgId, n);
+  async flush(work: FlushWork, options: TransactionOptions = {}): Promise<FlushResult> {
+    const commit = await this.#store.transaction((tx) => new OutboxCommit(tx, this.#store.clock.now(), this.#options).run(work), options);
+    this.#logCommit(work.finished, commit);
+    return commit.result;
   }
 
-  /**
-   * Records one finished attempt (its log row goes into `attempts`, stored by the caller) and
-   * applies its outcome. Runs inside the caller's transaction.
-   */
-  async function recordIn(tx: Tx, f: FinishedAttempt, now: number, lastSucceeded: Set<string>, changes: LoggedStatusChange[], attemptRows: AttemptToStore[], settlements: Array<{ id: number; settlement: Settlement }>): Promise<void> {
-    const { delivery: d, result, outcome } = f;
-    const { webhooks } = tx;
-    const attempts = d.attempts + 1;
-    attemptRows.push({
-      deliveryId: d.id,
-      attempt: attempts,
-      startedAt: f.startedAt,
-      durationMs: result.durationMs,
-      url: d.url,
-      statusCode: result.statusCode,
-      errorClass: result.error,
-      errorDetail: result.errorDetail,
-      responseBody: result.responseBody,
-      outcome: outcome.kind === 'disable' ? 'disabled' : outcome.kind,
-      sentTimestamp: result.sentTimestamp,
-      sentSignature: result.sentSignature,
+  logDeliveredSummary(): void {
+    const now = performance.now();
+    const seconds = Math.round((now - this.#summaryFromMono) / 100) / 10;
+    this.#summaryFromMono = now;
+    if (this.#delivered.size === 0) return;
+    const counts = [...this.#delivered].sort((a, b) => b[1] - a[1]);
+    this.#delivered = new Map();
+    const total = counts.reduce((sum, [, n]) => sum + n, 0);
+    const named = counts.slice(0, SUMMARY_MAX_ORGS);
+    const others = counts.slice(SUMMARY_MAX_ORGS).reduce((sum, [, n]) => sum + n, 0);
+    this.#log.info(
+      { delivered: total, seconds, organizations: Object.fromEntries(named), ...(others > 0 ? { otherOrganizations: counts.length - named.length, otherDelivered: others } : {}) },
+      `${total} deliveries delivered in the last ${seconds} s`,
+    );
+  }
+
+  peek(orgIds: readonly string[]): Promise<Peeked> {
+    const now = this.#store.clock.now();
+    return this.#store.read(async (tx) => {
+      const peeked: Peeked = { due: [], drained: [] };
+      for (const orgId of orgIds) {
+        if ((await tx.deliveries.dueRows(orgId, now, 1)).length > 0) peeked.due.push(orgId);
+        else peeked.drained.push({ orgId, nextRetryAt: await tx.deliveries.nextRetryAt(orgId, now) });
+      }
+      return peeked;
     });
-    const error = result.errorDetail;
-    const code = result.statusCode;
-    const settlement: Settlement =
-      outcome.kind === 'delivered'
-        ? { status: DeliveryStatus.delivered, attempts, nextAttemptAt: now, at: now, statusCode: code, error: null }
-        : outcome.kind === 'retry'
-          ? { status: DeliveryStatus.pending, attempts, nextAttemptAt: outcome.at, at: now, statusCode: code, error }
-          : outcome.kind === 'dead'
-            ? { status: DeliveryStatus.dead, attempts, nextAttemptAt: now, at: now, statusCode: code, error }
-            : // 'disable': held, not dropped: it goes out as soon as the webhook is enabled again.
-              { status: DeliveryStatus.pending, attempts, nextAttemptAt: now, at: now, statusCode: code, error };
-    settlements.push({ id: d.id, settlement });
-    if (outcome.kind === 'disable') noteChange(changes, d, await webhooks.setStatus(d.orgId, WebhookStatus.disabled, DisabledReason.gone, now));
-    // Webhook health, per organization in attempt order: a run of successes is one update
-    // (they all set the same columns), failures each count, but for a request that could not
-    // be sent (invalid_request): the receiver never saw it, so its health is left as it was.
-    if (isSuccess(result)) {
-      if (!lastSucceeded.has(d.orgId)) noteChange(changes, d, await webhooks.recordSuccess(d.orgId, now));
-      lastSucceeded.add(d.orgId);
-    } else if (outcome.kind !== 'disable' && concernsReceiver(result)) {
-      noteChange(changes, d, await webhooks.recordFailure(d.orgId, now, options.failingAfterFailures, options.disableAfterMs));
-      lastSucceeded.delete(d.orgId);
+  }
+
+  deliverableWebhooks(): Promise<DeliverableWebhook[]> {
+    return this.#store.read((tx) => tx.webhooks.deliverable());
+  }
+
+  /** The log lines of a committed flush: its attempts, the status changes they made, and what the claim found. */
+  #logCommit(finished: readonly FinishedAttempt[], commit: OutboxCommit): void {
+    const log = this.#log;
+    for (const f of finished) this.#logAttempt(f);
+    for (const c of commit.changes) logStatusChange(log, c, 'delivery', this.#options.disableAfterMs);
+    const { superseded, outOfOrder, unsendable } = commit.result;
+    for (const s of superseded) {
+      log.warn({ delivery: s.id, org: s.orgId }, 'attempt recorded, outcome not applied: its lease had lapsed and another instance took the delivery over');
     }
+    for (const o of outOfOrder) {
+      log.warn(
+        { delivery: o.id, org: o.orgId, eventId: o.eventId, requestId: o.anticipationRequestId },
+        'a change of this request is sent after a later change of it: it was stored after that one had gone out (later than delivery.reorderWindow allows for); the receiver gets it out of order (docs/scale-out.md)',
+      );
+    }
+    for (const u of unsendable) log.error({ delivery: u.id, org: u.orgId, eventId: u.eventId, reason: u.reason }, 'delivery cannot be sent; marked dead');
   }
-
-  /** Logs a status change an attempt's outcome made (see logStatusChange). */
-  function logChange(c: LoggedStatusChange): void {
-    logStatusChange(log, c, 'delivery', options.disableAfterMs);
-  }
-
-  function noteChange(changes: LoggedStatusChange[], d: { orgId: string; url: string }, change: WebhookStatusChange | null): void {
-    if (change !== null) changes.push({ orgId: d.orgId, url: d.url, change });
-  }
-
 
   /**
    * One line per attempt, at the level of what it means: a retry at warn, a dead delivery at
@@ -273,9 +293,10 @@ export function createOutboxService(store: Store, log: Logger, options: OutboxOp
    * debug; successes are counted for the summary logged at info (see logDeliveredSummary). The
    * URL is logged as its origin only (see loggableUrl).
    */
-  function logAttempt(f: FinishedAttempt): void {
+  #logAttempt(f: FinishedAttempt): void {
     const { delivery: d, result: r, outcome } = f;
-    if (outcome.kind === 'delivered') delivered.set(d.orgId, (delivered.get(d.orgId) ?? 0) + 1);
+    const log = this.#log;
+    if (outcome.kind === 'delivered') this.#delivered.set(d.orgId, (this.#delivered.get(d.orgId) ?? 0) + 1);
     const level = outcome.kind === 'delivered' ? 'debug' : outcome.kind === 'dead' ? 'error' : 'warn';
     if (!log.isLevelEnabled(level)) return;
     const base = { delivery: d.id, org: d.orgId, url: loggableUrl(d.url), eventId: d.eventId, attempt: d.attempts + 1, status: r.statusCode, ms: r.durationMs };
@@ -297,101 +318,177 @@ export function createOutboxService(store: Store, log: Logger, options: OutboxOp
         break;
     }
   }
-
-  return {
-    /**
-     * The dispatcher's one write: records finished attempts, gives back released ones, then
-     * leases what `claim` asks for, all in one IMMEDIATE transaction (one commit, one fsync, for
-     * everything the dispatcher gathered in a few milliseconds). Recording comes first, so an
-     * attempt that just ended lets its request's next change be claimed in the same commit.
-     * Nothing is sent before this returns, so no attempt goes out on a lease that is not committed.
-     *
-     * `durable: false` (a claim that records nothing) commits without waiting for the disk: a
-     * lease a power cut undoes leaves its delivery pending, sent again after the restart, which
-     * is what the lease's lapse would have led to anyway (its attempt's outcome was never
-     * recorded); the next durable commit makes it durable too.
-     */
-    async flush(work: FlushWork, options: TransactionOptions = {}): Promise<FlushResult> {
-      const result: FlushResult = { claimed: [], drained: [], unsendable: [], contended: [], superseded: [], rateLimited: [], outOfOrder: [] };
-      const changes: LoggedStatusChange[] = [];
-      await store.transaction(async (tx) => {
-        changes.length = 0;
-        result.claimed.length = result.drained.length = result.unsendable.length = result.contended.length = result.superseded.length = result.rateLimited.length = result.outOfOrder.length = 0;
-        const now = store.clock.now();
-        // The webhooks whose health this commit records, locked up front in one order (a
-        // shared database: two instances' commits never wait for each other in a cycle).
-        if (work.finished.length > 0) await tx.webhooks.lockInOrder([...new Set(work.finished.map((f) => f.delivery.orgId))]);
-        const lastSucceeded = new Set<string>();
-        const attemptRows: AttemptToStore[] = [];
-        const settlements: Array<{ id: number; settlement: Settlement }> = [];
-        for (const f of work.finished) await recordIn(tx, f, now, lastSucceeded, changes, attemptRows, settlements);
-        if (settlements.length > 0) {
-          const orgOf = new Map(work.finished.map((f) => [f.delivery.id, f.delivery.orgId]));
-          for (const id of await tx.deliveries.settleMany(settlements)) result.superseded.push({ id, orgId: orgOf.get(id)! });
-        }
-        if (attemptRows.length > 0) await tx.deliveries.insertAttempts(attemptRows);
-        if (work.released.length > 0) await tx.deliveries.release(work.released.map((d) => d.id), now);
-        if (work.claim) await claimIn(tx, work.claim.wanted, work.claim.leaseMs, now, result);
-        for (const c of changes) c.health = await tx.webhooks.health(c.orgId);
-      }, options);
-      for (const f of work.finished) logAttempt(f);
-      for (const c of changes) logChange(c);
-      for (const s of result.superseded) {
-        log.warn({ delivery: s.id, org: s.orgId }, 'attempt recorded, outcome not applied: its lease had lapsed and another instance took the delivery over');
-      }
-      for (const o of result.outOfOrder) {
-        log.warn(
-          { delivery: o.id, org: o.orgId, eventId: o.eventId, requestId: o.anticipationRequestId },
-          'a change of this request is sent after a later change of it: it was stored after that one had gone out (later than delivery.reorderWindow allows for); the receiver gets it out of order (docs/scale-out.md)',
-        );
-      }
-      for (const u of result.unsendable) log.error({ delivery: u.id, org: u.orgId, eventId: u.eventId, reason: u.reason }, 'delivery cannot be sent; marked dead');
-      return result;
-    },
-
-    /**
-     * Logs at info how many deliveries succeeded since the last call, in all and for the busiest
-     * organizations, then starts counting again; nothing when none did. The dispatcher calls it
-     * every few seconds and when it stops: a line per successful delivery (now at debug) cost the
-     * daemon a measurable share of its CPU at full speed, a summary nothing measurable
-     * (docs/benchmarks.md, "A log line per successful delivery").
-     */
-    logDeliveredSummary(): void {
-      const now = performance.now();
-      const seconds = Math.round((now - summaryFromMono) / 100) / 10;
-      summaryFromMono = now;
-      if (delivered.size === 0) return;
-      const counts = [...delivered].sort((a, b) => b[1] - a[1]);
-      delivered = new Map();
-      const total = counts.reduce((sum, [, n]) => sum + n, 0);
-      const named = counts.slice(0, SUMMARY_MAX_ORGS);
-      const others = counts.slice(SUMMARY_MAX_ORGS).reduce((sum, [, n]) => sum + n, 0);
-      log.info(
-        { delivered: total, seconds, organizations: Object.fromEntries(named), ...(others > 0 ? { otherOrganizations: counts.length - named.length, otherDelivered: others } : {}) },
-        `${total} deliveries delivered in the last ${seconds} s`,
-      );
-    },
-
-    /**
-     * Which of `orgIds` have a delivery due now, read without a write transaction (an idle
-     * daemon writes nothing); the others come back with their next retry time.
-     */
-    peek(orgIds: readonly string[]): Promise<{ due: string[]; drained: Array<{ orgId: string; nextRetryAt: number | null }> }> {
-      const now = store.clock.now();
-      return store.read(async (tx) => {
-        const out = { due: [] as string[], drained: [] as Array<{ orgId: string; nextRetryAt: number | null }> };
-        for (const orgId of orgIds) {
-          if ((await tx.deliveries.dueRows(orgId, now, 1)).length > 0) out.due.push(orgId);
-          else out.drained.push({ orgId, nextRetryAt: await tx.deliveries.nextRetryAt(orgId, now) });
-        }
-        return out;
-      });
-    },
-
-    /** The organizations whose webhook may receive deliveries (not disabled), with its status and rate limit. */
-    deliverableWebhooks(): Promise<DeliverableWebhook[]> {
-      return store.read((tx) => tx.webhooks.deliverable());
-    },
-  };
 }
-export type OutboxService = ReturnType<typeof createOutboxService>;
+
+// One group commit, inside its transaction: record -> release -> claim -> read the health of
+// the webhooks whose status changed. Its state lives as long as the transaction.
+
+class OutboxCommit {
+  readonly result: FlushResult = { claimed: [], drained: [], unsendable: [], contended: [], superseded: [], rateLimited: [], outOfOrder: [] };
+  /** The webhook status changes the attempts' outcomes made, for the log (with their health, read last). */
+  readonly changes: LoggedStatusChange[] = [];
+  readonly #tx: Tx;
+  readonly #now: number;
+  readonly #options: OutboxOptions;
+  /** Organizations whose last recorded attempt succeeded: a run of successes is one update (they all set the same columns). */
+  readonly #lastSucceeded = new Set<string>();
+
+  constructor(tx: Tx, now: number, options: OutboxOptions) {
+    this.#tx = tx;
+    this.#now = now;
+    this.#options = options;
+  }
+
+  async run(work: FlushWork): Promise<this> {
+    if (work.finished.length > 0) await this.#record(work.finished);
+    if (work.released.length > 0) await this.#tx.deliveries.release(work.released.map((d) => d.id), this.#now);
+    if (work.claim) await this.#claim(work.claim.wanted, work.claim.leaseMs);
+    for (const c of this.changes) c.health = await this.#tx.webhooks.health(c.orgId);
+    return this;
+  }
+
+  /**
+   * Records the finished attempts: their log rows, their deliveries' new state (one call each
+   * for all), and their webhooks' health in attempt order. The webhooks are locked up front in
+   * one order (a shared database: two instances' commits never wait for each other in a cycle).
+   */
+  async #record(finished: readonly FinishedAttempt[]): Promise<void> {
+    const { deliveries, webhooks } = this.#tx;
+    await webhooks.lockInOrder([...new Set(finished.map((f) => f.delivery.orgId))]);
+    const settlements: Array<{ id: number; settlement: Settlement }> = [];
+    const attempts: AttemptToStore[] = [];
+    for (const f of finished) {
+      attempts.push(attemptToStore(f));
+      settlements.push({ id: f.delivery.id, settlement: settlementOf(f, this.#now) });
+      await this.#recordHealth(f);
+    }
+    const superseded = await deliveries.settleMany(settlements);
+    if (superseded.length > 0) this.#noteSuperseded(finished, superseded);
+    await deliveries.insertAttempts(attempts);
+  }
+
+  /** Applies the attempt's word on its webhook's health (healthOf), and a 410 Gone's disabling. */
+  async #recordHealth(f: FinishedAttempt): Promise<void> {
+    const { webhooks } = this.#tx;
+    const { orgId } = f.delivery;
+    if (f.outcome.kind === 'disable') this.#noteChange(f.delivery, await webhooks.setStatus(orgId, WebhookStatus.disabled, DisabledReason.gone, this.#now));
+    const health = healthOf(f);
+    if (health === 'success') {
+      if (!this.#lastSucceeded.has(orgId)) this.#noteChange(f.delivery, await webhooks.recordSuccess(orgId, this.#now));
+      this.#lastSucceeded.add(orgId);
+    } else if (health === 'failure') {
+      this.#noteChange(f.delivery, await webhooks.recordFailure(orgId, this.#now, this.#options.failingAfterFailures, this.#options.disableAfterMs));
+      this.#lastSucceeded.delete(orgId);
+    }
+  }
+
+  #noteChange(d: { readonly orgId: string; readonly url: string }, change: WebhookStatusChange | null): void {
+    if (change !== null) this.changes.push({ orgId: d.orgId, url: d.url, change });
+  }
+
+  #noteSuperseded(finished: readonly FinishedAttempt[], ids: readonly number[]): void {
+    const orgOf = new Map(finished.map((f) => [f.delivery.id, f.delivery.orgId]));
+    for (const id of ids) this.result.superseded.push({ id, orgId: orgOf.get(id)! });
+  }
+
+  /**
+   * Leases due deliveries of the organizations in `wanted`, in that order, each within its
+   * room (roomOf) and its rate limit; all the leases in one call, once every organization is
+   * read. On a database shared by several instances, one claim per webhook at a time
+   * (claimTurns): an organization whose turn another instance holds is contended.
+   */
+  async #claim(wanted: readonly ClaimWanted[], leaseMs: number): Promise<void> {
+    const rateLimited = new Set(wanted.filter((w) => w.rateLimited === true).map((w) => w.orgId));
+    const turns = await this.#tx.deliveries.claimTurns(wanted.map((w) => w.orgId), this.#now, rateLimited);
+    const leased: number[] = [];
+    for (const want of wanted) await this.#claimFor(want, turns.get(want.orgId), leased);
+    if (leased.length === 0) return;
+    const late = await this.#tx.deliveries.lease(leased, this.#now + leaseMs, this.#now);
+    if (late.length > 0) await this.#countOutOfOrder(late);
+  }
+
+  /**
+   * One organization's claim: contended without its turn or its room, rate-limited without a
+   * permit (nothing read, nothing leased: its due deliveries wait, unclaimed), otherwise what it
+   * takes from its due rows (takeDue), which then counts against its rate limit (spendRate).
+   */
+  async #claimFor(want: ClaimWanted, turn: ClaimTurn | undefined, leased: number[]): Promise<void> {
+    const { orgId } = want;
+    let room = turn === undefined ? 0 : roomOf(want, turn);
+    if (turn === undefined || room <= 0) {
+      this.result.contended.push(orgId);
+      return;
+    }
+    const rate = turn.rate ?? null;
+    if (rate !== null) {
+      const { permits, waitMs } = ratePermits(rate.window, rate.limit, rate.now);
+      if (permits <= 0) {
+        this.result.rateLimited.push({ orgId, waitMs });
+        return;
+      }
+      room = Math.min(room, permits);
+    }
+    const taken = await this.#takeDue(orgId, room, leased);
+    if (rate !== null && taken > 0) await this.#spendRate(orgId, rate, taken);
+  }
+
+  /**
+   * Takes up to `room` of the organization's due deliveries from one page of its queue (see
+   * DeliveriesRepo.dueRows), so a claim always ends: at most one per ordering key (a later
+   * change of a request waits for the earlier one). A row that can never be sent is marked
+   * dead with the reason and skipped. Returns how many it took (their ids go into `leased`).
+   */
+  async #takeDue(orgId: string, room: number, leased: number[]): Promise<number> {
+    const pageSize = room * 2 + 2;
+    const page = await this.#tx.deliveries.dueRows(orgId, this.#now, pageSize);
+    const byKey = new Map<number, ClaimedDelivery>();
+    let full = false;
+    for (const row of page) {
+      const earlier = byKey.get(row.ordering_key);
+      if (earlier !== undefined) {
+        earlier.holdsBack = true;
+        continue;
+      }
+      if (byKey.size >= room) {
+        full = true;
+        break;
+      }
+      const d = dueDeliveryOf(row);
+      if (d.unsendable !== null) {
+        await this.#tx.deliveries.markUnsendable(d.id, d.unsendable, this.#now);
+        this.result.unsendable.push({ id: d.id, orgId, eventId: d.eventId, reason: d.unsendable });
+        continue;
+      }
+      leased.push(d.id);
+      // A retry may hold back later changes of its request that the query left out; on
+      // PostgreSQL the query says whether one waits (it leaves out all but a request's first).
+      const claimed: ClaimedDelivery = { ...d, secrets: signingSecrets(d, this.#now), holdsBack: d.attempts > 0 || row.holds_back === true };
+      byKey.set(d.orderingKey, claimed);
+      this.result.claimed.push(claimed);
+    }
+    // A short page read to its end is the whole of what is due now: the organization needs no
+    // look before its next retry, a wake-up, or the end of an attempt holding a request back.
+    if (page.length < pageSize && !full) this.result.drained.push({ orgId, nextRetryAt: await this.#tx.deliveries.nextRetryAt(orgId, this.#now) });
+    return byKey.size;
+  }
+
+  /** What this claim starts counts against the rate limit from now, for every instance; rate-limited when it took the last permit. */
+  async #spendRate(orgId: string, rate: RateState, taken: number): Promise<void> {
+    const window = rateTake(rate.window, rate.now, taken);
+    await this.#tx.webhooks.setRateWindow(orgId, window);
+    const after = ratePermits(window, rate.limit, rate.now);
+    if (after.permits <= 0) this.result.rateLimited.push({ orgId, waitMs: after.waitMs });
+  }
+
+  /** Notes the late changes among those just claimed (see FlushResult.outOfOrder), and counts them on their webhooks. */
+  async #countOutOfOrder(ids: readonly number[]): Promise<void> {
+    const late = new Set(ids);
+    const perOrg = new Map<string, number>();
+    for (const d of this.result.claimed) {
+      if (!late.has(d.id)) continue;
+      this.result.outOfOrder.push({ id: d.id, orgId: d.orgId, eventId: d.eventId, anticipationRequestId: d.anticipationRequestId });
+      perOrg.set(d.orgId, (perOrg.get(d.orgId) ?? 0) + 1);
+    }
+    for (const [orgId, n] of perOrg) await this.#tx.webhooks.countOutOfOrder(orgId, n);
+  }
+}

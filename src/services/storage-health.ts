@@ -33,117 +33,131 @@ const DETAIL: Record<StorageFault, string> = {
  * stays damaged until the daemon is restarted (on a restored file), and nothing is written to
  * it meanwhile. State changes are logged once each, never once per retry.
  */
-export function createStorageHealth(log: Logger, now: () => number = Date.now) {
-  const healthLog = log.child({ subsystem: 'storage' });
-  /** Each writer's current fault, with when it began. */
-  const faults = new Map<string, { fault: StorageFault; since: number }>();
-  let damagedSince: number | null = null;
-  let reported: StorageFault | null = null;
+export interface StorageHealth {
+  /**
+   * `part`'s write (or read) failed with `err`. Returns the storage fault it reports, or null
+   * when `err` is no storage fault (then nothing changes: the caller handles the error itself).
+   */
+  failed(part: string, err: unknown): StorageFault | null;
+  /** `part` wrote successfully: whatever fault it was stuck on is over (except damage). */
+  succeeded(part: string): void;
+  /** The worst fault any writer is stuck on, or null when all is well. */
+  problem(): StorageProblem | null;
+  /** True once the database was found damaged: nothing may be written to it any more. */
+  damaged(): boolean;
+  /**
+   * Runs the write `fn` until it succeeds: a storage fault is reported and the same write is
+   * tried again after a back-off (storageRetryDelayMs), so whatever the write carries (a feed
+   * batch and its position) is kept, never dropped. A lock held by another process is no
+   * fault, and the store waits for it (on timers, never blocking the event loop): when its
+   * wait ends without the lock (`database_busy`, after database.busyTimeout in the daemon),
+   * nothing was written and the write is handed to the store again, for as long as it takes;
+   * that is logged once, and so is the lock's release. On a damaged database nothing is tried
+   * (again): this waits until `signal` aborts, then throws. Any other error is thrown at once,
+   * as is the last error once `signal` aborts.
+   */
+  retrying<T>(part: string, fn: () => T | Promise<T>, signal?: AbortSignal): Promise<T>;
+}
 
-  function problem(): StorageProblem | null {
-    if (damagedSince !== null) {
-      return { fault: StorageFault.damaged, detail: DETAIL[StorageFault.damaged], since: damagedSince, parts: [...faults.keys()] };
+export function createStorageHealth(log: Logger, now: () => number = Date.now): StorageHealth {
+  return new WritersHealth(log.child({ subsystem: 'storage' }), now);
+}
+
+/** StorageHealth: each writer's fault, and the state last logged. */
+class WritersHealth implements StorageHealth {
+  readonly #log: Logger;
+  readonly #now: () => number;
+  /** Each writer's current fault, with when it began. */
+  readonly #faults = new Map<string, { fault: StorageFault; since: number }>();
+  #damagedSince: number | null = null;
+  /** The fault last logged (null: all well). */
+  #reported: StorageFault | null = null;
+
+  constructor(log: Logger, now: () => number) {
+    this.#log = log;
+    this.#now = now;
+  }
+
+  failed(part: string, err: unknown): StorageFault | null {
+    const fault = storageFaultOf(err);
+    if (fault === null) return null;
+    if (fault === StorageFault.damaged) this.#damagedSince ??= this.#now();
+    const existing = this.#faults.get(part);
+    if (existing?.fault !== fault) this.#faults.set(part, { fault, since: existing?.since ?? this.#now() });
+    this.#reportChange(err);
+    return fault;
+  }
+
+  succeeded(part: string): void {
+    if (this.#faults.size === 0 || !this.#faults.delete(part)) return;
+    this.#reportChange();
+  }
+
+  problem(): StorageProblem | null {
+    if (this.#damagedSince !== null) {
+      return { fault: StorageFault.damaged, detail: DETAIL[StorageFault.damaged], since: this.#damagedSince, parts: [...this.#faults.keys()] };
     }
     for (const fault of FAULT_SEVERITY) {
-      const parts = [...faults].filter(([, f]) => f.fault === fault);
+      const parts = [...this.#faults].filter(([, f]) => f.fault === fault);
       if (parts.length === 0) continue;
       return { fault, detail: DETAIL[fault], since: Math.min(...parts.map(([, f]) => f.since)), parts: parts.map(([p]) => p) };
     }
     return null;
   }
 
+  damaged(): boolean {
+    return this.#damagedSince !== null;
+  }
+
+  async retrying<T>(part: string, fn: () => T | Promise<T>, signal?: AbortSignal): Promise<T> {
+    let lastError: unknown = new Error('stopped: the database is damaged, nothing is written to it');
+    const started = performance.now();
+    let locked = false;
+    for (let failures = 0; this.#damagedSince === null; ) {
+      try {
+        const result = await fn();
+        this.succeeded(part);
+        if (locked) this.#log.info({ part, waitedMs: Math.round(performance.now() - started) }, 'the database lock was released: writes resumed');
+        return result;
+      } catch (err) {
+        if (isHookrelayError(err) && err.code === ErrorCode.databaseBusy && !signal?.aborted) {
+          if (!locked) this.#log.warn({ part, waitedMs: Math.round(performance.now() - started) }, 'the database has been locked by another process (a hookrelay CLI command, a backup?) for a while; this writer waits, nothing is lost');
+          locked = true;
+          continue;
+        }
+        if (this.failed(part, err) === null || signal?.aborted) throw err;
+        lastError = err;
+      }
+      failures++;
+      if (this.#damagedSince !== null) break;
+      await sleep(storageRetryDelayMs(failures), undefined, { signal }).catch(() => {});
+      if (signal?.aborted) throw lastError;
+    }
+    await parked(signal);
+    throw lastError;
+  }
+
   /** Logs the state if it changed since it was last logged. */
-  function reportChange(err?: unknown): void {
-    const current = problem();
+  #reportChange(err?: unknown): void {
+    const current = this.problem();
     const fault = current?.fault ?? null;
-    if (fault === reported) return;
-    const previous = reported;
-    reported = fault;
+    if (fault === this.#reported) return;
+    const previous = this.#reported;
+    this.#reported = fault;
     if (current === null) {
-      healthLog.info({ previous }, 'storage usable again: writes resumed');
+      this.#log.info({ previous }, 'storage usable again: writes resumed');
     } else if (current.fault === StorageFault.damaged) {
-      healthLog.fatal({ fault: current.fault, parts: current.parts, err }, current.detail);
+      this.#log.fatal({ fault: current.fault, parts: current.parts, err }, current.detail);
     } else {
-      healthLog.error({ fault: current.fault, parts: current.parts, err }, current.detail);
+      this.#log.error({ fault: current.fault, parts: current.parts, err }, current.detail);
     }
   }
-
-  /**
-   * `part`'s write (or read) failed with `err`. Returns the storage fault it reports, or null
-   * when `err` is no storage fault (then nothing changes: the caller handles it as before).
-   */
-  function failed(part: string, err: unknown): StorageFault | null {
-    const fault = storageFaultOf(err);
-    if (fault === null) return null;
-    if (fault === StorageFault.damaged) damagedSince ??= now();
-    const existing = faults.get(part);
-    if (existing?.fault !== fault) faults.set(part, { fault, since: existing?.since ?? now() });
-    reportChange(err);
-    return fault;
-  }
-
-  /** `part` wrote successfully: whatever fault it was stuck on is over (except damage). */
-  function succeeded(part: string): void {
-    if (faults.size === 0 || !faults.delete(part)) return;
-    reportChange();
-  }
-
-  /** Resolves when `signal` aborts (never without one). */
-  function parked(signal: AbortSignal | undefined): Promise<void> {
-    return new Promise<void>((resolve) => {
-      if (signal?.aborted) resolve();
-      else signal?.addEventListener('abort', () => resolve(), { once: true });
-    });
-  }
-
-  return {
-    failed,
-    succeeded,
-    /** The worst fault any writer is stuck on, or null when all is well. */
-    problem,
-    /** True once the database was found damaged: nothing may be written to it any more. */
-    damaged(): boolean {
-      return damagedSince !== null;
-    },
-
-    /**
-     * Runs the write `fn` until it succeeds: a storage fault is reported and the same write is
-     * tried again after a back-off (storageRetryDelayMs), so whatever the write carries (a feed
-     * batch and its position) is kept, never dropped. A lock held by another process is no
-     * fault, and the store waits for it (on timers, never blocking the event loop): when its
-     * wait ends without the lock (`database_busy`, after database.busyTimeout in the daemon),
-     * nothing was written and the write is handed to the store again, for as long as it takes;
-     * that is logged once, and so is the lock's release. On a damaged database nothing is tried
-     * (again): this waits until `signal` aborts, then throws. Any other error is thrown at once,
-     * as is the last error once `signal` aborts.
-     */
-    async retrying<T>(part: string, fn: () => T | Promise<T>, signal?: AbortSignal): Promise<T> {
-      let lastError: unknown = new Error('stopped: the database is damaged, nothing is written to it');
-      const started = performance.now();
-      let locked = false;
-      for (let failures = 0; damagedSince === null; ) {
-        try {
-          const result = await fn();
-          succeeded(part);
-          if (locked) healthLog.info({ part, waitedMs: Math.round(performance.now() - started) }, 'the database lock was released: writes resumed');
-          return result;
-        } catch (err) {
-          if (isHookrelayError(err) && err.code === ErrorCode.databaseBusy && !signal?.aborted) {
-            if (!locked) healthLog.warn({ part, waitedMs: Math.round(performance.now() - started) }, 'the database has been locked by another process (a hookrelay CLI command, a backup?) for a while; this writer waits, nothing is lost');
-            locked = true;
-            continue;
-          }
-          if (failed(part, err) === null || signal?.aborted) throw err;
-          lastError = err;
-        }
-        failures++;
-        if (damagedSince !== null) break;
-        await sleep(storageRetryDelayMs(failures), undefined, { signal }).catch(() => {});
-        if (signal?.aborted) throw lastError;
-      }
-      await parked(signal);
-      throw lastError;
-    },
-  };
 }
-export type StorageHealth = ReturnType<typeof createStorageHealth>;
+
+/** Resolves when `signal` aborts (never without one). */
+function parked(signal: AbortSignal | undefined): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (signal?.aborted) resolve();
+    else signal?.addEventListener('abort', () => resolve(), { once: true });
+  });
+}

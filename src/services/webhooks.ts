@@ -5,7 +5,7 @@ import type { TargetRefusal } from '../domain/address-policy.ts';
 import { iso } from '../domain/iso.ts';
 import { WebhookStatus, type Webhook } from '../domain/types.ts';
 import { checkWebhookUrl, loggableUrl } from '../domain/validation.ts';
-import { checkWebhookHeaders } from '../domain/webhook-headers.ts';
+import { checkWebhookHeaders, type WebhookHeaders } from '../domain/webhook-headers.ts';
 import type { Logger } from '../log.ts';
 import type { Store, Tx } from '../store/repos.ts';
 import type { WebhookHealth, WebhookStatusChange } from '../store/types.ts';
@@ -101,6 +101,42 @@ export async function healthReport(tx: Tx, w: Webhook & WebhookHealth, disableAf
   return { ...health, lastFailure, detail: healthSentence({ ...health, status: w.status, lastFailure, disableAfterMs }) };
 }
 
+/** A registration's body as the API and the CLI pass it, not checked yet (see checkRegistration). */
+export interface RegistrationInput {
+  readonly webhook_url: unknown;
+  readonly active_hmac?: unknown;
+  readonly headers?: unknown;
+  readonly rate_limit?: unknown;
+}
+
+/**
+ * A registration's settings, checked: every problem of the body at once, as `invalid_request`.
+ * `active_hmac` defaults to true, `headers` to none, `rate_limit` to null (no limit).
+ */
+export function checkRegistration(input: RegistrationInput): { url: string; activeHmac: boolean; rateLimit: number | null; headers: WebhookHeaders } {
+  const invalid: InvalidParam[] = [];
+  if (input.webhook_url === undefined || input.webhook_url === null) {
+    invalid.push({ name: 'webhook_url', reason: 'is required' });
+  } else {
+    const problem = checkWebhookUrl(input.webhook_url);
+    if (problem) invalid.push({ name: 'webhook_url', reason: problem });
+  }
+  if (input.active_hmac !== undefined && typeof input.active_hmac !== 'boolean') {
+    invalid.push({ name: 'active_hmac', reason: 'must be true or false' });
+  }
+  const headers = checkWebhookHeaders(input.headers);
+  if (!headers.ok) invalid.push(...headers.problems);
+  const rateProblem = input.rate_limit === undefined ? null : checkRateLimit(input.rate_limit);
+  if (rateProblem !== null) invalid.push({ name: 'rate_limit', reason: rateProblem });
+  if (invalid.length > 0 || !headers.ok) throw validationError('the request body is invalid', invalid);
+  return {
+    url: input.webhook_url as string,
+    activeHmac: (input.active_hmac as boolean | undefined) ?? true,
+    rateLimit: (input.rate_limit as number | null | undefined) ?? null,
+    headers: headers.headers,
+  };
+}
+
 export function createWebhookService(store: Store, orgs: OrgService, options: WebhookServiceOptions, work: WorkSignal = nobodyListens, log?: Logger) {
   const stateLog = log?.child({ subsystem: 'dispatch' });
 
@@ -112,25 +148,8 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
      * not kept. A secret is generated the first time HMAC is active and kept across
      * re-registrations.
      */
-    async register(orgId: string, input: { webhook_url: unknown; active_hmac?: unknown; headers?: unknown; rate_limit?: unknown }): Promise<Registration> {
-      const invalid: InvalidParam[] = [];
-      if (input.webhook_url === undefined || input.webhook_url === null) {
-        invalid.push({ name: 'webhook_url', reason: 'is required' });
-      } else {
-        const problem = checkWebhookUrl(input.webhook_url);
-        if (problem) invalid.push({ name: 'webhook_url', reason: problem });
-      }
-      if (input.active_hmac !== undefined && typeof input.active_hmac !== 'boolean') {
-        invalid.push({ name: 'active_hmac', reason: 'must be true or false' });
-      }
-      const headers = checkWebhookHeaders(input.headers);
-      if (!headers.ok) invalid.push(...headers.problems);
-      const rateProblem = input.rate_limit === undefined ? null : checkRateLimit(input.rate_limit);
-      if (rateProblem !== null) invalid.push({ name: 'rate_limit', reason: rateProblem });
-      if (invalid.length > 0 || !headers.ok) throw validationError('the request body is invalid', invalid);
-      const url = input.webhook_url as string;
-      const activeHmac = (input.active_hmac as boolean | undefined) ?? true;
-      const rateLimit = (input.rate_limit as number | null | undefined) ?? null;
+    async register(orgId: string, input: RegistrationInput): Promise<Registration> {
+      const { url, activeHmac, rateLimit, headers } = checkRegistration(input);
       const refused = await options.checkTarget(new URL(url), orgId);
       if (refused !== null) {
         throw new HookrelayError(ErrorCode.webhookUrlNotAllowed, `webhook_url ${refused.message}`, {
@@ -143,7 +162,7 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
         await orgs.require(orgId, tx);
         const existing = await tx.webhooks.getWithSecret(orgId);
         const newSecret = activeHmac && !existing?.secret ? generateWebhookSecret() : null;
-        await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now(), { rateLimit, headers: headers.headers });
+        await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now(), { rateLimit, headers });
         const webhook = (await tx.webhooks.get(orgId))!;
         const kept = new Set(webhook.headers.map(([name]) => name.toLowerCase()));
         const removedHeaders = (existing?.headers ?? []).map(([name]) => name).filter((name) => !kept.has(name.toLowerCase()));

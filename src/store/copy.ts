@@ -37,7 +37,7 @@ import type { Pool, PoolClient } from 'pg';
 import { systemClock } from '../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import type { Logger } from '../log.ts';
-import type { Db } from './sqlite/db.ts';
+import type { Db } from './sqlite/connection.ts';
 import { inPgTransaction } from './pg/connection.ts';
 import { BACKFILL_DELIVERY_ORDER, migratePostgres } from './pg/migrations.ts';
 import { createPgPool, loggableDatabaseUrl } from './pg/pool.ts';

@@ -15,7 +15,7 @@ import type { Config } from '../config/load.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Logger } from '../log.ts';
 import { availableBytes } from './directories.ts';
-import { isTransientPgError } from './pg/errors.ts';
+import { isTransientPgError } from './pg/transient-errors.ts';
 import { openPgStore } from './pg/store.ts';
 import { loggableDatabaseUrl } from './pg/pool.ts';
 import type { Store } from './repos.ts';

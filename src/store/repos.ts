@@ -192,7 +192,8 @@ export interface DeliveriesRepo {
   /**
    * Up to `limit` deliveries of the organization that may be attempted now (not leased, not
    * held back by an earlier change of their request, webhook not disabled), oldest due first,
-   * without their request body (see dueDeliveryOf). It locks nothing: on a backend shared by several
+   * without their request body, which costs more to build than the row to read (dueDeliveryOf
+   * builds it for the rows a claim takes). It locks nothing: on a backend shared by several
    * instances, call it within the organization's claim turn (claimTurns), which keeps other
    * claims for the organization out until this transaction ends.
    *
@@ -232,7 +233,7 @@ export interface DeliveriesRepo {
   get(orgId: string, id: number): Promise<DeliveryRow | null>;
   attempts(deliveryId: number): Promise<AttemptRow[]>;
   /**
-   * PruneBounds first. `status` is the public status: `pending` is never attempted, `failed` attempted
+   * Newest first. `status` is the public status: `pending` is never attempted, `failed` attempted
    * and waiting for a retry. Each part of the log (fresh, pending and tried, delivered, dead) is
    * read newest first through its own index, within [fromId, beforeId), and the parts merged:
    * a page costs the same at the front of the log and deep in it.
@@ -262,7 +263,8 @@ export interface DeliveriesRepo {
   /**
    * Counts up to `limit` pending deliveries of the organization with an id above `after`:
    * `fresh` ones (never attempted, not leased) or `tried` ones (attempted, or leased now).
-   * Returns how many, and the last id counted (the next call's `after`).
+   * Returns how many, and the last id counted (the next call's `after`); fewer than `limit`
+   * means the end was reached.
    */
   countPendingChunk(orgId: string, kind: 'fresh' | 'tried', after: number, limit: number): Promise<{ n: number; last: number }>;
   /**
@@ -285,8 +287,8 @@ export interface RetentionRepo {
   /**
    * Looks at up to `limit` events with seq in (after, before), oldest first, and removes those
    * whose deliveries were all delivered before `cutoff` (epoch ms), with their deliveries and
-   * attempts; with `dryRun` only counts them. Returns the last seq looked at (null: none left)
-   * and the rows removed.
+   * attempts; with `dryRun` only counts them (then a read transaction is enough). Returns the
+   * last seq looked at (null: none left) and the rows removed.
    */
   pruneEvents(o: { after: number; before: number; cutoff: number; newest: PruneBounds; limit: number; dryRun: boolean }): Promise<{ last: number | null; removed: PrunedRows }>;
   /** Removes up to `limit` quarantined lines received before `cutoff` (never the newest one); returns how many. */

@@ -1,18 +1,22 @@
 /**
- * SQL written once for both backends: the rules that SQLite (sqlite/*-repo.ts) and PostgreSQL
- * (pg/*-repo.ts) state in the same words, as small functions of how each backend spells a
- * parameter (`@name` or `?` on SQLite, `$1` on PostgreSQL; see named and numbered). What only
+ * SQL written once for both backends: every statement that SQLite (sqlite/*-repo.ts) and
+ * PostgreSQL (pg/*-repo.ts) say in the same words, as small functions of how each backend
+ * spells a parameter (`?` or `@name` on SQLite, `$1` on PostgreSQL; see positional, named and
+ * numbered). Where the backends part on one clause only, the function takes that clause from
+ * the caller, or from a `Dialect` (as Kysely's dialects override only what differs). What only
  * one backend says, or says its own way, stays in its repository: the claim's held-back rule
  * (SQLite orders a request's changes by storage, PostgreSQL by when they happened), the order of
- * the fresh deliveries (queue order, release order), the locks, the batch statements.
+ * the fresh deliveries (queue order, release order), the locks and the lease holder, the feed's
+ * per-instance rows, the batch reads and deletes.
  *
  * A parameter's spelling is the caller's, whole: SQLite's claim reads spell the organization
  * `+@org`, whose unary plus is deliberate (docs/benchmarks.md, "The claim planned once"), and
  * PostgreSQL adds a cast where a bare parameter would leave its type unknown (`$2::bigint`).
- * The texts come out as the repositories wrote them before (the plans are checked by
- * test/store-delivery-queues.test.ts, test/status-service.test.ts and test/pg-query-plans.test.ts).
+ * The plans are checked by test/store-delivery-queues.test.ts, test/status-service.test.ts and
+ * test/pg-query-plans.test.ts.
  */
 import { EVENT_TYPE } from '../domain/feed-event.ts';
+import { ATTEMPT_COLUMNS, ORG_COLUMNS, REJECT_COLUMNS, ROLE_COLUMNS, USER_COLUMNS } from './rows.ts';
 import { DeliveryStatus } from './types.ts';
 
 /** The backends, as the SQL they need differs. */
@@ -27,6 +31,137 @@ export function named<K extends string>(...names: K[]): Record<K, string> {
 export function numbered<K extends string>(...names: K[]): Record<K, string> {
   return Object.fromEntries(names.map((name, i) => [name, `$${i + 1}`])) as Record<K, string>;
 }
+
+/**
+ * SQLite's positional parameters: `positional('org', 'id')` is `{ org: '?', id: '?' }`. The
+ * values are passed in the order the statement's text names them (each statement's comment
+ * says it where that is not the order of its parameters): no object to build per call, which
+ * matters for the statements run per event.
+ */
+export function positional<K extends string>(...names: K[]): Record<K, string> {
+  return Object.fromEntries(names.map((name) => [name, '?'])) as Record<K, string>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows inserted in order: one prepared statement per row on SQLite (microseconds each, in
+// process), one statement per batch on PostgreSQL (a round trip whatever the batch's size).
+
+/** A column a row insert fills, with PostgreSQL's type; `perBatch`: one value for every row of the batch. */
+export interface InsertColumn {
+  readonly name: string;
+  readonly type: 'text' | 'bigint' | 'int' | 'bytea';
+  readonly perBatch?: true;
+}
+
+/** An INSERT of rows into `table` (see insertRowsSql). */
+export interface RowsInsert {
+  readonly table: string;
+  readonly columns: readonly InsertColumn[];
+  /** What a row that conflicts does (the rows inserted before it in the batch stay). */
+  readonly onConflict?: string;
+}
+
+/**
+ * The statement that inserts rows, written once for both backends. SQLite runs it per row, its
+ * values `?` in column order. PostgreSQL runs it per batch: each column is passed as an array
+ * ($1, $2, ... in column order; then the per-batch values, each once), the arrays unnested side
+ * by side and inserted in the order given (WITH ORDINALITY), so that ids and seqs are handed
+ * out in it, and a row conflicts with one inserted earlier in the same batch.
+ */
+export function insertRowsSql(dialect: Dialect, insert: RowsInsert): string {
+  const names = insert.columns.map((c) => c.name).join(', ');
+  const conflict = insert.onConflict === undefined ? '' : `\n  ${insert.onConflict}`;
+  if (dialect === 'sqlite') return `INSERT INTO ${insert.table} (${names})\n  VALUES (${insert.columns.map(() => '?').join(', ')})${conflict}`;
+  const arrays = insert.columns.filter((c) => c.perBatch !== true);
+  const perBatch = insert.columns.filter((c) => c.perBatch === true);
+  const values = insert.columns.map((c) => (c.perBatch === true ? `$${arrays.length + perBatch.indexOf(c) + 1}::${c.type}` : `u.${c.name}`));
+  return `INSERT INTO ${insert.table} (${names})
+  SELECT ${values.join(', ')}
+  FROM unnest(${arrays.map((c, i) => `$${i + 1}::${c.type}[]`).join(', ')}) WITH ORDINALITY AS u (${arrays.map((c) => c.name).join(', ')}, ordinality)
+  ORDER BY u.ordinality${conflict}`;
+}
+
+const text = (name: string): InsertColumn => ({ name, type: 'text' });
+const bigint = (name: string): InsertColumn => ({ name, type: 'bigint' });
+const int = (name: string): InsertColumn => ({ name, type: 'int' });
+
+/** Events of a feed batch: the source and the time received are the batch's. An id stored before (or earlier in the batch) is skipped. */
+export const EVENT_INSERT: RowsInsert = {
+  table: 'events',
+  columns: [
+    text('id'),
+    text('org_id'),
+    text('anticipation_request_id'),
+    bigint('occurred_at'),
+    text('payload'),
+    { name: 'source_id', type: 'bigint', perBatch: true },
+    bigint('source_position'),
+    { name: 'received_at', type: 'bigint', perBatch: true },
+  ],
+  onConflict: 'ON CONFLICT (id) DO NOTHING',
+};
+
+/** Quarantined lines, in line order (their ids are what `feed rejects` pages by). */
+export const REJECT_INSERT: RowsInsert = {
+  table: 'feed_rejects',
+  columns: [text('source'), bigint('position'), bigint('line_bytes'), { name: 'raw', type: 'bytea' }, text('reason'), text('detail'), text('event_id'), bigint('received_at')],
+};
+
+/** The log rows of a group commit's attempts (AttemptToStore). */
+export const ATTEMPT_INSERT: RowsInsert = {
+  table: 'delivery_attempts',
+  columns: [
+    bigint('delivery_id'),
+    int('attempt'),
+    bigint('started_at'),
+    bigint('duration_ms'),
+    text('url'),
+    int('status_code'),
+    text('error_class'),
+    text('error_detail'),
+    text('response_body'),
+    text('outcome'),
+    bigint('sent_timestamp'),
+    text('sent_signature'),
+  ],
+};
+
+// ---------------------------------------------------------------------------------------------
+// Organizations, roles and users: every statement the same in both backends. Ids and names are
+// COLLATE "C" on PostgreSQL, so lists sort by bytes, as in SQLite.
+
+export const ORG_SQL = {
+  insert: (p: { id: string; name: string; createdAt: string }): string =>
+    `INSERT INTO organizations (id, name, created_at) VALUES (${p.id}, ${p.name}, ${p.createdAt}) ON CONFLICT (id) DO NOTHING`,
+  byId: (p: { id: string }): string => `SELECT ${ORG_COLUMNS} FROM organizations WHERE id = ${p.id}`,
+  all: `SELECT ${ORG_COLUMNS} FROM organizations ORDER BY id`,
+} as const;
+
+export const ROLE_SQL = {
+  all: `SELECT ${ROLE_COLUMNS} FROM roles ORDER BY name`,
+  byName: (p: { name: string }): string => `SELECT ${ROLE_COLUMNS} FROM roles WHERE name = ${p.name}`,
+  /** A custom role (`builtin` false: SQLite stores it as 0). */
+  insert: (p: { name: string; description: string; permissions: string; now: string }): string =>
+    `INSERT INTO roles (name, description, permissions, builtin, created_at) VALUES (${p.name}, ${p.description}, ${p.permissions}, false, ${p.now}) ON CONFLICT (name) DO NOTHING`,
+} as const;
+
+export const USER_SQL = {
+  /** Answers the new user's id, or no row when the e-mail is taken in that organization. */
+  insert: (p: { org: string; email: string; emailKey: string; role: string; createdAt: string; updatedAt: string }): string =>
+    `INSERT INTO users (org_id, email, email_key, role_name, created_at, updated_at) VALUES (${p.org}, ${p.email}, ${p.emailKey}, ${p.role}, ${p.createdAt}, ${p.updatedAt})
+    ON CONFLICT (org_id, email_key) DO NOTHING RETURNING id`,
+  byEmail: (p: { org: string; emailKey: string }): string => `SELECT ${USER_COLUMNS} FROM users WHERE org_id = ${p.org} AND email_key = ${p.emailKey}`,
+  byOrg: (p: { org: string }): string => `SELECT ${USER_COLUMNS} FROM users WHERE org_id = ${p.org} ORDER BY email_key`,
+  setRole: (p: { role: string; now: string; id: string }): string => `UPDATE users SET role_name = ${p.role}, updated_at = ${p.now} WHERE id = ${p.id}`,
+  remove: (p: { id: string }): string => `DELETE FROM users WHERE id = ${p.id}`,
+  /**
+   * Users of the organization, other than one, whose role grants the permission: an element of
+   * the role's JSON array, which each backend reads its own way.
+   */
+  countOthersWithPermission: (dialect: Dialect, p: { org: string; except: string; permission: string }): string =>
+    `SELECT count(*) AS n FROM users u JOIN roles r ON r.name = u.role_name
+    WHERE u.org_id = ${p.org} AND u.id <> ${p.except} AND ${dialect === 'sqlite' ? `EXISTS (SELECT 1 FROM json_each(r.permissions) WHERE value = ${p.permission})` : `r.permissions::jsonb ? ${p.permission}`}`,
+} as const;
 
 // ---------------------------------------------------------------------------------------------
 // Deliveries: the conditions of the partial indexes (see the migrations), which a query must
@@ -89,6 +224,32 @@ export const nextRetrySql = (p: { org: string; now: string }): string => `SELECT
 export const markUnsendableSql = (p: { id: string; error: string; now: string }): string => `
     UPDATE deliveries SET status = 'dead', lease_expires_at = NULL, last_error = ${p.error}, updated_at = ${p.now}
     WHERE id = ${p.id} AND status = 'pending'`;
+
+/**
+ * An attempt's outcome on its delivery (Settlement): the SET list of settle, whose rows each
+ * backend names its own way (SQLite: a statement per delivery; PostgreSQL: the rows of a batch,
+ * fenced by the lease holder). The lease ends with the attempt.
+ */
+export const settleSet = (p: { status: string; attempts: string; next: string; at: string; code: string; error: string }): string =>
+  `status = ${p.status}, attempts = ${p.attempts}, next_attempt_at = ${p.next}, lease_expires_at = NULL,
+      last_attempt_at = ${p.at}, last_status_code = ${p.code}, last_error = ${p.error}, updated_at = ${p.at}`;
+
+/** A delivery's attempts, oldest first (delivery_attempts_delivery). */
+export const attemptsOfSql = (p: { delivery: string }): string => `SELECT ${ATTEMPT_COLUMNS} FROM delivery_attempts WHERE delivery_id = ${p.delivery} ORDER BY id`;
+
+/** The event a delivery sends, and its ordering key. */
+export const eventOfSql = (p: { id: string }): string => `SELECT event_seq, ordering_key FROM deliveries WHERE id = ${p.id}`;
+
+/** Whether the event has a pending delivery (deliveries_event). */
+export const hasPendingDeliverySql = (p: { seq: string }): string => `SELECT 1 FROM deliveries WHERE event_seq = ${p.seq} AND status = 'pending' LIMIT 1`;
+
+/**
+ * A `webhook.test` event, from the source `api` (`source`: its id; SQLite has one, PostgreSQL
+ * one per instance), occurred and received at `now`, part of no request. Answers its seq.
+ */
+export const insertTestEventSql = (p: { id: string; org: string; payload: string; now: string; source: string }): string => `
+    INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
+    VALUES (${p.id}, ${p.org}, '', ${p.now}, ${p.payload}, ${p.source}, ${p.now}) RETURNING seq`;
 
 /**
  * Events of the organization in a seq range (a time window, see FeedRepo.seqRange) that were
@@ -210,6 +371,9 @@ export const rotateSecretSql = (p: { org: string; secret: string; expires: strin
 /** The webhooks that may receive deliveries now (rows.ts's toDeliverable). */
 export const DELIVERABLE_SQL = "SELECT org_id, status, last_success_at, rate_limit FROM webhooks WHERE status <> 'disabled' ORDER BY org_id";
 
+/** The rate limit's state (RateWindow, in each backend's form: JSON text in SQLite, bigint[] in PostgreSQL). */
+export const setRateWindowSql = (p: { window: string; org: string }): string => `UPDATE webhooks SET rate_window = ${p.window} WHERE org_id = ${p.org}`;
+
 /** Until when the previous secret keeps signing (null: never rotated). */
 export const previousSecretExpiresAtSql = (p: { org: string }): string =>
   `SELECT previous_secret_expires_at AS at FROM webhooks WHERE org_id = ${p.org} AND previous_secret IS NOT NULL`;
@@ -247,6 +411,17 @@ export const pruneWindowSql = (p: { after: string; before: string; cutoff: strin
     SELECT e.seq, ${prunableSql(p)} AS prunable FROM events e
     WHERE e.seq > ${p.after} AND e.seq < ${p.before}
     ORDER BY e.seq LIMIT ${p.limit}`;
+
+/** A page of quarantined lines after an id, oldest first. */
+export const listRejectsSql = (p: { after: string; limit: string }): string => `SELECT ${REJECT_COLUMNS} FROM feed_rejects WHERE id > ${p.after} ORDER BY id LIMIT ${p.limit}`;
+
+/**
+ * Removes up to `limit` quarantined lines received before the cutoff, never the newest one:
+ * oldest first, ties by id, the order of feed_rejects_received (whose entries end with the id).
+ */
+export const pruneRejectsSql = (p: { cutoff: string; newest: string; limit: string }): string => `
+    DELETE FROM feed_rejects WHERE id IN (
+      SELECT id FROM feed_rejects WHERE received_at < ${p.cutoff} AND id < ${p.newest} ORDER BY received_at, id LIMIT ${p.limit})`;
 
 /** How many quarantined lines a prune would remove: received before the cutoff, never the newest one. */
 export const countRejectsSql = (p: { cutoff: string; newest: string }): string => `SELECT count(*) AS n FROM feed_rejects WHERE received_at < ${p.cutoff} AND id < ${p.newest}`;

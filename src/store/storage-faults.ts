@@ -1,4 +1,4 @@
-import { isTransientPgError } from './pg/errors.ts';
+import { isTransientPgError } from './pg/transient-errors.ts';
 
 /**
  * What an SQLite error says about the storage under the database, as opposed to an error of
@@ -55,7 +55,7 @@ const TRANSIENT_SQLITE = /^SQLITE_(FULL|IOERR|CANTOPEN|READONLY|PROTOCOL)/;
 /**
  * Whether a failed write is worth trying again as it was, whichever the backend: a full or
  * failing disk (SQLite), or a PostgreSQL server out of reach, restarting, or a deadlock
- * (pg/errors.ts). Anything else is a fault of the write itself.
+ * (pg/transient-errors.ts). Anything else is a fault of the write itself.
  */
 export function isTransientStoreError(err: unknown): boolean {
   const code = sqliteCode(err);

@@ -2,6 +2,9 @@ import { iso } from '../../domain/iso.ts';
 import { Permission } from '../../domain/permissions.ts';
 import { secretRotationView, webhookHealthView, webhookView } from '../../services/views.ts';
 import type { WebhookService } from '../../services/webhooks.ts';
+import { parseRequest } from '../request-validation.ts';
+import { RegisterWebhookRequest } from '../schemas/requests.ts';
+import type { Answer, SecretRotation, WebhookRegistration, WebhookSecret } from '../schemas/answers.ts';
 import type { SecuredRouter } from '../secured-router.ts';
 
 export function registerWebhookRoutes(router: SecuredRouter, services: { webhooks: WebhookService }): void {
@@ -10,8 +13,11 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
     '/webhook/register_webhook',
     Permission.webhookManage,
     async (ctx, principal) => {
-      const body = ctx.state.body as Record<string, unknown>;
-      const result = await services.webhooks.register(principal.orgId, { webhook_url: body.webhook_url, active_hmac: body.active_hmac, headers: body.headers, rate_limit: body.rate_limit });
+      const raw = ctx.state.body as Record<string, unknown>;
+      const body = parseRequest(RegisterWebhookRequest, raw, 'the request body is invalid');
+      // The headers as sent, in their order: the object zod rebuilds cannot hold a name such as
+      // __proto__, which is an HTTP token like any other.
+      const result = await services.webhooks.register(principal.orgId, { ...body, headers: raw.headers });
       const { webhook } = result;
       let message = result.created
         ? `Webhook registered: status changes of anticipation requests will be sent to ${webhook.url}`
@@ -26,7 +32,7 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
       // A registration describes the whole webhook: say so when it dropped headers the webhook had.
       if (result.removedHeaders.length > 0) message += `. Headers no longer sent (this registration did not set them): ${result.removedHeaders.join(', ')}`;
       ctx.status = result.created ? 201 : 200;
-      ctx.body = { message, ...webhookView(webhook), ...(result.newSecret ? { secret: result.newSecret } : {}) };
+      ctx.body = { message, ...webhookView(webhook), ...(result.newSecret ? { secret: result.newSecret } : {}) } satisfies Answer<typeof WebhookRegistration>;
     },
     { body: true },
   );
@@ -37,7 +43,7 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
   });
 
   router.route(['GET'], '/webhook/get_secret', Permission.webhookManage, async (ctx, principal) => {
-    ctx.body = { secret: await services.webhooks.getSecret(principal.orgId) };
+    ctx.body = { secret: await services.webhooks.getSecret(principal.orgId) } satisfies Answer<typeof WebhookSecret>;
   });
 
   router.route(['POST'], '/webhook/rotate_secret', Permission.webhookManage, async (ctx, principal) => {
@@ -46,7 +52,7 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
       message: 'Signing secret rotated: give the new secret to your receiver (an admin can read it again with GET /webhook/get_secret); the previous one keeps signing until previous_secret_expires_at',
       secret,
       previous_secret_expires_at: iso(previousSecretExpiresAt),
-    };
+    } satisfies Answer<typeof SecretRotation>;
   });
 
   // Disabling holds the webhook's deliveries (kept, not dropped); enabling lets them go out and

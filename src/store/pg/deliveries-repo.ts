@@ -1,12 +1,17 @@
-import { keyRangeOf, orderedSearchSql } from './ordered-search.ts';
+import { keyRangeOf, keyRangeSql } from './key-range-sql.ts';
 import { decodeRateWindow } from '../../domain/rate-window.ts';
 import type { DeliveriesRepo } from '../repos.ts';
 import {
+  ATTEMPT_INSERT,
+  attemptsOfSql,
   deliveryByIdSql,
   deliveryRowColumns,
   dueJoinSql,
   dueRetriesSql,
-  retryFailedNowSql,
+  eventOfSql,
+  hasPendingDeliverySql,
+  insertRowsSql,
+  insertTestEventSql,
   isFresh,
   latestFailure,
   markUnsendableSql,
@@ -17,10 +22,12 @@ import {
   RECENT_FAILURE_STATUSES,
   RECENT_FAILURE_WINDOW,
   recoverableSql,
+  retryFailedNowSql,
+  settleSet,
 } from '../sql.ts';
 import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryToQueue, ListFilter, Settlement } from '../types.ts';
-import { listParams, listSql, type ListParams } from '../delivery-log.ts';
-import { ATTEMPT_COLUMNS, toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../rows.ts';
+import { listParams, listSql, type ListParams } from '../delivery-log-sql.ts';
+import { toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../rows.ts';
 import type { PgConnection } from './connection.ts';
 import { createPgFeedRepo } from './feed-repo.ts';
 import { PG_CLOCK_MS } from './webhooks-repo.ts';
@@ -54,7 +61,7 @@ import { withoutNul } from './text.ts';
  * (leased), whenever it happened, or a pending one that happened earlier, by (order_at, id),
  * whether tried (waiting for its retry) or fresh (not sent yet, or held by the reorder window).
  * So a request never has two deliveries in flight, and its changes go out in the order they
- * happened, whichever instance's feed stored them first (issue 30; on SQLite "earlier" is the
+ * happened, whichever instance's feed stored them first (on SQLite "earlier" is the
  * storage order, see ../sqlite/deliveries-repo.ts). Served by deliveries_request_pending (every
  * pending delivery of the request: a handful).
  */
@@ -151,10 +158,10 @@ export const PG_LEASE_SQL = `
   )
   SELECT id FROM late`;
 
-/** idsCreated's binary search over the delivery id, run by the server in one statement (see ordered-search.ts). */
-const ID_RANGE = orderedSearchSql('deliveries', 'id', 'created_at');
+/** idsCreated's binary search over the delivery id, run by the server in one statement (see key-range-sql.ts). */
+const ID_RANGE = keyRangeSql('deliveries', 'id', 'created_at');
 
-/** attemptCounts, as on SQLite (see ../sqlite/deliveries-repo.ts), exported for the EXPLAIN checks. */
+/** attemptCounts, as on SQLite (see ../sqlite/deliveries-repo.ts) in PostgreSQL's words (FILTER, integer division), exported for the EXPLAIN checks. */
 export const PG_ATTEMPT_COUNTS_SQL = `
   SELECT ((a.started_at - $2::bigint) / $4::bigint)::int AS bucket,
     count(*) FILTER (WHERE a.outcome = 'delivered')::int AS succeeded,
@@ -174,6 +181,20 @@ export function pgListStatement(orgId: string, f: ListFilter): { sql: string; va
   return { sql, values: used.map((name) => params[name]) };
 }
 
+/**
+ * settleMany: the batch's settlements as arrays unnested side by side ($1 to $7), each applied
+ * only while this instance ($8) holds the delivery's lease; answers the ids applied.
+ */
+const SETTLE_MANY = `UPDATE deliveries d SET ${settleSet({ status: 'u.status', attempts: 'u.attempts', next: 'u.next', at: 'u.at', code: 'u.code', error: 'u.error' })}
+  FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::int[], $7::text[]) AS u (id, status, attempts, next, at, code, error)
+  WHERE d.id = u.id AND d.leased_by = $8
+  RETURNING d.id`;
+const INSERT_ATTEMPTS = insertRowsSql('postgres', ATTEMPT_INSERT);
+const ATTEMPTS_OF = attemptsOfSql(numbered('delivery'));
+const EVENT_OF = eventOfSql(numbered('id'));
+const HAS_PENDING_DELIVERY = hasPendingDeliverySql(numbered('seq'));
+const INSERT_TEST_EVENT = insertTestEventSql(numbered('id', 'org', 'payload', 'now', 'source'));
+
 const nullableText = (text: string | null): string | null => (text === null ? null : withoutNul(text));
 
 /** The deliveries repository of one transaction, for `instance` (its instance.name: the lease holder it writes and checks). */
@@ -183,11 +204,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
   async function settleMany(items: ReadonlyArray<{ readonly id: number; readonly settlement: Settlement }>): Promise<number[]> {
     if (items.length === 0) return [];
     const { rows } = await db.query<{ id: number }>(
-      `UPDATE deliveries d SET status = u.status, attempts = u.attempts, next_attempt_at = u.next, lease_expires_at = NULL,
-         last_attempt_at = u.at, last_status_code = u.code, last_error = u.error, updated_at = u.at
-       FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::int[], $7::text[]) AS u (id, status, attempts, next, at, code, error)
-       WHERE d.id = u.id AND d.leased_by = $8
-       RETURNING d.id`,
+      SETTLE_MANY,
       [
         items.map((i) => i.id),
         items.map((i) => i.settlement.status),
@@ -279,15 +296,11 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       const { rows } = await db.query<{ id: number }>(PG_LEASE_SQL, [ids, until, now, instance]);
       return rows.map((r) => r.id);
     },
-    /** One statement, in the order given; a NUL in a response body or an error becomes U+FFFD (PostgreSQL text cannot hold it). */
+    /** One statement for the batch; a NUL in a response body or an error becomes U+FFFD (PostgreSQL text cannot hold it). */
     async insertAttempts(attempts: readonly AttemptToStore[]): Promise<void> {
       if (attempts.length === 0) return;
       await db.query(
-        `INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome, sent_timestamp, sent_signature)
-         SELECT u.delivery_id, u.attempt, u.started_at, u.duration_ms, u.url, u.status_code, u.error_class, u.error_detail, u.response_body, u.outcome, u.sent_timestamp, u.sent_signature
-         FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::bigint[], $5::text[], $6::int[], $7::text[], $8::text[], $9::text[], $10::text[], $11::bigint[], $12::text[]) WITH ORDINALITY
-           AS u (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome, sent_timestamp, sent_signature, ordinality)
-         ORDER BY u.ordinality`,
+        INSERT_ATTEMPTS,
         [
           attempts.map((a) => a.deliveryId),
           attempts.map((a) => a.attempt),
@@ -318,7 +331,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       return rows[0] === undefined ? null : toDeliveryRow(rows[0]);
     },
     async attempts(deliveryId: number): Promise<AttemptRow[]> {
-      const { rows } = await db.query<AttemptLogRow>(`SELECT ${ATTEMPT_COLUMNS} FROM delivery_attempts WHERE delivery_id = $1 ORDER BY id`, [deliveryId]);
+      const { rows } = await db.query<AttemptLogRow>(ATTEMPTS_OF, [deliveryId]);
       return rows.map(toAttempt);
     },
     async list(orgId: string, f: ListFilter): Promise<DeliveryRow[]> {
@@ -326,7 +339,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       const { rows } = await db.query<DeliveryLogRow>(sql, values);
       return rows.map(toDeliveryRow);
     },
-    /** SQLite's binary search (see ../sqlite/deliveries-repo.ts), in one statement on the server (ID_RANGE). */
+    /** The binary search in one statement on the server (ID_RANGE). */
     async idsCreated(since: number | null, until: number | null): Promise<{ from: number; to: number }> {
       const { rows } = await db.query<{ k: number; low: number }>(ID_RANGE, [since ?? '-Infinity', until ?? 'Infinity']);
       return keyRangeOf(rows, 'idsCreated');
@@ -336,11 +349,11 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
       return rows;
     },
     async eventOf(deliveryId: number): Promise<{ eventSeq: number; orderingKey: number } | null> {
-      const { rows } = await db.query<{ event_seq: number; ordering_key: number }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = $1', [deliveryId]);
+      const { rows } = await db.query<{ event_seq: number; ordering_key: number }>(EVENT_OF, [deliveryId]);
       return rows[0] === undefined ? null : { eventSeq: rows[0].event_seq, orderingKey: rows[0].ordering_key };
     },
     async hasPendingDelivery(eventSeq: number): Promise<boolean> {
-      const { rows } = await db.query("SELECT 1 FROM deliveries WHERE event_seq = $1 AND status = 'pending' LIMIT 1", [eventSeq]);
+      const { rows } = await db.query(HAS_PENDING_DELIVERY, [eventSeq]);
       return rows.length > 0;
     },
     async recoverable(orgId: string, from: number, to: number) {
@@ -375,11 +388,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
      */
     async insertTestEvent(id: string, orgId: string, payload: string, now: number): Promise<number> {
       const source = await feed.sourceId('api');
-      const { rows } = await db.query<{ seq: number }>(
-        `INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
-         VALUES ($1, $2, '', $4, $3, $5, $4) RETURNING seq`,
-        [id, orgId, payload, now, source],
-      );
+      const { rows } = await db.query<{ seq: number }>(INSERT_TEST_EVENT, [id, orgId, payload, now, source]);
       return rows[0]!.seq;
     },
   };

@@ -1,10 +1,10 @@
-import { keyRangeOf, orderedSearchSql } from './ordered-search.ts';
+import { keyRangeOf, keyRangeSql } from './key-range-sql.ts';
 import type { QueryResult } from 'pg';
 import type { StoredEvent } from '../../domain/feed-event.ts';
 import type { FeedRepo } from '../repos.ts';
 import type { EventToStore, FeedPosition, FeedReject, FeedStats } from '../types.ts';
-import { EVENT_COLUMNS, POSITION_COLUMNS, REJECT_COLUMNS, STATS_COLUMNS, toFeedStats, toPosition, toReject, toStoredEvent, type EventRow, type PositionRow, type RejectRow, type StatsRow } from '../rows.ts';
-import { UNDELIVERABLE_SQL } from '../sql.ts';
+import { EVENT_COLUMNS, POSITION_COLUMNS, STATS_COLUMNS, toFeedStats, toPosition, toReject, toStoredEvent, type EventRow, type PositionRow, type RejectRow, type StatsRow } from '../rows.ts';
+import { EVENT_INSERT, insertRowsSql, listRejectsSql, numbered, REJECT_INSERT, UNDELIVERABLE_SQL } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 import { withoutNul } from './text.ts';
 
@@ -34,29 +34,14 @@ export const EVENT_INSERT_LOCK_KEY = '7525356009630819190';
 const LOCK_THEN_NEWEST = `SELECT CASE WHEN current_setting('transaction_read_only') = 'off' THEN pg_advisory_xact_lock(${EVENT_INSERT_LOCK_KEY}) END;
   SELECT greatest((SELECT received_at FROM events ORDER BY seq DESC LIMIT 1), (SELECT created_at FROM deliveries ORDER BY id DESC LIMIT 1)) AS received_at`;
 
-/**
- * The events of a batch, in one statement: the arrays are unnested side by side and inserted
- * in their order (ORDER BY ordinality), so seqs are handed out in the order of the batch, and
- * a second occurrence of an id in the batch conflicts with the first, already inserted.
- * RETURNING gives only the rows inserted.
- */
-const INSERT_EVENTS = `INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, source_position, received_at)
-  SELECT u.id, u.org_id, u.request_id, u.occurred_at, u.payload, $7::bigint, u.position, $8::bigint
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[]) WITH ORDINALITY
-    AS u (id, org_id, request_id, occurred_at, payload, position, ordinality)
-  ORDER BY u.ordinality
-  ON CONFLICT (id) DO NOTHING
+/** The events of a batch, in one statement (../sql.ts's insertRowsSql): RETURNING gives only the rows inserted. */
+const INSERT_EVENTS = `${insertRowsSql('postgres', EVENT_INSERT)}
   RETURNING id, seq`;
+const INSERT_REJECTS = insertRowsSql('postgres', REJECT_INSERT);
+const LIST_REJECTS = listRejectsSql(numbered('after', 'limit'));
 
-/** Quarantined lines, in one statement, in the order given (their ids are what `feed rejects` pages by). */
-const INSERT_REJECTS = `INSERT INTO feed_rejects (source, position, line_bytes, raw, reason, detail, event_id, received_at)
-  SELECT u.source, u.position, u.line_bytes, u.raw, u.reason, u.detail, u.event_id, u.received_at
-  FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $8::bigint[]) WITH ORDINALITY
-    AS u (source, position, line_bytes, raw, reason, detail, event_id, received_at, ordinality)
-  ORDER BY u.ordinality`;
-
-/** seqRange's binary search over seq, run by the server in one statement (see ordered-search.ts). */
-const SEQ_RANGE = orderedSearchSql('events', 'seq', 'received_at');
+/** seqRange's binary search over seq, run by the server in one statement (see key-range-sql.ts). */
+const SEQ_RANGE = keyRangeSql('events', 'seq', 'received_at');
 
 
 /**
@@ -149,14 +134,8 @@ export function createPgFeedRepo(db: PgConnection, instance: string): FeedRepo {
     },
 
     /**
-     * The time (epoch ms) the next stored event is received at, or the next delivery queued:
-     * `now`, or the newest event's or delivery's time if the clock is behind it (stepped back,
-     * or another host's clock). Deliveries are queued only by transactions that call this first
-     * (under the lock below): created_at never decreases along the delivery id either, which
-     * the delivery log's time windows rely on (idsCreated).
-     *
-     * Several instances insert events into one table. received_at must never decrease along
-     * seq: seqRange's binary search, recovery's and retention's time windows rely on it. Two
+     * Several instances insert events into one table, and received_at must never decrease along
+     * seq (seqRange's binary search, recovery's and retention's time windows rely on it). Two
      * transactions that each read the newest time, then insert, could commit out of order:
      * the later seqs with the earlier time, or a seq handed out before another transaction's
      * but committed after it. So this first takes a transaction-level advisory lock
@@ -175,11 +154,7 @@ export function createPgFeedRepo(db: PgConnection, instance: string): FeedRepo {
       return Math.max(now, newest);
     },
 
-    /**
-     * The seqs of events received in [since, until) (epoch ms) as a half-open range
-     * [from, to): SQLite's binary search over seq, which needs no index on received_at because
-     * received_at never decreases along seq, in one statement (SEQ_RANGE).
-     */
+    /** The binary search in one statement on the server (SEQ_RANGE). */
     async seqRange(since: number, until: number): Promise<{ from: number; to: number }> {
       const { rows } = await db.query<{ k: number; low: number }>(SEQ_RANGE, [since, until]);
       return keyRangeOf(rows, 'seqRange');
@@ -253,7 +228,7 @@ export function createPgFeedRepo(db: PgConnection, instance: string): FeedRepo {
     },
 
     async listRejects(afterId: number, limit: number): Promise<FeedReject[]> {
-      const { rows } = await db.query<RejectRow>(`SELECT ${REJECT_COLUMNS} FROM feed_rejects WHERE id > $1 ORDER BY id LIMIT $2`, [afterId, limit]);
+      const { rows } = await db.query<RejectRow>(LIST_REJECTS, [afterId, limit]);
       return rows.map(toReject);
     },
   };

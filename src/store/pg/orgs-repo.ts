@@ -1,22 +1,25 @@
 import type { Organization } from '../../domain/types.ts';
 import type { OrgsRepo } from '../repos.ts';
-import { ORG_COLUMNS, toOrg, type OrgRow } from '../rows.ts';
+import { toOrg, type OrgRow } from '../rows.ts';
+import { numbered, ORG_SQL } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 
+const INSERT = ORG_SQL.insert(numbered('id', 'name', 'createdAt'));
+const BY_ID = ORG_SQL.byId(numbered('id'));
 
-/** Organizations on PostgreSQL, as ../sqlite/orgs-repo.ts on SQLite; `id` is COLLATE "C", so list() sorts by bytes as SQLite does. */
+/** Organizations on PostgreSQL: the statements of ../sql.ts, as on SQLite. */
 export function createPgOrgsRepo(db: PgConnection): OrgsRepo {
   return {
     async insert(org: Organization): Promise<boolean> {
-      const r = await db.query('INSERT INTO organizations (id, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING', [org.id, org.name, org.createdAt]);
+      const r = await db.query(INSERT, [org.id, org.name, org.createdAt]);
       return r.rowCount === 1;
     },
     async get(id: string): Promise<Organization | null> {
-      const { rows } = await db.query<OrgRow>(`SELECT ${ORG_COLUMNS} FROM organizations WHERE id = $1`, [id]);
+      const { rows } = await db.query<OrgRow>(BY_ID, [id]);
       return rows[0] === undefined ? null : toOrg(rows[0]);
     },
     async list(): Promise<Organization[]> {
-      const { rows } = await db.query<OrgRow>(`SELECT ${ORG_COLUMNS} FROM organizations ORDER BY id`);
+      const { rows } = await db.query<OrgRow>(ORG_SQL.all);
       return rows.map(toOrg);
     },
   };

@@ -1,10 +1,10 @@
 import type { RetentionRepo } from '../repos.ts';
 import { noPrunedRows, type PruneBounds, type PrunedRows } from '../types.ts';
 import { toNewest, type NewestRow } from '../rows.ts';
-import { countRejectsSql, NEWEST_SQL, numbered, prunableSql, pruneWindowSql } from '../sql.ts';
+import { countRejectsSql, NEWEST_SQL, numbered, prunableSql, pruneRejectsSql, pruneWindowSql } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 
-/** Each parameter cast to bigint, as these statements have always spelt them (pg sends every value as text: the cast gives its type). */
+/** Each parameter cast to bigint: pg sends every value as text, and the cast gives it its type where the statement leaves it open. */
 const bigints = <K extends string>(params: Record<K, string>): Record<K, string> =>
   Object.fromEntries(Object.entries<string>(params).map(([name, p]) => [name, `${p}::bigint`])) as Record<K, string>;
 
@@ -36,6 +36,9 @@ const DELETE_BATCH = `WITH gone AS (
 /** What DELETE_BATCH would remove ($1: the seqs of the events that may go), for a dry run: it writes nothing. */
 const COUNT_BATCH = `SELECT (SELECT count(*) FROM deliveries WHERE event_seq = ANY($1::bigint[])) AS deliveries,
   (SELECT count(*) FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE event_seq = ANY($1::bigint[]))) AS attempts`;
+
+const PRUNE_REJECTS = pruneRejectsSql(numbered('cutoff', 'newest', 'limit'));
+const COUNT_REJECTS = countRejectsSql(numbered('cutoff', 'newest'));
 
 /**
  * Retention on PostgreSQL, as ../sqlite/retention-repo.ts on SQLite: the same rows kept and removed,
@@ -72,17 +75,12 @@ export function createPgRetentionRepo(db: PgConnection): RetentionRepo {
     },
 
     async pruneRejects(cutoff: number, newestId: number, limit: number): Promise<number> {
-      // Oldest first, ties by id: the order SQLite reads its index on received_at in (the rowid ends every index entry).
-      const r = await db.query(
-        `DELETE FROM feed_rejects WHERE id IN (
-           SELECT id FROM feed_rejects WHERE received_at < $1 AND id < $2 ORDER BY received_at, id LIMIT $3)`,
-        [cutoff, newestId, limit],
-      );
+      const r = await db.query(PRUNE_REJECTS, [cutoff, newestId, limit]);
       return r.rowCount ?? 0;
     },
 
     async countRejects(cutoff: number, newestId: number): Promise<number> {
-      const { rows } = await db.query<{ n: number }>(countRejectsSql(numbered('cutoff', 'newest')), [cutoff, newestId]);
+      const { rows } = await db.query<{ n: number }>(COUNT_REJECTS, [cutoff, newestId]);
       return rows[0]!.n;
     },
   };

@@ -105,43 +105,67 @@ export function publishWork(url: string, instance: string, work: WorkSignal, log
   };
 }
 
-/** Subscribes to `work` and NOTIFYs what it says, a tick's worth at a time, unless `muted()` (a signal relayed in from the channel). */
+/**
+ * Subscribes to `work` and NOTIFYs what it says, a tick's worth at a time, unless `muted()` (a
+ * signal relayed in from the channel). `stop()` unsubscribes and sends what is left; `flushed()`
+ * resolves once everything handed over so far is sent.
+ */
 function relayOut(pool: Pool, sender: string, work: WorkSignal, log: Logger, muted: () => boolean): { stop(): void; flushed(): Promise<void> } {
-  let pending = new Map<string, WorkKind>();
-  let scheduled = false;
-  let sending: Promise<void> = Promise.resolve();
-  let failures = 0;
-  const send = (): void => {
-    scheduled = false;
-    const batch = [...pending];
-    pending = new Map();
-    if (batch.length === 0) return;
-    sending = sending.then(async () => {
-      try {
-        for (const payload of workPayloads(sender, batch)) await pool.query('SELECT pg_notify($1, $2)', [WORK_CHANNEL, payload]);
-        failures = 0;
-      } catch (err) {
-        // The other instances find the work at their next poll.
-        if (failures++ === 0) log.warn({ err }, 'telling the other instances about new work failed; they find it at their next poll');
-      }
-    });
-  };
+  const relay = new WorkRelay(pool, sender, log);
   const unsubscribe = work.subscribe((orgId, kind) => {
-    if (muted()) return;
-    // 'webhook' says more than 'queued' (the dispatcher reloads the webhook): it wins.
-    if (pending.get(orgId) !== 'webhook') pending.set(orgId, kind);
-    if (!scheduled) {
-      scheduled = true;
-      setImmediate(send);
-    }
+    if (!muted()) relay.add(orgId, kind);
   });
   return {
     stop: () => {
       unsubscribe();
-      send();
+      relay.send();
     },
-    flushed: () => sending,
+    flushed: () => relay.sending,
   };
+}
+
+/** What this process's work signal said during the current tick, sent at its end (see relayOut). */
+class WorkRelay {
+  readonly #pool: Pool;
+  readonly #sender: string;
+  readonly #log: Logger;
+  #pending = new Map<string, WorkKind>();
+  #scheduled = false;
+  /** Sends that failed in a row: only the first is logged. */
+  #failures = 0;
+  /** The sends under way, one after the other. */
+  sending: Promise<void> = Promise.resolve();
+  readonly #sendNow = (): void => this.send();
+
+  constructor(pool: Pool, sender: string, log: Logger) {
+    this.#pool = pool;
+    this.#sender = sender;
+    this.#log = log;
+  }
+
+  add(orgId: string, kind: WorkKind): void {
+    // 'webhook' says more than 'queued' (the dispatcher reloads the webhook): it wins.
+    if (this.#pending.get(orgId) !== 'webhook') this.#pending.set(orgId, kind);
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      setImmediate(this.#sendNow);
+    }
+  }
+
+  send(): void {
+    this.#scheduled = false;
+    const batch = [...this.#pending];
+    this.#pending = new Map();
+    if (batch.length === 0) return;
+    this.sending = this.sending.then(async () => {
+      try {
+        for (const payload of workPayloads(this.#sender, batch)) await this.#pool.query('SELECT pg_notify($1, $2)', [WORK_CHANNEL, payload]);
+        this.#failures = 0;
+      } catch (err) {
+        if (this.#failures++ === 0) this.#log.warn({ err }, 'telling the other instances about new work failed; they find it at their next poll');
+      }
+    });
+  }
 }
 
 /**
@@ -152,110 +176,141 @@ function relayOut(pool: Pool, sender: string, work: WorkSignal, log: Logger, mut
  */
 export async function startPgWakeups(o: { url: string; instance: string; work: WorkSignal; log: Logger; poll: () => void }): Promise<PgWakeups> {
   const log = o.log.child({ subsystem: 'wakeups' });
-  const shown = loggableDatabaseUrl(o.url);
   // One connection that stays checked out (LISTEN and the session lock live on it), and one for NOTIFY.
   const listenPool = createPgPool(o.url, { max: 1, idleTimeoutMs: 0, log });
   const notifyPool = createPgPool(o.url, { max: 1, log });
-  let relaying = false;
-  let closed = false;
-  let client: PoolClient | null = null;
-  let reconnectTimer: NodeJS.Timeout | null = null;
-  let reconnects = 0;
   const me = senderId(o.instance);
-
-  const onNotification = (msg: Notification): void => {
-    if (msg.channel !== WORK_CHANNEL || msg.payload === undefined) return;
-    const message = parseMessage(msg.payload);
-    if (message === null || message.i === me) return;
-    relaying = true;
-    try {
-      for (const [orgId, kind] of message.w) o.work.notify(orgId, kind);
-    } finally {
-      relaying = false;
-    }
-  };
-
-  /** Connects, takes the lock, listens. Throws what failed (the lock taken: invalid_config). */
-  const connect = async (): Promise<void> => {
-    const c = await listenPool.connect();
-    try {
-      const { rows } = await c.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked', [INSTANCE_LOCK_CLASS, o.instance]);
-      if (!rows[0]?.locked) {
-        throw new HookrelayError(
-          ErrorCode.config,
-          `another hookrelay instance named "${o.instance}" is running on database ${shown}; give each instance sharing a database its own instance.name (HOOKRELAY_INSTANCE_NAME)`,
-        );
-      }
-      c.on('notification', onNotification);
-      c.on('error', onLost);
-      await c.query(`LISTEN ${WORK_CHANNEL}`);
-    } catch (err) {
-      c.removeListener('notification', onNotification);
-      c.removeListener('error', onLost);
-      c.release(true);
-      throw err;
-    }
-    client = c;
-    // Closed while connecting (a reconnect under way at shutdown): the pool's end waits for it.
-    if (closed) detach(true);
-  };
-
-  /** Lets go of the listening connection, if any: ending its session ends LISTEN and the instance-name lock. */
-  function detach(reason: Error | true): void {
-    const c = client;
-    client = null;
-    if (c === null) return;
-    c.removeListener('notification', onNotification);
-    c.removeListener('error', onLost);
-    c.release(reason);
-  }
-
-  function onLost(err: Error): void {
-    detach(err);
-    if (closed) return;
-    log.warn({ err }, 'the connection that hears other instances was lost; polling meanwhile, reconnecting');
-    scheduleReconnect();
-  }
-
-  function scheduleReconnect(): void {
-    if (closed || reconnectTimer !== null) return;
-    const delay = RECONNECT_DELAYS_MS[Math.min(reconnects, RECONNECT_DELAYS_MS.length - 1)]!;
-    reconnects++;
-    reconnectTimer = setTimeout(() => {
-      reconnectTimer = null;
-      connect().then(
-        () => {
-          if (closed) return;
-          log.info({ tries: reconnects }, 'listening to other instances again');
-          reconnects = 0;
-          o.poll();
-        },
-        (err: unknown) => {
-          if (reconnects === 1 || reconnects % 12 === 0) log.warn({ err, tries: reconnects }, 'cannot listen to other instances yet; trying again');
-          scheduleReconnect();
-        },
-      );
-    }, delay);
-  }
-
+  const listener = new WorkListener(listenPool, o, me, log);
   try {
-    await connect();
+    await listener.connect();
   } catch (err) {
     await Promise.all([listenPool.end(), notifyPool.end()]).catch(() => undefined);
     throw err;
   }
-  const out = relayOut(notifyPool, me, o.work, log, () => relaying);
+  const out = relayOut(notifyPool, me, o.work, log, () => listener.relaying);
   log.info({ channel: WORK_CHANNEL, instance: o.instance }, 'listening for work queued by other instances');
-
   return {
     async close() {
-      if (closed) return;
-      closed = true;
-      if (reconnectTimer !== null) clearTimeout(reconnectTimer);
+      if (!listener.close()) return;
       out.stop();
       await out.flushed();
-      detach(true);
+      listener.detach(true);
       await Promise.all([listenPool.end(), notifyPool.end()]);
     },
   };
+}
+
+/** What the listening connection needs of startPgWakeups' options. */
+interface ListenerOptions {
+  readonly url: string;
+  readonly instance: string;
+  readonly work: WorkSignal;
+  readonly poll: () => void;
+}
+
+/**
+ * The listening connection: it holds the instance-name lock, relays what the other instances
+ * send into this process's work signal, and comes back after a loss (RECONNECT_DELAYS_MS).
+ */
+class WorkListener {
+  readonly #pool: Pool;
+  readonly #o: ListenerOptions;
+  readonly #me: string;
+  readonly #log: Logger;
+  /** True while a message from the channel is relayed in: relayOut does not send it back. */
+  relaying = false;
+  #closed = false;
+  #client: PoolClient | null = null;
+  #reconnectTimer: NodeJS.Timeout | null = null;
+  #reconnects = 0;
+
+  constructor(pool: Pool, o: ListenerOptions, me: string, log: Logger) {
+    this.#pool = pool;
+    this.#o = o;
+    this.#me = me;
+    this.#log = log;
+  }
+
+  /** Connects, takes the lock, listens. Throws what failed (the lock taken: invalid_config). */
+  async connect(): Promise<void> {
+    const c = await this.#pool.connect();
+    try {
+      const { rows } = await c.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2)) AS locked', [INSTANCE_LOCK_CLASS, this.#o.instance]);
+      if (!rows[0]?.locked) {
+        throw new HookrelayError(
+          ErrorCode.config,
+          `another hookrelay instance named "${this.#o.instance}" is running on database ${loggableDatabaseUrl(this.#o.url)}; give each instance sharing a database its own instance.name (HOOKRELAY_INSTANCE_NAME)`,
+        );
+      }
+      c.on('notification', this.#onNotification);
+      c.on('error', this.#onLost);
+      await c.query(`LISTEN ${WORK_CHANNEL}`);
+    } catch (err) {
+      c.removeListener('notification', this.#onNotification);
+      c.removeListener('error', this.#onLost);
+      c.release(true);
+      throw err;
+    }
+    this.#client = c;
+    // Closed while connecting (a reconnect under way at shutdown): the pool's end waits for it.
+    if (this.#closed) this.detach(true);
+  }
+
+  /** Stops reconnecting; false when it was closed already. */
+  close(): boolean {
+    if (this.#closed) return false;
+    this.#closed = true;
+    if (this.#reconnectTimer !== null) clearTimeout(this.#reconnectTimer);
+    return true;
+  }
+
+  /** Lets go of the listening connection, if any: ending its session ends LISTEN and the instance-name lock. */
+  detach(reason: Error | true): void {
+    const c = this.#client;
+    this.#client = null;
+    if (c === null) return;
+    c.removeListener('notification', this.#onNotification);
+    c.removeListener('error', this.#onLost);
+    c.release(reason);
+  }
+
+  readonly #onNotification = (msg: Notification): void => {
+    if (msg.channel !== WORK_CHANNEL || msg.payload === undefined) return;
+    const message = parseMessage(msg.payload);
+    if (message === null || message.i === this.#me) return;
+    this.relaying = true;
+    try {
+      for (const [orgId, kind] of message.w) this.#o.work.notify(orgId, kind);
+    } finally {
+      this.relaying = false;
+    }
+  };
+
+  readonly #onLost = (err: Error): void => {
+    this.detach(err);
+    if (this.#closed) return;
+    this.#log.warn({ err }, 'the connection that hears other instances was lost; polling meanwhile, reconnecting');
+    this.#scheduleReconnect();
+  };
+
+  #scheduleReconnect(): void {
+    if (this.#closed || this.#reconnectTimer !== null) return;
+    const delay = RECONNECT_DELAYS_MS[Math.min(this.#reconnects, RECONNECT_DELAYS_MS.length - 1)]!;
+    this.#reconnects++;
+    this.#reconnectTimer = setTimeout(() => {
+      this.#reconnectTimer = null;
+      this.connect().then(
+        () => {
+          if (this.#closed) return;
+          this.#log.info({ tries: this.#reconnects }, 'listening to other instances again');
+          this.#reconnects = 0;
+          this.#o.poll();
+        },
+        (err: unknown) => {
+          if (this.#reconnects === 1 || this.#reconnects % 12 === 0) this.#log.warn({ err, tries: this.#reconnects }, 'cannot listen to other instances yet; trying again');
+          this.#scheduleReconnect();
+        },
+      );
+    }, delay);
+  }
 }

@@ -4,7 +4,7 @@ import { storedHeaders } from '../../domain/webhook-headers.ts';
 import type { WebhooksRepo } from '../repos.ts';
 import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookHealth, type WebhookSettings, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../types.ts';
 import { HEALTH_COLUMNS as HEALTH, SIGNING_KEY_COLUMNS, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS as WEBHOOK, type DeliverableRow, type SigningKeysRow, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
-import { DELIVERABLE_SQL, numbered, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, rotateSecretSql, setStatusSet, upsertWebhookSql } from '../sql.ts';
+import { DELIVERABLE_SQL, numbered, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, rotateSecretSql, setRateWindowSql, setStatusSet, upsertWebhookSql } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 
 type WebhookRow = WebhookBaseRow;
@@ -19,6 +19,8 @@ type HealthRow = WebhookHealthRow;
  * its write lock. (RETURNING old.* would say it directly, but needs PostgreSQL 18.)
  */
 const FROM_PRIOR = 'FROM (SELECT org_id, status FROM webhooks WHERE org_id = $1 FOR UPDATE) prior WHERE w.org_id = prior.org_id';
+
+const SET_RATE_WINDOW = setRateWindowSql({ org: '$1', window: '$2::bigint[]' });
 
 /** The database server's clock in epoch ms, the one rate windows are kept in (every instance reads the same). */
 export const PG_CLOCK_MS = '(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
@@ -114,7 +116,7 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
     },
     /** Within the claim's turn: the row is locked by claimTurns already. */
     async setRateWindow(orgId: string, window: RateWindow): Promise<void> {
-      await db.query('UPDATE webhooks SET rate_window = $2::bigint[] WHERE org_id = $1', [orgId, encodeRateWindow(window)]);
+      await db.query(SET_RATE_WINDOW, [orgId, encodeRateWindow(window)]);
     },
     /** Judged at the database server's clock, the one the windows are in (see claimTurns); `now` is not used. */
     async rateStates(): Promise<RateState[]> {

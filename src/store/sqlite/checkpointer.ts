@@ -1,7 +1,7 @@
 import type { Logger } from '../../log.ts';
 import { startWorker } from '../../worker-thread.ts';
 import type { CheckpointReport, CheckpointWorkerData } from './checkpoint-worker.ts';
-import { AUTOCHECKPOINT_PAGES, BURST_CACHE_KIB, QUIET_CACHE_KIB, type Db } from './db.ts';
+import { AUTOCHECKPOINT_PAGES, BURST_CACHE_KIB, QUIET_CACHE_KIB, type Db } from './connection.ts';
 
 /** WAL pages after which the writer checkpoints itself (the safety net when the background thread falls behind): 256 MiB of 16 KiB pages. */
 export const SAFETY_NET_PAGES = 16384;

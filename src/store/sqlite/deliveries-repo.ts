@@ -1,27 +1,35 @@
 import type { Statement } from 'better-sqlite3';
-import type { Db } from './db.ts';
-import { keyRange } from '../ordered-search.ts';
+import type { Db } from './connection.ts';
+import { keyRange } from './key-range.ts';
 import type { DeliveriesRepo } from '../repos.ts';
 import {
+  ATTEMPT_INSERT,
+  attemptsOfSql,
   deliveryByIdSql,
   deliveryRowColumns,
   dueJoinSql,
   dueRetriesSql,
-  retryFailedNowSql,
+  eventOfSql,
+  hasPendingDeliverySql,
+  insertRowsSql,
+  insertTestEventSql,
   isFresh,
   latestFailure,
   markUnsendableSql,
   named,
   nextRetrySql,
   oldestDue,
+  positional,
   QUEUE_GAUGES,
   RECENT_FAILURE_STATUSES,
   RECENT_FAILURE_WINDOW,
   recoverableSql,
+  retryFailedNowSql,
+  settleSet,
 } from '../sql.ts';
 import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryStatus, DeliveryToQueue, ListFilter, Settlement } from '../types.ts';
-import { listParams, listSql, type ListParams } from '../delivery-log.ts';
-import { ATTEMPT_COLUMNS, rateWindowOf, toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../rows.ts';
+import { listParams, listSql, type ListParams } from '../delivery-log-sql.ts';
+import { rateWindowOf, toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../rows.ts';
 import type { Sync } from './sync-repo.ts';
 
 const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.headers, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
@@ -34,7 +42,7 @@ const ROW_COLUMNS = deliveryRowColumns('sqlite');
  * index deliveries_ordering, which holds exactly the tried and leased pending deliveries. The
  * `+` keeps SQLite from reading it through deliveries_org_due instead (its choice without
  * statistics): that visits every delivery of the organization in flight, for each candidate,
- * and cost the claim a good part of its time (docs/benchmarks.md, "Figures behind the code's choices").
+ * which costs the claim a good part of its time (docs/benchmarks.md, "Figures behind the code's choices").
  */
 const HELD_BACK = `SELECT 1 FROM deliveries p
   WHERE p.ordering_key = d.ordering_key AND +p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
@@ -44,12 +52,13 @@ const NONE_LATE: number[] = [];
 const ONLY_CLAIMER: ClaimTurn = Object.freeze({ leasedElsewhere: 0, failing: false, shared: false });
 /**
  * The reads behind the queue gauges (metrics, `hookrelay status`; see ../sql.ts's QUEUE_GAUGES),
- * exported so that a test can check their query plans. The oldest fresh delivery is the first
- * in deliveries_org_fresh (queue times never decrease along id). The two lookups of one row
- * spell the organization `+@org`, as the claim does: with a bare parameter SQLite would plan the
- * statement again at every run (docs/benchmarks.md, "The claim planned once").
+ * exported so that a test can check their query plans (PG_QUEUE_GAUGE_SQL on PostgreSQL). The
+ * oldest fresh delivery is the first in deliveries_org_fresh (queue times never decrease along
+ * id). The two lookups of one row spell the organization `+@org`, as the claim does: with a bare
+ * parameter SQLite would plan the statement again at every run (docs/benchmarks.md, "The claim
+ * planned once").
  */
-export const QUEUE_GAUGE_SQL = {
+export const SQLITE_QUEUE_GAUGE_SQL = {
   countFreshChunk: QUEUE_GAUGES.countFreshChunk(named('org', 'after', 'limit')),
   countTriedChunk: QUEUE_GAUGES.countTriedChunk(named('org', 'after', 'limit')),
   oldestFresh: `
@@ -75,8 +84,11 @@ const ATTEMPT_COUNTS_SQL = `
   WHERE a.started_at >= @from AND a.started_at < @to AND d.org_id = @org
   GROUP BY 1 ORDER BY 1`;
 
+/** The source of the events the API stores (test events): schema 5 made it, once for the file. */
+const API_SOURCE_ID = "(SELECT id FROM feed_sources WHERE name = 'api')";
+
 /** The SQLite deliveries repository (synchronous: see sync-repo.ts). */
-export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
+export function createSqliteDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   // Due, unleased, its webhook not disabled (held deliveries stay pending), and not held back
   // by another delivery of its request (see HELD_BACK: per-request ordering, a later change
   // waits until the earlier one is delivered or dead, and never two in flight at once, even
@@ -120,16 +132,15 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at)
     VALUES (?, ?, ?, 'pending', ?, ?, ?)`);
   const lease = db.prepare<[number, number, number]>('UPDATE deliveries SET lease_expires_at = ?, updated_at = ? WHERE id = ?');
-  const insertAttempt = db.prepare<[number, number, number, number, string, number | null, string | null, string | null, string | null, string, number | null, string | null]>(`
-    INSERT INTO delivery_attempts (delivery_id, attempt, started_at, duration_ms, url, status_code, error_class, error_detail, response_body, outcome, sent_timestamp, sent_signature)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
-  const settle = db.prepare<{ id: number; status: DeliveryStatus; attempts: number; next: number; at: number; code: number | null; error: string | null }>(`
-    UPDATE deliveries SET status = @status, attempts = @attempts, next_attempt_at = @next, lease_expires_at = NULL,
-      last_attempt_at = @at, last_status_code = @code, last_error = @error, updated_at = @at
-    WHERE id = @id`);
+  const insertAttempt = db.prepare<[number, number, number, number, string, number | null, string | null, string | null, string | null, string, number | null, string | null]>(
+    insertRowsSql('sqlite', ATTEMPT_INSERT),
+  );
+  const settle = db.prepare<{ id: number; status: DeliveryStatus; attempts: number; next: number; at: number; code: number | null; error: string | null }>(
+    `UPDATE deliveries SET ${settleSet(named('status', 'attempts', 'next', 'at', 'code', 'error'))} WHERE id = @id`,
+  );
   const release = db.prepare<[number, number]>('UPDATE deliveries SET lease_expires_at = NULL, updated_at = ? WHERE id = ?');
-  const byId = db.prepare<[string, number], DeliveryLogRow>(deliveryByIdSql('sqlite', { org: '?', id: '?' }));
-  const attemptsOf = db.prepare<[number], AttemptLogRow>(`SELECT ${ATTEMPT_COLUMNS} FROM delivery_attempts WHERE delivery_id = ? ORDER BY id`);
+  const byId = db.prepare<[string, number], DeliveryLogRow>(deliveryByIdSql('sqlite', positional('org', 'id')));
+  const attemptsOf = db.prepare<[number], AttemptLogRow>(attemptsOfSql(positional('delivery')));
   const listStatements = new Map<string, Statement<ListParams, DeliveryLogRow>>();
   const listStatement = (f: ListFilter) => {
     const key = `${f.status ?? 'all'}|${f.requestId === undefined ? 'log' : 'request'}|${f.since !== undefined || f.until !== undefined ? 'window' : 'all'}`;
@@ -142,33 +153,28 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   // the query's one aggregate; `SELECT min(id), max(id)` reads the whole table.
   const idBounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT (SELECT min(id) FROM deliveries) AS lo, (SELECT max(id) FROM deliveries) AS hi');
   const attemptCounts = db.prepare<{ org: string; from: number; to: number; bucket: number }, { bucket: number; succeeded: number; failed: number }>(ATTEMPT_COUNTS_SQL);
-  const eventSeqOfDelivery = db.prepare<[number], { event_seq: number; ordering_key: number }>('SELECT event_seq, ordering_key FROM deliveries WHERE id = ?');
-  const hasOpenDelivery = db.prepare<[number], { n: number }>("SELECT count(*) AS n FROM deliveries WHERE event_seq = ? AND status = 'pending'");
+  const eventOf = db.prepare<[number], { event_seq: number; ordering_key: number }>(eventOfSql(positional('id')));
+  const hasPendingDelivery = db.prepare<[number], unknown>(hasPendingDeliverySql(positional('seq')));
   const recoverable = db.prepare<{ from: number; to: number; org: string }, RecoverableRow>(recoverableSql('sqlite', named('from', 'to', 'org')));
   const retryFailedNow = db.prepare<{ now: number; org: string; from: number; to: number }>(retryFailedNowSql(named('now', 'org', 'from', 'to')));
-  const countFreshChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(QUEUE_GAUGE_SQL.countFreshChunk);
-  const countTriedChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(QUEUE_GAUGE_SQL.countTriedChunk);
-  const oldestFresh = db.prepare<{ org: string }, { at: number }>(QUEUE_GAUGE_SQL.oldestFresh);
-  const earliestRetry = db.prepare<{ org: string; now: number }, { at: number }>(QUEUE_GAUGE_SQL.earliestRetry);
-  const countDueRetries = db.prepare<{ org: string; now: number; limit: number }, { n: number }>(QUEUE_GAUGE_SQL.countDueRetries);
-  const recentFailure = db.prepare<{ org: string; status: DeliveryStatus; limit: number }, { at: number; code: number | null; error: string }>(QUEUE_GAUGE_SQL.recentFailure);
-  const insertTestEvent = db.prepare<{ id: string; org: string; payload: string; now: number }>(`
-    INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
-    VALUES (@id, @org, '', @now, @payload, (SELECT id FROM feed_sources WHERE name = 'api'), @now)`);
+  const countFreshChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(SQLITE_QUEUE_GAUGE_SQL.countFreshChunk);
+  const countTriedChunk = db.prepare<{ org: string; after: number; limit: number }, { n: number; last: number | null }>(SQLITE_QUEUE_GAUGE_SQL.countTriedChunk);
+  const oldestFresh = db.prepare<{ org: string }, { at: number }>(SQLITE_QUEUE_GAUGE_SQL.oldestFresh);
+  const earliestRetry = db.prepare<{ org: string; now: number }, { at: number }>(SQLITE_QUEUE_GAUGE_SQL.earliestRetry);
+  const countDueRetries = db.prepare<{ org: string; now: number; limit: number }, { n: number }>(SQLITE_QUEUE_GAUGE_SQL.countDueRetries);
+  const recentFailure = db.prepare<{ org: string; status: DeliveryStatus; limit: number }, { at: number; code: number | null; error: string }>(SQLITE_QUEUE_GAUGE_SQL.recentFailure);
+  const insertTestEvent = db.prepare<{ id: string; org: string; payload: string; now: number }, { seq: number }>(
+    insertTestEventSql({ ...named('id', 'org', 'payload', 'now'), source: API_SOURCE_ID }),
+  );
 
   return {
-    /** Queues the event for the organization's webhook (the outbox row the dispatcher sends). */
     insert(eventSeq: number, orgId: string, orderingKey: number, now: number): number {
       return Number(insertDelivery.run(eventSeq, orgId, orderingKey, now, now, now).lastInsertRowid);
     },
     insertMany(rows: readonly DeliveryToQueue[], now: number): void {
       for (const r of rows) insertDelivery.run(r.eventSeq, r.orgId, r.orderingKey, now, now, now);
     },
-    /**
-     * One daemon per database file, whose write transaction is the turn (see
-     * DeliveriesRepo.claimTurns); the rate limit and its state are read for the organizations
-     * in `rateLimited` only, in the dispatcher's clock (`now`).
-     */
+    /** One daemon per file, whose write transaction is the turn; the rate limits of `rateLimited` only, in the dispatcher's clock (`now`). */
     claimTurns(orgIds: readonly string[], now: number, rateLimited?: ReadonlySet<string>): Map<string, ClaimTurn> {
       const turns = new Map<string, ClaimTurn>();
       for (const id of orgIds) {
@@ -177,22 +183,16 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
       }
       return turns;
     },
-    /**
-     * Due rows without their request body, which costs more to build than the row to read:
-     * the dispatcher builds it (dueDeliveryOf()) only for the rows it takes.
-     */
     dueRows(orgId: string, now: number, limit: number): DueRow[] {
       return dueStatement(limit).all({ org: orgId, now });
     },
-    /** When the organization's next retry falls due (epoch ms), if it has one after `now`. */
     nextRetryAt(orgId: string, now: number): number | null {
       return nextRetry.get({ org: orgId, now })?.at ?? null;
     },
-    /** A pending delivery that can never be sent (see DueDelivery.unsendable) becomes dead, with the reason. */
     markUnsendable(id: number, error: string, now: number): void {
       markUnsendable.run({ id, error, now });
     },
-    /** Leases a delivery until `until` (epoch ms): nobody else attempts it before then. One feed, in storage order: none is ever late. */
+    /** One feed, in storage order: none is ever late. */
     lease(ids: readonly number[], until: number, now: number): number[] {
       for (const id of ids) lease.run(until, now, id);
       return NONE_LATE;
@@ -219,7 +219,7 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     attempts(deliveryId: number): AttemptRow[] {
       return attemptsOf.all(deliveryId).map(toAttempt);
     },
-    /** PruneBounds first, through one statement per shape of filter (see listSql). */
+    /** One statement per shape of filter (see listSql), prepared on first use. */
     list(orgId: string, f: ListFilter): DeliveryRow[] {
       return listStatement(f).all(listParams(orgId, f)).map(toDeliveryRow);
     },
@@ -233,26 +233,18 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
       return attemptCounts.all({ org: orgId, from, to, bucket: bucketMs });
     },
     eventOf(deliveryId: number): { eventSeq: number; orderingKey: number } | null {
-      const r = eventSeqOfDelivery.get(deliveryId);
+      const r = eventOf.get(deliveryId);
       return r ? { eventSeq: r.event_seq, orderingKey: r.ordering_key } : null;
     },
     hasPendingDelivery(eventSeq: number): boolean {
-      return (hasOpenDelivery.get(eventSeq)?.n ?? 0) > 0;
+      return hasPendingDelivery.get(eventSeq) !== undefined;
     },
-    /** Events of the organization with seq in [from, to) that were never delivered and are not queued. */
     recoverable(orgId: string, from: number, to: number) {
       return recoverable.all({ from, to, org: orgId }).map(toRecoverable);
     },
-    /** Makes failed (pending, already attempted) deliveries of events with seq in [from, to) due now. */
     retryFailedNow(orgId: string, from: number, to: number, now: number): number {
       return retryFailedNow.run({ now, org: orgId, from, to }).changes;
     },
-    /**
-     * Counts up to `limit` pending deliveries of the organization with an id above `after`:
-     * `fresh` ones (never attempted, not leased) or `tried` ones (attempted, or leased now).
-     * Returns how many, and the last id counted (the next call's `after`); fewer than `limit`
-     * means the end was reached.
-     */
     countDueRetries(orgId: string, now: number, max: number): number {
       return countDueRetries.get({ org: orgId, now, limit: max })?.n ?? 0;
     },
@@ -260,25 +252,15 @@ export function createDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
       const row = (kind === 'fresh' ? countFreshChunk : countTriedChunk).get({ org: orgId, after, limit });
       return { n: row?.n ?? 0, last: row?.last ?? after };
     },
-    /**
-     * When the organization's oldest due delivery became due (epoch ms): its oldest fresh one
-     * (due since queued), or its earliest retry if that is due by `now`; null when none is due.
-     * Two index lookups.
-     */
+    /** Two index lookups; a fresh delivery is due since it was queued. */
     oldestDueAt(orgId: string, now: number): number | null {
       return oldestDue(oldestFresh.get({ org: orgId })?.at ?? null, earliestRetry.get({ org: orgId, now })?.at ?? null, now);
     },
-    /**
-     * The latest failed attempt (time, status code, error) among the organization's newest
-     * `window` tried pending deliveries and newest `window` dead ones: bounded work, so it is
-     * the latest failure of the deliveries attempted lately, not of the whole history.
-     */
     recentFailure(orgId: string, window = RECENT_FAILURE_WINDOW): { at: number; statusCode: number | null; error: string } | null {
       return latestFailure(RECENT_FAILURE_STATUSES.map((status) => recentFailure.get({ org: orgId, status, limit: window })));
     },
-    /** Stores a `webhook.test` event; returns its sequence number. */
     insertTestEvent(id: string, orgId: string, payload: string, now: number): number {
-      return Number(insertTestEvent.run({ id, org: orgId, payload, now }).lastInsertRowid);
+      return insertTestEvent.get({ id, org: orgId, payload, now })!.seq;
     },
   };
 }

@@ -1,18 +1,16 @@
 import type { StoredEvent } from '../../domain/feed-event.ts';
-import type { Db } from './db.ts';
-import { keyRange } from '../ordered-search.ts';
+import type { Db } from './connection.ts';
+import { keyRange } from './key-range.ts';
 import type { FeedRepo } from '../repos.ts';
 import type { EventToStore, FeedPosition, FeedReject, FeedStats } from '../types.ts';
-import { EVENT_COLUMNS, POSITION_COLUMNS, REJECT_COLUMNS, STATS_COLUMNS, toFeedStats, toPosition, toReject, toStoredEvent, type EventRow, type PositionRow, type RejectRow, type StatsRow } from '../rows.ts';
-import { UNDELIVERABLE_SQL } from '../sql.ts';
+import { EVENT_COLUMNS, POSITION_COLUMNS, STATS_COLUMNS, toFeedStats, toPosition, toReject, toStoredEvent, type EventRow, type PositionRow, type RejectRow, type StatsRow } from '../rows.ts';
+import { EVENT_INSERT, insertRowsSql, listRejectsSql, positional, REJECT_INSERT, UNDELIVERABLE_SQL } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 
 
 /** The SQLite feed repository (synchronous: see sync-repo.ts). */
-export function createFeedRepo(db: Db): Sync<FeedRepo> {
-  const insertEvent = db.prepare<[string, string, string, number, string, number, number | null, number]>(`
-    INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, source_position, received_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`);
+export function createSqliteFeedRepo(db: Db): Sync<FeedRepo> {
+  const insertEvent = db.prepare<[string, string, string, number, string, number, number | null, number]>(insertRowsSql('sqlite', EVENT_INSERT));
   const insertSource = db.prepare<[string]>('INSERT INTO feed_sources (name) VALUES (?)');
   const sourceByName = db.prepare<[string], { id: number }>('SELECT id FROM feed_sources WHERE name = ?');
   // Every event stored before schema version 5 under an id derived then is below this seq (0: there are none).
@@ -28,8 +26,7 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
   // Two subqueries: SQLite reads min() or max() from the end of the primary key only when it is
   // the query's one aggregate; `SELECT min(seq), max(seq)` reads the whole table.
   const seqBounds = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT (SELECT min(seq) FROM events) AS lo, (SELECT max(seq) FROM events) AS hi');
-  const insertReject = db.prepare<[string, number | null, number, Buffer, string, string, string | null, number]>(`
-    INSERT INTO feed_rejects (source, position, line_bytes, raw, reason, detail, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`);
+  const insertReject = db.prepare<[string, number | null, number, Buffer, string, string, string | null, number]>(insertRowsSql('sqlite', REJECT_INSERT));
   const getPosition = db.prepare<[string], PositionRow>(`SELECT ${POSITION_COLUMNS} FROM feed_positions WHERE source = ?`);
   const savePosition = db.prepare<[string, string, string, string, number, number, string | null, number]>(`
     INSERT INTO feed_positions (source, dev, ino, fingerprint, fingerprint_bytes, position, tail_fingerprint, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -41,19 +38,14 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
     ON CONFLICT (source) DO UPDATE SET accepted = accepted + excluded.accepted, duplicates = duplicates + excluded.duplicates,
       quarantined = quarantined + excluded.quarantined, updated_at = excluded.updated_at`);
   const allStats = db.prepare<[], StatsRow>(`SELECT ${STATS_COLUMNS} FROM feed_stats ORDER BY source`);
-  const listRejects = db.prepare<[number, number], RejectRow>(`SELECT ${REJECT_COLUMNS} FROM feed_rejects WHERE id > ? ORDER BY id LIMIT ?`);
+  const listRejects = db.prepare<[number, number], RejectRow>(listRejectsSql(positional('after', 'limit')));
   const undeliverable = db.prepare<[], { org_id: string; events: number }>(UNDELIVERABLE_SQL);
 
   return {
-    /** Events never queued for delivery (their organization had no webhook), per organization. */
     undeliverableByOrg(): Array<{ orgId: string; events: number }> {
       return undeliverable.all().map((r) => ({ orgId: r.org_id, events: r.events }));
     },
-    /**
-     * The number that stands for a source (a feed's path, "-" for standard input) in the events
-     * it stored; given the first time the source is seen. Call inside the write transaction
-     * (not cached: a batch that rolls back takes a new source's row with it).
-     */
+    /** Not cached: a batch that rolls back takes a new source's row with it. */
     sourceId(source: string): number {
       return sourceByName.get(source)?.id ?? Number(insertSource.run(source).lastInsertRowid);
     },
@@ -80,21 +72,11 @@ export function createFeedRepo(db: Db): Sync<FeedRepo> {
       }
       return found;
     },
-    /**
-     * The time (epoch ms) the next stored event is received at, or the next delivery queued:
-     * `now`, or the newest event's or delivery's time if the clock is behind it (stepped back,
-     * or another process's clock). Keeps received_at non-decreasing along seq, which seqRange
-     * relies on, and created_at along the delivery id, which the delivery log's time windows
-     * rely on (DeliveriesRepo.idsCreated). Call inside the write transaction that inserts.
-     */
+    /** The write transaction holds the whole database: no other writer stores events meanwhile. */
     receivedAt(now: number): number {
       return Math.max(now, newestStoredAt.get()?.at ?? 0);
     },
-    /**
-     * The seqs of events received in [since, until) (epoch ms) as a half-open range
-     * [from, to): a binary search over seq, in O(log n) primary-key lookups, which needs no
-     * index on received_at because received_at never decreases along seq.
-     */
+    /** A binary search over seq (see keyRange), in O(log n) primary-key lookups. */
     seqRange(since: number, until: number): { from: number; to: number } {
       return keyRange(seqBounds.get(), since, until, (seq) => {
         const row = firstAtOrAfter.get(seq);

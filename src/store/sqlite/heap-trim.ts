@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { Db } from './connection.ts';
 
 /**
  * The shared library and the function that give the C heap's free pages back to the system:

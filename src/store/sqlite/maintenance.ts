@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { ErrorCode, HookrelayError, validationError } from '../../domain/errors.ts';
 import { startWorker } from '../../worker-thread.ts';
 import type { BackupReport, BackupWorkerData } from './backup-worker.ts';
-import { SCHEMA_VERSION } from './db.ts';
+import { SCHEMA_VERSION } from './connection.ts';
 import { StorageFault, storageFaultOf } from '../storage-faults.ts';
 
 /** How a database file's space is used. */

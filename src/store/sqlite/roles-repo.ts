@@ -1,17 +1,15 @@
 import type { Permission } from '../../domain/permissions.ts';
 import type { Role } from '../../domain/types.ts';
-import type { Db } from './db.ts';
+import type { Db } from './connection.ts';
 import type { RolesRepo } from '../repos.ts';
-import { ROLE_COLUMNS, toRole, type RoleRow } from '../rows.ts';
+import { toRole, type RoleRow } from '../rows.ts';
+import { positional, ROLE_SQL } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 
-
-export function createRolesRepo(db: Db): Sync<RolesRepo> {
-  const all = db.prepare<[], RoleRow>(`SELECT ${ROLE_COLUMNS} FROM roles ORDER BY name`);
-  const byName = db.prepare<[string], RoleRow>(`SELECT ${ROLE_COLUMNS} FROM roles WHERE name = ?`);
-  const insert = db.prepare<[string, string, string, number]>(
-    'INSERT INTO roles (name, description, permissions, builtin, created_at) VALUES (?, ?, ?, 0, ?) ON CONFLICT (name) DO NOTHING',
-  );
+export function createSqliteRolesRepo(db: Db): Sync<RolesRepo> {
+  const all = db.prepare<[], RoleRow>(ROLE_SQL.all);
+  const byName = db.prepare<[string], RoleRow>(ROLE_SQL.byName(positional('name')));
+  const insert = db.prepare<[string, string, string, number]>(ROLE_SQL.insert(positional('name', 'description', 'permissions', 'now')));
   return {
     list(): Role[] {
       return all.all().map(toRole);
@@ -20,7 +18,6 @@ export function createRolesRepo(db: Db): Sync<RolesRepo> {
       const row = byName.get(name);
       return row ? toRole(row) : null;
     },
-    /** Inserts a custom role; returns false when the name is taken. */
     insert(role: { name: string; description: string; permissions: readonly Permission[] }, now: number): boolean {
       return insert.run(role.name, role.description, JSON.stringify(role.permissions), now).changes === 1;
     },

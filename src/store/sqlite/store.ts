@@ -1,20 +1,21 @@
+import type { Statement } from 'better-sqlite3';
 import type { Clock } from '../../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
 import type { Logger } from '../../log.ts';
 import { startBackgroundCheckpoints } from './checkpointer.ts';
-import { openDatabase, type Db, type OpenDatabaseOptions } from './db.ts';
-import { createDeliveriesRepo } from './deliveries-repo.ts';
-import { createFeedRepo } from './feed-repo.ts';
+import { openDatabase, type Db, type OpenDatabaseOptions } from './connection.ts';
+import { createSqliteDeliveriesRepo } from './deliveries-repo.ts';
+import { createSqliteFeedRepo } from './feed-repo.ts';
 import { createHeapTrimmer } from './heap-trim.ts';
 import { LockedAtBegin, retryWhileLocked } from './lock-wait.ts';
-import { createOrgsRepo } from './orgs-repo.ts';
+import { createSqliteOrgsRepo } from './orgs-repo.ts';
 import type { LockWait, Store, TransactionOptions, Tx, Upkeep, WorkSharing } from '../repos.ts';
-import { createRetentionRepo } from './retention-repo.ts';
-import { createRolesRepo } from './roles-repo.ts';
+import { createSqliteRetentionRepo } from './retention-repo.ts';
+import { createSqliteRolesRepo } from './roles-repo.ts';
 import { isLockWait, StorageFault, storageFaultOf } from '../storage-faults.ts';
 import { asyncRepo } from './sync-repo.ts';
-import { createUsersRepo } from './users-repo.ts';
-import { createWebhooksRepo } from './webhooks-repo.ts';
+import { createSqliteUsersRepo } from './users-repo.ts';
+import { createSqliteWebhooksRepo } from './webhooks-repo.ts';
 
 export type { Store, Tx } from '../repos.ts';
 
@@ -51,138 +52,23 @@ const OTHERS_WRITING_MS = 2_000;
 const LOCK_GAP_EVERY = 10;
 /** Sleeps this thread (Atomics.wait on a word nobody changes): the CLI's lock gap. */
 const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
+/** One daemon per database file (the state directory's lock): nobody to share work with. */
+const NO_SHARING: WorkSharing = Object.freeze({ close: () => Promise.resolve() });
 
 function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock, lockGapMs: number, defaultLockWait: LockWait | null): SqliteStore {
-  const select1 = db.prepare('SELECT 1');
-  let lastWriteEnded = -Infinity;
-  // The CLI's lock gap (see OpenDatabaseOptions.lockGapMs): after each write transaction while
-  // another process writes too (PRAGMA data_version moves when another connection commits), and
-  // after every LOCK_GAP_EVERY-th otherwise, so that a daemon that was idle and wants to write
-  // waits for a few transactions at most, and a CLI alone loses almost nothing to the gaps.
-  const dataVersion = db.prepare('PRAGMA data_version').pluck();
-  let seenVersion = lockGapMs > 0 ? dataVersion.get() : null;
-  let othersWroteAt = -Infinity;
-  let withoutGap = 0;
-  /** Before a write transaction: leaves the lock free for `lockGapMs` after the previous one when due. */
-  const gapBeforeWrite = (): void => {
-    const now = performance.now();
-    const version = dataVersion.get();
-    if (version !== seenVersion) othersWroteAt = now;
-    const wait = lastWriteEnded + lockGapMs - now;
-    if (wait <= 0) withoutGap = 0;
-    else if (now - othersWroteAt < OTHERS_WRITING_MS || withoutGap >= LOCK_GAP_EVERY - 1) {
-      Atomics.wait(SLEEPER, 0, 0, wait);
-      withoutGap = 0;
-    } else withoutGap++;
-  };
-  const afterWrite = (): void => {
-    lastWriteEnded = performance.now();
-    seenVersion = dataVersion.get();
-  };
-
-  const tx: Tx = {
-    orgs: asyncRepo(createOrgsRepo(db)),
-    roles: asyncRepo(createRolesRepo(db)),
-    users: asyncRepo(createUsersRepo(db)),
-    webhooks: asyncRepo(createWebhooksRepo(db)),
-    feed: asyncRepo(createFeedRepo(db)),
-    deliveries: asyncRepo(createDeliveriesRepo(db)),
-    retention: asyncRepo(createRetentionRepo(db)),
-  };
-  const begin = { immediate: db.prepare('BEGIN IMMEDIATE'), deferred: db.prepare('BEGIN DEFERRED') };
-  const commit = db.prepare('COMMIT');
-  // Prepared once: db.pragma() prepares its statement on every call, a visible share of the
-  // daemon's CPU at moderate rates (docs/benchmarks.md, "At 100 events/s: where the time goes").
-  const synchronous = { normal: db.prepare('PRAGMA synchronous = NORMAL'), full: db.prepare('PRAGMA synchronous = FULL') };
-  const rollback = db.prepare('ROLLBACK');
-  const connectionMutex = createConnectionMutex();
+  const transactions = new SqliteTransactions(db, sqliteTx(db), lockGapMs > 0 ? new LockGap(db, lockGapMs) : null);
   const trimmer = createHeapTrimmer(db);
-
-  /**
-   * Runs `fn` between BEGIN and COMMIT, one transaction at a time: the connection has one
-   * transaction, and a second one begun while the first awaits would run inside it. BEGIN runs
-   * synchronously when this call holds the connection mutex, so a lock error (busy_timeout 0 in the daemon)
-   * surfaces before anything ran, and `fn` starts at once when no other transaction is open.
-   * `waiting`: a BEGIN that finds the lock taken rejects with LockedAtBegin (the caller waits
-   * for the lock, the mutex given up meanwhile); otherwise with the lock error.
-   */
-  const run = <T>(write: boolean, durable: boolean, fn: (tx: Tx) => Promise<T>, waiting = false): Promise<T> =>
-    connectionMutex.run(() => {
-      if (write && lockGapMs > 0) gapBeforeWrite();
-      if (!durable) synchronous.normal.run();
-      const done = (): void => {
-        if (!durable) synchronous.full.run();
-        if (write && lockGapMs > 0) afterWrite();
-      };
-      try {
-        (write ? begin.immediate : begin.deferred).run();
-      } catch (err) {
-        done();
-        return Promise.reject(waiting && isLockWait(err) ? new LockedAtBegin(err) : err);
-      }
-      let running: Promise<T>;
-      try {
-        running = fn(tx);
-      } catch (err) {
-        running = Promise.reject(err);
-      }
-      return running.then(
-        (value) => {
-          try {
-            commit.run();
-          } catch (err) {
-            if (db.inTransaction) rollback.run();
-            done();
-            throw err;
-          }
-          done();
-          return value;
-        },
-        (err: unknown) => {
-          if (db.inTransaction) rollback.run();
-          done();
-          throw err;
-        },
-      );
-    });
-
-  /** A write transaction that waits for a lock another process holds as `wait` says, on timers (lock-wait.ts); without `wait`, it fails at once with the lock error. */
-  const write = <T>(fn: (tx: Tx) => Promise<T>, durable: boolean, wait: LockWait | null): Promise<T> => {
-    if (wait === null) return run(true, durable, fn);
-    const attempt = () => run(true, durable, fn, true);
-    return attempt().then(undefined, (err: unknown) => (err instanceof LockedAtBegin ? retryWhileLocked(attempt, wait, err) : Promise.reject(err)));
-  };
-
-  /** Background checkpoints and heap trims share nothing but the connection: one handle for both (see Upkeep). */
-  const upkeep = async (log: Logger, options: { whileBusy: boolean }): Promise<Upkeep> => {
-    const checkpoints = await startBackgroundCheckpoints(db, log, options);
-    return {
-      busy: () => checkpoints.busy(),
-      trimHeap: () => trimmer.trim(),
-      get canTrimHeap() {
-        return trimmer.available;
-      },
-      stop: () => checkpoints.stop(),
-    };
-  };
-  /** One daemon per database file (the state directory's lock): nobody to share work with. */
-  const noSharing: WorkSharing = { close: () => Promise.resolve() };
-
   return {
     backend: 'sqlite',
     shared: false,
     db,
     clock,
     migrated,
-    transaction: <T>(fn: (tx: Tx) => Promise<T>, options: TransactionOptions = {}): Promise<T> => write(fn, options.durable !== false, options.lockWait ?? defaultLockWait),
-    read: <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => run(false, true, fn),
-    ping: () =>
-      connectionMutex.run(() => {
-        select1.get();
-        return Promise.resolve();
-      }),
-    upkeep,
-    shareWork: () => Promise.resolve(noSharing),
+    transaction: <T>(fn: (tx: Tx) => Promise<T>, options: TransactionOptions = {}): Promise<T> => transactions.write(fn, options.durable !== false, options.lockWait ?? defaultLockWait),
+    read: <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => transactions.run(false, true, fn),
+    ping: () => transactions.ping(),
+    upkeep: (log, options) => startUpkeep(db, trimmer, log, options),
+    shareWork: () => Promise.resolve(NO_SHARING),
     close: () => {
       if (db.open) db.close();
       return Promise.resolve();
@@ -190,34 +76,196 @@ function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock,
   };
 }
 
+/** The repositories over the connection, prepared once, behind the async boundary (see sync-repo.ts). */
+function sqliteTx(db: Db): Tx {
+  return {
+    orgs: asyncRepo(createSqliteOrgsRepo(db)),
+    roles: asyncRepo(createSqliteRolesRepo(db)),
+    users: asyncRepo(createSqliteUsersRepo(db)),
+    webhooks: asyncRepo(createSqliteWebhooksRepo(db)),
+    feed: asyncRepo(createSqliteFeedRepo(db)),
+    deliveries: asyncRepo(createSqliteDeliveriesRepo(db)),
+    retention: asyncRepo(createSqliteRetentionRepo(db)),
+  };
+}
+
+/** Background checkpoints and heap trims share nothing but the connection: one handle for both (see Upkeep). */
+async function startUpkeep(db: Db, trimmer: ReturnType<typeof createHeapTrimmer>, log: Logger, options: { whileBusy: boolean }): Promise<Upkeep> {
+  const checkpoints = await startBackgroundCheckpoints(db, log, options);
+  return {
+    busy: () => checkpoints.busy(),
+    trimHeap: () => trimmer.trim(),
+    get canTrimHeap() {
+      return trimmer.available;
+    },
+    stop: () => checkpoints.stop(),
+  };
+}
+
+/**
+ * The transactions of the one connection, one at a time: the connection has one transaction,
+ * and a second one begun while the first awaits would run inside it.
+ */
+class SqliteTransactions {
+  readonly #db: Db;
+  readonly #tx: Tx;
+  readonly #lockGap: LockGap | null;
+  readonly #mutex = new ConnectionMutex();
+  readonly #select1: Statement;
+  readonly #begin: { readonly immediate: Statement; readonly deferred: Statement };
+  readonly #commit: Statement;
+  readonly #rollback: Statement;
+  /**
+   * Prepared once: db.pragma() prepares its statement on every call, a visible share of the
+   * daemon's CPU at moderate rates (docs/benchmarks.md, "At 100 events/s: where the time goes").
+   */
+  readonly #synchronous: { readonly normal: Statement; readonly full: Statement };
+
+  constructor(db: Db, tx: Tx, lockGap: LockGap | null) {
+    this.#db = db;
+    this.#tx = tx;
+    this.#lockGap = lockGap;
+    this.#select1 = db.prepare('SELECT 1');
+    this.#begin = { immediate: db.prepare('BEGIN IMMEDIATE'), deferred: db.prepare('BEGIN DEFERRED') };
+    this.#commit = db.prepare('COMMIT');
+    this.#rollback = db.prepare('ROLLBACK');
+    this.#synchronous = { normal: db.prepare('PRAGMA synchronous = NORMAL'), full: db.prepare('PRAGMA synchronous = FULL') };
+  }
+
+  /**
+   * Runs `fn` between BEGIN and COMMIT once this call holds the connection. BEGIN runs
+   * synchronously when it does, so a lock error (busy_timeout 0 in the daemon) surfaces before
+   * anything ran, and `fn` starts at once when no other transaction is open. `waiting`: a BEGIN
+   * that finds the lock taken rejects with LockedAtBegin (the caller waits for the lock, the
+   * mutex given up meanwhile); otherwise with the lock error.
+   */
+  run<T>(write: boolean, durable: boolean, fn: (tx: Tx) => Promise<T>, waiting = false): Promise<T> {
+    return this.#mutex.run(() => {
+      const lockGap = write ? this.#lockGap : null;
+      lockGap?.beforeWrite();
+      if (!durable) this.#synchronous.normal.run();
+      const done = (): void => {
+        if (!durable) this.#synchronous.full.run();
+        lockGap?.afterWrite();
+      };
+      try {
+        (write ? this.#begin.immediate : this.#begin.deferred).run();
+      } catch (err) {
+        done();
+        return Promise.reject(waiting && isLockWait(err) ? new LockedAtBegin(err) : err);
+      }
+      let running: Promise<T>;
+      try {
+        running = fn(this.#tx);
+      } catch (err) {
+        running = Promise.reject(err);
+      }
+      return running.then(
+        (value) => {
+          try {
+            this.#commit.run();
+          } catch (err) {
+            this.#rollbackIfOpen();
+            done();
+            throw err;
+          }
+          done();
+          return value;
+        },
+        (err: unknown) => {
+          this.#rollbackIfOpen();
+          done();
+          throw err;
+        },
+      );
+    });
+  }
+
+  /** A write transaction that waits for a lock another process holds as `wait` says, on timers (lock-wait.ts); without `wait`, it fails at once with the lock error. */
+  write<T>(fn: (tx: Tx) => Promise<T>, durable: boolean, wait: LockWait | null): Promise<T> {
+    if (wait === null) return this.run(true, durable, fn);
+    const attempt = () => this.run(true, durable, fn, true);
+    return attempt().then(undefined, (err: unknown) => (err instanceof LockedAtBegin ? retryWhileLocked(attempt, wait, err) : Promise.reject(err)));
+  }
+
+  ping(): Promise<void> {
+    return this.#mutex.run(() => {
+      this.#select1.get();
+      return Promise.resolve();
+    });
+  }
+
+  #rollbackIfOpen(): void {
+    if (this.#db.inTransaction) this.#rollback.run();
+  }
+}
+
+/**
+ * The CLI's lock gap (see OpenDatabaseOptions.lockGapMs): after each write transaction while
+ * another process writes too (PRAGMA data_version moves when another connection commits), and
+ * after every LOCK_GAP_EVERY-th otherwise, so that a daemon that was idle and wants to write
+ * waits for a few transactions at most, and a CLI alone loses almost nothing to the gaps.
+ */
+class LockGap {
+  readonly #gapMs: number;
+  readonly #dataVersion: Statement<[], number>;
+  #seenVersion: number | undefined;
+  #lastWriteEnded = -Infinity;
+  #othersWroteAt = -Infinity;
+  #withoutGap = 0;
+
+  constructor(db: Db, gapMs: number) {
+    this.#gapMs = gapMs;
+    this.#dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
+    this.#seenVersion = this.#dataVersion.get();
+  }
+
+  /** Before a write transaction: leaves the lock free for the gap after the previous one, when due. */
+  beforeWrite(): void {
+    const now = performance.now();
+    if (this.#dataVersion.get() !== this.#seenVersion) this.#othersWroteAt = now;
+    const wait = this.#lastWriteEnded + this.#gapMs - now;
+    if (wait <= 0) this.#withoutGap = 0;
+    else if (now - this.#othersWroteAt < OTHERS_WRITING_MS || this.#withoutGap >= LOCK_GAP_EVERY - 1) {
+      Atomics.wait(SLEEPER, 0, 0, wait);
+      this.#withoutGap = 0;
+    } else this.#withoutGap++;
+  }
+
+  afterWrite(): void {
+    this.#lastWriteEnded = performance.now();
+    this.#seenVersion = this.#dataVersion.get();
+  }
+}
+
 /**
  * The one connection's mutex, first come first served: `run(fn)` runs `fn` (a transaction) at
  * once when nobody holds it (in the caller's tick), else once those before it have settled.
  */
-function createConnectionMutex() {
-  let busy = false;
-  const waiting: Array<() => void> = [];
-  const next = (): void => {
-    const wake = waiting.shift();
-    if (wake === undefined) busy = false;
+class ConnectionMutex {
+  #busy = false;
+  readonly #waiting: Array<() => void> = [];
+  readonly #next = (): void => {
+    const wake = this.#waiting.shift();
+    if (wake === undefined) this.#busy = false;
     else wake();
   };
-  const runTurn = <T>(fn: () => Promise<T>): Promise<T> => {
+
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    if (!this.#busy) {
+      this.#busy = true;
+      return this.#turn(fn);
+    }
+    return new Promise<void>((resolve) => this.#waiting.push(resolve)).then(() => this.#turn(fn));
+  }
+
+  #turn<T>(fn: () => Promise<T>): Promise<T> {
     let p: Promise<T>;
     try {
       p = fn();
     } catch (err) {
       p = Promise.reject(err);
     }
-    return p.finally(next);
-  };
-  return {
-    run<T>(fn: () => Promise<T>): Promise<T> {
-      if (!busy) {
-        busy = true;
-        return runTurn(fn);
-      }
-      return new Promise<void>((resolve) => waiting.push(resolve)).then(() => runTurn(fn));
-    },
-  };
+    return p.finally(this.#next);
+  }
 }

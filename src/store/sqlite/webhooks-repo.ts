@@ -1,20 +1,20 @@
 import { encodeRateWindow, type RateWindow } from '../../domain/rate-window.ts';
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/types.ts';
 import { storedHeaders } from '../../domain/webhook-headers.ts';
-import type { Db } from './db.ts';
+import type { Db } from './connection.ts';
 import type { WebhooksRepo } from '../repos.ts';
 import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookSettings, type WebhookHealth, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../types.ts';
 import { HEALTH_COLUMNS, rateWindowOf, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS, type DeliverableRow, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
-import { DELIVERABLE_SQL, named, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, rotateSecretSql, setStatusSet, upsertWebhookSql } from '../sql.ts';
+import { DELIVERABLE_SQL, named, positional, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, rotateSecretSql, setRateWindowSql, setStatusSet, upsertWebhookSql } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 
 /** A webhook's whole row: one read serves get, getWithSecret, health and signingKeys (a primary-key lookup, prepared once). */
 type WebhookRow = WebhookBaseRow & WebhookHealthRow & { secret: string | null; previous_secret: string | null; previous_secret_expires_at: number | null };
 
-export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
+export function createSqliteWebhooksRepo(db: Db): Sync<WebhooksRepo> {
   const byOrg = db.prepare<[string], WebhookRow>(`SELECT ${WEBHOOK_COLUMNS}, secret, previous_secret, previous_secret_expires_at, ${HEALTH_COLUMNS} FROM webhooks WHERE org_id = ?`);
   const deliverable = db.prepare<[], DeliverableRow>(DELIVERABLE_SQL);
-  const setRateWindow = db.prepare<[string, string]>('UPDATE webhooks SET rate_window = ? WHERE org_id = ?');
+  const setRateWindow = db.prepare<[string, string]>(setRateWindowSql(positional('window', 'org')));
   const rateStates = db.prepare<[], { org_id: string; rate_limit: number; rate_window: string | null }>(
     'SELECT org_id, rate_limit, rate_window FROM webhooks WHERE rate_limit IS NOT NULL ORDER BY org_id',
   );
@@ -32,13 +32,12 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     UPDATE webhooks SET ${setStatusSet('', named('status', 'reason', 'now'))}
     WHERE org_id = @org`);
   const rotate = db.prepare<{ org: string; secret: string; expires: number; now: number }>(rotateSecretSql(named('org', 'secret', 'expires', 'now')));
-  const previousExpiresAt = db.prepare<[string], { at: number | null }>(previousSecretExpiresAtSql({ org: '?' }));
+  const previousExpiresAt = db.prepare<[string], { at: number | null }>(previousSecretExpiresAtSql(positional('org')));
   const upsert = db.prepare<{ org_id: string; url: string; active_hmac: number; headers: string | null; secret: string | null; now: number; rate_limit: number | null }>(
     upsertWebhookSql("@org_id, @url, @active_hmac, @headers, @secret, 'active', @rate_limit, @now, @now"),
   );
 
   return {
-    /** The webhook without its secret: what every read path gets. */
     get(orgId: string): Webhook | null {
       const row = byOrg.get(orgId);
       return row ? toWebhook(row) : null;
@@ -47,7 +46,6 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
       const row = byOrg.get(orgId);
       return row ? { ...toWebhook(row), secret: row.secret } : null;
     },
-    /** The webhooks that may receive deliveries now (not disabled), with their status and last success (epoch ms). */
     deliverable(): DeliverableWebhook[] {
       return deliverable.all().map(toDeliverable);
     },
@@ -55,20 +53,15 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
       const row = byOrg.get(orgId);
       return row ? toHealth(row) : null;
     },
-    /** Every webhook with its health, by organization id. One row per organization: a small table. */
+    /** Nothing counts deliveries out of order here (see countOutOfOrder). */
     listWithHealth(): WebhookWithHealth[] {
       return allWithHealth.all().map((row) => ({ ...toWebhook(row), ...toHealth(row), outOfOrderDeliveries: 0 }));
     },
-    /** Records a successful attempt; returns the status change it made (`failing` -> `active`), if any. */
     recordSuccess(orgId: string, now: number): WebhookStatusChange | null {
       const before = statusOf.get(orgId)?.status;
       succeeded.run({ org: orgId, now });
       return before === 'failing' ? { from: before, to: 'active', disabledReason: null } : null;
     },
-    /**
-     * Counts a failed attempt: `failing` after `failingAfter` in a row, `disabled` after failing
-     * for `disableAfterMs`. Returns the status change it made, if any.
-     */
     recordFailure(orgId: string, now: number, failingAfter: number, disableAfterMs: number): WebhookStatusChange | null {
       const before = statusOf.get(orgId)?.status;
       const after = failed.get({ org: orgId, now, failingAfter, disableAfter: disableAfterMs });
@@ -79,13 +72,11 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     lockInOrder(): void {},
     /** Nothing to count: one feed, in storage order (see DeliveriesRepo.lease). */
     countOutOfOrder(): void {},
-    /** Sets the status (and why it is disabled); returns the change it made, null when the status stays. */
     setStatus(orgId: string, status: WebhookStatus, reason: string | null, now: number): WebhookStatusChange | null {
       const before = statusOf.get(orgId)?.status;
       if (setStatus.run({ org: orgId, status, reason, now }).changes !== 1 || before === undefined || before === status) return null;
       return { from: before, to: status, disabledReason: reason };
     },
-    /** The current secret becomes the previous one (signing until `previousExpiresAt`); `secret` becomes current. */
     rotateSecret(orgId: string, secret: string, previousExpiresAt: number, now: number): void {
       rotate.run({ org: orgId, secret, expires: previousExpiresAt, now });
     },
@@ -96,7 +87,6 @@ export function createWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     previousSecretExpiresAt(orgId: string): number | null {
       return previousExpiresAt.get(orgId)?.at ?? null;
     },
-    /** Creates or replaces the organization's one webhook (its headers and rate limit too); status goes back to active. */
     upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, settings: Partial<WebhookSettings> = DEFAULT_WEBHOOK_SETTINGS): void {
       upsert.run({ org_id: orgId, url, active_hmac: activeHmac ? 1 : 0, headers: storedHeaders(settings.headers ?? []), secret, now, rate_limit: settings.rateLimit ?? null });
     },

@@ -74,14 +74,14 @@ export function listParams(orgId: string, f: ListFilter): ListParams {
  * (the event type is read from JSON, which each backend spells its own way). Written out for the
  * shape, so that each part reads its index's range and stops at the page's end: with conditions
  * of the form `(@status IS NULL OR d.status = @status)` a planner cannot know which index a
- * call needs, and SQLite read the organization's whole log (all its tried deliveries) for every
+ * call needs, and SQLite would read the organization's whole log (all its tried deliveries) for every
  * page.
  *
  * - The log: each part of it the status reads (statusParts), newest first within
  *   [from, before), up to the page's size, then merged. A time window is also a range of ids
- *   (DeliveriesRepo.idsCreated); its times are compared too, which only matters for deliveries
- *   an earlier hookrelay queued under a clock that stepped back (FeedRepo.receivedAt keeps
- *   queue times in id order since).
+ *   (DeliveriesRepo.idsCreated); its times are compared too, for deliveries whose queue times
+ *   are out of id order (queued under a clock that stepped back, by a version without
+ *   FeedRepo.receivedAt, which keeps them in order).
  * - A search by request (`key`: the request's ordering key, which every delivery of it carries;
  *   the request id itself is compared on the event, as keys of two requests may collide): the
  *   deliveries of every organization with ids in [from, before), newest first, read by id; the

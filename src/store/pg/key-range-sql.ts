@@ -1,12 +1,12 @@
 /**
- * ../ordered-search.ts's binary search in one statement on the server: for each bound t ($1 as
+ * ../sqlite/key-range.ts's binary search in one statement on the server: for each bound t ($1 as
  * k = 0, $2 as k = 1), the smallest key in [min(key), max(key) + 1] such that the first row at or
  * after it has its time at or after t, one primary-key lookup a step; every step reads the same
  * snapshot. The bounds are float8, so that an unbounded side is -Infinity or Infinity and a
  * window's ends need not be whole milliseconds; the comparison with the bigint column is exact
  * below 2^53. Answers rows (k, low).
  */
-export function orderedSearchSql(table: string, key: string, time: string): string {
+export function keyRangeSql(table: string, key: string, time: string): string {
   return `WITH RECURSIVE bounds AS (
     SELECT min(${key}) AS lo, max(${key}) AS hi FROM ${table}
   ), search (k, t, low, high) AS (
@@ -22,7 +22,7 @@ export function orderedSearchSql(table: string, key: string, time: string): stri
   SELECT k, low FROM search WHERE low >= high`;
 }
 
-/** The key range [from, to) in orderedSearchSql's answer (rows (k, low)): `{ from: 0, to: 0 }` for an empty table. `what` names the caller in the error. */
+/** The key range [from, to) in keyRangeSql's answer (rows (k, low)): `{ from: 0, to: 0 }` for an empty table. `what` names the caller in the error. */
 export function keyRangeOf(rows: ReadonlyArray<{ k: number; low: number }>, what: string): { from: number; to: number } {
   if (rows.length === 0) return { from: 0, to: 0 };
   const at = (k: number): number => {

@@ -1,0 +1,175 @@
+/**
+ * The answers of the admin API, as zod schemas: what the routes send and what
+ * docs/openapi.json says of it (generated from these, src/api/openapi/). A schema with an `id`
+ * is a component (`#/components/schemas/<id>`); descriptions and examples are its metadata.
+ */
+import { z } from 'zod';
+import { ALL_PERMISSIONS } from '../../domain/permissions.ts';
+import { ROLE_NAME_PATTERN } from '../../domain/validation.ts';
+import { DisabledReason } from '../../domain/webhook-health.ts';
+
+/** A time as answers give it: UTC, ISO 8601 with milliseconds (`iso()`). */
+export function dateTime(description?: string) {
+  return z.string().meta({ format: 'date-time', ...(description === undefined ? {} : { description }) });
+}
+
+/** A time, or null. */
+export function nullableDateTime(description?: string) {
+  return z
+    .string()
+    .nullable()
+    .meta({ format: 'date-time', ...(description === undefined ? {} : { description }) });
+}
+
+/** A Standard Webhooks secret: `whsec_` + base64 of 32 bytes. */
+function secret(description: string) {
+  return z
+    .string()
+    .regex(/^whsec_[A-Za-z0-9+/]{43}=$/)
+    .meta({ description });
+}
+
+export const Role = z
+  .strictObject({
+    name: z.string().regex(ROLE_NAME_PATTERN).meta({ description: 'Identifier of the role, as used in `role_name`.', examples: ['saas_admin'] }),
+    description: z.string().meta({ description: 'What the role may do.' }),
+  })
+  .meta({ id: 'Role' });
+
+/** GET /users/me (inline in the document: no component of its own). */
+export const Me = z.object({
+  email: z.string(),
+  organization_id: z.string(),
+  role: z.string(),
+  permissions: z.array(z.enum(ALL_PERMISSIONS as [string, ...string[]])),
+});
+
+export const Message = z
+  .strictObject({
+    message: z.string().meta({ description: 'A confirmation in plain words.' }),
+  })
+  .meta({ id: 'Message' });
+
+export const WebhookStatus = z.enum(['active', 'failing', 'disabled']).meta({
+  id: 'WebhookStatus',
+  description:
+    'Delivery health of the webhook. `active`; `failing` after `delivery.failingAfterFailures` consecutive failed attempts (3); `disabled` after a 410 Gone, after failing without a success for `delivery.disableAfter` (5 days), or by the operator (`hookrelay webhook disable`). Deliveries for a disabled webhook are held, not dropped; registering the webhook again, or `hookrelay webhook enable`, makes it `active`.',
+});
+
+export const WebhookHeaders = z.record(z.string(), z.string().nullable()).meta({
+  id: 'WebhookHeaders',
+  description:
+    'The headers sent on every delivery (see `RegisterWebhookRequest.headers`), name to value, in their order, as spelt; `{}` when none. A value that may be a credential is null: set, never shown (to anyone, admins included). Credentials are the values of `authorization`, `proxy-authorization`, `cookie`, `set-cookie`, of any name containing `key`, `token`, `secret`, `password`, `passwd`, `auth`, `signature`, `credential`, `session`, `cookie`, `jwt` or `bearer`, and any value starting with an authorization scheme (`Bearer `, `Basic `, `Digest `, `Token `, `ApiKey `). Registering null as a value is refused: send the value itself. Added within v1.',
+  examples: [{ 'X-Environment': 'production', Authorization: null }],
+});
+
+/** A webhook's configuration (services/views.ts webhookView): every answer that shows the webhook has these. */
+const webhookFields = {
+  webhook_url: z.string().meta({ format: 'uri', description: 'The URL that receives the notifications.' }),
+  active_hmac: z.boolean().meta({ description: 'Whether deliveries are signed.' }),
+  headers: WebhookHeaders,
+  status: WebhookStatus,
+  rate_limit: z
+    .int()
+    .min(1)
+    .max(10_000)
+    .nullable()
+    .meta({ description: 'At most this many deliveries start in any one-second window (docs/delivery.md, "Rate limit"); null: no limit. Added within v1.' }),
+  created_at: dateTime('First registration (UTC, ISO 8601 with milliseconds).'),
+  updated_at: dateTime('Last registration or change (UTC).'),
+};
+
+/** Why the webhook has its status (webhookHealthView), and the rotation under way (secretRotationView). */
+const webhookHealthFields = {
+  status_detail: z.string().meta({
+    description:
+      'One sentence on why the webhook has its status: since when it is failing, how many attempts in a row failed, the latest error, when it will be disabled; or why it was disabled and how to enable it again.',
+  }),
+  consecutive_failures: z
+    .int()
+    .min(0)
+    .meta({ description: 'Failed attempts in a row since the last success (a success, re-registering or enabling resets it). `status` becomes `failing` at `delivery.failingAfterFailures` (3).' }),
+  failing_since: nullableDateTime(
+    'When the current run of failed attempts began (UTC); null after a success. Failing without a success for `delivery.disableAfter` (5 days) from this time disables the webhook.',
+  ),
+  last_success_at: nullableDateTime('The last successful delivery (UTC), or null when none has succeeded yet.'),
+  disabled_reason: z
+    .enum(Object.values(DisabledReason))
+    .nullable()
+    .meta({
+      description:
+        'Why the webhook is (or was last) disabled: `gone` (the receiver answered 410 Gone), `failing_too_long` (no success for `delivery.disableAfter`), `operator` (`hookrelay webhook disable`); null when it never was, or after it was registered again or enabled.',
+    }),
+  last_error: z
+    .strictObject({
+      at: dateTime('When the attempt ended (UTC).'),
+      status_code: z
+        .int()
+        .nullable()
+        .meta({ description: 'The HTTP status the receiver answered, or null when no answer came (timeout, connection, DNS, TLS, refused address).' }),
+      error: z.string().meta({ description: 'What went wrong, for example `HTTP 503`, `DNS lookup failed (ENOTFOUND)`, `no complete response within the attempt deadline`.' }),
+    })
+    .nullable()
+    .meta({
+      description:
+        "The latest failed attempt among the webhook's recent deliveries (pending or dead), when the webhook is failing, disabled or its last attempts failed; null otherwise. The deliveries themselves: `GET /webhook/deliveries`.",
+    }),
+  previous_secret_expires_at: nullableDateTime(
+    "While a secret rotation's grace period runs (`delivery.secretRotationGrace`, 24 h by default, after `POST /webhook/rotate_secret`): until when the previous secret keeps signing beside the new one (UTC). Null when no rotation is under way, or the webhook does not sign. Added within v1 (served to every version).",
+  ),
+};
+
+export const Webhook = z.strictObject({ ...webhookFields, ...webhookHealthFields }).meta({ id: 'Webhook' });
+
+export const WebhookRegistration = z
+  .strictObject({
+    message: z.string().meta({
+      description:
+        'What happened: registered or replaced (naming the old URL), whether HMAC signing is on, and which headers the webhook had that this registration did not set again (they are no longer sent).',
+    }),
+    ...webhookFields,
+    secret: secret('The signing secret, only in the response that generated it. Store it now; later, only admins can read it (`GET /webhook/get_secret`).').optional(),
+  })
+  .meta({ id: 'WebhookRegistration' });
+
+export const WebhookChange = z
+  .strictObject({
+    message: z.string().meta({ description: 'What changed: disabled (deliveries held) or enabled (held deliveries go out).' }),
+    ...webhookFields,
+    ...webhookHealthFields,
+  })
+  .meta({ id: 'WebhookChange' });
+
+export const WebhookSecret = z
+  .strictObject({
+    secret: secret('Standard Webhooks secret: `whsec_` + base64 of 32 random bytes.'),
+  })
+  .meta({ id: 'WebhookSecret' });
+
+export const SecretRotation = z
+  .strictObject({
+    message: z.string(),
+    secret: secret('The new signing secret (an admin can read it again with `GET /webhook/get_secret`).'),
+    previous_secret_expires_at: dateTime('Until then the previous secret signs too.'),
+  })
+  .meta({ id: 'SecretRotation' });
+
+export const Health = z.strictObject({ status: z.literal('ok') }).meta({ id: 'Health' });
+
+export const Readiness = z
+  .strictObject({
+    status: z.enum(['ready', 'not_ready']),
+    reason: z
+      .string()
+      .meta({ description: 'Why not ready (only with `not_ready`, and not always): `disk_full`, `io_error`, `database_damaged`, `feed_not_a_file`, `feed_reader_failing`, `stopping`.' })
+      .optional(),
+    detail: z.string().meta({ description: 'What is wrong and what to do, for an operator.' }).optional(),
+    since: dateTime('When the storage fault was first seen.').optional(),
+  })
+  .meta({ id: 'Readiness' });
+
+/** GET /openapi.json (inline: the document describes itself only this far). */
+export const OpenApiDocument = z.looseObject({ openapi: z.literal('3.1.0'), info: z.looseObject({}), paths: z.looseObject({}) });
+
+/** What a route may set as the body of an answer of `schema`: its handlers say `satisfies Answer<typeof X>`, so the compiler holds them to the schema the document shows. */
+export type Answer<S extends z.ZodType> = z.input<S>;

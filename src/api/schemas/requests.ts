@@ -1,0 +1,168 @@
+/**
+ * What the admin API reads from a request: bodies, query and path parameters, as zod schemas.
+ * The routes validate with them (request-validation.ts) and docs/openapi.json is generated from
+ * them. The shape (types, required fields, enums, bounds, formats) is the schema's; the rules
+ * the domain checks for the CLI as well keep their sentences there (`worded`), and the
+ * semantic checks that need the store (the URL policy, the e-mail lookup) stay in services/.
+ */
+import { z } from 'zod';
+import { RFC3339_EXPECTED, rfc3339Ms } from '../../domain/rfc3339.ts';
+import { checkRateLimit } from '../../domain/rate-window.ts';
+import { checkEmail, checkWebhookUrl, MAX_EMAIL_LENGTH, MAX_WEBHOOK_URL_LENGTH } from '../../domain/validation.ts';
+import { checkWebhookHeaders, MAX_HEADER_NAME_LENGTH, MAX_HEADER_VALUE_LENGTH, MAX_WEBHOOK_HEADERS } from '../../domain/webhook-headers.ts';
+import { reasons, worded } from '../request-validation.ts';
+import { DeliveryStatus, STATS_WINDOW_NAMES } from './deliveries.ts';
+
+/** A required string: absent or null "is required", anything else but a string "must be a string". */
+const requiredString = { error: (issue: { input?: unknown }) => (issue.input == null ? 'is required' : 'must be a string') };
+
+/** `required` for a field the domain words: absent or null "is required", then the domain's check. */
+function required(check: (value: unknown) => string | null) {
+  return (value: unknown) => (value == null ? ['is required'] : reasons(check(value)));
+}
+
+const NOT_OCCURRED =
+  'A date or time that does not exist (2026-02-30, 24:00, an offset beyond ±23:59) or without an offset is 422 `validation_failed` naming the parameter, never rolled over into another time.';
+
+/**
+ * An RFC 3339 date-time, read strictly (domain/rfc3339.ts) into epoch ms. Absent is "is
+ * required" (when the field is), anything else that is not a date-time that exists says what
+ * one looks like.
+ */
+function time(description: string) {
+  const expected = `must be ${RFC3339_EXPECTED}`;
+  return z
+    .string({ error: (issue) => (issue.input === undefined ? 'is required' : expected) })
+    .transform((value, ctx) => {
+      const ms = rfc3339Ms(value);
+      if (Number.isNaN(ms)) {
+        ctx.issues.push({ code: 'custom', input: value, message: expected });
+        return z.NEVER;
+      }
+      return ms;
+    })
+    .meta({ format: 'date-time', description });
+}
+
+/**
+ * An integer parameter of the query or the path, written in decimal digits (at most `digits`,
+ * when given): `message` for anything else, or out of [`min`, `max`].
+ */
+function integerText(min: number, max: number, message: string, digits?: number) {
+  const decimal = digits === undefined ? /^\d+$/ : new RegExp(`^\\d{1,${digits}}$`);
+  const error = { error: message };
+  return z.preprocess((value) => (typeof value === 'string' && decimal.test(value) ? Number(value) : value), z.int(error).min(min, error).max(max, error));
+}
+
+// ---- bodies
+
+export const UpdateRoleRequest = z
+  .object({
+    email: worded(z.string(requiredString).trim().max(MAX_EMAIL_LENGTH), required(checkEmail)).meta({
+      description: "E-mail of an existing user of the caller's organization, compared case-insensitively and without surrounding spaces.",
+      examples: ['bob@acme.example'],
+    }),
+    role_name: z.string(requiredString).meta({ description: 'One of the names `GET /users/get_roles` returns.', examples: ['saas_admin'] }),
+  })
+  .meta({ id: 'UpdateRoleRequest' });
+
+/** An HTTP token (RFC 9110 section 5.6.2) of 1-100 characters: a header name (domain/webhook-headers.ts). */
+const HEADER_NAME = new RegExp(`^[!#$%&'*+.^_\`|~0-9A-Za-z-]{1,${MAX_HEADER_NAME_LENGTH}}$`);
+/** Printable ASCII, no space at either end: a header value (domain/webhook-headers.ts). */
+const HEADER_VALUE = /^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/;
+
+export const RegisterWebhookRequest = z
+  .object({
+    webhook_url: worded(z.string(requiredString).min(1).max(MAX_WEBHOOK_URL_LENGTH), required(checkWebhookUrl)).meta({
+      format: 'uri',
+      description:
+        'Absolute https URL of the receiver, at most 2048 characters, without user-info or fragment. Plain http only when the operator set `delivery.allowHttp` (development).',
+      examples: ['https://hooks.acme.example/hookrelay'],
+    }),
+    active_hmac: z
+      .boolean({ error: 'must be true or false' })
+      .default(true)
+      .meta({ description: 'Sign deliveries with the Standard Webhooks scheme (`webhook-signature`). Defaults to true.' }),
+    headers: worded(
+      z
+        .record(z.string().regex(HEADER_NAME), z.string().min(1).max(MAX_HEADER_VALUE_LENGTH).regex(HEADER_VALUE))
+        .nullable()
+        .optional(),
+      (value) => {
+        const checked = checkWebhookHeaders(value);
+        return checked.ok ? [] : checked.problems.map((p) => p.reason);
+      },
+    ).meta({
+      maxProperties: MAX_WEBHOOK_HEADERS,
+      description:
+        "Headers sent on every delivery attempt, after hookrelay's own, as an object of names to values (as Svix and Hook0 take them), at most 20. Names are HTTP tokens of at most 100 characters, case-insensitive (the same name twice, in two spellings, is refused) and sent as spelt; values are 1-4096 printable ASCII characters, no control characters, no spaces at either end. Reserved, refused with 422 `validation_failed` naming the header: `webhook-*` (`webhook-id`, `webhook-timestamp`, `webhook-signature`), `content-*` (`content-type`, `content-length`...), `proxy-*`, `user-agent`, `host`, `transfer-encoding`, `connection`, `keep-alive`, `upgrade`, `te`, `trailer`, `expect`, `http2-settings`. A registration describes the whole webhook: absent, null or `{}` means no headers, and a registration without `headers` removes those the webhook had (the answer's `message` names them). Values that may be credentials are never shown again (see `Webhook.headers`): keep them on your side to register again. Added within v1.",
+      examples: [{ 'X-Environment': 'production', Authorization: 'Bearer 0123456789abcdef' }],
+    }),
+    rate_limit: worded(z.int().min(1).max(10_000).nullable().optional(), (value) => (value === undefined ? [] : reasons(checkRateLimit(value)))).meta({
+      description:
+        'Deliveries per second at most, 1-10,000; null or left out: no limit (a registration sets every setting: left out, the limit is removed). Deliveries over the rate wait, unclaimed: no attempt, no failure. Added within v1.',
+    }),
+  })
+  .meta({ id: 'RegisterWebhookRequest' });
+
+export const RecoverRequest = z
+  .object({
+    since: time(`Start of the window (RFC 3339, with seconds and an offset), inclusive; compared with the time each event was received. ${NOT_OCCURRED}`),
+    until: time(`End of the window (RFC 3339, with seconds and an offset), exclusive; now when absent. ${NOT_OCCURRED}`).optional(),
+  })
+  .meta({ id: 'RecoverRequest' });
+
+// ---- query and path parameters (the document lists each as a parameter, with its description)
+
+/** An anticipation request id as the feed accepts one (domain/feed-event.ts): 1 to 200 characters, no control characters. */
+const MAX_REQUEST_ID = 200;
+const REQUEST_ID_REASON = `must be an anticipation request id: 1 to ${MAX_REQUEST_ID} characters, no control characters`;
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+
+/** A page's cursor: the id of the last delivery of the previous page, base64url (`next_cursor`). */
+export function encodeCursor(beforeId: number): string {
+  return Buffer.from(String(beforeId)).toString('base64url');
+}
+
+export const MAX_PAGE = 200;
+export const DEFAULT_PAGE = 50;
+
+export const DeliveriesQuery = z.object({
+  status: DeliveryStatus.optional().meta({
+    description: '`pending` (not attempted yet), `failed` (pending, its last attempt failed: a retry is scheduled), `delivered`, or `dead` (retries used up; replayable).',
+  }),
+  since: time(`Only deliveries created at or after this time (RFC 3339, with seconds and an offset). ${NOT_OCCURRED}`)
+    .optional()
+    .meta({ examples: ['2026-11-22T00:00:00Z'] }),
+  until: time(`Only deliveries created before this time (RFC 3339, with seconds and an offset). ${NOT_OCCURRED}`).optional(),
+  request_id: z
+    .string()
+    // Characters as JSON Schema counts them (code points), not UTF-16 units as zod's max() does.
+    .refine((value) => value !== '' && [...value].length <= MAX_REQUEST_ID && !CONTROL_CHARACTER.test(value), { error: REQUEST_ID_REASON })
+    .optional()
+    .meta({
+      minLength: 1,
+      maxLength: MAX_REQUEST_ID,
+      description: 'Only the deliveries of this anticipation request (its `anticipation_request_id`, exactly): 1 to 200 characters, no control characters.',
+      examples: ['ar_5e21d9'],
+    }),
+  limit: integerText(1, MAX_PAGE, `must be an integer from 1 to ${MAX_PAGE}`).default(DEFAULT_PAGE).meta({ default: DEFAULT_PAGE, description: 'Page size.' }),
+  cursor: z
+    .string()
+    .transform((cursor, ctx) => {
+      const decoded = Buffer.from(cursor, 'base64url').toString('utf8');
+      if (/^\d{1,15}$/.test(decoded)) return Number(decoded);
+      ctx.issues.push({ code: 'custom', input: cursor, message: 'must be a next_cursor value from a previous page' });
+      return z.NEVER;
+    })
+    .optional()
+    .meta({ description: 'The `next_cursor` of the previous page (opaque).' }),
+});
+
+export const StatsQuery = z.object({
+  window: z.enum(STATS_WINDOW_NAMES).default('1h').meta({ description: '`1h` (the default) or `24h`.' }),
+});
+
+export const DeliveryIdParams = z.object({
+  id: integerText(1, 999_999_999_999_999, 'must be a positive integer', 15).meta({ description: "A delivery's `id`, as listed by `GET /webhook/deliveries`.", examples: [42] }),
+});
