@@ -4,7 +4,10 @@
  */
 import { z } from 'zod';
 import { STATS_WINDOWS, type StatsWindow } from '../../services/delivery-log.ts';
+import { AttemptError } from '../../domain/retry-policy.ts';
 import { dateTime, nullableDateTime } from './answers.ts';
+
+const ATTEMPT_ERRORS = Object.values(AttemptError) as [AttemptError, ...AttemptError[]];
 
 /** The windows of GET /webhook/stats, as the service defines them. */
 export const STATS_WINDOW_NAMES = Object.keys(STATS_WINDOWS) as [StatsWindow, ...StatsWindow[]];
@@ -39,9 +42,9 @@ export const DeliveryAttempt = z
     duration_ms: z.int().min(0),
     url: z.string().meta({ description: 'The URL the attempt was sent to.' }),
     status_code: z.int().nullable().meta({ description: 'HTTP status of the answer; null when there was none (network error, timeout, refused address).' }),
-    // The classes of dispatch/'s AttemptError (test/delivery-invalid-request.test.ts checks the list and its description).
+    // The classes of AttemptError, from the domain (test/delivery-invalid-request.test.ts checks the description names each).
     error: z
-      .enum(['blocked_address', 'invalid_url', 'dns_error', 'connection_error', 'tls_error', 'timeout', 'http_status', 'proxy_error', 'invalid_request'])
+      .enum(ATTEMPT_ERRORS)
       .nullable()
       .meta({
         description:
