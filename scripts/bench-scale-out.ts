@@ -26,7 +26,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import pg from 'pg';
-import { pgServer, stopPgServer } from '../test/pg-harness.ts';
+import { pgServer, stopPgServer } from '../test/helpers/pg-harness.ts';
 import { cleanEnv, createTls, startReceiverProcess, startScriptNodeFlags } from './receiver-control.ts';
 
 const execFileAsync = promisify(execFile);

@@ -2,7 +2,7 @@
 /**
  * Writes docs/openapi.json from the code: the request and answer schemas the routes validate
  * with (src/api/schemas/) and the rest of the document (src/api/openapi/), as compiled into
- * dist/ by the tsc step before this one. test/api-openapi-document.test.ts fails when the
+ * dist/ by the tsc step before this one. test/api/openapi-document.test.ts fails when the
  * committed file differs from what the code generates, so it is regenerated (and committed)
  * with any change.
  *

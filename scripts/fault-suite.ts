@@ -24,7 +24,7 @@
  *             disk (it must wait for space, not exit), then freed again.
  *
  * The last full run and its command are in docs/benchmarks.md ("Fault injection"). A quick run
- * is part of `npm test` (test/fault-suite.test.ts).
+ * is part of `npm test` (test/e2e/fault-suite.e2e.test.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, statfsSync, statSync, truncateSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';

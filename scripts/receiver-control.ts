@@ -34,7 +34,7 @@ export function cleanEnv(): NodeJS.ProcessEnv {
 }
 
 // ---------------------------------------------------------------------------------------------
-// TLS material: a P-256 CA and a server certificate it signed (subjectAltName IP:127.0.0.1, DNS:localhost), made with the openssl CLI; the tests' certificates too (test/receivers.ts)
+// TLS material: a P-256 CA and a server certificate it signed (subjectAltName IP:127.0.0.1, DNS:localhost), made with the openssl CLI; the tests' certificates too (test/helpers/receivers.ts)
 
 export function createTls(dir: string, name = 'hookrelay bench CA', altNames = 'IP:127.0.0.1,DNS:localhost'): { caFile: string; caPem: string; caKeyFile: string; certPem: string; keyPem: string } {
   mkdirSync(dir, { recursive: true });

@@ -3,7 +3,7 @@
  * what GET /users/me adds), which page the address bar asks for, and the live refreshes of the
  * view shown. The browser's storage, address bar, clock and fetch come in as a
  * ConsoleEnvironment and the page is drawn by a Screen (screen.ts), so that sign-in and routing
- * run under Node (test/console-unit.test.ts). The token goes only into the `Authorization`
+ * run under Node (test/console/app.test.ts). The token goes only into the `Authorization`
  * header of API calls (docs/console.md).
  */
 import { ApiError, createApiClient, isExpiredTokenFailure, MANAGE_PERMISSION, type ApiClient, type ApiFailure, type FetchLike } from './api-client.ts';

@@ -59,7 +59,7 @@ export function formatDuration(ms: number | null | undefined): string {
  * controls, format characters (bidirectional controls such as U+202E, zero-width ones, the soft
  * hyphen, the byte order mark, tags), unpaired surrogates, line and paragraph separators, and
  * fillers that display as nothing. The set of src/domain/terminal-text.ts (TERMINAL_UNSAFE),
- * copied because the console is built apart from src/; test/terminal-text.test.ts checks that
+ * copied because the console is built apart from src/; test/domain/terminal-text.test.ts checks that
  * the two agree on every code point.
  */
 export const INVISIBLE_SOURCE = '[\\p{Cc}\\p{Cf}\\p{Cs}\\p{Zl}\\p{Zp}\\u034f\\u115f\\u1160\\u17b4\\u17b5\\u2065\\u3164\\uffa0]';

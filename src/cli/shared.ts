@@ -10,7 +10,7 @@
  *      the global ones, `--config` and `--state-dir`, given before or after the command), open the
  *      database with `withServices` (or `withStore`), print with `print` (add `--json` with
  *      `jsonOption`) and `table`, or `say` for a line of text: never `process.stdout.write`
- *      (test/cli-terminal-text.test.ts checks). Show progress of long work with `startProgress`
+ *      (test/cli/terminal-text.test.ts checks). Show progress of long work with `startProgress`
  *      (./progress.ts). A value from outside (an id, a name, a URL, an error from a receiver: text
  *      hookrelay did not write) goes into a line through `terminalSafe`; tables and `--json` do it
  *      themselves, and `print` and `say` escape whatever control a command still lets through.

@@ -4,7 +4,7 @@
  * Pure: no I/O, no timers, no store, no clock of its own. The dispatcher keeps what it knows of
  * each webhook in memory (WebhookState) and passes the moments in (`now`, epoch ms from the
  * injected clock; `mono`, performance.now() ms for pauses and slowness, immune to clock steps).
- * Nothing here changes the state it is given; the unit tests (test/dispatch-claim-plan.test.ts)
+ * Nothing here changes the state it is given; the unit tests (test/dispatch/claim-plan.test.ts)
  * build states by hand.
  */
 import type { ClaimWanted } from '../services/outbox.ts';
@@ -178,7 +178,7 @@ function candidatesOf(rules: ClaimRules, hooks: readonly WebhookState[], first: 
     if (!hook.deliverable || hook.pausedUntil > mono || hook.rateUntil > mono || !hook.hasWork) continue;
     const rateFlag = hook.rateLimit !== null ? { rateLimited: true } : {};
     if (getsOneAttemptAtATime(hook, mono, rules.slowMs)) {
-      if (hook.attempts.size === 0 && hook.claimedAhead.length === 0) (hook.failing || hook.proven ? found.failingOrSlow : found.untried).push({ orgId: hook.orgId, room: 1, cap: 1, ...rateFlag });
+      if (hook.attempts.size === 0 && hook.claimedAhead.length === 0) (hook.failing || hook.proven ? found.failingOrSlow : found.untried).push({ orgId: hook.orgId, upTo: 1, cap: 1, ...rateFlag });
       continue;
     }
     const held = hook.attempts.size + hook.claimedAhead.length;
@@ -186,11 +186,11 @@ function candidatesOf(rules: ClaimRules, hooks: readonly WebhookState[], first: 
       // Nothing claimed ahead: a delivery counts against the limit when it is claimed, so it
       // must start then (see the dispatcher's placement of what a commit claimed).
       const claimable = perWebhook - held;
-      if (claimable > 0) found.healthy.push({ orgId: hook.orgId, room: claimable, cap: claimable, rateLimited: true });
+      if (claimable > 0) found.healthy.push({ orgId: hook.orgId, upTo: claimable, cap: claimable, rateLimited: true });
       continue;
     }
     const claimable = 2 * perWebhook - held;
-    if (held === 0 || claimable >= Math.ceil(perWebhook / 2)) found.healthy.push({ orgId: hook.orgId, room: claimable, cap: Math.max(0, perWebhook - held) });
+    if (held === 0 || claimable >= Math.ceil(perWebhook / 2)) found.healthy.push({ orgId: hook.orgId, upTo: claimable, cap: Math.max(0, perWebhook - held) });
   }
   return found;
 }
@@ -233,7 +233,7 @@ export function planClaims(rules: ClaimRules, hooks: readonly WebhookState[], fi
     const capped: ClaimWanted[] = [];
     for (const w of healthy) {
       if (freeLeft <= 0) break;
-      const cap = Math.min(w.cap ?? w.room, freeLeft);
+      const cap = Math.min(w.cap ?? w.upTo, freeLeft);
       if (cap <= 0) continue;
       freeLeft -= cap;
       capped.push({ ...w, cap });
@@ -246,9 +246,9 @@ export function planClaims(rules: ClaimRules, hooks: readonly WebhookState[], fi
   for (const w of healthy) {
     if (w.rateLimited !== true) rest.push(w);
     else if (freeLeft > 0) {
-      const cap = Math.min(w.room, freeLeft);
+      const cap = Math.min(w.upTo, freeLeft);
       freeLeft -= cap;
-      rest.push({ ...w, room: cap, cap });
+      rest.push({ ...w, upTo: cap, cap });
     }
   }
   return wanted.concat(rest);

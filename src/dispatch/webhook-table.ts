@@ -6,7 +6,7 @@
  * queues (drained, next retry).
  */
 import type { ClaimedDelivery, OutboxService, FinishedAttempt, FlushResult } from '../services/outbox.ts';
-import type { DeliverableWebhook } from '../store/types.ts';
+import type { DeliverableWebhook } from '../store/values.ts';
 import type { WebhookState } from './claim-plan.ts';
 import type { GroupCommit } from './group-commit.ts';
 

@@ -4,7 +4,7 @@ import { isCredentialHeader, reservedHeader, type WebhookHeaders } from './webho
 
 /**
  * The headers hookrelay sets on a delivery request (the deliverer sends these, the delivery
- * log shows them; test/delivery-requests.test.ts checks them against what a receiver gets):
+ * log shows them; test/dispatch/requests.test.ts checks them against what a receiver gets):
  * `content-type`, `user-agent`, the Standard Webhooks `webhook-id` (the event id, the same on
  * every attempt and replay) and `webhook-timestamp` (seconds), and `webhook-signature` over
  * `id.timestamp.body` with each of `secrets` (newest first; none when the webhook does not

@@ -21,7 +21,7 @@
  * the block of invisible operators) and the fillers that display as nothing (combining grapheme
  * joiner, Hangul fillers, Khmer inherent vowels). It holds lineExcerpt's MISLEADING set and the
  * controls it escapes; console/src/format.ts keeps a copy of it for the browser console
- * (test/terminal-text.test.ts checks that the two agree).
+ * (test/domain/terminal-text.test.ts checks that the two agree).
  */
 export const TERMINAL_UNSAFE_SOURCE = '[\\p{Cc}\\p{Cf}\\p{Cs}\\p{Zl}\\p{Zp}\\u034f\\u115f\\u1160\\u17b4\\u17b5\\u2065\\u3164\\uffa0]';
 /** One character of TERMINAL_UNSAFE_SOURCE (a whole code point: the `u` flag). */

@@ -3,12 +3,12 @@
  * it starts, whether the file it reads was truncated or rewritten in place, and what is at the
  * feed path now. Each function makes its own checks (a stat, a few small reads, a look at the
  * directory) and says what it found; the tailer (file-tailer.ts) logs that and acts on it.
- * test/feed-tailer-steps.test.ts tries each case on real files.
+ * test/feed/tailer-steps.test.ts tries each case on real files.
  */
 import { lstatSync } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import type { FeedPosition } from '../store/types.ts';
+import type { FeedPosition } from '../store/values.ts';
 import { changedUnder, isRefused, isSameFile, openFeed, sizeOf, type Identity, type OpenFeed } from './feed-file.ts';
 
 /** How far back from the end of a file its last newline is looked for (feed.startPosition `end`). */

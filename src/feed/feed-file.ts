@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { constants, fstatSync, readSync, type BigIntStats } from 'node:fs';
 import { lstat, open, readlink, realpath, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import type { FeedPosition } from '../store/types.ts';
+import type { FeedPosition } from '../store/values.ts';
 
 /** The identity of a feed file is its device, inode and a hash of up to this many first bytes. */
 export const FINGERPRINT_BYTES = 256;

@@ -3,7 +3,7 @@ import { RejectReason, type ParsedLines } from '../domain/feed-event.ts';
 import type { Logger } from '../log.ts';
 import type { IngestService, Lines } from '../services/ingest.ts';
 import { storageRetryDelayMs, type StorageHealth } from '../services/storage-health.ts';
-import type { FeedPosition } from '../store/types.ts';
+import type { FeedPosition } from '../store/values.ts';
 import { BatchedReads, type TailedFile } from './batched-reads.ts';
 import { watchForChanges, type ChangeWatch } from './change-watch.ts';
 import { inPlaceChangeOf, startingPointOf, whatIsAt, type AtFeedPath, type StartingPoint } from './feed-changes.ts';

@@ -22,7 +22,7 @@ function isLargeBatch(lines: Lines): boolean {
  * How long after the last burst (a large batch, a retention pass) the memory it freed is given
  * back to the system: once the parser thread has ended (IDLE_THREAD_MS) and the page cache has
  * shrunk back (SQLite's background checkpoints go on for BUSY_LINGER_MS, 2 s, after a burst; the
- * feed does not import a backend, so test/feed-daemon.test.ts checks this is longer than both).
+ * feed does not import a backend, so test/e2e/feed-crash.e2e.test.ts checks this is longer than both).
  */
 export const RELEASE_AFTER_BURST_MS = IDLE_THREAD_MS + 1_000;
 

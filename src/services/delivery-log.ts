@@ -17,7 +17,7 @@ import { orderingKey, testOrderingKey } from '../domain/ordering.ts';
 import { signingSecrets } from '../domain/secrets.ts';
 import { loggedHeaders, type WebhookHeaders } from '../domain/webhook-headers.ts';
 import type { Store, Tx } from '../store/repos.ts';
-import { DeliveryStatus, type AttemptRow, type DeliveryRow, type ListFilter, type WebhookSigningKeys } from '../store/types.ts';
+import { DeliveryStatus, type AttemptRow, type DeliveryRow, type ListFilter, type WebhookSigningKeys } from '../store/values.ts';
 import { requireWebhook } from './webhooks.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 

@@ -2,7 +2,7 @@ import { LINE_EXCERPT_BYTES, lineExcerpt, parseFeedLine, processingFailedDetail,
 import { orderingKey, reorderReleaseAt } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { Store, Tx } from '../store/repos.ts';
-import type { DeliveryToQueue, EventToStore, FeedPosition, FeedReject } from '../store/types.ts';
+import type { DeliveryToQueue, EventToStore, FeedPosition, FeedReject } from '../store/values.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
 /** Least time between two notices of events stored for the same organization without a webhook (see createIngestService). */

@@ -13,8 +13,8 @@ import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason } from '../domain/webhook-health.ts';
 import type { Logger } from '../log.ts';
 import type { Store, TransactionOptions, Tx } from '../store/repos.ts';
-import { DeliveryStatus, type AttemptToStore, type ClaimTurn, type DeliverableWebhook, type DueDelivery, type OutOfOrderDelivery, type RateState, type Settlement, type WebhookStatusChange } from '../store/types.ts';
-import { dueDeliveryOf } from '../store/rows.ts';
+import { DeliveryStatus, type AttemptToStore, type ClaimTurn, type DeliverableWebhook, type DueDelivery, type OutOfOrderDelivery, type RateState, type Settlement, type WebhookStatusChange } from '../store/values.ts';
+import { dueDeliveryOf } from '../store/row-mappers.ts';
 import { logStatusChange, type LoggedStatusChange } from './webhooks.ts';
 
 /** A delivery claimed for one attempt: what to send and where. */
@@ -36,15 +36,15 @@ export interface FinishedAttempt {
   readonly startedAt: number;
 }
 
-/** Up to `room` deliveries of the organization, if it has them due. */
+/** Up to `upTo` deliveries of the organization, if it has them due. */
 export interface ClaimWanted {
   readonly orgId: string;
-  readonly room: number;
+  readonly upTo: number;
   /**
    * On a database shared by several instances: the most this claim may lease, what this
    * instance can start now (the webhook's free slots here, within the instance's own free
    * slots), so that nothing waits leased in one instance while another could send it. The
-   * leases other instances hold are taken off it (see claimIn). `room` when not given.
+   * leases other instances hold are taken off it (see claimIn). `upTo` when not given.
    */
   readonly cap?: number;
   /**
@@ -205,13 +205,13 @@ export function healthOf(f: FinishedAttempt): 'success' | 'failure' | 'none' {
 /**
  * How many deliveries a claim may lease for the organization before its rate limit; none (0
  * or less) when the leases other instances hold fill its slots. One instance on its database
- * (SQLite): its room, claimed-ahead deliveries included. Shared (PostgreSQL): what it can start
+ * (SQLite): its free slots, claimed-ahead deliveries included. Shared (PostgreSQL): what it can start
  * now (`cap`), and the webhook's leases in all stay within its slots, so that its attempts in
  * flight across instances never exceed perWebhookConcurrency, and what this instance cannot
  * start is left to the others. A failing webhook gets one attempt at a time.
  */
-export function roomOf(want: ClaimWanted, turn: ClaimTurn): number {
-  const limit = turn.failing ? 1 : turn.shared ? Math.min(want.room, want.cap ?? want.room) : want.room;
+export function claimableOf(want: ClaimWanted, turn: ClaimTurn): number {
+  const limit = turn.failing ? 1 : turn.shared ? Math.min(want.upTo, want.cap ?? want.upTo) : want.upTo;
   return limit - turn.leasedElsewhere;
 }
 
@@ -393,7 +393,7 @@ class OutboxCommit {
 
   /**
    * Leases due deliveries of the organizations in `wanted`, in that order, each within its
-   * room (roomOf) and its rate limit; all the leases in one call, once every organization is
+   * free slots (claimableOf) and its rate limit; all the leases in one call, once every organization is
    * read. On a database shared by several instances, one claim per webhook at a time
    * (claimTurns): an organization whose turn another instance holds is contended.
    */
@@ -408,14 +408,14 @@ class OutboxCommit {
   }
 
   /**
-   * One organization's claim: contended without its turn or its room, rate-limited without a
+   * One organization's claim: contended without its turn or free slots, rate-limited without a
    * permit (nothing read, nothing leased: its due deliveries wait, unclaimed), otherwise what it
    * takes from its due rows (takeDue), which then counts against its rate limit (spendRate).
    */
   async #claimFor(want: ClaimWanted, turn: ClaimTurn | undefined, leased: number[]): Promise<void> {
     const { orgId } = want;
-    let room = turn === undefined ? 0 : roomOf(want, turn);
-    if (turn === undefined || room <= 0) {
+    let upTo = turn === undefined ? 0 : claimableOf(want, turn);
+    if (turn === undefined || upTo <= 0) {
       this.result.contended.push(orgId);
       return;
     }
@@ -426,20 +426,20 @@ class OutboxCommit {
         this.result.rateLimited.push({ orgId, waitMs });
         return;
       }
-      room = Math.min(room, permits);
+      upTo = Math.min(upTo, permits);
     }
-    const taken = await this.#takeDue(orgId, room, leased);
+    const taken = await this.#takeDue(orgId, upTo, leased);
     if (rate !== null && taken > 0) await this.#spendRate(orgId, rate, taken);
   }
 
   /**
-   * Takes up to `room` of the organization's due deliveries from one page of its queue (see
+   * Takes up to `upTo` of the organization's due deliveries from one page of its queue (see
    * DeliveriesRepo.dueRows), so a claim always ends: at most one per ordering key (a later
    * change of a request waits for the earlier one). A row that can never be sent is marked
    * dead with the reason and skipped. Returns how many it took (their ids go into `leased`).
    */
-  async #takeDue(orgId: string, room: number, leased: number[]): Promise<number> {
-    const pageSize = room * 2 + 2;
+  async #takeDue(orgId: string, upTo: number, leased: number[]): Promise<number> {
+    const pageSize = upTo * 2 + 2;
     const page = await this.#tx.deliveries.dueRows(orgId, this.#now, pageSize);
     const byKey = new Map<number, ClaimedDelivery>();
     let full = false;
@@ -449,7 +449,7 @@ class OutboxCommit {
         earlier.holdsBack = true;
         continue;
       }
-      if (byKey.size >= room) {
+      if (byKey.size >= upTo) {
         full = true;
         break;
       }

@@ -1,10 +1,10 @@
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../log.ts';
 import type { Store, Tx } from '../store/repos.ts';
-import { noPrunedRows, type PrunedRows } from '../store/types.ts';
+import { noPrunedRows, type PrunedRows } from '../store/values.ts';
 import type { StorageHealth } from './storage-health.ts';
 
-export type { PrunedRows } from '../store/types.ts';
+export type { PrunedRows } from '../store/values.ts';
 
 /** What retention keeps, and for how long (see the `retention.*` configuration keys). */
 export interface RetentionPolicy {

@@ -1,7 +1,7 @@
 import { iso } from '../domain/iso.ts';
 import type { Webhook } from '../domain/types.ts';
 import { shownHeaders } from '../domain/webhook-headers.ts';
-import type { DeliveryRow } from '../store/types.ts';
+import type { DeliveryRow } from '../store/values.ts';
 import { publicStatus, TEST_EVENT_TYPE, type AttemptStats } from './delivery-log.ts';
 import type { WebhookHealthReport } from './webhooks.ts';
 

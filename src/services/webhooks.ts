@@ -8,7 +8,7 @@ import { checkWebhookUrl, loggableUrl } from '../domain/validation.ts';
 import { checkWebhookHeaders, type WebhookHeaders } from '../domain/webhook-headers.ts';
 import type { Logger } from '../log.ts';
 import type { Store, Tx } from '../store/repos.ts';
-import type { WebhookHealth, WebhookStatusChange } from '../store/types.ts';
+import type { WebhookHealth, WebhookStatusChange } from '../store/values.ts';
 import { DisabledReason, disabledReasonText, healthSentence, type RecentFailure } from '../domain/webhook-health.ts';
 import type { OrgService } from './orgs.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';

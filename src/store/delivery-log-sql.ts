@@ -5,7 +5,7 @@
  */
 import { orderingKey } from '../domain/ordering.ts';
 import { inStatusIndex, isFresh } from './sql.ts';
-import type { ListFilter } from './types.ts';
+import type { ListFilter } from './values.ts';
 
 /** deliveries_org_status's condition, spelt as the index has it: without it SQLite would not use that partial index. */
 const IN_STATUS_INDEX = inStatusIndex('d.');

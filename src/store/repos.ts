@@ -14,7 +14,7 @@ import type { RateWindow } from '../domain/rate-window.ts';
 import type { Organization, Role, User, Webhook, WebhookStatus, WebhookWithSecret } from '../domain/types.ts';
 import type { Logger } from '../log.ts';
 import type { WorkSignal } from '../domain/work.ts';
-import type { DueRow } from './rows.ts';
+import type { DueRow } from './row-mappers.ts';
 import type {
   AttemptCount,
   AttemptRow,
@@ -37,7 +37,7 @@ import type {
   WebhookSigningKeys,
   WebhookStatusChange,
   WebhookWithHealth,
-} from './types.ts';
+} from './values.ts';
 
 export interface OrgsRepo {
   /** Inserts; returns false when the id is taken. */

@@ -12,12 +12,12 @@
  * A parameter's spelling is the caller's, whole: SQLite's claim reads spell the organization
  * `+@org`, whose unary plus is deliberate (docs/benchmarks.md, "The claim planned once"), and
  * PostgreSQL adds a cast where a bare parameter would leave its type unknown (`$2::bigint`).
- * The plans are checked by test/store-delivery-queues.test.ts, test/status-service.test.ts and
- * test/pg-query-plans.test.ts.
+ * The plans are checked by test/store/delivery-queues.test.ts, test/services/status.test.ts and
+ * test/store/pg-query-plans.test.ts.
  */
 import { EVENT_TYPE } from '../domain/feed-event.ts';
-import { ATTEMPT_COLUMNS, ORG_COLUMNS, REJECT_COLUMNS, ROLE_COLUMNS, USER_COLUMNS } from './rows.ts';
-import { DeliveryStatus } from './types.ts';
+import { ATTEMPT_COLUMNS, ORG_COLUMNS, REJECT_COLUMNS, ROLE_COLUMNS, USER_COLUMNS } from './row-mappers.ts';
+import { DeliveryStatus } from './values.ts';
 
 /** The backends, as the SQL they need differs. */
 export type Dialect = 'sqlite' | 'postgres';

@@ -2,7 +2,7 @@
  * docs/openapi.json, generated: the shapes from the zod schemas the routes validate with
  * (src/api/schemas/), the rest (descriptions, examples, the problem documents, security schemes,
  * the version header) from here and the files beside it. `npm run build` writes it
- * (scripts/build-openapi.mjs); test/api-openapi-document.test.ts fails when the committed file
+ * (scripts/build-openapi.mjs); test/api/openapi-document.test.ts fails when the committed file
  * is not what this generates, and lints it.
  */
 import { LATEST_VERSION, SUPPORTED_VERSIONS } from '../version.ts';

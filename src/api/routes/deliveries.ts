@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 import { iso } from '../../domain/iso.ts';
 import { Permission } from '../../domain/permissions.ts';
-import type { AttemptRow } from '../../store/types.ts';
+import type { AttemptRow } from '../../store/values.ts';
 import type { DeliveryLogService, RequestAsSent } from '../../services/delivery-log.ts';
 import { attemptStatsView, deliveryView } from '../../services/views.ts';
 import { firstValues, parseRequest } from '../request-validation.ts';

@@ -42,7 +42,7 @@ export const DeliveryAttempt = z
     duration_ms: z.int().min(0),
     url: z.string().meta({ description: 'The URL the attempt was sent to.' }),
     status_code: z.int().nullable().meta({ description: 'HTTP status of the answer; null when there was none (network error, timeout, refused address).' }),
-    // The classes of AttemptError, from the domain (test/delivery-invalid-request.test.ts checks the description names each).
+    // The classes of AttemptError, from the domain (test/dispatch/invalid-request.test.ts checks the description names each).
     error: z
       .enum(ATTEMPT_ERRORS)
       .nullable()

@@ -25,9 +25,9 @@ import {
   retryFailedNowSql,
   settleSet,
 } from '../sql.ts';
-import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryToQueue, ListFilter, Settlement } from '../types.ts';
+import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryToQueue, ListFilter, Settlement } from '../values.ts';
 import { listParams, listSql, type ListParams } from '../delivery-log-sql.ts';
-import { toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../rows.ts';
+import { toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../row-mappers.ts';
 import type { PgConnection } from './connection.ts';
 import { createPgFeedRepo } from './feed-repo.ts';
 import { PG_CLOCK_MS } from './webhooks-repo.ts';

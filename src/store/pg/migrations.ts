@@ -38,7 +38,7 @@
  *   SQLite, so the repositories' queries can be written once and checked with EXPLAIN on both.
  *   events.source_id has no index, as in SQLite: feed sources are never deleted, and an index
  *   there would cost every ingested event.
- * - Several instances share one database (issue 12). What an instance reads from its own
+ * - Several instances share one database. What an instance reads from its own
  *   host is its own: feed_sources, feed_positions and feed_stats carry an `instance` column
  *   (its instance.name) that is part of their key, so two hosts may each tail a file called
  *   /var/log/feed.jsonl without sharing an offset. Everything else is shared: organizations,
@@ -218,7 +218,7 @@ export const PG_MIGRATIONS: readonly string[] = [
     CONSTRAINT feed_stats_pkey PRIMARY KEY (instance, source)
   );
   `,
-  // 2: the lease holder, for claims across instances (issue 12). leased_by names the instance
+  // 2: the lease holder, for claims across instances. leased_by names the instance
   // (its instance.name) that leased a delivery last: only it may record the outcome of its
   // attempt while the lease stands, so an instance whose lease lapsed (paused, cut off) cannot
   // overwrite what the instance that took the delivery over recorded (fencing, see
@@ -255,7 +255,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE webhooks ADD COLUMN rate_window bigint[];
   `,
-  // 7: per-request order across feeds (issue 30; PostgreSQL only: SQLite has one feed, whose
+  // 7: per-request order across feeds (PostgreSQL only: SQLite has one feed, whose
   // order stands). Self-contained: it needs nothing of migration 6.
   // - deliveries.order_at: where the change stands in its request's order (its event's
   //   occurred_at; a replay's or a recovery's queue time); a request's changes are sent in

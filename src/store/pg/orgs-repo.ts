@@ -1,6 +1,6 @@
 import type { Organization } from '../../domain/types.ts';
 import type { OrgsRepo } from '../repos.ts';
-import { toOrg, type OrgRow } from '../rows.ts';
+import { toOrg, type OrgRow } from '../row-mappers.ts';
 import { numbered, ORG_SQL } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 

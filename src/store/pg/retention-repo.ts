@@ -1,6 +1,6 @@
 import type { RetentionRepo } from '../repos.ts';
-import { noPrunedRows, type PruneBounds, type PrunedRows } from '../types.ts';
-import { toNewest, type NewestRow } from '../rows.ts';
+import { noPrunedRows, type PruneBounds, type PrunedRows } from '../values.ts';
+import { toNewest, type NewestRow } from '../row-mappers.ts';
 import { countRejectsSql, NEWEST_SQL, numbered, prunableSql, pruneRejectsSql, pruneWindowSql } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 

@@ -1,7 +1,7 @@
 import type { Permission } from '../../domain/permissions.ts';
 import type { Role } from '../../domain/types.ts';
 import type { RolesRepo } from '../repos.ts';
-import { toRole, type RoleRow } from '../rows.ts';
+import { toRole, type RoleRow } from '../row-mappers.ts';
 import { numbered, ROLE_SQL } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 

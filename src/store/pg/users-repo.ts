@@ -1,7 +1,7 @@
 import type { User } from '../../domain/types.ts';
 import type { Permission } from '../../domain/permissions.ts';
 import type { UsersRepo } from '../repos.ts';
-import { toUser, type UserRow } from '../rows.ts';
+import { toUser, type UserRow } from '../row-mappers.ts';
 import { numbered, USER_SQL } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 

@@ -2,8 +2,8 @@ import { decodeRateWindow, encodeRateWindow, type RateWindow } from '../../domai
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/types.ts';
 import { storedHeaders } from '../../domain/webhook-headers.ts';
 import type { WebhooksRepo } from '../repos.ts';
-import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookHealth, type WebhookSettings, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../types.ts';
-import { HEALTH_COLUMNS as HEALTH, SIGNING_KEY_COLUMNS, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS as WEBHOOK, type DeliverableRow, type SigningKeysRow, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
+import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookHealth, type WebhookSettings, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../values.ts';
+import { HEALTH_COLUMNS as HEALTH, SIGNING_KEY_COLUMNS, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS as WEBHOOK, type DeliverableRow, type SigningKeysRow, type WebhookBaseRow, type WebhookHealthRow } from '../row-mappers.ts';
 import { DELIVERABLE_SQL, numbered, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, rotateSecretSql, setRateWindowSql, setStatusSet, upsertWebhookSql } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 

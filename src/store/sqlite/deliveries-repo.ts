@@ -27,9 +27,9 @@ import {
   retryFailedNowSql,
   settleSet,
 } from '../sql.ts';
-import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryStatus, DeliveryToQueue, ListFilter, Settlement } from '../types.ts';
+import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryStatus, DeliveryToQueue, ListFilter, Settlement } from '../values.ts';
 import { listParams, listSql, type ListParams } from '../delivery-log-sql.ts';
-import { rateWindowOf, toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../rows.ts';
+import { rateWindowOf, toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../row-mappers.ts';
 import type { Sync } from './sync-repo.ts';
 
 const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.headers, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;

@@ -2,8 +2,8 @@ import type { StoredEvent } from '../../domain/feed-event.ts';
 import type { Db } from './connection.ts';
 import { keyRange } from './key-range.ts';
 import type { FeedRepo } from '../repos.ts';
-import type { EventToStore, FeedPosition, FeedReject, FeedStats } from '../types.ts';
-import { EVENT_COLUMNS, POSITION_COLUMNS, STATS_COLUMNS, toFeedStats, toPosition, toReject, toStoredEvent, type EventRow, type PositionRow, type RejectRow, type StatsRow } from '../rows.ts';
+import type { EventToStore, FeedPosition, FeedReject, FeedStats } from '../values.ts';
+import { EVENT_COLUMNS, POSITION_COLUMNS, STATS_COLUMNS, toFeedStats, toPosition, toReject, toStoredEvent, type EventRow, type PositionRow, type RejectRow, type StatsRow } from '../row-mappers.ts';
 import { EVENT_INSERT, insertRowsSql, listRejectsSql, positional, REJECT_INSERT, UNDELIVERABLE_SQL } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 

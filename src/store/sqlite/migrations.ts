@@ -285,21 +285,21 @@ export const MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX delivery_attempts_started ON delivery_attempts (started_at, delivery_id, outcome);
   `,
-  // 10: the request as each attempt sent it (issue 27): its webhook-timestamp (seconds) and its
+  // 10: the request as each attempt sent it: its webhook-timestamp (seconds) and its
   // webhook-signature header, null when the attempt sent nothing (or sent it unsigned, for the
   // signature). Attempts recorded before have neither: the console says so.
   `
   ALTER TABLE delivery_attempts ADD COLUMN sent_timestamp INTEGER;
   ALTER TABLE delivery_attempts ADD COLUMN sent_signature TEXT;
   `,
-  // 11: per-webhook outbound controls (issue 29): a rate limit in deliveries per second (null:
+  // 11: per-webhook outbound controls: a rate limit in deliveries per second (null:
   // none) and the receiver's own static headers, a JSON array of [name, value] pairs sent on
   // every attempt (null: none). Nullable columns without a default: no table rewrite.
   `
   ALTER TABLE webhooks ADD COLUMN rate_limit INTEGER;
   ALTER TABLE webhooks ADD COLUMN headers TEXT;
   `,
-  // 12: the rate limit's state (issue 29): the deliveries a webhook with a rate limit started
+  // 12: the rate limit's state: the deliveries a webhook with a rate limit started
   // in the last second and a little more, as JSON [at, count, at, count, ...] (epoch ms; see
   // domain/rate-window.ts), written by the claim that starts them. In the database rather than
   // in the daemon's memory so that a restart does not let a second burst through, and so that

@@ -1,7 +1,7 @@
 import type { Organization } from '../../domain/types.ts';
 import type { Db } from './connection.ts';
 import type { OrgsRepo } from '../repos.ts';
-import { toOrg, type OrgRow } from '../rows.ts';
+import { toOrg, type OrgRow } from '../row-mappers.ts';
 import { ORG_SQL, positional } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 

@@ -1,7 +1,7 @@
 import type { Db } from './connection.ts';
 import type { RetentionRepo } from '../repos.ts';
-import { noPrunedRows, type PruneBounds, type PrunedRows } from '../types.ts';
-import { toNewest, type NewestRow } from '../rows.ts';
+import { noPrunedRows, type PruneBounds, type PrunedRows } from '../values.ts';
+import { toNewest, type NewestRow } from '../row-mappers.ts';
 import { countRejectsSql, named, NEWEST_SQL, pruneRejectsSql, pruneWindowSql } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 

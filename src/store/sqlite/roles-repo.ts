@@ -2,7 +2,7 @@ import type { Permission } from '../../domain/permissions.ts';
 import type { Role } from '../../domain/types.ts';
 import type { Db } from './connection.ts';
 import type { RolesRepo } from '../repos.ts';
-import { toRole, type RoleRow } from '../rows.ts';
+import { toRole, type RoleRow } from '../row-mappers.ts';
 import { positional, ROLE_SQL } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 

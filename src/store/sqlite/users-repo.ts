@@ -2,7 +2,7 @@ import type { User } from '../../domain/types.ts';
 import type { Permission } from '../../domain/permissions.ts';
 import type { Db } from './connection.ts';
 import type { UsersRepo } from '../repos.ts';
-import { toUser, type UserRow } from '../rows.ts';
+import { toUser, type UserRow } from '../row-mappers.ts';
 import { positional, USER_SQL } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 

@@ -3,8 +3,8 @@ import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/typ
 import { storedHeaders } from '../../domain/webhook-headers.ts';
 import type { Db } from './connection.ts';
 import type { WebhooksRepo } from '../repos.ts';
-import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookSettings, type WebhookHealth, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../types.ts';
-import { HEALTH_COLUMNS, rateWindowOf, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS, type DeliverableRow, type WebhookBaseRow, type WebhookHealthRow } from '../rows.ts';
+import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookSettings, type WebhookHealth, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../values.ts';
+import { HEALTH_COLUMNS, rateWindowOf, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS, type DeliverableRow, type WebhookBaseRow, type WebhookHealthRow } from '../row-mappers.ts';
 import { DELIVERABLE_SQL, named, positional, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, rotateSecretSql, setRateWindowSql, setStatusSet, upsertWebhookSql } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 
