@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, posix } from 'node:path';
 import { describe, test } from 'node:test';
@@ -345,3 +345,21 @@ describe('no long function (Biome, biome.jsonc)', () => {
   });
 });
 
+describe('test/ is laid out as src/ is', () => {
+  /** Every test file, by its path from the repository root. */
+  const testFiles = readdirSync(join(ROOT, 'test'), { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile() && e.name.endsWith('.test.ts'))
+    .map((e) => posix.join(posix.relative(ROOT, e.parentPath).split('\\').join('/'), e.name));
+
+  test('each test file sits in the folder of what it tests (src/<folder>/, or console/ for console/src/), an end-to-end one in test/e2e/ named *.e2e.test.ts; helpers are in test/helpers/', () => {
+    const misplaced = testFiles.filter((path) => {
+      if (path === 'test/code-shape.test.ts') return false;
+      const [, folder, ...rest] = path.split('/');
+      if (folder === 'e2e') return !path.endsWith('.e2e.test.ts') || rest.length !== 1;
+      if (path.endsWith('.e2e.test.ts') || folder === 'helpers' || rest.length !== 1) return true;
+      return !(folder === 'console' ? existsSync(join(ROOT, 'console', 'src')) : [...sources.keys()].some((p) => p.startsWith(`src/${folder}/`)));
+    });
+    assert.deepEqual(misplaced, []);
+    assert.ok(testFiles.length > 90, `${testFiles.length} test files found`);
+  });
+});
