@@ -121,7 +121,11 @@ test('20/s over 200 events: no one-second window above 20 at the receiver, an un
   );
   const transits = got.map(([at, id]) => at - startOf.get(id)!);
   const unevenBeyondMargin = Math.max(0, Math.max(...transits) - Math.min(...transits) - RATE_MARGIN_MS);
-  const width = RATE_WINDOW_MS - unevenBeyondMargin;
+  // Arrivals inherit the starts' own lateness against their claim too (START_ALLOWANCE_MS, as
+  // the starts are checked above): the first burst after an idle spell starts a little later
+  // after its claim than the next one does (seen on Node 24: two windows' first requests 996 ms
+  // apart at the receiver).
+  const width = RATE_WINDOW_MS - START_ALLOWANCE_MS - unevenBeyondMargin;
   const busiest = busiestWindow(acmeArrivals, width);
   const t0 = Math.min(...acmeArrivals);
   t.diagnostic(`transit from start to arrival: ${Math.min(...transits)}-${Math.max(...transits)} ms; arrivals checked in windows of ${width} ms`);
