@@ -22,6 +22,7 @@ import { createStatusService } from '../src/services/status.ts';
 import { SQLITE_QUEUE_GAUGE_SQL as QUEUE_GAUGE_SQL } from '../src/store/sqlite/deliveries-repo.ts';
 import { openSqliteStore } from '../src/store/sqlite/store.ts';
 import { createDeliveryLogService, type LogQuery } from '../src/services/delivery-log.ts';
+import { createAuditTrail } from '../src/services/audit.ts';
 
 const { values } = parseArgs({ options: { deliveries: { type: 'string' }, orgs: { type: 'string' }, runs: { type: 'string' }, keep: { type: 'string' } } });
 const total = Number(values.deliveries ?? 1_000_000);
@@ -97,7 +98,7 @@ for (let run = 1; run <= runs; run++) {
 // The delivery log as the console and GET /webhook/deliveries page through it: 50 rows a page,
 // keyset on the delivery id (the cursor), with and without filters, at the front of one
 // organization's million-row share and deep into it.
-const deliveryLog = createDeliveryLogService(store, { userAgent: 'bench' });
+const deliveryLog = createDeliveryLogService(store, { userAgent: 'bench' }, createAuditTrail(store, createLogger('silent')));
 const reads = Math.max(runs, 5);
 /** Times each page `reads` times; prints the median, the rows and the longest the event loop was held. */
 async function timePages(orgId: string, pages: ReadonlyArray<[string, LogQuery]>): Promise<void> {
@@ -210,7 +211,7 @@ if ((db.prepare('SELECT count(*) FROM delivery_attempts').pluck().get() as numbe
 }
 const endOfDay = (db.prepare('SELECT max(started_at) FROM delivery_attempts').pluck().get() as number) + 1;
 const chartStore = openSqliteStore(join(dir, 'hookrelay.db'), { now: () => endOfDay });
-const chart = createDeliveryLogService(chartStore, { userAgent: 'bench' });
+const chart = createDeliveryLogService(chartStore, { userAgent: 'bench' }, createAuditTrail(chartStore, createLogger('silent')));
 console.log(`
 the chart of org-0 (GET /webhook/stats) with a million attempts in the last day (${Math.round(total / orgCount)} of them org-0's), median of ${reads} reads:`);
 for (const window of ['1h', '24h'] as const) {

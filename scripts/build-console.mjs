@@ -16,8 +16,12 @@ import { gzipSync } from 'node:zlib';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const out = join(root, 'dist', 'console');
 const staticDir = join(root, 'console', 'static');
-/** The console stays well under 100 KB (issue 27): the build fails above this. */
-const BUDGET_BYTES = 100 * 1024;
+/**
+ * The console stays small (issue 27: under 100 KB for the webhook and delivery pages); the
+ * team, audit and webhook-form pages (issue 42) brought it past 100 KB, uncompressed and
+ * unminified (about a third of that gzipped). The build fails above this.
+ */
+const BUDGET_BYTES = 128 * 1024;
 
 rmSync(out, { recursive: true, force: true });
 

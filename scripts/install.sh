@@ -2,6 +2,8 @@
 # Installs hookrelay from this checkout as a systemd service, or removes it again.
 #
 #   sudo scripts/install.sh                    build (npm ci) and install into /opt/hookrelay
+#   sudo ./scripts/install.sh                  from an unpacked hookrelay-<version>-linux-<arch>.tar.gz:
+#                                              install it as it is (its own Node.js runtime, no build)
 #   sudo scripts/install.sh --uninstall        remove it; the configuration and the state stay
 #   DESTDIR=/tmp/stage scripts/install.sh      stage everything under /tmp/stage (no root needed)
 #
@@ -103,6 +105,12 @@ if [[ $action == uninstall ]]; then
     step "stopping and disabling $SERVICE"
     systemctl disable --now "$SERVICE"
   fi
+  if systemd_running; then systemctl disable --now "$SERVICE-backup.timer" 2>/dev/null || true; fi
+  backup_unit=$(dirname "$unit")/$SERVICE-backup.service
+  if [[ -f $backup_unit ]] && grep -q "^ExecStart=$prefix/bin/$SERVICE " "$backup_unit"; then
+    step "removing $backup_unit and $SERVICE-backup.timer"
+    rm -f "$backup_unit" "$(dirname "$unit")/$SERVICE-backup.timer"
+  fi
   if [[ -f $unit ]] && grep -q "^ExecStart=$prefix/bin/$SERVICE " "$unit"; then
     step "removing $unit"
     rm -f "$unit"
@@ -126,18 +134,29 @@ fi
 # --- install ---------------------------------------------------------------------------------
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [[ -f $src/package.json && -f $src/systemd/$SERVICE.service ]] || die "$src is not a hookrelay checkout"
-command -v node >/dev/null || die "no node on PATH; install Node.js 22.14 or newer first (README, Requirements)"
-command -v npm >/dev/null || die "no npm on PATH; it comes with Node.js (README, Requirements)"
-node_bin=$(command -v node)
-node -e 'process.exit(Number(process.versions.napi) >= 10 ? 0 : 1)' ||
-  die "Node.js $(node --version) ($node_bin) is too old: hookrelay needs Node.js 22.14 or newer (README, Requirements)"
+# An unpacked tarball of scripts/package.sh brings its runtime and its dependencies: installed as it is.
+packaged=no
+if [[ -f $src/.hookrelay-package && -x $src/runtime/bin/node ]]; then
+  packaged=yes
+  build=no
+  node_bin=$prefix/runtime/bin/node
+  node_version=$("$src/runtime/bin/node" --version)
+else
+  command -v node >/dev/null || die "no node on PATH; install Node.js 22.14 or newer first (README, Requirements)"
+  command -v npm >/dev/null || die "no npm on PATH; it comes with Node.js (README, Requirements)"
+  node_bin=$(command -v node)
+  node -e 'process.exit(Number(process.versions.napi) >= 10 ? 0 : 1)' ||
+    die "Node.js $(node --version) ($node_bin) is too old: hookrelay needs Node.js 22.14 or newer (README, Requirements)"
+  node_version=$(node --version)
+fi
 if [[ -e $target && ! -f $target/$MARKER && -n $(ls -A "$target") ]]; then
   die "$target exists, is not empty and was not installed by this script; choose another --prefix or empty it"
 fi
-case $node_bin in
-  /home/* | /root/* | /run/user/*)
+case $packaged:$node_bin in
+  yes:*) ;;
+  *:/home/* | *:/root/* | *:/run/user/*)
     printf 'install.sh: warning: %s is under a home directory, which the unit hides from the service (ProtectHome=yes); install Node.js system-wide (README, Requirements)\n' "$node_bin" >&2 ;;
-  /tmp/* | /var/tmp/*)
+  *:/tmp/* | *:/var/tmp/*)
     tmp_dir=/tmp
     [[ $node_bin == /var/tmp/* ]] && tmp_dir=/var/tmp
     printf 'install.sh: warning: %s is under %s/, which the unit replaces with an empty directory of its own (PrivateTmp=yes): the service would not find it; install Node.js system-wide (README, Requirements)\n' "$node_bin" "$tmp_dir" >&2 ;;
@@ -157,35 +176,42 @@ if [[ $build == yes ]]; then
 fi
 [[ -f $src/dist/cli.js && -d $src/node_modules ]] || die "$src has no build (dist/cli.js, node_modules); run npm ci there, or drop --no-build"
 
-step "packing $src (the files of package.json's \"files\", as npm pack does)"
-tarball=$(cd "$src" && npm pack --ignore-scripts --silent --pack-destination "$work" | tail -n 1)
 mkdir -p "$(dirname "$target")"
 new=$(mktemp -d "$target.new.XXXXXX")
 chmod 0755 "$new" # mktemp makes it 0700; the service user must read the code
-tar -xzf "$work/$tarball" -C "$new" --strip-components=1
-cp "$src/package-lock.json" "$new/"
+if [[ $packaged == yes ]]; then
+  step "copying the unpacked package $src (its runtime, dist/, its production dependencies)"
+  cp -a "$src/." "$new/"
+else
+  step "packing $src (the files of package.json's \"files\", as npm pack does)"
+  tarball=$(cd "$src" && npm pack --ignore-scripts --silent --pack-destination "$work" | tail -n 1)
+  tar -xzf "$work/$tarball" -C "$new" --strip-components=1
+  cp "$src/package-lock.json" "$new/"
 
-step "copying the production dependencies"
-# The packages `npm ls --omit=dev` lists, copied from the checkout's node_modules as they are (the
-# versions the lockfile pins and the tests ran with), without the build tools.
-(cd "$src" && npm ls --omit=dev --all --parseable) | while IFS= read -r dir; do
-  [[ $dir == "$src/node_modules/"* ]] || continue
-  rel=${dir#"$src/"}
-  [[ -e $new/$rel ]] && continue # inside a package copied already
-  mkdir -p "$(dirname "$new/$rel")"
-  cp -a "$dir" "$new/$rel"
-done
-[[ -d $new/node_modules/better-sqlite3 ]] || die "the production dependencies were not copied (npm ls --omit=dev listed none)"
+  step "copying the production dependencies"
+  # The packages `npm ls --omit=dev` lists, copied from the checkout's node_modules as they are (the
+  # versions the lockfile pins and the tests ran with), without the build tools.
+  (cd "$src" && npm ls --omit=dev --all --parseable) | while IFS= read -r dir; do
+    [[ $dir == "$src/node_modules/"* ]] || continue
+    rel=${dir#"$src/"}
+    [[ -e $new/$rel ]] && continue # inside a package copied already
+    mkdir -p "$(dirname "$new/$rel")"
+    cp -a "$dir" "$new/$rel"
+  done
+  [[ -d $new/node_modules/better-sqlite3 ]] || die "the production dependencies were not copied (npm ls --omit=dev listed none)"
 
-mkdir -p "$new/bin"
-cat >"$new/bin/$SERVICE" <<EOF
+  mkdir -p "$new/bin"
+  cat >"$new/bin/$SERVICE" <<EOF
 #!/bin/sh
 # hookrelay, run by the Node.js it was installed with. Installing again with another Node.js
 # first in PATH changes it.
 exec '$node_bin' '$prefix/dist/cli.js' "\$@"
 EOF
-chmod 0755 "$new/bin/$SERVICE"
-version=$(node -p 'require(process.argv[1]).version' "$new/package.json")
+  chmod 0755 "$new/bin/$SERVICE"
+fi
+runner=node
+[[ $packaged == yes ]] && runner=$src/runtime/bin/node
+version=$("$runner" -p 'require(process.argv[1]).version' "$new/package.json")
 
 # The unit, pointed at this prefix (it names /opt/hookrelay, the default).
 sed -e "s|$DEFAULT_PREFIX\\b|$prefix|g" "$new/systemd/$SERVICE.service" >"$work/$SERVICE.service"
@@ -222,6 +248,11 @@ if [[ -n $old ]]; then rm -rf "$old"; fi
 
 step "installing $unit"
 install -D -m 0644 "$work/$SERVICE.service" "$unit"
+# The nightly backup, off until enabled (systemctl enable --now hookrelay-backup.timer).
+for extra in "$SERVICE-backup.service" "$SERVICE-backup.timer"; do
+  sed -e "s|$DEFAULT_PREFIX\\b|$prefix|g" "$target/systemd/$extra" >"$work/$extra"
+  install -D -m 0644 "$work/$extra" "$(dirname "$unit")/$extra"
+done
 
 if [[ -e $link || -L $link ]] && [[ $(readlink "$link" || true) != "$prefix/bin/$SERVICE" ]]; then
   printf 'install.sh: warning: %s exists and is not this install'"'"'s link; left alone (run %s/bin/%s, or remove it and install again)\n' "$link" "$prefix" "$SERVICE" >&2
@@ -255,7 +286,7 @@ fi
 
 cat <<EOF
 
-hookrelay $version is installed in $target (Node.js $(node --version), $node_bin).
+hookrelay $version is installed in $target (Node.js $node_version, $node_bin).
 Next steps:
   1. Review the configuration: $CONF_FILE (docs/configuration.md; drop the keys you keep at their defaults)
   2. Start it now and at every boot:   sudo systemctl enable --now $SERVICE

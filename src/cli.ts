@@ -4,6 +4,7 @@
  * (see src/cli/shared.ts for how to add one) and maps any error to one line and an exit code.
  */
 import { Command } from 'commander';
+import { registerAuditCommands } from './cli/audit.ts';
 import { registerConsoleCommands } from './cli/console.ts';
 import { registerDbCommands } from './cli/db.ts';
 import { registerDeliveriesCommands } from './cli/deliveries.ts';
@@ -18,11 +19,15 @@ import { registerTokenCommands } from './cli/token.ts';
 import { registerUsersCommands } from './cli/users.ts';
 import { registerWebhookCommands } from './cli/webhook.ts';
 import { VERSION } from './version.ts';
+import { SCHEMA_VERSIONS } from './store/open.ts';
+
+/** `hookrelay --version`: the version, the Node.js it runs on (the packages bring their own) and the schemas it writes. */
+export const VERSION_LINE = `hookrelay ${VERSION} (Node.js ${process.version} ${process.arch}, SQLite schema ${SCHEMA_VERSIONS.sqlite}, PostgreSQL schema ${SCHEMA_VERSIONS.postgres})`;
 
 export function buildProgram(): Command {
   const program = new Command('hookrelay')
     .description('Self-hosted webhook relay: admin API, feed ingestion and signed delivery')
-    .version(VERSION)
+    .version(VERSION_LINE)
     .configureHelp({ showGlobalOptions: true })
     .exitOverride();
   addGlobalOptions(program);
@@ -39,6 +44,7 @@ export function buildProgram(): Command {
   registerStatusCommands(program);
   registerListenCommand(program);
   registerConsoleCommands(program);
+  registerAuditCommands(program);
 
   oneLineErrors(program);
   return program;

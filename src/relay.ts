@@ -7,6 +7,7 @@ import { createWorkSignal } from './services/work-signal.ts';
 import { adminApi } from './relay/api-part.ts';
 import { addressCheck, database, ingestPath, keys, stateDirectoryLock, workSharing } from './relay/base-parts.ts';
 import { deliverer, dispatcher, retention } from './relay/delivery-parts.ts';
+import { auditJournal } from './relay/audit-part.ts';
 import { feedReader } from './relay/feed-part.ts';
 import { PartList, Slot, stopError } from './relay/parts.ts';
 import type { RelayDeps, Wiring } from './relay/wiring.ts';
@@ -67,6 +68,7 @@ export function createRelay(config: Config, deps: RelayDeps): Relay {
       workSharing(w),
       ingestPath(w),
       adminApi(w),
+      auditJournal(w),
       deliverer(w),
       dispatcher(w),
       retention(w),

@@ -36,6 +36,8 @@ export interface Delivery {
   readonly event_type: string;
   readonly anticipation_request_id: string | null;
   readonly status: DeliveryStatus;
+  /** `status` in words that cannot be misread: `retrying` is `failed`, `failed_for_good` is `dead`. */
+  readonly state?: 'queued' | 'retrying' | 'delivered' | 'failed_for_good';
   readonly attempts: number;
   readonly next_attempt_at: string | null;
   readonly last_attempt_at: string | null;
@@ -132,6 +134,69 @@ export interface WebhookChange extends Webhook {
 
 /** The permission the console's actions need (saas_admin has it, saas_viewer not). */
 export const MANAGE_PERMISSION = 'webhook:manage';
+/** The permission that adds and removes users and changes their roles. */
+export const USERS_PERMISSION = 'users:manage';
+/** The permission that reads the organization's audit trail. */
+export const AUDIT_PERMISSION = 'audit:read';
+
+/** GET /users/get_roles: a role and what it permits. */
+export interface Role {
+  readonly name: string;
+  readonly description: string;
+  /** Absent from a daemon older than the team page. */
+  readonly permissions?: readonly string[];
+}
+
+/** GET /users/get_users: a user of the organization. */
+export interface TeamUser {
+  readonly email: string;
+  readonly role_name: string;
+  readonly created_at: string;
+  readonly updated_at: string;
+}
+
+/** What POST /webhook/register_webhook takes: the whole webhook. */
+export interface WebhookSettings {
+  readonly webhook_url: string;
+  readonly active_hmac: boolean;
+  readonly headers: Readonly<Record<string, string>>;
+  /** Null: no limit. A string the console could not read as a number is sent as typed, for the API to refuse in its words. */
+  readonly rate_limit: number | string | null;
+}
+
+/** The answer of a registration: the webhook, a message, and the new signing secret when this call made one (shown once). */
+export interface WebhookRegistration extends WebhookChange {
+  readonly secret?: string;
+}
+
+/** An entry of the audit trail (GET /audit/list). */
+export interface AuditEntry {
+  readonly id: number;
+  readonly at: string;
+  readonly actor: { readonly kind: string; readonly name: string | null; readonly organization_id: string | null };
+  readonly action: string;
+  readonly target: string | null;
+  /** Field to before and after; `{ changed: true }` for a secret or a credential, whose values are never kept. */
+  readonly changes: Readonly<Record<string, unknown>> | null;
+  readonly request_id: string | null;
+  readonly source: string | null;
+  readonly outcome: string;
+  readonly code: string | null;
+}
+
+export interface AuditQuery {
+  /** RFC 3339. */
+  readonly since?: string | undefined;
+  readonly actor?: string | undefined;
+  readonly action?: string | undefined;
+  readonly outcome?: string | undefined;
+  readonly cursor?: string | undefined;
+}
+
+export interface AuditPage {
+  readonly data: readonly AuditEntry[];
+  readonly next_cursor: string | null;
+}
 
 export interface SecretRotation {
   readonly message: string;
@@ -161,7 +226,14 @@ export type ApiFailure =
       readonly detail: string;
       /** The problem's stable `code`, or null when the answer was not problem+json. */
       readonly code: string | null;
+      /** What was wrong with each field (`invalid_params`), for forms to show beside it; also said in `detail`. */
+      readonly invalidParams?: readonly InvalidParam[];
     };
+
+export interface InvalidParam {
+  readonly name: string;
+  readonly reason: string;
+}
 
 export class ApiError extends Error {
   readonly failure: ApiFailure;
@@ -208,6 +280,14 @@ export interface ApiClientOptions {
   readonly token: () => string | null;
 }
 
+/** A query string (with its `?`) of the values set, in their order; empty when none is. */
+export function queryString(values: Readonly<Record<string, string | undefined>>): string {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(values)) if (value !== undefined && value !== '') params.set(name, value);
+  const text = params.toString();
+  return text === '' ? '' : `?${text}`;
+}
+
 /** The query string of `GET /webhook/deliveries` (with its `?`), empty when there is nothing to send. */
 export function deliveriesQueryString(query: DeliveryQuery): string {
   const params = new URLSearchParams();
@@ -239,17 +319,17 @@ export function problemFromResponse(status: number, contentType: string | null, 
   const detail = field('detail') ?? `The daemon answered ${status} without an explanation.`;
   // What was wrong with each parameter (`invalid_params`), said after the detail.
   const params = typeof body === 'object' && body !== null ? (body as Record<string, unknown>).invalid_params : undefined;
-  const reasons = Array.isArray(params)
-    ? params
-        .filter((p): p is { name: string; reason: string } => typeof p === 'object' && p !== null && typeof p.name === 'string' && typeof p.reason === 'string')
-        .map((p) => `${p.name} ${p.reason}`)
+  const invalidParams = Array.isArray(params)
+    ? params.filter((p): p is InvalidParam => typeof p === 'object' && p !== null && typeof p.name === 'string' && typeof p.reason === 'string')
     : [];
+  const reasons = invalidParams.map((p) => `${p.name} ${p.reason}`);
   return {
     kind: 'problem',
     status,
     title: field('title') ?? `HTTP ${status}`,
     detail: reasons.length === 0 ? detail : `${detail}: ${reasons.join('; ')}.`,
     code: field('code'),
+    ...(invalidParams.length === 0 ? {} : { invalidParams }),
   };
 }
 
@@ -303,7 +383,16 @@ export function createApiClient(options: ApiClientOptions) {
     getDelivery: (deliveryId: number) => call<DeliveryDetail>('GET', `/webhook/deliveries/${id(deliveryId)}`),
     stats: (window: StatsWindow) => call<AttemptStats>('GET', `/webhook/stats?window=${window === '24h' ? '24h' : '1h'}`),
     replay: (deliveryId: number) => call<DeliveryQueued>('POST', `/webhook/deliveries/${id(deliveryId)}/replay`),
+    retryNow: (deliveryId: number) => call<DeliveryQueued>('POST', `/webhook/deliveries/${id(deliveryId)}/retry`),
     recover: (since: string, until?: string) => call<RecoverResult>('POST', '/webhook/recover', until === undefined ? { since } : { since, until }),
+    registerWebhook: (settings: WebhookSettings) => call<WebhookRegistration>('POST', '/webhook/register_webhook', { ...settings }),
+    getRoles: () => call<Role[]>('GET', '/users/get_roles'),
+    getUsers: () => call<TeamUser[]>('GET', '/users/get_users'),
+    // update_role's documented method is PUT; POST is accepted alike, and the client sends GET and POST only.
+    updateRole: (email: string, roleName: string) => call<{ message: string }>('POST', '/users/update_role', { email, role_name: roleName }),
+    addUser: (email: string, roleName: string) => call<TeamUser & { message: string }>('POST', '/users/add_user', { email, role_name: roleName }),
+    removeUser: (email: string) => call<{ message: string }>('POST', '/users/remove_user', { email }),
+    listAudit: (query: AuditQuery) => call<AuditPage>('GET', `/audit/list${queryString({ since: query.since, actor: query.actor, action: query.action, outcome: query.outcome, cursor: query.cursor })}`),
   };
 }
 

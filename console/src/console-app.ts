@@ -71,6 +71,11 @@ export interface AppControls {
   signOut(): void;
   /** False once the caller is known to be a viewer (role claim, GET /users/me, or a 403 from the API). */
   canManage(): boolean;
+  /**
+   * Whether the caller's role grants `permission`, as GET /users/me listed them; unknown (the
+   * daemon did not say), the same as canManage(). The API checks every call anyway.
+   */
+  permits(permission: string): boolean;
   /** Calls `listener` when the caller turns out to be a viewer; returns the unsubscribe. */
   onReadOnly(listener: () => void): () => void;
   /** Runs `refresh` every `intervalMs` while the current view is shown and the page visible. */
@@ -103,6 +108,8 @@ interface Caller {
   readOnly: boolean;
   /** Whether GET /users/me has answered: views wait for it, since the role decides their buttons. */
   established: boolean;
+  /** The permissions GET /users/me listed; null until it has. */
+  permissions: readonly string[] | null;
 }
 
 /** Longest delay setTimeout honours; a later expiry is left to the API's 401. */
@@ -164,6 +171,11 @@ export class ConsoleApp implements AppControls {
 
   canManage(): boolean {
     return !(this.caller?.readOnly ?? false);
+  }
+
+  permits(permission: string): boolean {
+    const permissions = this.caller?.permissions ?? null;
+    return permissions === null ? this.canManage() : permissions.includes(permission);
   }
 
   onReadOnly(listener: () => void): () => void {
@@ -235,7 +247,7 @@ export class ConsoleApp implements AppControls {
       return false;
     }
     this.env.storage.set(token);
-    const caller: Caller = { token, identity, readOnly: canManageFromRole(identity.role) === false, established: false };
+    const caller: Caller = { token, identity, readOnly: canManageFromRole(identity.role) === false, established: false, permissions: null };
     this.caller = caller;
     this.notice = null;
     this.scheduleExpiry(caller);
@@ -298,6 +310,7 @@ export class ConsoleApp implements AppControls {
       if (this.caller !== caller) return;
       caller.identity = { ...caller.identity, org: me.organization_id, email: me.email, role: me.role };
       caller.readOnly = !me.permissions.includes(MANAGE_PERMISSION);
+      caller.permissions = me.permissions;
     } catch (err) {
       if (this.caller !== caller) return;
       const failure = err instanceof ApiError ? err.failure : null;

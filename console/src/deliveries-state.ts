@@ -3,7 +3,7 @@
  * refreshes itself and while the reader looks at a delivery and comes back. No DOM access.
  */
 import { DELIVERY_STATUSES, type DeliveryQuery, type DeliveryStatus } from './api-client.ts';
-import { localInputToIso } from './format.ts';
+import { formatTime, localInputToIso, STATUS_LABELS, type Locale } from './format.ts';
 
 /** Rows per page. */
 export const PAGE_SIZE = 50;
@@ -57,12 +57,13 @@ export function queryOf(state: DeliveriesState): DeliveryQuery {
   };
 }
 
-/** The table's caption: what it shows. */
-export function describe(state: DeliveriesState): string {
+/** The table's caption: what it shows, its times as every time is shown (formatTime: local, with the zone). */
+export function describe(state: DeliveriesState, where: Locale = {}): string {
   const parts: string[] = [];
-  if (state.filters.status !== null) parts.push(`status ${state.filters.status}`);
-  if (state.filters.since !== null) parts.push(`since ${state.filters.since}`);
-  if (state.filters.until !== null) parts.push(`until ${state.filters.until}`);
+  const at = (iso: string) => formatTime(iso, where)?.text ?? iso;
+  if (state.filters.status !== null) parts.push(`status ${STATUS_LABELS[state.filters.status]}`);
+  if (state.filters.since !== null) parts.push(`since ${at(state.filters.since)}`);
+  if (state.filters.until !== null) parts.push(`until ${at(state.filters.until)}`);
   if (state.filters.requestId !== null) parts.push(`request ${state.filters.requestId}`);
   const filter = parts.length === 0 ? 'all' : parts.join(', ');
   return `Deliveries, newest first (${filter}; page ${state.page})`;

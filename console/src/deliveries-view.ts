@@ -2,7 +2,7 @@
 import { DELIVERY_STATUSES, type DeliveryPage } from './api-client.ts';
 import { describe, filtersFromForm, INITIAL_STATE, newest, older, queryOf, searchGoesOn, withFilters, type DeliveriesState, type DeliveryFilters } from './deliveries-state.ts';
 import { h, headerRow, marked, replace, scrollingTable, time } from './dom.ts';
-import { localInputToIso, msToLocalInput, NONE, orNone } from './format.ts';
+import { localInputToIso, msToLocalInput, NONE, orNone, STATUS_LABELS } from './format.ts';
 import { REFRESH_INTERVAL_MS } from './live.ts';
 import { deliveryHref } from './route.ts';
 import { actionGuard, createMessages, heading, type Messages, type Session, type View } from './ui.ts';
@@ -29,7 +29,7 @@ function rows(page: DeliveryPage, searching: boolean): HTMLTableRowElement[] {
       null,
       h('td', null, h('a', { href: deliveryHref(d.id), class: 'mono' }, marked(d.event_id))),
       h('td', { class: 'mono' }, d.anticipation_request_id === null ? (d.event_type === 'webhook.test' ? 'test event' : NONE) : marked(d.anticipation_request_id)),
-      h('td', null, h('span', { class: `badge badge-${d.status}` }, d.status)),
+      h('td', null, h('span', { class: `badge badge-${d.status}` }, STATUS_LABELS[d.status])),
       h('td', { class: 'num' }, d.attempts),
       h('td', { class: 'num' }, orNone(d.last_status_code)),
       h('td', null, time(d.next_attempt_at)),
@@ -150,7 +150,7 @@ function pagedTable(initial: DeliveriesState) {
 
 /** The filter form, showing `current`. */
 function filterForm(current: DeliveryFilters) {
-  const status = h('select', { id: 'filter-status', name: 'status' }, h('option', { value: '' }, 'All'), ...DELIVERY_STATUSES.map((s) => h('option', { value: s }, s)));
+  const status = h('select', { id: 'filter-status', name: 'status' }, h('option', { value: '' }, 'All'), ...DELIVERY_STATUSES.map((s) => h('option', { value: s }, STATUS_LABELS[s])));
   const since = h('input', { id: 'filter-since', name: 'since', type: 'datetime-local' });
   const until = h('input', { id: 'filter-until', name: 'until', type: 'datetime-local' });
   const request = h('input', { id: 'filter-request', name: 'request_id', type: 'search', maxlength: 200, autocomplete: 'off', spellcheck: 'false', class: 'mono' });

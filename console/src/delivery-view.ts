@@ -1,15 +1,31 @@
-/** #/deliveries/ID: one delivery, its attempts, how to verify it, and Replay. */
+/** #/deliveries/ID: one delivery, its attempts, how to verify it, and Retry now or Replay (whichever it takes). */
 import type { DeliveryAttempt, DeliveryDetail, DeliveryRequest } from './api-client.ts';
 import { h, headerRow, marked, replace, scrollingTable, time, type Child } from './dom.ts';
-import { formatDuration, formatRelative, NONE, orNone } from './format.ts';
+import { deliveryActions, formatDuration, formatRelative, NONE, orNone, STATUS_LABELS } from './format.ts';
 import { deliveryHref } from './route.ts';
 import { VERIFY_SNIPPETS } from './snippets.ts';
-import { actionGuard, confirmDialog, createMessages, heading, type Session } from './ui.ts';
+import { actionGuard, confirmDialog, createMessages, heading, type Messages, type Session } from './ui.ts';
 
 export const ATTEMPT_COLUMNS = ['Attempt', 'Started', 'Duration', 'Status code', 'Error', 'Response'] as const;
 
 function row(term: string, field: string, ...value: Child[]): HTMLElement[] {
   return [h('dt', null, term), h('dd', { 'data-field': field }, ...value)];
+}
+
+/** The status as a badge in words that cannot be misread (STATUS_LABELS), and what it means: when a retry comes, or that none will. */
+function statusLine(d: DeliveryDetail): Child[] {
+  const badge = h('span', { class: `badge badge-${d.status}` }, STATUS_LABELS[d.status]);
+  const relative = formatRelative(d.next_attempt_at, Date.now());
+  switch (d.status) {
+    case 'failed':
+      return [badge, ' its last attempt failed; next attempt at ', time(d.next_attempt_at), relative === null ? null : ` (${relative})`];
+    case 'dead':
+      return [badge, ' dead: no attempt is left; Replay sends the event again'];
+    case 'pending':
+      return [badge, ' not attempted yet: it goes out as soon as the webhook takes it'];
+    default:
+      return [badge];
+  }
 }
 
 function facts(d: DeliveryDetail): HTMLElement[] {
@@ -19,9 +35,10 @@ function facts(d: DeliveryDetail): HTMLElement[] {
     ...row('Event', 'event', h('span', { class: 'mono' }, marked(d.event_id))),
     ...row('Type', 'type', h('span', { class: 'mono' }, d.event_type)),
     ...row('Request', 'request', h('span', { class: 'mono' }, d.anticipation_request_id === null ? (d.event_type === 'webhook.test' ? 'test event' : NONE) : marked(d.anticipation_request_id))),
-    ...row('Status', 'status', h('span', { class: `badge badge-${d.status}` }, d.status)),
+    ...row('Status', 'status', ...statusLine(d)),
     ...row('Attempts', 'attempts', String(d.attempts)),
-    ...row('Next attempt', 'next-attempt', time(d.next_attempt_at), relative === null ? null : ` (${relative})`),
+    // A retrying delivery's status line says when its next attempt is.
+    ...(d.status === 'failed' ? [] : row('Next attempt', 'next-attempt', time(d.next_attempt_at), relative === null ? null : ` (${relative})`)),
     ...row('Created', 'created', time(d.created_at)),
     ...(sentTo === null ? [] : row('Sent to', 'url', h('span', { class: 'url' }, marked(sentTo)))),
   ];
@@ -152,14 +169,93 @@ function verifySection(eventId: () => string): HTMLElement {
   );
 }
 
+/** What the action section needs of its page. */
+interface ActionPage {
+  readonly session: Session;
+  readonly messages: Messages;
+  isDisposed(): boolean;
+  /** Loads the delivery again (after Retry now: its new next attempt). */
+  reload(): Promise<void>;
+}
+
+/**
+ * The delivery's actions, each offered only where the API accepts it (deliveryActions): Retry
+ * now for a delivery waiting for its next attempt, Replay for a delivered or dead one, nothing
+ * for one not attempted yet; with a line on what each does, and that a replay keeps its
+ * webhook-id (a receiver that de-duplicates by it skips the replay).
+ */
+function actionSection(id: number, page: ActionPage) {
+  const { session, messages } = page;
+  const retryButton = h('button', { type: 'button' }, 'Retry now');
+  const replayButton = h('button', { type: 'button' }, 'Replay');
+  const hint = h('p', { class: 'hint', 'data-field': 'actions-hint' });
+  const guard = actionGuard(session, [retryButton, replayButton]);
+  retryButton.hidden = true;
+  replayButton.hidden = true;
+  retryButton.addEventListener('click', () =>
+    void guard.run(retryButton, async () => {
+      messages.clearStatus();
+      try {
+        const due = await session.api.retryNow(id);
+        if (page.isDisposed()) return;
+        messages.clearAlert();
+        messages.showStatus(`Delivery ${due.delivery.id} is due now: its next attempt starts within seconds.`);
+        await page.reload();
+      } catch (err) {
+        if (!page.isDisposed()) session.fail(err, messages, 'action');
+      }
+    }),
+  );
+  const dialog = confirmDialog({
+    title: 'Send this event again?',
+    text: 'The event is queued again as a new delivery, with a fresh retry schedule and the same body and webhook-id: a receiver that de-duplicates by webhook-id takes it for the delivery it already has and skips it.',
+    confirm: 'Replay now',
+    onConfirm: () =>
+      void guard.run(replayButton, async () => {
+        messages.clearStatus();
+        try {
+          const queued = await session.api.replay(id);
+          if (page.isDisposed()) return;
+          messages.clearAlert();
+          messages.showStatus('Replayed as ', h('a', { href: deliveryHref(queued.delivery.id) }, `delivery ${queued.delivery.id}`));
+        } catch (err) {
+          if (!page.isDisposed()) session.fail(err, messages, 'action');
+        }
+      }),
+  });
+  replayButton.addEventListener('click', () => dialog.open());
+  return {
+    element: h('div', { class: 'actions' }, retryButton, replayButton, hint),
+    dialog: dialog.element,
+    guard,
+    /** Offers what the delivery's status allows. */
+    show(d: DeliveryDetail): void {
+      const offered = deliveryActions(d.status);
+      retryButton.hidden = !offered.retryNow;
+      replayButton.hidden = !offered.replay;
+      replace(hint, ...actionHint(d, offered));
+    },
+  };
+}
+
+function actionHint(d: DeliveryDetail, offered: { retryNow: boolean; replay: boolean }): Child[] {
+  if (offered.retryNow) return ['Retry now sends it at once instead of at its next attempt; later changes of its request stay queued behind it.'];
+  if (offered.replay) {
+    return [
+      'A replay keeps the webhook-id (',
+      h('code', null, marked(d.event_id)),
+      '): a receiver that de-duplicates by it skips the replay as a delivery it already has.',
+    ];
+  }
+  return ['Queued: it goes out as soon as the webhook takes it; there is nothing to retry or replay yet.'];
+}
+
 export function deliveryView(id: number) {
   return (root: HTMLElement, session: Session) => {
     const messages = createMessages();
     const list = h('dl', { class: 'facts', 'aria-busy': 'true' });
     const attemptsBody = h('tbody', null, h('tr', null, h('td', { colspan: ATTEMPT_COLUMNS.length, class: 'empty' }, 'Loading…')));
     const attempts = h('table', { class: 'attempts' }, h('caption', null, 'Attempts, oldest first'), headerRow(ATTEMPT_COLUMNS), attemptsBody);
-    const replayButton = h('button', { type: 'button' }, 'Replay');
-    const guard = actionGuard(session, [replayButton]);
     let disposed = false;
     let shown: string | null = null;
     let detail: DeliveryDetail | null = null;
@@ -181,6 +277,7 @@ export function deliveryView(id: number) {
         shown = json;
         replace(list, ...facts(answer));
         replace(attemptsBody, ...attemptRows(answer));
+        actions.show(answer);
         const code = verify.querySelector('p code');
         if (code !== null) replace(code, marked(answer.event_id));
         verify.hidden = false;
@@ -190,44 +287,26 @@ export function deliveryView(id: number) {
         session.fail(err, messages, 'load');
       }
     };
-
-    const dialog = confirmDialog({
-      title: 'Send this event again?',
-      text: 'The event is queued again as a new delivery, with a fresh retry schedule and the same webhook-id, so the receiver can tell it is a repeat.',
-      confirm: 'Replay now',
-      onConfirm: () =>
-        void guard.run(replayButton, async () => {
-          messages.clearStatus();
-          try {
-            const queued = await session.api.replay(id);
-            if (disposed) return;
-            messages.clearAlert();
-            messages.showStatus('Replayed as ', h('a', { href: deliveryHref(queued.delivery.id) }, `delivery ${queued.delivery.id}`));
-          } catch (err) {
-            if (!disposed) session.fail(err, messages, 'action');
-          }
-        }),
-    });
-    replayButton.addEventListener('click', () => dialog.open());
+    const actions = actionSection(id, { session, messages, isDisposed: () => disposed, reload: load });
 
     root.append(
       heading(`Delivery ${id}`),
       messages.alert,
       messages.status,
-      guard.note,
+      actions.guard.note,
       list,
-      h('div', { class: 'actions' }, replayButton),
+      actions.element,
       h('h2', null, 'Attempts'),
       scrollingTable(attempts, 'Attempts'),
       request.element,
       verify,
-      dialog.element,
+      actions.dialog,
     );
     void load();
     session.live(load);
     return () => {
       disposed = true;
-      guard.dispose();
+      actions.guard.dispose();
     };
   };
 }

@@ -2,7 +2,7 @@
  * Building the page: elements with attributes and text children only. Text from the API goes
  * in as text nodes (`append` of a string), never as HTML: there is no innerHTML in the console.
  */
-import { codePointName, formatTime, markInvisible, NONE } from './format.ts';
+import { codePointName, formatTime, markInvisible, NONE, timesIn } from './format.ts';
 
 export type Child = Node | string | number | null | undefined | false;
 type AttrValue = string | number | boolean | null | undefined;
@@ -35,11 +35,16 @@ export function replace(el: Element, ...children: Child[]): void {
   add(el, ...children);
 }
 
-/** An API time in the reader's locale, with the ISO time in `title` and `datetime`; "—" when absent. */
+/** An API time in the reader's local time with its zone, UTC in `title`, the ISO time in `datetime`; "—" when absent (see formatTime). */
 export function time(iso: string | null | undefined): Node {
   const formatted = formatTime(iso);
   if (formatted === null) return document.createTextNode(NONE);
-  return h('time', { datetime: formatted.iso, title: formatted.iso }, formatted.text);
+  return h('time', { datetime: formatted.iso, title: formatted.utc }, formatted.text);
+}
+
+/** Text from the API (a status sentence, a problem's detail) with each time in it shown as `time` shows times. */
+export function withTimes(text: string): Child[] {
+  return timesIn(text).map((part) => (typeof part === 'string' ? part : time(part.time)));
 }
 
 /**
@@ -80,4 +85,16 @@ export function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<
   for (const [name, value] of Object.entries(attrs ?? {})) el.setAttribute(name, String(value));
   add(el, ...children);
   return el;
+}
+
+/**
+ * Names each cell of `row` after its column (`data-label`), for tables that show a row as a card
+ * on a narrow screen (`table.cards` in style.css), where the column headers are out of sight.
+ */
+export function labelCells<R extends HTMLTableRowElement>(row: R, columns: readonly string[]): R {
+  [...row.cells].forEach((cell, i) => {
+    const label = columns[i];
+    if (label !== undefined && cell.colSpan === 1) cell.dataset.label = label;
+  });
+  return row;
 }

@@ -1,4 +1,13 @@
-/** Formatting of times, durations and values for display. No DOM access (unit-tested under Node). */
+/**
+ * Formatting of times, durations and values for display. No DOM access (unit-tested under Node).
+ *
+ * Every time the console shows is shown one way (formatTime): the reader's local time with its
+ * zone ("Nov 22, 2026, 9:05:09 AM GMT+1"), and UTC on hover ("2026-11-22 08:05:09 UTC", the
+ * element's title); never an ISO string beside it. Text from the API that holds times (a
+ * webhook's status sentence, a problem's detail) is split at them (timesIn) so that each is
+ * shown the same way.
+ */
+import type { DeliveryStatus } from './api-client.ts';
 
 export interface Locale {
   /** BCP 47 tag; undefined means the browser's. */
@@ -10,17 +19,53 @@ export interface Locale {
 /** Placeholder for a value that is absent. */
 export const NONE = '—';
 
-/** An API time (ISO 8601) in the reader's locale, with the ISO text to put in a `title`; null for null or unparseable input. */
-export function formatTime(iso: string | null | undefined, where: Locale = {}): { text: string; iso: string } | null {
+/** A time as the console shows it: `text` local with the zone, `utc` for the title, `iso` (as given) for `datetime`. */
+export interface FormattedTime {
+  readonly text: string;
+  readonly utc: string;
+  readonly iso: string;
+}
+
+/** An API time (ISO 8601) in the reader's locale and zone, the zone named, with UTC for the title; null for null or unparseable input. */
+export function formatTime(iso: string | null | undefined, where: Locale = {}): FormattedTime | null {
   if (typeof iso !== 'string') return null;
   const ms = Date.parse(iso);
   if (Number.isNaN(ms)) return null;
   const format = new Intl.DateTimeFormat(where.locale, {
     dateStyle: 'medium',
-    timeStyle: 'medium',
+    // `long` names the zone ("9:05:09 AM GMT+1"), in the locale's own order and digits.
+    timeStyle: 'long',
     ...(where.timeZone === undefined ? {} : { timeZone: where.timeZone }),
   });
-  return { text: format.format(ms), iso };
+  const exact = new Date(ms).toISOString();
+  return { text: format.format(ms), utc: `${exact.slice(0, 10)} ${exact.slice(11, 19)} UTC`, iso };
+}
+
+/** An RFC 3339 instant as the API writes them (with seconds, an offset or Z), inside other text. */
+const INSTANT = /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})/g;
+
+/** Text from the API in parts: runs of text, and each time in it (`{ time }`, to be shown as formatTime shows times). */
+export function timesIn(text: string): Array<string | { readonly time: string }> {
+  const parts: Array<string | { readonly time: string }> = [];
+  let from = 0;
+  for (const match of text.matchAll(INSTANT)) {
+    if (match.index > from) parts.push(text.slice(from, match.index));
+    parts.push({ time: match[0] });
+    from = match.index + match[0].length;
+  }
+  if (from < text.length || parts.length === 0) parts.push(text.slice(from));
+  return parts;
+}
+
+/**
+ * A delivery's status in words that cannot be misread (the API's `state`, the CLI's words):
+ * `failed` is not final, it is retrying; `dead` is what failed for good.
+ */
+export const STATUS_LABELS: Readonly<Record<DeliveryStatus, string>> = { pending: 'queued', failed: 'retrying', delivered: 'delivered', dead: 'failed for good' };
+
+/** What may be done with a delivery of this status: Retry now (waiting for its next attempt) or Replay (delivered or dead; refused while the event is queued). */
+export function deliveryActions(status: DeliveryStatus): { retryNow: boolean; replay: boolean } {
+  return { retryNow: status === 'failed', replay: status === 'delivered' || status === 'dead' };
 }
 
 /** "in 5 minutes", "2 hours ago", "now" (within a second), in the reader's locale. */

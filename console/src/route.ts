@@ -2,6 +2,9 @@
 
 export type Route =
   | { readonly view: 'webhook' }
+  | { readonly view: 'webhook-edit' }
+  | { readonly view: 'team' }
+  | { readonly view: 'audit' }
   | { readonly view: 'deliveries' }
   | { readonly view: 'delivery'; readonly id: number }
   | { readonly view: 'not-found'; readonly path: string };
@@ -10,8 +13,8 @@ export type Route =
 const DELIVERY_ID = /^[1-9]\d{0,14}$/;
 
 /**
- * The route of a location hash: `#/webhook` (also the empty hash and `#/`), `#/deliveries`,
- * `#/deliveries/ID`. A query after `?` and a trailing slash are ignored.
+ * The route of a location hash: `#/webhook` (also the empty hash and `#/`), `#/webhook/edit`,
+ * `#/deliveries`, `#/deliveries/ID`, `#/team`, `#/audit`. A query after `?` and a trailing slash are ignored.
  */
 export function parseRoute(hash: string): Route {
   let path = hash.startsWith('#') ? hash.slice(1) : hash;
@@ -19,7 +22,10 @@ export function parseRoute(hash: string): Route {
   if (query !== -1) path = path.slice(0, query);
   if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1);
   if (path === '' || path === '/' || path === '/webhook') return { view: 'webhook' };
+  if (path === '/webhook/edit') return { view: 'webhook-edit' };
   if (path === '/deliveries') return { view: 'deliveries' };
+  if (path === '/team') return { view: 'team' };
+  if (path === '/audit') return { view: 'audit' };
   const match = /^\/deliveries\/([^/]+)$/.exec(path);
   if (match !== null && DELIVERY_ID.test(match[1] ?? '')) return { view: 'delivery', id: Number(match[1]) };
   return { view: 'not-found', path };
@@ -29,8 +35,14 @@ export function routeHash(route: Route): string {
   switch (route.view) {
     case 'webhook':
       return '#/webhook';
+    case 'webhook-edit':
+      return '#/webhook/edit';
     case 'deliveries':
       return '#/deliveries';
+    case 'team':
+      return '#/team';
+    case 'audit':
+      return '#/audit';
     case 'delivery':
       return `#/deliveries/${route.id}`;
     case 'not-found':

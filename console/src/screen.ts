@@ -7,7 +7,10 @@ import { deliveriesView, resetDeliveriesState } from './deliveries-view.ts';
 import { deliveryView } from './delivery-view.ts';
 import { h, marked, replace } from './dom.ts';
 import type { Route } from './route.ts';
+import { auditView } from './audit-view.ts';
+import { teamView } from './team-view.ts';
 import { createMessages, heading, showFailure, type Session, type View } from './ui.ts';
+import { webhookFormView } from './webhook-form.ts';
 import { webhookView } from './webhook-view.ts';
 
 export function createScreen(header: HTMLElement, main: HTMLElement): Screen {
@@ -40,6 +43,12 @@ function viewOf(route: Route): View {
   switch (route.view) {
     case 'webhook':
       return webhookView;
+    case 'webhook-edit':
+      return webhookFormView;
+    case 'team':
+      return teamView;
+    case 'audit':
+      return auditView;
     case 'deliveries':
       return deliveriesView;
     case 'delivery':
@@ -54,6 +63,7 @@ function viewSession(app: AppControls): Session {
   return {
     api: app.api,
     canManage: () => app.canManage(),
+    permits: (permission) => app.permits(permission),
     onReadOnly: (listener) => app.onReadOnly(listener),
     live: (refresh, intervalMs) => app.live(refresh, intervalMs),
     fail(error, messages, source) {
@@ -120,7 +130,14 @@ function drawHeader(header: HTMLElement, content: HeaderContent, app: AppControl
     h(
       'nav',
       { 'aria-label': 'Console' },
-      h('ul', null, h('li', null, link('#/webhook', 'Webhook', route.view === 'webhook')), h('li', null, link('#/deliveries', 'Deliveries', route.view === 'deliveries'))),
+      h(
+        'ul',
+        null,
+        h('li', null, link('#/webhook', 'Webhook', route.view === 'webhook' || route.view === 'webhook-edit')),
+        h('li', null, link('#/deliveries', 'Deliveries', route.view === 'deliveries')),
+        h('li', null, link('#/team', 'Team', route.view === 'team')),
+        h('li', null, link('#/audit', 'Audit', route.view === 'audit')),
+      ),
     ),
     h(
       'p',

@@ -1,6 +1,6 @@
 /** Parts every view uses: the session it runs in, its messages, confirmations, viewer mode. */
 import { ApiError, type ApiClient } from './api-client.ts';
-import { h, replace, uid, type Child } from './dom.ts';
+import { h, replace, uid, withTimes, type Child } from './dom.ts';
 
 /** Where a message came from: a refresh's failure is cleared by the next refresh that works. */
 export type Source = 'load' | 'action';
@@ -59,7 +59,7 @@ export function showFailure(messages: Messages, source: Source, error: unknown):
   }
   const failure = error.failure;
   if (failure.kind === 'network') messages.showAlert(source, failure.message);
-  else messages.showAlert(source, h('strong', null, failure.title), ' ', failure.detail);
+  else messages.showAlert(source, h('strong', null, failure.title), ' ', ...withTimes(failure.detail));
 }
 
 /** What a view gets from the app (screen.ts makes it from ConsoleApp). */
@@ -67,6 +67,8 @@ export interface Session {
   readonly api: ApiClient;
   /** False once the caller is known to be a viewer (role claim, or a 403 from the API). */
   canManage(): boolean;
+  /** Whether the caller's role grants `permission` (GET /users/me); unknown, the same as canManage(). */
+  permits(permission: string): boolean;
   /** Calls `listener` when the caller turns out to be a viewer; returns the unsubscribe. */
   onReadOnly(listener: () => void): () => void;
   /** Shows what a failed call means (signs out on 401, viewer mode on 403). */
@@ -80,17 +82,30 @@ export type View = (root: HTMLElement, session: Session) => Cleanup;
 
 export const VIEWER_NOTE_ID = 'viewer-note';
 
+/** What an action guard disables: a button, or a fieldset (every control of a form at once). */
+export type Guarded = HTMLButtonElement | HTMLFieldSetElement;
+
 /**
  * The action buttons of a view: disabled, with the note "Viewers cannot change anything", when
- * the caller cannot change anything; disabled while their own action runs.
+ * the caller cannot change anything (`may`, canManage() by default); disabled while their own
+ * action runs. `noteText` says what the caller may not do, when it is not the webhook.
  */
-export function actionGuard(session: Session, buttons: readonly HTMLButtonElement[]) {
+export function actionGuard<B extends Guarded>(
+  session: Session,
+  buttons: readonly B[],
+  options: { readonly may?: () => boolean; readonly noteText?: string } = {},
+) {
+  const may = options.may ?? (() => session.canManage());
   // The note is in the page only for a viewer (not merely hidden): nothing says "viewer" to an admin.
   const slot = h('div', { class: 'note-slot' });
-  const note = h('p', { class: 'note', id: VIEWER_NOTE_ID }, 'Viewers cannot change anything: your role can read this organization’s webhook and deliveries, not change them.');
-  const busy = new Set<HTMLButtonElement>();
+  const note = h(
+    'p',
+    { class: 'note', id: VIEWER_NOTE_ID },
+    options.noteText ?? 'Viewers cannot change anything: your role can read this organization’s webhook and deliveries, not change them.',
+  );
+  const busy = new Set<B>();
   const apply = () => {
-    const readOnly = !session.canManage();
+    const readOnly = !may();
     if (readOnly && note.parentNode !== slot) slot.replaceChildren(note);
     if (!readOnly && note.parentNode === slot) slot.replaceChildren();
     for (const button of buttons) {
@@ -105,7 +120,7 @@ export function actionGuard(session: Session, buttons: readonly HTMLButtonElemen
     /** Where the viewer note goes. */
     note: slot,
     /** Runs `action` with `button` disabled meanwhile. */
-    async run(button: HTMLButtonElement, action: () => Promise<void>): Promise<void> {
+    async run(button: B, action: () => Promise<void>): Promise<void> {
       busy.add(button);
       apply();
       try {

@@ -1,7 +1,7 @@
 /** #/webhook: the organization's webhook, its health, test event and secret rotation. */
-import type { SecretRotation, Webhook, WebhookChange } from './api-client.ts';
+import { ApiError, type SecretRotation, type Webhook, type WebhookChange } from './api-client.ts';
 import { chartSection, CHART_REFRESH_MS } from './chart-view.ts';
-import { h, marked, replace, time, type Child } from './dom.ts';
+import { h, marked, replace, time, withTimes, type Child } from './dom.ts';
 import { deliveryHref } from './route.ts';
 import { actionGuard, confirmDialog, createMessages, heading, type ActionGuard, type Messages, type Session, type View } from './ui.ts';
 
@@ -31,7 +31,7 @@ function facts(webhook: Webhook): HTMLElement[] {
     ...row('Signing', webhook.active_hmac ? 'on (Standard Webhooks signatures)' : 'off'),
     ...row('Headers', ...headerLines(webhook)),
     ...row('Rate limit', webhook.rate_limit === null ? 'none' : `at most ${webhook.rate_limit} deliveries per second`),
-    ...row('Status', h('span', { class: `badge badge-${webhook.status}` }, webhook.status), ' ', h('span', { class: 'detail' }, webhook.status_detail)),
+    ...row('Status', h('span', { class: `badge badge-${webhook.status}` }, webhook.status), ' ', h('span', { class: 'detail' }, ...withTimes(webhook.status_detail))),
     ...row('Last success', time(webhook.last_success_at)),
     ...row('Last failure', ...(lastError === null ? [time(null)] : [time(lastError.at), ': ', lastError.error])),
     ...row('Secret rotation', ...rotationState(webhook)),
@@ -72,6 +72,8 @@ export const webhookView: View = (root: HTMLElement, session: Session) => {
   };
   const guard = actionGuard(session, [buttons.sendTest, buttons.rotate, buttons.disable, buttons.enable]);
   const secretBox = h('div', { class: 'secret-box', hidden: true });
+  // The form that registers the webhook, or changes it (webhook-form.ts).
+  const edit = h('a', { href: '#/webhook/edit', class: 'button' }, 'Change settings');
   let disposed = false;
   let webhook: Webhook | null = null;
 
@@ -90,10 +92,12 @@ export const webhookView: View = (root: HTMLElement, session: Session) => {
       const answer = await session.api.getWebhook();
       if (disposed) return;
       messages.clearAlert('load');
+      edit.textContent = 'Change settings';
       show(answer);
     } catch (err) {
       if (disposed) return;
       list.removeAttribute('aria-busy');
+      if (err instanceof ApiError && err.failure.kind === 'problem' && err.failure.code === 'webhook_not_configured') edit.textContent = 'Register the webhook';
       session.fail(err, messages, 'load');
     }
   };
@@ -121,7 +125,7 @@ export const webhookView: View = (root: HTMLElement, session: Session) => {
     messages.status,
     guard.note,
     list,
-    h('div', { class: 'actions' }, buttons.sendTest, buttons.rotate, buttons.disable, buttons.enable),
+    h('div', { class: 'actions' }, edit, buttons.sendTest, buttons.rotate, buttons.disable, buttons.enable),
     secretBox,
     chart.element,
     ...dialogs,

@@ -8,6 +8,9 @@ import type { Permission } from '../domain/permissions.ts';
 import type { Principal } from '../domain/types.ts';
 import type { Logger } from '../log.ts';
 import type { AuthKeys } from '../services/auth-keys.ts';
+import type { AuditTrail } from '../services/audit.ts';
+import { AnonymousRefusals, auditContextOf, auditRefusals, requestId } from './audit-context.ts';
+import { registerAuditRoutes } from './routes/audit.ts';
 import type { RoleService } from '../services/roles.ts';
 import type { UserService } from '../services/users.ts';
 import type { WebhookService } from '../services/webhooks.ts';
@@ -32,6 +35,7 @@ export interface ApiDeps {
   readonly clock: Clock;
   readonly log: Logger;
   readonly services: {
+    readonly audit: AuditTrail;
     readonly roles: RoleService;
     readonly users: UserService;
     readonly webhooks: WebhookService;
@@ -62,6 +66,12 @@ export interface RouteInfo {
   readonly permission: Permission | null;
 }
 
+/**
+ * Refusals of callers without a valid token recorded per minute, at most (see
+ * AnonymousRefusals): a flood of junk requests adds this many entries a minute to the trail.
+ */
+const ANONYMOUS_REFUSALS_PER_MINUTE = 30;
+
 const OPENAPI_URL = new URL('../../docs/openapi.json', import.meta.url);
 
 /** The Koa application of the admin API. It never listens; the relay owns the server. */
@@ -76,16 +86,18 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   const rates: RateLimitOptions = { perMinute: deps.config.api.rateLimitPerMinute, burst: deps.config.api.rateLimitBurst };
   const limit = rateLimit(rates);
   const body = jsonBody(deps.config.api.bodyLimitBytes);
+  const anonymousRefusals = new AnonymousRefusals(ANONYMOUS_REFUSALS_PER_MINUTE);
 
   const secured: SecuredRouter = {
     route(methods, path, permission, handler, options = {}) {
       // The rate limit counts verified tokens only, so junk tokens cannot evict real clients' buckets.
-      const chain: Middleware[] = [versionMiddleware, auth, limit, requirePermission(permission)];
+      // A refusal (401, 403) of a route that changes something is recorded in the audit trail.
+      const chain: Middleware[] = [versionMiddleware, auditRefusals(deps.services.audit, permission, path, anonymousRefusals), auth, limit, requirePermission(permission)];
       if (options.body) chain.push(body);
       // Runs once: a lock another process holds is waited for inside the store, before the
       // transaction that needs it runs (the daemon's store: up to database.busyTimeout, on
       // timers, then 503 database_busy; see docs/storage.md, "Lock waits").
-      chain.push((ctx) => handler(ctx, ctx.state.principal as Principal));
+      chain.push((ctx) => handler(ctx, ctx.state.principal as Principal, auditContextOf(ctx)));
       router.register(path, [...methods], chain);
       for (const method of methods) routes.push({ method, path, permission });
     },
@@ -128,6 +140,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   registerUserRoutes(secured, deps.services);
   registerWebhookRoutes(secured, deps.services);
   registerDeliveryRoutes(secured, deps.services);
+  registerAuditRoutes(secured, deps.services);
 
   serve(app, router, log, 'see /openapi.json for the API', rates, [consoleGuard(listener)]);
   return { app, routes };
@@ -154,6 +167,7 @@ export function createMetricsApp(deps: { readonly log: Logger; readonly metrics:
  * throws is a problem.
  */
 function serve(app: Koa, router: Router, log: Logger, notFoundHint: string, rates: RateLimitOptions, guards: readonly Middleware[] = []): void {
+  app.use(requestId());
   app.use(accessLog(log));
   app.use(notFoundRateLimit(rates));
   app.use(errorsAsProblems(log));
@@ -216,6 +230,7 @@ function accessLog(log: Logger): Middleware {
           status: ctx.status,
           ms: Math.round((performance.now() - started) * 10) / 10,
           ...(principal ? { org: principal.orgId, user: principal.email } : {}),
+          ...(typeof ctx.state.requestId === 'string' ? { requestId: ctx.state.requestId } : {}),
         },
         'request',
       );

@@ -15,6 +15,7 @@ const STATUS: Record<ErrorCode, { status: number; title: string; expose?: boolea
   [ErrorCode.webhookUrlNotAllowed]: { status: 422, title: 'Webhook URL not allowed' },
   [ErrorCode.secretNotConfigured]: { status: 404, title: 'No signing secret' },
   [ErrorCode.deliveryNotFound]: { status: 404, title: 'Delivery not found' },
+  [ErrorCode.deliveryNotWaiting]: { status: 409, title: 'Delivery is not waiting for a retry' },
   [ErrorCode.config]: { status: 500, title: 'Internal server error' },
   [ErrorCode.databaseTooNew]: { status: 500, title: 'Internal server error' },
   [ErrorCode.databaseDamaged]: { status: 500, title: 'Internal server error' },

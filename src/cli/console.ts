@@ -37,7 +37,7 @@ export function registerConsoleCommands(program: Command): void {
             sayError(`the daemon listens on every address (${config.api.listen}); this link works on this machine: elsewhere, put this machine's name in it, or set console.publicUrl`);
           }
         }
-        const issued = await issueUserToken(ctx, options.org, options.email, ttl);
+        const issued = await issueUserToken(ctx, options.org, options.email, ttl, 'console_link');
         const url = consoleLink(base, issued.token);
         print(options, { url, expires_at: iso(issued.expiresAt) }, () => url);
       });

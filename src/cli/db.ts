@@ -6,9 +6,16 @@ import { createRetentionService, type PrunedRows } from '../services/retention.t
 import { backupDatabase, checkDatabase, type CheckReport } from '../store/sqlite/maintenance.ts';
 import { copySqliteToPostgres } from '../store/copy.ts';
 import { loggableDatabaseUrl } from '../store/pg/pool.ts';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
+import { copySecretBeside, datedBackupPath, pruneDatedBackups } from '../store/sqlite/backup-set.ts';
+import { GENERATED_SECRET_FILE, usesGeneratedSecret } from '../services/auth-keys.ts';
 import { startProgress } from './progress.ts';
 import { iso } from '../domain/iso.ts';
+import { AuditAction } from '../domain/audit.ts';
+import { systemClock } from '../domain/clock.ts';
+import { createLogger } from '../log.ts';
+import { cliAuditContext, createAuditTrail } from '../services/audit.ts';
+import { openPgStore } from '../store/pg/store.ts';
 import { cliLogger, configFrom, EXIT_DATABASE_DAMAGED, jsonOption, optionsOf, print, UsageError, withStore } from './shared.ts';
 
 const mib = (bytes: number) => `${(bytes / 1048576).toFixed(1)} MiB`;
@@ -49,6 +56,16 @@ function copyTarget(options: { to?: string; toEnv?: string; toFile?: string }, c
     );
   }
   return to;
+}
+
+/** The copy's own entry, appended to the copied chain in the target (`db.copy`): where from, how many rows. */
+async function recordCopy(to: string, instance: string, changes: Record<string, unknown>): Promise<void> {
+  const target = await openPgStore(to, systemClock, { instance, poolSize: 1 });
+  try {
+    await createAuditTrail(target, createLogger('silent')).recordAlone(cliAuditContext(), { action: AuditAction.dbCopy, orgId: null }, changes);
+  } finally {
+    await target.close();
+  }
 }
 
 /** Whether a PostgreSQL URL holds a password (in its user-info, or as a `password` parameter). */
@@ -119,13 +136,19 @@ function registerPrune(db: Command): void {
         quarantinedLinesMs: age('--quarantined-older-than', options.quarantinedOlderThan, retention.quarantinedLines),
         batchSize: retention.batchSize,
       };
-      await withStore(options, async ({ store }) => {
+      await withStore(options, async ({ store, services, by }) => {
         const dryRun = options.dryRun === true;
         const progress = startProgress(dryRun ? 'prune --dry-run' : 'prune', { unit: 'events' });
+        const service = createRetentionService(store, { ...policy, auditEntriesMs: retention.auditEntries }, { trail: services.audit, by });
         // Between batches a running daemon's writes get the lock (it waits for each batch).
-        const result = await createRetentionService(store, policy)
-          .prune({ dryRun, pauseMs: dryRun ? 0 : 50, onProgress: ({ removed, done }) => progress.update(removed.events, done) })
-          .finally(() => progress.end());
+        const prune = () =>
+          service.prune({ dryRun, pauseMs: dryRun ? 0 : 50, onProgress: ({ removed, done }) => progress.update(removed.events, done) }).finally(() => progress.end());
+        // A dry run changes nothing: it is not in the audit trail.
+        const result = dryRun ? await prune() : await services.audit.change(by, { action: AuditAction.dbPrune, orgId: null }, async (rec) => {
+          const pruned = await prune();
+          await rec.recordAlone({ changes: { ...pruned.removed, audit_entries: pruned.auditEntries, delivered_before: iso(pruned.deliveredBefore), quarantined_before: iso(pruned.quarantinedBefore) } });
+          return pruned;
+        });
         const view = {
           dry_run: dryRun,
           delivered_before: iso(result.deliveredBefore),
@@ -149,22 +172,54 @@ function registerPrune(db: Command): void {
     });
 }
 
-/** `db backup FILE`: a consistent copy of the SQLite file, also while the daemon runs. */
+/**
+ * `db backup FILE`, or `db backup --dir DIR [--keep N]`: a consistent copy of the SQLite file,
+ * also while the daemon runs. With --dir, a dated file in DIR (and the generated JWT secret
+ * beside it, when hookrelay generated one), the oldest beyond the last N removed: what the
+ * packages' nightly timer runs (hookrelay-backup.service).
+ */
 function registerBackup(db: Command): void {
-  jsonOption(db.command('backup').description('write a consistent copy of the database to FILE, also while the daemon runs').argument('<file>', 'the backup file to write'))
+  jsonOption(db.command('backup').description('write a consistent copy of the database to FILE (or a dated file in --dir), also while the daemon runs').argument('[file]', 'the backup file to write'))
     .option('--force', 'replace FILE if it exists')
-    .action(async (file: string, _options: unknown, cmd: Command) => {
-      const options = optionsOf<{ force?: boolean }>(cmd);
+    .option('--dir <dir>', 'write hookrelay-<UTC time>.db in DIR instead of FILE, with the generated JWT secret beside it')
+    .option('--keep <n>', 'with --dir: keep the newest N backups there, remove the older ones', (v) => positiveCount(v, '--keep'))
+    .action(async (file: string | undefined, _options: unknown, cmd: Command) => {
+      const options = optionsOf<{ force?: boolean; dir?: string; keep?: number }>(cmd);
+      const target = backupTarget(file, options);
       const config = configFrom(options);
       sqliteOnly(config, 'backup', 'back it up with pg_dump, or the server\'s own backups (pg_basebackup, WAL archiving)');
       const progress = startProgress('backup', { unit: 'MiB' });
-      const result = await backupDatabase(config.database.path, file, {
+      const result = await backupDatabase(config.database.path, target, {
         overwrite: options.force === true,
         busyTimeoutMs: config.database.busyTimeout,
         onProgress: (written, expected) => progress.update(Math.round(written / 1048576), expected > 0 ? written / expected : undefined),
       }).finally(() => progress.end());
-      print(options, { path: result.path, bytes: result.bytes, seconds: Math.round(result.ms) / 1000 }, () => `backup written to ${result.path} (${mib(result.bytes)} in ${(result.ms / 1000).toFixed(1)} s)`);
+      const secret = options.dir !== undefined && usesGeneratedSecret(config.auth) ? copySecretBeside(result.path, join(config.stateDir, GENERATED_SECRET_FILE)) : null;
+      const removed = options.dir !== undefined && options.keep !== undefined ? pruneDatedBackups(options.dir, options.keep) : [];
+      print(
+        options,
+        { path: result.path, bytes: result.bytes, seconds: Math.round(result.ms) / 1000, jwt_secret: secret, removed },
+        () =>
+          `backup written to ${result.path} (${mib(result.bytes)} in ${(result.ms / 1000).toFixed(1)} s)` +
+          (secret ? `\nJWT secret copied to ${secret}` : '') +
+          (removed.length > 0 ? `\nremoved ${removed.length} older backup(s): ${removed.join(', ')}` : ''),
+      );
     });
+}
+
+function positiveCount(value: string, flag: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 10_000) throw new UsageError(`${flag} must be a whole number from 1 to 10000, not "${value}"`);
+  return n;
+}
+
+/** FILE, or the dated file in --dir: one of them. */
+function backupTarget(file: string | undefined, options: { dir?: string; keep?: number }): string {
+  if (file !== undefined && options.dir !== undefined) throw new UsageError('give either FILE or --dir DIR, not both');
+  if (options.keep !== undefined && options.dir === undefined) throw new UsageError('--keep applies to --dir: give --dir DIR too');
+  if (options.dir !== undefined) return datedBackupPath(resolve(options.dir), Date.now());
+  if (file === undefined) throw new UsageError('say where the backup goes: db backup FILE, or db backup --dir DIR [--keep N]');
+  return file;
 }
 
 /** `db check [FILE]`: the integrity of the database (exit EXIT_DATABASE_DAMAGED when damaged). */
@@ -214,6 +269,7 @@ function registerCopy(db: Command): void {
     if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/.test(instance)) throw new UsageError('--instance must be letters, digits, ".", "_" and "-", at most 63, starting with a letter or digit');
     const result = await copySqliteToPostgres({ from: resolve(options.from), to, instance, log: cliLogger(config), busyTimeoutMs: config.database.busyTimeout });
     const total = result.tables.reduce((sum, t) => sum + t.rows, 0);
+    await recordCopy(to, instance, { from: resolve(options.from), to: loggableDatabaseUrl(to), rows: total });
     print(
       options,
       {

@@ -1,28 +1,35 @@
 import type { Command } from 'commander';
-import type { Recovered } from '../services/delivery-log.ts';
+import { statusOfName, type Recovered } from '../services/delivery-log.ts';
 import { deliveryView } from '../services/views.ts';
 import { startProgress } from './progress.ts';
 import { iso } from '../domain/iso.ts';
 import { terminalSafe } from '../domain/terminal-text.ts';
 import { cliId, cliTime, jsonOption, limitOption, optionsOf, print, say, table, UsageError, withServices } from './shared.ts';
 
-const STATUSES = ['pending', 'failed', 'delivered', 'dead'] as const;
+/** The --status names: the states (the words the table shows), and the API's v1 status names they stand for. */
+const STATUS_NAMES = ['queued', 'retrying', 'delivered', 'failed_for_good', 'pending', 'failed', 'dead'] as const;
+
+/** A delivery's state as the table and `show` say it: "retrying, next attempt at ..." is told from "failed for good" at a glance. */
+export function stateText(d: { state: string; next_attempt_at: string | null }): string {
+  if (d.state === 'retrying') return `retrying, next attempt at ${d.next_attempt_at}`;
+  return d.state.replaceAll('_', ' ');
+}
 
 export function registerDeliveriesCommands(program: Command): void {
   const deliveries = program.command('deliveries').description('the delivery log');
   jsonOption(deliveries.command('list').description("an organization's deliveries, newest first"))
     .requiredOption('--org <id>', 'organization id')
-    .option('--status <status>', 'pending, failed, delivered or dead')
+    .option('--status <status>', 'queued, retrying, delivered or failed_for_good (or the API\'s v1 names: pending, failed, dead)')
     .option('--limit <n>', 'at most this many', '50')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string; status?: string; limit: string }>(cmd);
       const limit = limitOption(options.limit);
-      const status = options.status as (typeof STATUSES)[number] | undefined;
-      if (status !== undefined && !STATUSES.includes(status)) throw new UsageError(`--status must be one of ${STATUSES.join(', ')}; got "${options.status}"`);
+      const status = options.status === undefined ? undefined : statusOfName(options.status);
+      if (status === null) throw new UsageError(`--status must be one of ${STATUS_NAMES.join(', ')}; got "${options.status}"`);
       return withServices(options, async ({ services }) => {
         const rows = (await services.deliveryLog.list(options.org, { status, limit })).map(deliveryView);
         print(options, rows, () =>
-          rows.length === 0 ? 'no deliveries' : table([['ID', 'STATUS', 'ATTEMPTS', 'EVENT', 'LAST ERROR'], ...rows.map((r) => [String(r.id), r.status, String(r.attempts), r.event_id, r.last_error ?? ''])]),
+          rows.length === 0 ? 'no deliveries' : table([['ID', 'STATUS', 'ATTEMPTS', 'EVENT', 'LAST ERROR'], ...rows.map((r) => [String(r.id), stateText(r), String(r.attempts), r.event_id, r.last_error ?? ''])]),
         );
       });
     });
@@ -36,7 +43,7 @@ export function registerDeliveriesCommands(program: Command): void {
         const view = { ...deliveryView(delivery), attempt_log: attempts.map((a) => ({ attempt: a.attempt, started_at: iso(a.startedAt), duration_ms: a.durationMs, status_code: a.statusCode, error: a.errorClass, error_detail: a.errorDetail, outcome: a.outcome })) };
         print(options, view, () =>
           [
-            `delivery ${view.id}: ${view.status}, ${view.attempts} attempt(s), event ${terminalSafe(view.event_id)}`,
+            `delivery ${view.id}: ${stateText(view)}, ${view.attempts} attempt(s), event ${terminalSafe(view.event_id)}`,
             ...view.attempt_log.map((a) => `  #${a.attempt} ${a.started_at} ${a.status_code ?? terminalSafe(a.error ?? '')} ${a.outcome}${a.error_detail ? ` (${terminalSafe(a.error_detail)})` : ''}`),
           ].join('\n'),
         );
@@ -50,9 +57,19 @@ export function registerDeliveriesCommands(program: Command): void {
     .action((id: string, _options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string }>(cmd);
       const deliveryId = cliId(id);
-      return withServices(options, async ({ services }) => {
-        const d = await services.deliveryLog.replay(options.org, deliveryId);
+      return withServices(options, async ({ services, by }) => {
+        const d = await services.deliveryLog.replay(by, options.org, deliveryId);
         say(`event ${terminalSafe(d.eventId)} queued again as delivery ${d.id}`);
+      });
+    });
+  jsonOption(deliveries.command('retry').description('retry now: a delivery waiting for its next attempt is made due at once (order kept: later changes of its request stay behind it)').argument('<id>', 'delivery id'))
+    .requiredOption('--org <id>', 'organization id')
+    .action((id: string, _options: unknown, cmd: Command) => {
+      const options = optionsOf<{ org: string }>(cmd);
+      const deliveryId = cliId(id);
+      return withServices(options, async ({ services, by }) => {
+        const d = await services.deliveryLog.retryNow(by, options.org, deliveryId);
+        print(options, deliveryView(d), () => `delivery ${d.id} is due now: the daemon sends it at its next look (at once on PostgreSQL; on SQLite within delivery.pollInterval)`);
       });
     });
   deliveries
@@ -65,12 +82,12 @@ export function registerDeliveriesCommands(program: Command): void {
       const options = optionsOf<{ org: string; since: string; until?: string }>(cmd);
       const since = cliTime('--since', options.since);
       const until = options.until === undefined ? undefined : cliTime('--until', options.until);
-      return withServices(options, async ({ services }) => {
+      return withServices(options, async ({ services, by }) => {
         // In chunks, one transaction each: the daemon's writer never waits long for this one.
         const progress = startProgress('recover', { unit: 'events' });
         let r: Recovered;
         try {
-          r = await services.deliveryLog.recover(options.org, since, until, { onChunk: (done, total) => progress.update(done, total === 0 ? 1 : done / total) });
+          r = await services.deliveryLog.recover(by, options.org, since, until, { onChunk: (done, total) => progress.update(done, total === 0 ? 1 : done / total) });
         } finally {
           progress.end();
         }

@@ -12,8 +12,8 @@ export function registerOrgsCommands(program: Command): void {
     .option('--name <name>', 'display name')
     .action((id: string, _options: unknown, cmd: Command) => {
       const options = optionsOf<{ name?: string }>(cmd);
-      return withServices(options, async ({ services }) => {
-        const org = await services.orgs.add({ id, name: options.name });
+      return withServices(options, async ({ services, by }) => {
+        const org = await services.orgs.add(by, { id, name: options.name });
         say(`added organization ${org.id} (${terminalSafe(org.name)})`);
       });
     });

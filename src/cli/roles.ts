@@ -21,9 +21,9 @@ export function registerRolesCommands(program: Command): void {
     .option('--permissions <list>', 'comma-separated: roles:read, users:manage, webhook:read, webhook:manage', '')
     .action((name: string, _options: unknown, cmd: Command) => {
       const options = optionsOf<{ description: string; permissions: string }>(cmd);
-      return withServices(options, async ({ services }) => {
+      return withServices(options, async ({ services, by }) => {
         const permissions = options.permissions.split(',').map((p) => p.trim()).filter((p) => p !== '');
-        const role = await services.roles.add({ name, description: options.description, permissions });
+        const role = await services.roles.add(by, { name, description: options.description, permissions });
         say(`added role ${role.name} (${terminalSafe(role.permissions.join(', ')) || 'no permissions'})`);
       });
     });

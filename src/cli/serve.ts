@@ -50,6 +50,7 @@ export function registerServeCommands(program: Command): void {
         // What the daemon's first start would create, so that `token issue` works before it.
         ensureGeneratedSecret(config, log);
         // Opening the store applies pending migrations; report what it did.
+        // A pre-upgrade copy, if one was taken, was reported on stderr when the store was opened.
         const { from, to } = store.migrated;
         const name = databaseName(config);
         say(from === to ? `database ${name} is at schema version ${to}` : `migrated ${name} from ${from} to ${to}`);

@@ -29,6 +29,8 @@ import { RFC3339_EXPECTED, rfc3339Ms } from '../domain/rfc3339.ts';
 import { escapeTerminalControls, terminalSafe, terminalSafeJson } from '../domain/terminal-text.ts';
 import { createLogger, type Logger } from '../log.ts';
 import { createServices, type Services } from '../services/services.ts';
+import { cliAuditContext } from '../services/audit.ts';
+import type { AuditContext } from '../domain/audit.ts';
 import { StorageFault, storageFaultOf } from '../store/storage-faults.ts';
 import { databaseFile, openStoreFor } from '../store/open.ts';
 import type { Store, WorkSharing } from '../store/repos.ts';
@@ -132,8 +134,12 @@ export function openConfiguredStore(config: Config): Promise<Store> {
 }
 
 /** Opens the configured store, creating the install when there is none: `migrate` only. */
-function openCreatingStore(config: Config): Promise<Store> {
-  return openStoreFor(config, systemClock, { log: cliLogger(config) });
+async function openCreatingStore(config: Config): Promise<Store> {
+  const store = await openStoreFor(config, systemClock, { log: cliLogger(config) });
+  // The first command after an upgrade may be a CLI command rather than the daemon: it says where it copied the database.
+  const { backup } = store.migrated;
+  if (backup) process.stderr.write(`hookrelay: upgrade: copied the database to ${backup} before opening it with this version (restore it to go back: docs/operations.md, "Roll back")\n`);
+  return store;
 }
 
 export interface CommandContext {
@@ -141,6 +147,8 @@ export interface CommandContext {
   readonly store: Store;
   readonly services: Services;
   readonly log: Logger;
+  /** Who acts, for the audit trail: the Unix user running the command (every write method of the services takes it first). */
+  readonly by: AuditContext;
 }
 
 /**
@@ -157,7 +165,7 @@ async function withOpened<T>(options: CommonOptions, quiet: boolean, fn: (ctx: C
   let sharing: WorkSharing | null = null;
   try {
     sharing = await store.shareWork(work, { log });
-    return await fn({ config, store, services: createServices(store, config, quiet ? undefined : log, work), log });
+    return await fn({ config, store, services: createServices(store, config, quiet ? undefined : log, work), log, by: cliAuditContext() });
   } finally {
     await sharing?.close();
     await store.close();
@@ -294,7 +302,8 @@ export function fail(err: unknown): number {
     const message = err.code === ErrorCode.validation && details !== '' && generic ? details : err.message;
     sayError(message);
     if (err.code === ErrorCode.databaseDamaged) return EXIT_DATABASE_DAMAGED;
-    return err.code === ErrorCode.config || err.code === ErrorCode.validation ? EXIT_USAGE : EXIT_RUNTIME;
+    // A database a newer hookrelay wrote is not mended by restarting either: exit 2, which the unit does not restart.
+    return err.code === ErrorCode.config || err.code === ErrorCode.validation || err.code === ErrorCode.databaseTooNew ? EXIT_USAGE : EXIT_RUNTIME;
   }
   if (storageFaultOf(err) === StorageFault.damaged) {
     // A damaged page met in the middle of a command (one found when opening is a HookrelayError, above).

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { parseDuration } from '../domain/duration.ts';
 import { loadAuthKeys } from '../services/auth-keys.ts';
-import { issueToken } from '../services/tokens.ts';
+import { issueAuditedToken } from '../services/tokens.ts';
 import { iso } from '../domain/iso.ts';
 import { jsonOption, optionsOf, print, UsageError, withServices, type CommandContext } from './shared.ts';
 
@@ -14,9 +14,9 @@ export function ttlOption(text: string | undefined, examples: string): number | 
 }
 
 /** A token for an existing user, signed with the install's keys (never generating a secret: see loadAuthKeys). */
-export function issueUserToken({ config, store, services, log }: CommandContext, orgId: string, email: string, ttlMs: number) {
+export function issueUserToken({ config, store, services, log, by }: CommandContext, orgId: string, email: string, ttlMs: number, purpose: 'token' | 'console_link' = 'token') {
   const keys = loadAuthKeys(config, log, { create: false });
-  return issueToken({ keys, auth: config.auth, users: services.users, clock: store.clock }, { orgId, email, ttlMs });
+  return issueAuditedToken({ keys, auth: config.auth, users: services.users, clock: store.clock, audit: services.audit }, by, { orgId, email, ttlMs, purpose });
 }
 
 export function registerTokenCommands(program: Command): void {

@@ -13,8 +13,8 @@ export function registerUsersCommands(program: Command): void {
     .requiredOption('--role <role>', 'role name, see: hookrelay roles list')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string; email: string; role: string }>(cmd);
-      return withServices(options, async ({ services }) => {
-        const user = await services.users.add({ orgId: options.org, email: options.email, roleName: options.role });
+      return withServices(options, async ({ services, by }) => {
+        const user = await services.users.add(by, { orgId: options.org, email: options.email, roleName: options.role });
         say(`added ${terminalSafe(user.email)} to ${user.orgId} as ${user.roleName}`);
       });
     });
@@ -37,8 +37,8 @@ export function registerUsersCommands(program: Command): void {
     .requiredOption('--role <role>', 'new role name')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string; email: string; role: string }>(cmd);
-      return withServices(options, async ({ services }) => {
-        const change = await services.users.setRole(options.org, { email: options.email, role_name: options.role });
+      return withServices(options, async ({ services, by }) => {
+        const change = await services.users.setRole(by, options.org, { email: options.email, role_name: options.role });
         const email = terminalSafe(change.user.email);
         say(change.changed ? `${email}: ${change.previousRoleName} -> ${change.user.roleName}` : `${email} already has the role ${change.user.roleName}`);
       });
@@ -51,8 +51,8 @@ export function registerUsersCommands(program: Command): void {
     .option('--force', 'remove even the last user who can manage users')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string; email: string; force?: boolean }>(cmd);
-      return withServices(options, async ({ services }) => {
-        const user = await services.users.remove(options.org, options.email, { force: options.force === true });
+      return withServices(options, async ({ services, by }) => {
+        const user = await services.users.remove(by, options.org, options.email, { force: options.force === true });
         say(`removed ${terminalSafe(user.email)} from ${user.orgId}`);
       });
     });

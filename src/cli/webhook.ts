@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { HIDDEN_HEADER_VALUE, parseHeaderLine } from '../domain/webhook-headers.ts';
 import { excerpt } from '../domain/errors.ts';
+import { TestKind } from '../services/test-events.ts';
 import { deliveryView, webhookView } from '../services/views.ts';
 import { iso } from '../domain/iso.ts';
 import { terminalSafe } from '../domain/terminal-text.ts';
@@ -63,8 +64,8 @@ export function registerWebhookCommands(program: Command): void {
       const options = optionsOf<{ org: string; url: string; hmac: boolean; header: string[]; rateLimit?: string }>(cmd);
       const rateLimit = parseRateLimitOption(options.rateLimit);
       const headers = headerOptions(options.header);
-      return withServices(options, async ({ services }) => {
-        const result = await services.webhooks.register(options.org, { webhook_url: options.url, active_hmac: options.hmac, headers, rate_limit: rateLimit });
+      return withServices(options, async ({ services, by }) => {
+        const result = await services.webhooks.register(by, options.org, { webhook_url: options.url, active_hmac: options.hmac, headers, rate_limit: rateLimit });
         const url = terminalSafe(result.webhook.url);
         const what = result.created ? `registered ${url} for ${options.org}` : `replaced ${terminalSafe(result.replacedUrl ?? '')} with ${url} for ${options.org}`;
         say(what + (result.webhook.rateLimit === null ? ', no rate limit' : `, at most ${result.webhook.rateLimit} deliveries per second`));
@@ -83,13 +84,17 @@ export function registerWebhookCommands(program: Command): void {
         say(await services.webhooks.getSecret(options.org));
       });
     });
-  jsonOption(webhook.command('test').description('queue a webhook.test event for the webhook (the daemon sends it)'))
+  jsonOption(webhook.command('test').description('queue a test event for the webhook (the daemon sends it): webhook.test, or a sample status change in the real shape'))
     .requiredOption('--org <id>', 'organization id')
+    .option('--kind <kind>', `what to send: ${Object.values(TestKind).join(' (default) or ')} (the real anticipation_request.status_changed shape, marked "test": true, about a made-up request)`, TestKind.webhookTest)
     .action((_options: unknown, cmd: Command) => {
-      const options = optionsOf<{ org: string }>(cmd);
-      return withServices(options, async ({ services }) => {
-        const d = await services.deliveryLog.sendTest(options.org);
-        print(options, deliveryView(d), () => `queued test event ${terminalSafe(d.eventId)} as delivery ${d.id}; see: hookrelay deliveries show ${d.id} --org ${options.org}`);
+      const options = optionsOf<{ org: string; kind: string }>(cmd);
+      const kind = Object.values(TestKind).find((k) => k === options.kind);
+      if (kind === undefined) throw new UsageError(`--kind must be one of ${Object.values(TestKind).join(', ')}; got "${options.kind}"`);
+      return withServices(options, async ({ services, by }) => {
+        const d = await services.deliveryLog.sendTest(by, options.org, kind);
+        const what = kind === TestKind.sampleStatusChange ? 'sample status change' : 'test event';
+        print(options, deliveryView(d), () => `queued ${what} ${terminalSafe(d.eventId)} as delivery ${d.id}; see: hookrelay deliveries show ${d.id} --org ${options.org}`);
       });
     });
   for (const [name, enabled] of [['enable', true], ['disable', false]] as const) {
@@ -99,8 +104,8 @@ export function registerWebhookCommands(program: Command): void {
       .requiredOption('--org <id>', 'organization id')
       .action((_options: unknown, cmd: Command) => {
         const options = optionsOf<{ org: string }>(cmd);
-        return withServices(options, async ({ services }) => {
-          await services.webhooks.setEnabled(options.org, enabled);
+        return withServices(options, async ({ services, by }) => {
+          await services.webhooks.setEnabled(by, options.org, enabled);
           say(`webhook of ${options.org} ${enabled ? 'enabled' : 'disabled'}`);
         });
       });
@@ -111,8 +116,8 @@ export function registerWebhookCommands(program: Command): void {
     .requiredOption('--org <id>', 'organization id')
     .action((_options: unknown, cmd: Command) => {
       const options = optionsOf<{ org: string }>(cmd);
-      return withServices(options, async ({ services }) => {
-        const r = await services.webhooks.rotateSecret(options.org);
+      return withServices(options, async ({ services, by }) => {
+        const r = await services.webhooks.rotateSecret(by, options.org);
         say(`${r.secret}\nprevious secret keeps signing until ${iso(r.previousSecretExpiresAt)}`);
       });
     });

@@ -12,7 +12,7 @@ import { CONFIG_SCHEMA, coerceLeaf, envNameFor, isLeaf, RENAMED_KEYS, schemaLeav
 /** The resolved configuration. Durations are milliseconds; paths are absolute. */
 export interface Config {
   readonly stateDir: string;
-  readonly database: { readonly path: string; readonly busyTimeout: number; readonly url: string | null; readonly poolSize: number };
+  readonly database: { readonly path: string; readonly busyTimeout: number; readonly url: string | null; readonly poolSize: number; readonly preUpgradeBackups: number };
   /** The name is resolved: the host name when not set. */
   readonly instance: { readonly name: string };
   readonly api: {
@@ -75,6 +75,8 @@ export interface Config {
     readonly enabled: boolean;
     readonly deliveredEvents: number;
     readonly quarantinedLines: number;
+    /** ms: the audit trail's entries are kept this long. */
+    readonly auditEntries: number;
     readonly interval: number;
     readonly batchSize: number;
   };

@@ -47,6 +47,11 @@ export const CONFIG_SCHEMA = {
       default: 10,
       doc: "PostgreSQL only: most connections this instance opens for its transactions (one more listens for the other instances' wake-ups, one more sends them).",
     },
+    preUpgradeBackups: {
+      type: { kind: 'int', min: 0, max: 100 },
+      default: 3,
+      doc: 'SQLite only: before a newer hookrelay migrates the database (or first opens it), it copies it to <database directory>/backups/pre-upgrade-<time>-schema<N>-<version>.db and keeps the last this many such copies; 0 takes none. A copy that cannot be written stops the start (nothing is migrated). See docs/operations.md, "Upgrade".',
+    },
     busyTimeout: {
       type: { kind: 'duration', min: 0, max: 600_000 },
       default: '5s',
@@ -303,6 +308,11 @@ export const CONFIG_SCHEMA = {
       type: { kind: 'duration', min: 1000, max: 3650 * 86_400_000 },
       default: '30d',
       doc: 'A quarantined feed line (`hookrelay feed rejects`) is removed this long after it was read.',
+    },
+    auditEntries: {
+      type: { kind: 'duration', min: 86_400_000, max: 3650 * 86_400_000 },
+      default: '365d',
+      doc: 'An audit trail entry is removed this long after it was recorded; the chain stays verifiable from an anchor entry that says where it was cut (docs/operations.md, "Audit trail").',
     },
     interval: {
       type: { kind: 'duration', min: 1000, max: 86_400_000 },

@@ -19,6 +19,7 @@ export const ErrorCode = {
   webhookUrlNotAllowed: 'webhook_url_not_allowed',
   secretNotConfigured: 'secret_not_configured',
   deliveryNotFound: 'delivery_not_found',
+  deliveryNotWaiting: 'delivery_not_waiting',
   config: 'invalid_config',
   databaseTooNew: 'database_too_new',
   databaseDamaged: 'database_damaged',

@@ -7,6 +7,8 @@ export const Permission = {
   usersManage: 'users:manage',
   webhookRead: 'webhook:read',
   webhookManage: 'webhook:manage',
+  /** Reading the organization's audit trail (GET /audit/list). */
+  auditRead: 'audit:read',
 } as const;
 export type Permission = (typeof Permission)[keyof typeof Permission];
 
@@ -16,12 +18,12 @@ export function isPermission(value: string): value is Permission {
   return (ALL_PERMISSIONS as readonly string[]).includes(value);
 }
 
-/** Roles seeded by the first migration. */
+/** Roles seeded by the first migration (saas_admin was granted audit:read by SQLite's migration 14 and PostgreSQL's 8). */
 export const BUILTIN_ROLES = [
   {
     name: 'saas_admin',
     description: 'read plus specific modifications for the associated SaaS',
-    permissions: [Permission.rolesRead, Permission.usersManage, Permission.webhookRead, Permission.webhookManage],
+    permissions: [Permission.rolesRead, Permission.usersManage, Permission.webhookRead, Permission.webhookManage, Permission.auditRead],
   },
   {
     name: 'saas_viewer',

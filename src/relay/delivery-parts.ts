@@ -7,6 +7,7 @@ import { createDispatcher } from '../dispatch/dispatcher.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { FlushResult, FlushWork, OutboxService } from '../services/outbox.ts';
 import { createRetentionService, startRetention } from '../services/retention.ts';
+import { systemAuditContext } from '../services/audit.ts';
 import { DELIVERY_USER_AGENT } from '../version.ts';
 import type { DaemonPart } from './parts.ts';
 import type { Wiring } from './wiring.ts';
@@ -140,11 +141,13 @@ export function retention(w: Wiring): DaemonPart {
       const { config } = w;
       if (!config.retention.enabled) return;
       const path = w.ingestPath.get();
-      const service = createRetentionService(w.store.get(), {
+      const policy = {
         deliveredEventsMs: config.retention.deliveredEvents,
         quarantinedLinesMs: config.retention.quarantinedLines,
+        auditEntriesMs: config.retention.auditEntries,
         batchSize: config.retention.batchSize,
-      });
+      };
+      const service = createRetentionService(w.store.get(), policy, { trail: w.services.get().audit, by: systemAuditContext('retention') });
       running = startRetention({
         retention: service,
         intervalMs: config.retention.interval,

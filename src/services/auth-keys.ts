@@ -67,7 +67,7 @@ function generatedSecret(stateDir: string, log: Logger, create: boolean): string
 }
 
 /** The keys come from the secret generated in the state directory (HS256, neither auth.secret nor auth.secretFile set). */
-function usesGeneratedSecret(auth: Config['auth']): boolean {
+export function usesGeneratedSecret(auth: Config['auth']): boolean {
   return auth.algorithm === 'HS256' && auth.secret === null && auth.secretFile === null;
 }
 

@@ -6,7 +6,6 @@
  * test event. The dispatcher's side of the deliveries (claiming, recording outcomes) is the
  * outbox (outbox.ts).
  */
-import { randomUUID } from 'node:crypto';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { credentialEchoes, hideEchoes, signatureEchoes, type Echo } from '../domain/credential-echoes.ts';
 import { deliveryHeaders, requestHeadersOnTheWire } from '../domain/delivery-request.ts';
@@ -18,10 +17,12 @@ import { signingSecrets } from '../domain/secrets.ts';
 import { loggedHeaders, type WebhookHeaders } from '../domain/webhook-headers.ts';
 import type { Store, Tx } from '../store/repos.ts';
 import { DeliveryStatus, type AttemptRow, type DeliveryRow, type ListFilter, type WebhookSigningKeys } from '../store/values.ts';
+import { AuditAction, type AuditContext } from '../domain/audit.ts';
+import type { AuditTrail } from './audit.ts';
+import { bringForward, deliveryNotFound } from './retry-now.ts';
+import { queueTestEvent, TEST_EVENT_TYPE, TestKind } from './test-events.ts';
 import { requireWebhook } from './webhooks.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
-
-export const TEST_EVENT_TYPE = 'webhook.test';
 
 /** Events (a span of seqs) that a chunked recovery handles per transaction. */
 export const RECOVER_CHUNK_SEQS = 2_500;
@@ -40,6 +41,27 @@ export interface Recovered {
 /** The public state of a delivery: `failed` is a pending delivery whose last attempt failed. */
 export function publicStatus(row: Pick<DeliveryRow, 'status' | 'attempts'>): 'pending' | 'failed' | 'delivered' | 'dead' {
   return row.status === DeliveryStatus.pending && row.attempts > 0 ? 'failed' : row.status;
+}
+
+/**
+ * A delivery's state in words that cannot be misread (the API's `state`, the CLI's STATUS, the
+ * console's badge): `queued` (not attempted yet), `retrying` (its last attempt failed, the next
+ * is at next_attempt_at: publicStatus's `failed`), `delivered`, `failed_for_good` (dead: no
+ * attempt is left; replayable). `status` keeps v1's names; this says the same in other words.
+ */
+export const DeliveryState = { queued: 'queued', retrying: 'retrying', delivered: 'delivered', failedForGood: 'failed_for_good' } as const;
+export type DeliveryState = (typeof DeliveryState)[keyof typeof DeliveryState];
+
+const STATE_OF_STATUS = { pending: DeliveryState.queued, failed: DeliveryState.retrying, delivered: DeliveryState.delivered, dead: DeliveryState.failedForGood } as const;
+
+export function deliveryState(row: Pick<DeliveryRow, 'status' | 'attempts'>): DeliveryState {
+  return STATE_OF_STATUS[publicStatus(row)];
+}
+
+/** The status (publicStatus's name, which the store's filter takes) of a state name; the status names are their own. */
+export function statusOfName(name: string): ReturnType<typeof publicStatus> | null {
+  const found = Object.entries(STATE_OF_STATUS).find(([status, state]) => name === status || name === state);
+  return found === undefined ? null : (found[0] as ReturnType<typeof publicStatus>);
 }
 
 /**
@@ -146,9 +168,6 @@ export function shownAttempts(recorded: readonly AttemptRow[], headers: WebhookH
   }));
 }
 
-function notFound(id: number): HookrelayError {
-  return new HookrelayError(ErrorCode.deliveryNotFound, `no delivery ${id} for this organization`);
-}
 
 export interface DeliveryLogOptions {
   /** The deliverer's User-Agent (DELIVERY_USER_AGENT). */
@@ -161,7 +180,7 @@ export interface DeliveryLogOptions {
  * The delivery log's service. `work` hears of every delivery it queues (replay, recover, test),
  * so that the daemon's dispatcher sends it without waiting for a poll.
  */
-export function createDeliveryLogService(store: Store, options: DeliveryLogOptions, work: WorkSignal = nobodyListens) {
+export function createDeliveryLogService(store: Store, options: DeliveryLogOptions, audit: AuditTrail, work: WorkSignal = nobodyListens) {
   const search = options.requestSearch ?? { chunkIds: REQUEST_SEARCH_CHUNK_IDS, maxIds: REQUEST_SEARCH_MAX_IDS };
 
   return {
@@ -177,7 +196,7 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
     get(orgId: string, id: number): Promise<{ delivery: DeliveryRow; attempts: AttemptRow[] }> {
       return store.read(async (tx) => {
         const row = await tx.deliveries.get(orgId, id);
-        if (!row) throw notFound(id);
+        if (!row) throw deliveryNotFound(id);
         const webhook = await tx.webhooks.get(orgId);
         return { delivery: row, attempts: shownAttempts(await tx.deliveries.attempts(id), webhook?.headers ?? [], true) };
       });
@@ -212,13 +231,13 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
     detail(orgId: string, id: number, withSignature: boolean): Promise<DeliveryDetail> {
       return store.read(async (tx) => {
         const delivery = await tx.deliveries.get(orgId, id);
-        if (!delivery) throw notFound(id);
+        if (!delivery) throw deliveryNotFound(id);
         const recorded = await tx.deliveries.attempts(id);
         const event = (await tx.feed.storedEvents([delivery.eventId])).get(delivery.eventId);
         const keys = await tx.webhooks.signingKeys(orgId);
         const webhook = await tx.webhooks.get(orgId);
         // A delivery's event and its organization's webhook outlive it (retention removes them together).
-        if (!event || !keys || !webhook) throw notFound(id);
+        if (!event || !keys || !webhook) throw deliveryNotFound(id);
         const request = requestAsSent({ eventId: delivery.eventId, body: storedBody(event), recorded, keys, headers: webhook.headers }, withSignature, options.userAgent, store.clock.now());
         return { delivery, attempts: shownAttempts(recorded, webhook.headers, withSignature), request };
       });
@@ -235,8 +254,14 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
     },
 
     /** Queues the delivery's event again (same webhook-id) with a fresh retry schedule. */
-    async replay(orgId: string, id: number): Promise<DeliveryRow> {
-      const queued = await store.transaction((tx) => queueAgain(store, tx, orgId, id));
+    async replay(by: AuditContext, orgId: string, id: number): Promise<DeliveryRow> {
+      const queued = await audit.change(by, { action: AuditAction.deliveryReplay, orgId, target: `delivery ${id}` }, (rec) =>
+        store.transaction(async (tx) => {
+          const row = await queueAgain(store, tx, orgId, id);
+          await rec.record(tx, { changes: { new_delivery_id: row.id, event_id: row.eventId } });
+          return row;
+        }),
+      );
       work.notify(orgId, 'queued');
       return queued;
     },
@@ -245,13 +270,43 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
      * Re-queues every event of the organization received in [since, until) that was never
      * delivered: dead and undeliverable ones get a new delivery, failed ones are made due now.
      */
-    recover(orgId: string, since: number, until?: number, recoverOptions: RecoverOptions = {}): Promise<Recovered> {
-      return recoverWindow(store, work, orgId, since, until, recoverOptions);
+    recover(by: AuditContext, orgId: string, since: number, until?: number, recoverOptions: RecoverOptions = {}): Promise<Recovered> {
+      // In chunks, a transaction each: its entry is recorded once they are all done, in one of its own.
+      return audit.change(by, { action: AuditAction.webhookRecover, orgId }, async (rec) => {
+        const recovered = await recoverWindow(store, work, orgId, since, until, recoverOptions);
+        const changes = { since: iso(since), until: until === undefined ? null : iso(until), requeued: recovered.requeued, retried_now: recovered.retriedNow };
+        await rec.recordAlone({ changes });
+        return recovered;
+      });
     },
 
-    /** Stores and queues a `webhook.test` event for the organization's webhook. */
-    async sendTest(orgId: string): Promise<DeliveryRow> {
-      const queued = await store.transaction((tx) => queueTestEvent(store, tx, orgId));
+    /**
+     * Retry now: a delivery waiting for its next attempt (failed, not dead) is made due at once,
+     * and the dispatcher hears of it. Its request's later changes stay behind it (the claim's
+     * held-back rule), so the order of a request's changes holds. Anything else is refused with
+     * `delivery_not_waiting`, saying what to do instead (see notWaiting).
+     */
+    async retryNow(by: AuditContext, orgId: string, id: number): Promise<DeliveryRow> {
+      const { row, orderingKey } = await audit.change(by, { action: AuditAction.deliveryRetry, orgId, target: `delivery ${id}` }, (rec) =>
+        store.transaction(async (tx) => {
+          const brought = await bringForward(store, tx, orgId, id);
+          await rec.record(tx, { changes: { next_attempt_at: iso(brought.row.nextAttemptAt) } });
+          return brought;
+        }),
+      );
+      work.notify(orgId, 'queued', new Set([orderingKey]));
+      return row;
+    },
+
+    /** Stores and queues a test event for the organization's webhook: a `webhook.test`, or a sample status change (TestKind). */
+    async sendTest(by: AuditContext, orgId: string, kind: TestKind = TestKind.webhookTest): Promise<DeliveryRow> {
+      const queued = await audit.change(by, { action: AuditAction.webhookTest, orgId }, (rec) =>
+        store.transaction(async (tx) => {
+          const row = await queueTestEvent(store, tx, orgId, kind);
+          await rec.record(tx, { changes: { kind, delivery_id: row.id, event_id: row.eventId } });
+          return row;
+        }),
+      );
       work.notify(orgId, 'queued');
       return queued;
     },
@@ -273,24 +328,13 @@ function queueTime(store: Store, tx: Tx): Promise<number> {
 async function queueAgain(store: Store, tx: Tx, orgId: string, id: number): Promise<DeliveryRow> {
   await requireWebhook(tx, orgId);
   const row = await tx.deliveries.get(orgId, id);
-  if (!row) throw notFound(id);
+  if (!row) throw deliveryNotFound(id);
   const ref = (await tx.deliveries.eventOf(id))!;
   if (await tx.deliveries.hasPendingDelivery(ref.eventSeq)) {
-    throw validationError(`delivery ${id}'s event is already queued (a delivery of it is pending); replay it once that one is delivered or dead`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
+    throw validationError(`delivery ${id}'s event is already queued (a delivery of it is pending); replay it once that one is delivered or dead, or retry that one now if it is waiting for its next attempt`, [{ name: 'id', reason: 'the event has a pending delivery' }]);
   }
   const newId = await tx.deliveries.insert(ref.eventSeq, orgId, ref.orderingKey, await queueTime(store, tx));
   return (await tx.deliveries.get(orgId, newId))!;
-}
-
-/** A `webhook.test` event stored and queued (sendTest), in the caller's transaction: its ordering key is its own (testOrderingKey). */
-async function queueTestEvent(store: Store, tx: Tx, orgId: string): Promise<DeliveryRow> {
-  await requireWebhook(tx, orgId);
-  const now = await queueTime(store, tx);
-  const id = `evt_test_${randomUUID().replaceAll('-', '')}`;
-  const payload = JSON.stringify({ type: TEST_EVENT_TYPE, timestamp: iso(now), data: { event_id: id, organization_id: orgId, message: 'Test notification from hookrelay' } });
-  const seq = await tx.deliveries.insertTestEvent(id, orgId, payload, now);
-  const deliveryId = await tx.deliveries.insert(seq, orgId, testOrderingKey(orgId, id), now);
-  return (await tx.deliveries.get(orgId, deliveryId))!;
 }
 
 /** A page of `limit` deliveries from rows read with one more than `limit`: the extra row says there is a next page. */

@@ -2,6 +2,8 @@ import { ErrorCode, HookrelayError, validationError } from '../domain/errors.ts'
 import type { Organization } from '../domain/types.ts';
 import { checkOrgId, checkText } from '../domain/validation.ts';
 import type { Store, Tx } from '../store/repos.ts';
+import { AuditAction, type AuditContext } from '../domain/audit.ts';
+import type { AuditTrail } from './audit.ts';
 
 /** The organization, or an `organization_not_found` error. */
 async function requireOrg(tx: Tx, id: string): Promise<Organization> {
@@ -10,19 +12,22 @@ async function requireOrg(tx: Tx, id: string): Promise<Organization> {
   return org;
 }
 
-export function createOrgService(store: Store) {
+export function createOrgService(store: Store, audit: AuditTrail) {
   return {
-    async add(input: { id: string; name?: string | undefined }): Promise<Organization> {
-      const problem = checkOrgId(input.id);
-      if (problem) throw validationError(`organization id ${problem}`, [{ name: 'id', reason: problem }]);
-      const name = input.name?.trim() || input.id;
-      const nameProblem = checkText(name, 500);
-      if (nameProblem) throw validationError(`organization name ${nameProblem}`, [{ name: 'name', reason: nameProblem }]);
-      const org: Organization = { id: input.id, name, createdAt: store.clock.now() };
-      if (!(await store.transaction((tx) => tx.orgs.insert(org)))) {
-        throw new HookrelayError(ErrorCode.orgExists, `organization "${input.id}" already exists`);
-      }
-      return org;
+    add(by: AuditContext, input: { id: string; name?: string | undefined }): Promise<Organization> {
+      return audit.change(by, { action: AuditAction.orgAdd, orgId: input.id, target: input.id }, async (rec) => {
+        const problem = checkOrgId(input.id);
+        if (problem) throw validationError(`organization id ${problem}`, [{ name: 'id', reason: problem }]);
+        const name = input.name?.trim() || input.id;
+        const nameProblem = checkText(name, 500);
+        if (nameProblem) throw validationError(`organization name ${nameProblem}`, [{ name: 'name', reason: nameProblem }]);
+        const org: Organization = { id: input.id, name, createdAt: store.clock.now() };
+        await store.transaction(async (tx) => {
+          if (!(await tx.orgs.insert(org))) throw new HookrelayError(ErrorCode.orgExists, `organization "${input.id}" already exists`);
+          await rec.record(tx, { changes: { name: { before: null, after: name } } });
+        });
+        return org;
+      });
     },
     list(): Promise<Organization[]> {
       return store.read((tx) => tx.orgs.list());

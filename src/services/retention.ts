@@ -3,6 +3,8 @@ import type { Logger } from '../log.ts';
 import type { Store, Tx } from '../store/repos.ts';
 import { noPrunedRows, type PrunedRows } from '../store/values.ts';
 import type { StorageHealth } from './storage-health.ts';
+import type { AuditContext } from '../domain/audit.ts';
+import type { AuditTrail } from './audit.ts';
 
 export type { PrunedRows } from '../store/values.ts';
 
@@ -14,6 +16,8 @@ export interface RetentionPolicy {
   readonly quarantinedLinesMs: number;
   /** Events looked at (and quarantined lines removed) per transaction. */
   readonly batchSize: number;
+  /** Audit trail entries go this long (ms) after they were recorded (with `audit`, see createRetentionService). */
+  readonly auditEntriesMs?: number;
 }
 
 export interface PruneOptions {
@@ -46,6 +50,8 @@ export interface PruneResult {
   readonly deliveredBefore: number;
   readonly quarantinedBefore: number;
   readonly batches: number;
+  /** Audit trail entries removed (none in a dry run, nor without the trail). */
+  readonly auditEntries: number;
   /** The longest single batch (one transaction, blocking the thread that ran it), ms. */
   readonly longestBatchMs: number;
   readonly elapsedMs: number;
@@ -59,7 +65,7 @@ export interface PruneResult {
  * (`batchSize` events each) separated by a pause, so that neither the daemon's event loop nor
  * its writer is held for long.
  */
-export function createRetentionService(store: Store, policy: RetentionPolicy) {
+export function createRetentionService(store: Store, policy: RetentionPolicy, audit?: { readonly trail: AuditTrail; readonly by: AuditContext }) {
   return {
     policy,
     async prune(options: PruneOptions = {}): Promise<PruneResult> {
@@ -121,8 +127,13 @@ export function createRetentionService(store: Store, policy: RetentionPolicy) {
           await pause();
         }
       }
+      // The audit trail's old entries, after an anchor that keeps the chain verifiable (services/audit.ts).
+      const auditEntries =
+        dryRun || audit === undefined || policy.auditEntriesMs === undefined || options.signal?.aborted
+          ? 0
+          : await audit.trail.prune(audit.by, now - policy.auditEntriesMs, policy.batchSize, options.signal);
       options.onProgress?.({ removed, done: 1 });
-      return { removed, dryRun, deliveredBefore, quarantinedBefore, batches, longestBatchMs, elapsedMs: performance.now() - started };
+      return { removed, dryRun, deliveredBefore, quarantinedBefore, batches, auditEntries, longestBatchMs, elapsedMs: performance.now() - started };
     },
   };
 }
@@ -159,8 +170,8 @@ export function startRetention(o: { retention: RetentionService; intervalMs: num
       o.health.succeeded('retention');
       faults = 0;
       const { removed } = result;
-      const fields = { ...removed, batches: result.batches, longestBatchMs: Math.round(result.longestBatchMs * 10) / 10, ms: Math.round(result.elapsedMs) };
-      if (removed.events + removed.quarantinedLines > 0) log.info(fields, 'retention: removed delivered events and quarantined lines past their retention');
+      const fields = { ...removed, auditEntries: result.auditEntries, batches: result.batches, longestBatchMs: Math.round(result.longestBatchMs * 10) / 10, ms: Math.round(result.elapsedMs) };
+      if (removed.events + removed.quarantinedLines + result.auditEntries > 0) log.info(fields, 'retention: removed delivered events and quarantined lines past their retention');
       else log.debug(fields, 'retention: nothing to remove');
       schedule(o.intervalMs);
     } catch (err) {

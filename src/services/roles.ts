@@ -3,6 +3,8 @@ import { ALL_PERMISSIONS, isPermission, type Permission } from '../domain/permis
 import type { Role } from '../domain/types.ts';
 import { checkRoleName, checkText } from '../domain/validation.ts';
 import type { Store, Tx } from '../store/repos.ts';
+import { AuditAction, type AuditContext } from '../domain/audit.ts';
+import type { AuditRecorder, AuditTrail } from './audit.ts';
 
 /** The role, or a `role_not_found` error that lists the valid names. */
 async function requireRole(tx: Tx, name: string): Promise<Role> {
@@ -15,28 +17,13 @@ async function requireRole(tx: Tx, name: string): Promise<Role> {
   });
 }
 
-export function createRoleService(store: Store) {
+export function createRoleService(store: Store, audit: AuditTrail) {
   return {
     list(): Promise<Role[]> {
       return store.read((tx) => tx.roles.list());
     },
-    async add(input: { name: string; description: string; permissions: readonly string[] }): Promise<Role> {
-      const invalid: InvalidParam[] = [];
-      const nameProblem = checkRoleName(input.name);
-      if (nameProblem) invalid.push({ name: 'name', reason: nameProblem });
-      const description = input.description.trim();
-      const descriptionProblem = checkText(description, 500);
-      if (descriptionProblem) invalid.push({ name: 'description', reason: descriptionProblem });
-      const unknown = input.permissions.filter((p) => !isPermission(p));
-      if (unknown.length > 0) {
-        invalid.push({ name: 'permissions', reason: `unknown permission(s) ${unknown.join(', ')}; valid: ${ALL_PERMISSIONS.join(', ')}` });
-      }
-      if (invalid.length > 0) throw validationError('the role is invalid', invalid);
-      const permissions = [...new Set(input.permissions)] as Permission[];
-      if (!(await store.transaction((tx) => tx.roles.insert({ name: input.name, description, permissions }, store.clock.now())))) {
-        throw new HookrelayError(ErrorCode.roleExists, `role ${excerpt(input.name)} already exists`);
-      }
-      return { name: input.name, description, permissions, builtin: false };
+    add(by: AuditContext, input: { name: string; description: string; permissions: readonly string[] }): Promise<Role> {
+      return audit.change(by, { action: AuditAction.roleAdd, orgId: null, target: input.name }, (rec) => addRole(store, rec, input));
     },
     /** The role, or a `role_not_found` error that lists the valid names; in `tx` when given. */
     require(name: string, tx?: Tx): Promise<Role> {
@@ -45,3 +32,26 @@ export function createRoleService(store: Store) {
   };
 }
 export type RoleService = ReturnType<typeof createRoleService>;
+
+/** A custom role, checked and inserted; its entry recorded in the same transaction. */
+async function addRole(store: Store, rec: AuditRecorder, input: { name: string; description: string; permissions: readonly string[] }): Promise<Role> {
+  const invalid: InvalidParam[] = [];
+  const nameProblem = checkRoleName(input.name);
+  if (nameProblem) invalid.push({ name: 'name', reason: nameProblem });
+  const description = input.description.trim();
+  const descriptionProblem = checkText(description, 500);
+  if (descriptionProblem) invalid.push({ name: 'description', reason: descriptionProblem });
+  const unknown = input.permissions.filter((p) => !isPermission(p));
+  if (unknown.length > 0) {
+    invalid.push({ name: 'permissions', reason: `unknown permission(s) ${unknown.join(', ')}; valid: ${ALL_PERMISSIONS.join(', ')}` });
+  }
+  if (invalid.length > 0) throw validationError('the role is invalid', invalid);
+  const permissions = [...new Set(input.permissions)] as Permission[];
+  await store.transaction(async (tx) => {
+    if (!(await tx.roles.insert({ name: input.name, description, permissions }, store.clock.now()))) {
+      throw new HookrelayError(ErrorCode.roleExists, `role ${excerpt(input.name)} already exists`);
+    }
+    await rec.record(tx, { changes: { description: { before: null, after: description }, permissions: { before: null, after: permissions } } });
+  });
+  return { name: input.name, description, permissions, builtin: false };
+}

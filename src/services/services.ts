@@ -1,6 +1,7 @@
 import type { Config } from '../config/load.ts';
 import { createNetworkPolicies } from '../domain/address-policy.ts';
 import { createLogger, type Logger } from '../log.ts';
+import { createAuditTrail } from './audit.ts';
 import { createDeliveryLogService } from './delivery-log.ts';
 import { createOutboxService } from './outbox.ts';
 import type { Store } from '../store/repos.ts';
@@ -18,19 +19,21 @@ import { DELIVERY_USER_AGENT } from '../version.ts';
  * gives the dispatcher something to send (the daemon's dispatcher listens; nobody does in the CLI).
  */
 export function createServices(store: Store, config: Pick<Config, 'delivery'>, log: Logger = createLogger('silent'), work: WorkSignal = nobodyListens) {
-  const orgs = createOrgService(store);
-  const roles = createRoleService(store);
-  const users = createUserService(store, orgs, roles);
+  // Every write method of the services below records who made it (services/audit.ts).
+  const audit = createAuditTrail(store, log);
+  const orgs = createOrgService(store, audit);
+  const roles = createRoleService(store, audit);
+  const users = createUserService(store, orgs, roles, audit);
   // The URL policy registration applies; every delivery attempt applies it again (dispatch/network-guard.ts).
   const checkTarget = createTargetCheck(createNetworkPolicies(config.delivery), config.delivery.allowHttp);
-  const webhooks = createWebhookService(store, orgs, { checkTarget, disableAfterMs: config.delivery.disableAfter, secretRotationGraceMs: config.delivery.secretRotationGrace }, work, log);
+  const webhooks = createWebhookService(store, orgs, { checkTarget, disableAfterMs: config.delivery.disableAfter, secretRotationGraceMs: config.delivery.secretRotationGrace }, audit, work, log);
   // The dispatcher's side of the deliveries (claim, record); the API's and the CLI's is deliveryLog.
   const outbox = createOutboxService(store, log.child({ subsystem: 'dispatch' }), {
     failingAfterFailures: config.delivery.failingAfterFailures,
     disableAfterMs: config.delivery.disableAfter,
   });
-  const deliveryLog = createDeliveryLogService(store, { userAgent: DELIVERY_USER_AGENT }, work);
+  const deliveryLog = createDeliveryLogService(store, { userAgent: DELIVERY_USER_AGENT }, audit, work);
   const status = createStatusService(store, { disableAfterMs: config.delivery.disableAfter });
-  return { orgs, roles, users, webhooks, outbox, deliveryLog, status };
+  return { audit, orgs, roles, users, webhooks, outbox, deliveryLog, status };
 }
 export type Services = ReturnType<typeof createServices>;

@@ -4,6 +4,9 @@ import type { Config } from '../config/load.ts';
 import type { Clock } from '../domain/clock.ts';
 import { formatDuration } from '../domain/duration.ts';
 import { ErrorCode, HookrelayError, validationError } from '../domain/errors.ts';
+import { AuditAction, type AuditContext } from '../domain/audit.ts';
+import { iso } from '../domain/iso.ts';
+import type { AuditTrail } from './audit.ts';
 import type { AuthKeys } from './auth-keys.ts';
 import type { UserService } from './users.ts';
 
@@ -21,6 +24,23 @@ export async function issueToken(
     throw new HookrelayError(ErrorCode.userNotFound, `no user with e-mail "${input.email}" in organization "${input.orgId}"; add one with: hookrelay users add`);
   }
   return signToken(deps, { orgId: principal.orgId, email: principal.email }, input.ttlMs);
+}
+
+/**
+ * issueToken, recorded in the audit trail (`token.issue`, or `console_link.issue` for a console
+ * link): who it was issued for, by whom, and until when; never the token.
+ */
+export async function issueAuditedToken(
+  deps: { keys: AuthKeys; auth: Config['auth']; users: UserService; clock: Clock; audit: AuditTrail },
+  by: AuditContext,
+  input: { orgId: string; email: string; ttlMs: number; purpose: 'token' | 'console_link' },
+): Promise<{ token: string; expiresAt: number }> {
+  const action = input.purpose === 'console_link' ? AuditAction.consoleLinkIssue : AuditAction.tokenIssue;
+  return deps.audit.change(by, { action, orgId: input.orgId, target: input.email }, async (rec) => {
+    const issued = await issueToken(deps, input);
+    await rec.recordAlone({ changes: { expires_at: iso(issued.expiresAt), ttl_seconds: Math.round(input.ttlMs / 1000) } });
+    return issued;
+  });
 }
 
 /** Throws unless a token with this lifetime can be signed here (a private key, a lifetime within the limit). */

@@ -2,7 +2,8 @@ import { iso } from '../domain/iso.ts';
 import type { Webhook } from '../domain/types.ts';
 import { shownHeaders } from '../domain/webhook-headers.ts';
 import type { DeliveryRow } from '../store/values.ts';
-import { publicStatus, TEST_EVENT_TYPE, type AttemptStats } from './delivery-log.ts';
+import { deliveryState, publicStatus, type AttemptStats } from './delivery-log.ts';
+import { TEST_EVENT_TYPE } from './test-events.ts';
 import type { WebhookHealthReport } from './webhooks.ts';
 
 /** Public JSON shapes shared by the admin API and the CLI's --json output. */
@@ -15,6 +16,7 @@ export function deliveryView(d: DeliveryRow) {
     event_type: d.eventType,
     anticipation_request_id: d.eventType === TEST_EVENT_TYPE ? null : d.anticipationRequestId,
     status,
+    state: deliveryState(d),
     attempts: d.attempts,
     next_attempt_at: d.status === 'pending' ? iso(d.nextAttemptAt) : null,
     last_attempt_at: iso(d.lastAttemptAt),

@@ -10,6 +10,9 @@ import type { Logger } from '../log.ts';
 import type { Store, Tx } from '../store/repos.ts';
 import type { WebhookHealth, WebhookStatusChange } from '../store/values.ts';
 import { DisabledReason, disabledReasonText, healthSentence, type RecentFailure } from '../domain/webhook-health.ts';
+import { AuditAction, type AuditContext } from '../domain/audit.ts';
+import { registrationChanges, rotationChanges } from '../domain/audit-changes.ts';
+import type { AuditRecorder, AuditTrail } from './audit.ts';
 import type { OrgService } from './orgs.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
@@ -137,7 +140,41 @@ export function checkRegistration(input: RegistrationInput): { url: string; acti
   };
 }
 
-export function createWebhookService(store: Store, orgs: OrgService, options: WebhookServiceOptions, work: WorkSignal = nobodyListens, log?: Logger) {
+/**
+ * A registration (WebhookService.register): checked, the URL policy applied, then the webhook
+ * created or replaced and its entry recorded (`webhook.register` or `webhook.replace`, with what
+ * changed) in one transaction.
+ */
+async function registerWebhook(
+  deps: { store: Store; orgs: OrgService; checkTarget: TargetCheck },
+  rec: AuditRecorder,
+  orgId: string,
+  input: RegistrationInput,
+): Promise<Registration & { previousStatus: WebhookStatus | null }> {
+  const { store, orgs } = deps;
+  const { url, activeHmac, rateLimit, headers } = checkRegistration(input);
+  const refused = await deps.checkTarget(new URL(url), orgId);
+  if (refused !== null) {
+    throw new HookrelayError(ErrorCode.webhookUrlNotAllowed, `webhook_url ${refused.message}`, {
+      invalidParams: [{ name: 'webhook_url', reason: refused.message }],
+      details: { reason: refused.reason },
+    });
+  }
+  return store.transaction(async (tx) => {
+    await orgs.require(orgId, tx);
+    const existing = await tx.webhooks.getWithSecret(orgId);
+    const newSecret = activeHmac && !existing?.secret ? generateWebhookSecret() : null;
+    await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now(), { rateLimit, headers });
+    const webhook = (await tx.webhooks.get(orgId))!;
+    const kept = new Set(webhook.headers.map(([name]) => name.toLowerCase()));
+    const removedHeaders = (existing?.headers ?? []).map(([name]) => name).filter((name) => !kept.has(name.toLowerCase()));
+    const action = existing === null ? AuditAction.webhookRegister : AuditAction.webhookReplace;
+    await rec.record(tx, { action, changes: registrationChanges(existing, webhook, newSecret !== null) });
+    return { webhook, created: existing === null, replacedUrl: existing ? existing.url : null, newSecret, removedHeaders, previousStatus: existing?.status ?? null };
+  });
+}
+
+export function createWebhookService(store: Store, orgs: OrgService, options: WebhookServiceOptions, audit: AuditTrail, work: WorkSignal = nobodyListens, log?: Logger) {
   const stateLog = log?.child({ subsystem: 'dispatch' });
 
   return {
@@ -148,30 +185,11 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
      * not kept. A secret is generated the first time HMAC is active and kept across
      * re-registrations.
      */
-    async register(orgId: string, input: RegistrationInput): Promise<Registration> {
-      const { url, activeHmac, rateLimit, headers } = checkRegistration(input);
-      const refused = await options.checkTarget(new URL(url), orgId);
-      if (refused !== null) {
-        throw new HookrelayError(ErrorCode.webhookUrlNotAllowed, `webhook_url ${refused.message}`, {
-          invalidParams: [{ name: 'webhook_url', reason: refused.message }],
-          details: { reason: refused.reason },
-        });
-      }
-
-      const registration = await store.transaction(async (tx) => {
-        await orgs.require(orgId, tx);
-        const existing = await tx.webhooks.getWithSecret(orgId);
-        const newSecret = activeHmac && !existing?.secret ? generateWebhookSecret() : null;
-        await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now(), { rateLimit, headers });
-        const webhook = (await tx.webhooks.get(orgId))!;
-        const kept = new Set(webhook.headers.map(([name]) => name.toLowerCase()));
-        const removedHeaders = (existing?.headers ?? []).map(([name]) => name).filter((name) => !kept.has(name.toLowerCase()));
-        return { webhook, created: existing === null, replacedUrl: existing ? existing.url : null, newSecret, removedHeaders, previousStatus: existing?.status ?? null };
-      });
-      const { previousStatus, ...result } = registration;
+    async register(by: AuditContext, orgId: string, input: RegistrationInput): Promise<Registration> {
+      const { previousStatus, ...result } = await audit.change(by, { action: AuditAction.webhookRegister, orgId }, (rec) => registerWebhook({ store, orgs, checkTarget: options.checkTarget }, rec, orgId, input));
       if (previousStatus !== null && previousStatus !== result.webhook.status) {
         // A state change, logged at warn like the others (see logStatusChange).
-        stateLog?.warn({ org: orgId, url: loggableUrl(url), from: previousStatus, to: result.webhook.status, by: 'registration' }, 'webhook enabled: registered again, held deliveries go out');
+        stateLog?.warn({ org: orgId, url: loggableUrl(result.webhook.url), from: previousStatus, to: result.webhook.status, by: 'registration' }, 'webhook enabled: registered again, held deliveries go out');
       }
       // Held deliveries of a disabled webhook go out to the new URL at once.
       work.notify(orgId, 'webhook');
@@ -210,8 +228,8 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
     },
 
     /** New signing secret; the previous one keeps signing for the grace period. Returns the new secret once. */
-    rotateSecret(orgId: string): Promise<{ secret: string; previousSecretExpiresAt: number }> {
-      return store.transaction(async (tx) => {
+    rotateSecret(by: AuditContext, orgId: string): Promise<{ secret: string; previousSecretExpiresAt: number }> {
+      return audit.change(by, { action: AuditAction.webhookSecretRotate, orgId }, (rec) => store.transaction(async (tx) => {
         const webhook = await tx.webhooks.getWithSecret(orgId);
         if (!webhook) throw webhookNotConfigured(orgId);
         if (!webhook.activeHmac) throw new HookrelayError(ErrorCode.secretNotConfigured, 'HMAC signing is off for this webhook; register it with active_hmac true first');
@@ -219,17 +237,21 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
         const secret = generateWebhookSecret();
         const previousSecretExpiresAt = now + options.secretRotationGraceMs;
         await tx.webhooks.rotateSecret(orgId, secret, previousSecretExpiresAt, now);
+        await rec.record(tx, { changes: rotationChanges(previousSecretExpiresAt) });
         return { secret, previousSecretExpiresAt };
-      });
+      }));
     },
 
     /** Operator switch: `disabled` holds deliveries; `active` releases them. */
-    async setEnabled(orgId: string, enabled: boolean): Promise<void> {
-      const changed = await store.transaction(async (tx) => {
+    async setEnabled(by: AuditContext, orgId: string, enabled: boolean): Promise<void> {
+      const action = enabled ? AuditAction.webhookEnable : AuditAction.webhookDisable;
+      const changed = await audit.change(by, { action, orgId }, (rec) => store.transaction(async (tx) => {
         const webhook = await requireWebhook(tx, orgId);
         const change = await tx.webhooks.setStatus(orgId, enabled ? WebhookStatus.active : WebhookStatus.disabled, enabled ? null : DisabledReason.operator, store.clock.now());
-        return change === null ? null : { orgId, url: webhook.url, change, health: await tx.webhooks.health(orgId) };
-      });
+        const health = change === null ? null : await tx.webhooks.health(orgId);
+        await rec.record(tx, { changes: change === null ? null : { status: { before: change.from, after: change.to } } });
+        return change === null ? null : { orgId, url: webhook.url, change, health };
+      }));
       if (changed !== null && stateLog !== undefined) logStatusChange(stateLog, changed, 'operator', options.disableAfterMs);
       work.notify(orgId, 'webhook');
     },

@@ -177,6 +177,17 @@ export const TABLES: readonly TableSpec[] = [
     orderBy: 'source',
     instance: true,
   },
+  {
+    // The audit chain, its ids and hashes as they are (the copy appends its own db.copy entry
+    // after them). audit_journal is not copied: each instance logs the entries itself.
+    table: 'audit_entries',
+    columns: [
+      bigint('id'),
+      bigint('at'),
+      ...['actor_kind', 'actor_name', 'actor_org', 'action', 'org_id', 'target', 'changes', 'request_id', 'source', 'outcome', 'code', 'prev_hash', 'hash'].map(text),
+    ],
+    orderBy: 'id',
+  },
 ];
 
 /** What the target must not hold (the built-in roles its migration made are expected). */
@@ -193,6 +204,7 @@ const MUST_BE_EMPTY: ReadonlyArray<readonly [what: string, rows: string]> = [
   ['quarantined lines', 'SELECT 1 FROM feed_rejects'],
   ['feed positions', 'SELECT 1 FROM feed_positions'],
   ['feed statistics', 'SELECT 1 FROM feed_stats'],
+  ['audit entries', 'SELECT 1 FROM audit_entries'],
 ];
 export const WHAT_IS_THERE = MUST_BE_EMPTY.map(([what, rows]) => `SELECT '${what}' AS what WHERE EXISTS (${rows})`).join('\nUNION ALL ');
 

@@ -117,7 +117,7 @@ export async function copySqliteToPostgres(o: CopyOptions): Promise<CopyResult> 
     const openOptions = o.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: o.busyTimeoutMs };
     store = openSqliteStore(o.from, systemClock, openOptions);
     const db = store.db;
-    const sqliteSchema = store.migrated;
+    const sqliteSchema = { from: store.migrated.from, to: store.migrated.to };
     db.pragma('query_only = ON');
     log?.info({ from: o.from, to: shown, instance: o.instance, sqliteSchema, postgresSchema }, 'db copy: copying the SQLite database into PostgreSQL');
 

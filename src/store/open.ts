@@ -24,6 +24,11 @@ import { StorageFault, storageFaultOf } from './storage-faults.ts';
 import { acquireDaemonLock, type DaemonLock } from './sqlite/daemon-lock.ts';
 import { CLI_LOCK_GAP_MS } from './sqlite/lock-wait.ts';
 import { openSqliteStore } from './sqlite/store.ts';
+import { MIGRATIONS } from './sqlite/migrations.ts';
+import { PG_SCHEMA_VERSION } from './pg/migrations.ts';
+
+/** The schema version each backend's migrations bring a database to (`hookrelay --version`). */
+export const SCHEMA_VERSIONS = { sqlite: MIGRATIONS.length, postgres: PG_SCHEMA_VERSION } as const;
 
 export type { DaemonLock } from './sqlite/daemon-lock.ts';
 
@@ -54,7 +59,7 @@ const CLI_POOL_SIZE = 2;
  * CLI_LOCK_GAP_MS between two of its write transactions, for a daemon that may be waiting for it.
  */
 export async function openStoreFor(config: Config, clock: Clock, o: { log?: Logger } = {}): Promise<Store> {
-  if (config.database.url === null) return openSqliteStore(config.database.path, clock, { busyTimeoutMs: config.database.busyTimeout, lockGapMs: CLI_LOCK_GAP_MS });
+  if (config.database.url === null) return openSqliteStore(config.database.path, clock, { busyTimeoutMs: config.database.busyTimeout, preUpgradeBackups: config.database.preUpgradeBackups, lockGapMs: CLI_LOCK_GAP_MS });
   return openPgStore(config.database.url, clock, { instance: config.instance.name, poolSize: CLI_POOL_SIZE, log: o.log });
 }
 
@@ -95,7 +100,7 @@ function daemonOpener(config: Config, clock: Clock, o: DaemonOpenOptions): Opene
   }
   return {
     // The daemon never sleeps on a lock another process holds: the store waits on timers (sqlite/lock-wait.ts).
-    open: () => (o.openSqliteStore ?? openSqliteStore)(path, clock, { busyTimeoutMs, waitForLocks: false, lockWait: { maxWaitMs: busyTimeoutMs, signal: o.signal } }),
+    open: () => (o.openSqliteStore ?? openSqliteStore)(path, clock, { busyTimeoutMs, preUpgradeBackups: config.database.preUpgradeBackups, waitForLocks: false, lockWait: { maxWaitMs: busyTimeoutMs, signal: o.signal } }),
     // On a full disk SQLite cannot even size its -shm file: the daemon does not exit (under
     // systemd that ends in its start limit while the disk stays full), it waits for space.
     transient: (err) => {
@@ -123,7 +128,9 @@ export async function openStoreWhenReachable(config: Config, clock: Clock, o: Da
     try {
       const store = await opener.open();
       if (failures > 0) o.log.info({ ...opener.where, tries: failures + 1 }, opener.opened);
-      o.log.info(opener.where, 'database open');
+      const { from, to, backup } = store.migrated;
+      if (backup) o.log.warn({ ...opener.where, backup, from, to }, `upgrade: copied the database to ${backup} before opening it with this version (restore it to go back: docs/operations.md, "Roll back")`);
+      o.log.info({ ...opener.where, schema: to, ...(from !== to ? { migratedFrom: from } : {}) }, 'database open');
       return store;
     } catch (err) {
       const transient = opener.transient(err);

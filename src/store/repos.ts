@@ -7,6 +7,7 @@
  * The values the repositories take and give are in types.ts; DueRow, the claim's raw row, is
  * in rows.ts (see dueDeliveryOf).
  */
+import type { AuditDraft, AuditEntry } from '../domain/audit.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { StoredEvent } from '../domain/feed-event.ts';
 import type { Permission } from '../domain/permissions.ts';
@@ -18,11 +19,13 @@ import type { DueRow } from './row-mappers.ts';
 import type {
   AttemptCount,
   AttemptRow,
+  AuditFilter,
   AttemptToStore,
   ClaimTurn,
   DeliverableWebhook,
   DeliveryRow,
   DeliveryToQueue,
+  DeliveryWaitState,
   EventToStore,
   FeedPosition,
   FeedReject,
@@ -277,8 +280,25 @@ export interface DeliveriesRepo {
   oldestDueAt(orgId: string, now: number): Promise<number | null>;
   /** The latest failed attempt among the organization's newest `window` tried pending deliveries and newest `window` dead ones. */
   recentFailure(orgId: string, window?: number): Promise<{ at: number; statusCode: number | null; error: string } | null>;
-  /** Stores a `webhook.test` event; returns its sequence number. */
-  insertTestEvent(id: string, orgId: string, payload: string, now: number): Promise<number>;
+  /**
+   * Stores a test event (its whole body, `payload`) as from the source `api`, occurred and
+   * received at `now`; returns its sequence number. `requestId`: the (made-up) anticipation
+   * request of a sample status change; '' for a `webhook.test`, part of no request.
+   */
+  insertTestEvent(id: string, orgId: string, payload: string, now: number, requestId?: string): Promise<number>;
+  /**
+   * Where the organization's delivery stands in its queue (retry-now's checks); null when the
+   * organization has no delivery with this id. One read by primary key, and the held-back
+   * check of the claim (the handful of pending deliveries of its request).
+   */
+  waitState(orgId: string, id: number): Promise<DeliveryWaitState | null>;
+  /**
+   * Retry-now: a failed delivery (pending, attempted, not leased) of the organization becomes
+   * due at `now` (epoch ms). Returns false, changing nothing, when it is not in that state (any
+   * more: on a shared database an instance may have leased it since waitState read it).
+   * Ordering is the claim's: a later change of its request stays held back behind it (dueRows).
+   */
+  retryNow(orgId: string, id: number, now: number): Promise<boolean>;
 }
 
 export interface RetentionRepo {
@@ -297,6 +317,33 @@ export interface RetentionRepo {
   countRejects(cutoff: number, newestId: number): Promise<number>;
 }
 
+/**
+ * The audit trail (domain/audit.ts): entries numbered 1, 2, ... without gaps, each chained to
+ * the one before by its hash. Appends are serialized: one at a time on SQLite (its one writer),
+ * under a transaction-level advisory lock on PostgreSQL, held until the transaction ends.
+ */
+export interface AuditRepo {
+  /**
+   * Appends `draft` after the newest entry, chained to it, at `now` (never before the newest
+   * entry's time); returns the entry stored. Call it last in its transaction: on PostgreSQL it
+   * holds the chain's lock from there to the commit.
+   */
+  append(draft: AuditDraft, now: number): Promise<AuditEntry>;
+  /** Up to `limit` entries with an id above `afterId`, oldest first. */
+  after(afterId: number, limit: number): Promise<AuditEntry[]>;
+  /** A page of entries, newest first. */
+  list(filter: AuditFilter): Promise<AuditEntry[]>;
+  /** The newest `audit.prune` entry (where the chain is checked from), or null. */
+  latestAnchor(): Promise<AuditEntry | null>;
+  /** The id of the first entry at or after `at` (epoch ms), or null. */
+  firstAt(at: number): Promise<number | null>;
+  /** Removes up to `limit` of the oldest entries with an id below `beforeId`; returns how many. */
+  removeBefore(beforeId: number, limit: number): Promise<number>;
+  /** The last entry this instance wrote to its log (the audit journal, relay/audit-journal.ts); 0 for none. */
+  loggedThrough(): Promise<number>;
+  setLoggedThrough(id: number): Promise<void>;
+}
+
 /** The repositories, as one transaction sees them. */
 export interface Tx {
   readonly orgs: OrgsRepo;
@@ -306,6 +353,7 @@ export interface Tx {
   readonly feed: FeedRepo;
   readonly deliveries: DeliveriesRepo;
   readonly retention: RetentionRepo;
+  readonly audit: AuditRepo;
 }
 
 /**
@@ -364,8 +412,8 @@ export interface Store {
    */
   readonly shared: boolean;
   readonly clock: Clock;
-  /** Schema versions before and after the migrations applied when this store was opened. */
-  readonly migrated: { readonly from: number; readonly to: number };
+  /** Schema versions before and after opening; `backup`: the pre-upgrade copy of a SQLite file taken first (null or absent: none). */
+  readonly migrated: { readonly from: number; readonly to: number; readonly backup?: string | null };
   /**
    * Runs `fn` in one write transaction and commits what it did, or nothing if it throws. On
    * SQLite the write lock is taken up front (BEGIN IMMEDIATE): read-then-write is safe across

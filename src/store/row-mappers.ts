@@ -7,7 +7,7 @@ import { storedBody, type RejectReason, type StoredEvent } from '../domain/feed-
 import { decodeRateWindow, EMPTY_RATE_WINDOW, type RateWindow } from '../domain/rate-window.ts';
 import type { Organization, Role, User, Webhook, WebhookStatus } from '../domain/types.ts';
 import { parseStoredHeaders } from '../domain/webhook-headers.ts';
-import type { AttemptRow, DeliverableWebhook, DeliveryRow, DeliveryStatus, DueDelivery, FeedPosition, FeedReject, FeedStats, PruneBounds, WebhookHealth, WebhookSigningKeys } from './values.ts';
+import type { AttemptRow, DeliverableWebhook, DeliveryRow, DeliveryStatus, DeliveryWaitState, DueDelivery, FeedPosition, FeedReject, FeedStats, PruneBounds, WebhookHealth, WebhookSigningKeys } from './values.ts';
 
 /** A 0/1 flag (SQLite) or a boolean (PostgreSQL). */
 type Flag = number | boolean;
@@ -141,6 +141,26 @@ export interface RecoverableRow {
   type: string;
 }
 export const toRecoverable = (r: RecoverableRow) => ({ eventSeq: r.seq, eventId: r.id, orgId: r.org_id, anticipationRequestId: r.anticipation_request_id, type: r.type });
+
+/** Where a delivery stands in its queue (DeliveriesRepo.waitState, sql.ts's waitStateSql). */
+export interface WaitStateRow {
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: number;
+  leased: number;
+  ordering_key: number;
+  held_by: number | null;
+  webhook_status: string | null;
+}
+export const toWaitState = (r: WaitStateRow): DeliveryWaitState => ({
+  status: r.status,
+  attempts: r.attempts,
+  nextAttemptAt: r.next_attempt_at,
+  leased: r.leased === 1,
+  orderingKey: r.ordering_key,
+  heldBy: r.held_by,
+  webhookStatus: r.webhook_status,
+});
 
 export interface StatsRow {
   source: string;

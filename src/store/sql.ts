@@ -247,9 +247,25 @@ export const hasPendingDeliverySql = (p: { seq: string }): string => `SELECT 1 F
  * A `webhook.test` event, from the source `api` (`source`: its id; SQLite has one, PostgreSQL
  * one per instance), occurred and received at `now`, part of no request. Answers its seq.
  */
-export const insertTestEventSql = (p: { id: string; org: string; payload: string; now: string; source: string }): string => `
+export const insertTestEventSql = (p: { id: string; org: string; request: string; payload: string; now: string; source: string }): string => `
     INSERT INTO events (id, org_id, anticipation_request_id, occurred_at, payload, source_id, received_at)
-    VALUES (${p.id}, ${p.org}, '', ${p.now}, ${p.payload}, ${p.source}, ${p.now}) RETURNING seq`;
+    VALUES (${p.id}, ${p.org}, ${p.request}, ${p.now}, ${p.payload}, ${p.source}, ${p.now}) RETURNING seq`;
+
+/**
+ * Where a delivery (`d`) stands in its queue (DeliveriesRepo.waitState): its state, its lease,
+ * the first delivery holding it back by the backend's rule (`heldBackWhere`, a condition on
+ * `p` and `d`), and its webhook's status.
+ */
+export const waitStateSql = (p: { org: string; id: string }, heldBackWhere: string): string => `
+    SELECT d.status, d.attempts, d.next_attempt_at, CASE WHEN d.lease_expires_at IS NULL THEN 0 ELSE 1 END AS leased, d.ordering_key,
+      (SELECT p.id FROM deliveries p WHERE ${heldBackWhere} ORDER BY p.id LIMIT 1) AS held_by,
+      (SELECT w.status FROM webhooks w WHERE w.org_id = d.org_id) AS webhook_status
+    FROM deliveries d WHERE d.org_id = ${p.org} AND d.id = ${p.id}`;
+
+/** Retry-now: a failed delivery (pending, attempted, not leased) becomes due now. */
+export const retryNowSql = (p: { now: string; org: string; id: string }): string => `
+    UPDATE deliveries SET next_attempt_at = ${p.now}, updated_at = ${p.now}
+    WHERE id = ${p.id} AND org_id = ${p.org} AND status = 'pending' AND attempts > 0 AND lease_expires_at IS NULL`;
 
 /**
  * Events of the organization in a seq range (a time window, see FeedRepo.seqRange) that were

@@ -51,6 +51,24 @@ export interface DeliveryRow {
   readonly updatedAt: number;
 }
 
+/** Where a delivery stands in its queue: what retry-now asks before bringing its next attempt forward (DeliveriesRepo.waitState). */
+export interface DeliveryWaitState {
+  readonly status: DeliveryStatus;
+  readonly attempts: number;
+  /** Epoch ms. */
+  readonly nextAttemptAt: number;
+  /** Leased for an attempt (in flight, or claimed ahead to start shortly). */
+  readonly leased: boolean;
+  readonly orderingKey: number;
+  /**
+   * A pending delivery of the same request that holds this one back by the claim's own rule
+   * (DeliveriesRepo.dueRows: one in flight, or an earlier change still pending); null when none does.
+   */
+  readonly heldBy: number | null;
+  /** Its webhook's status; null when the organization has no webhook. */
+  readonly webhookStatus: string | null;
+}
+
 export interface AttemptRow {
   readonly id: number;
   readonly attempt: number;
@@ -275,4 +293,18 @@ export interface RateState {
   readonly window: RateWindow;
   /** Epoch ms, in the clock of `window`. */
   readonly now: number;
+}
+
+/** A page of the audit trail, newest first (AuditRepo.list); each filter given narrows it. */
+export interface AuditFilter {
+  readonly orgId?: string | undefined;
+  /** The actor's name, exactly (an e-mail, a Unix user). */
+  readonly actor?: string | undefined;
+  readonly action?: string | undefined;
+  readonly outcome?: string | undefined;
+  /** Only entries with this id or a larger one (a `since` time becomes this: AuditRepo.firstAt). */
+  readonly fromId?: number | undefined;
+  /** Cursor: only entries with a smaller id. */
+  readonly beforeId?: number | undefined;
+  readonly limit: number;
 }

@@ -26,6 +26,7 @@ import {
   writeKeyPair,
   type RunningRelay,
 } from '../helpers/helpers.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 const hmacSha256 = (key: string | Buffer) => (input: string) => createHmac('sha256', key).update(input).digest();
@@ -174,11 +175,11 @@ test('tokens without identity claims, of an unknown organization or of a deleted
   await assertInvalidToken(relay, viewer, `Bearer ${relay.sign(claimsFor('org-a', 'ghost@org-a.test'))}`, /not a user of its organization/);
 
   const leaver = 'leaver@org-a.test';
-  await relay.services.users.add({ orgId: 'org-a', email: leaver, roleName: 'saas_admin' });
+  await relay.services.users.add(BY_TEST, { orgId: 'org-a', email: leaver, roleName: 'saas_admin' });
   const leaverToken = relay.token('org-a', leaver);
   const before = await call(relay.baseUrl, 'GET', '/users/get_roles', { token: leaverToken });
   assert.equal(before.status, 200);
-  await relay.services.users.remove('org-a', leaver);
+  await relay.services.users.remove(BY_TEST, 'org-a', leaver);
   await assertInvalidToken(relay, viewer, `Bearer ${leaverToken}`, /not a user of its organization/);
   await assertAccepted(relay, viewer, relay.token('org-a', admin));
 });

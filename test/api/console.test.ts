@@ -20,6 +20,7 @@ import { VERSION } from '../../src/version.ts';
 import { assertProblem, assertUnchanged, call, seedOrg, silentLog, tempDir } from '../helpers/helpers.ts';
 import { attemptsOf, deliveriesOf, eventIdOf, feedLine, startDeliveryRig, startReceiver, waitFor, waitForDelivery } from '../helpers/receivers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST, testAudit } from '../helpers/audit-helpers.ts';
 
 const MINUTE = 60_000;
 
@@ -29,8 +30,8 @@ test('GET /webhook/stats counts the attempts of the last hour per minute and of 
   const receiver = await startReceiver(t, rig.tls, (req) => (eventIdOf(req) === 'evt_bad' ? { status: 503 } : { status: 204 }));
   const a = await seedOrg(rig.relay.services, 'org-a');
   const b = await seedOrg(rig.relay.services, 'org-b');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
-  await rig.relay.services.webhooks.register('org-b', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-b', { webhook_url: receiver.url });
   const before = Date.now();
   rig.feed(feedLine('org-a', 'evt_ok_1'), feedLine('org-a', 'evt_ok_2'), feedLine('org-a', 'evt_bad'), feedLine('org-b', 'evt_b_1'));
   await waitForDelivery(rig.relay.store, 'org-a', 'evt_bad', (d) => d.status === 'dead', 'the failing delivery to die');
@@ -100,7 +101,7 @@ test('GET /webhook/stats puts attempts in the bucket of the minute (or quarter h
   const rig = await startDeliveryRig(t);
   const receiver = await startReceiver(t, rig.tls);
   const { admin } = await seedOrg(rig.relay.services, 'org-a');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_seed'));
   const delivery = await waitForDelivery(rig.relay.store, 'org-a', 'evt_seed', (d) => d.status === 'delivered', 'the delivery');
   // Attempts of that delivery at chosen times (as the dispatcher records them): 30 and 31.5
@@ -156,8 +157,8 @@ test('GET /webhook/deliveries?request_id= lists the deliveries of that request o
   const receiver = await startReceiver(t, rig.tls, (req) => (eventIdOf(req) === 'evt_a3' ? { status: 500 } : { status: 200 }));
   const a = await seedOrg(rig.relay.services, 'org-a');
   const b = await seedOrg(rig.relay.services, 'org-b');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
-  await rig.relay.services.webhooks.register('org-b', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-b', { webhook_url: receiver.url });
   // Three changes of ar_shared in org-a, one of ar_other, and org-b's own ar_shared.
   rig.feed(
     feedLine('org-a', 'evt_a1', 'ar_shared', 'submitted'),
@@ -249,7 +250,7 @@ test('since and until that name a date or time that does not exist are 422 namin
   // Stored while the organization had no webhook: what a recover of its window queues.
   rig.feed(feedLine('org-a', 'evt_orphan'));
   await waitFor('the orphan event to be stored', () => store.db.prepare("SELECT 1 FROM events WHERE id = 'evt_orphan'").get());
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_listed'));
   await waitForDelivery(store, 'org-a', 'evt_listed', (d) => d.status === 'delivered', 'the listed delivery');
 
@@ -335,7 +336,7 @@ test('a time window is paged from its own place in the log, each delivery once; 
     const at = 10_000 + i * 1000;
     ids.push({ id: await queueAt(store, clock, at, `evt_${i}`, request, org), at, request, org });
   }
-  const log = createDeliveryLogService(store, { userAgent: 'test', requestSearch: { chunkIds: 3, maxIds: 7 } });
+  const log = createDeliveryLogService(store, { userAgent: 'test', requestSearch: { chunkIds: 3, maxIds: 7 } }, testAudit(store));
   const newestFirst = (keep: (d: (typeof ids)[number]) => boolean) => ids.filter(keep).map((d) => d.id).reverse();
 
   // A window: [15 s, 31 s) of org-a, in pages of 3, each delivery once, newest first.
@@ -366,8 +367,8 @@ test('GET /webhook/deliveries/{id} shows the request as sent: every header the r
   const receiver = await startReceiver(t, rig.tls);
   const a = await seedOrg(rig.relay.services, 'org-a');
   const b = await seedOrg(rig.relay.services, 'org-b');
-  const secret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
-  await rig.relay.services.webhooks.register('org-b', { webhook_url: receiver.url, active_hmac: false });
+  const secret = (await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url })).newSecret!;
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-b', { webhook_url: receiver.url, active_hmac: false });
   rig.feed(feedLine('org-a', 'evt_seen', 'ar_seen', 'approved', { data: { note: 'açaí ✓', amount_cents: 1200 } }), feedLine('org-b', 'evt_plain'));
   const delivered = await waitForDelivery(rig.relay.store, 'org-a', 'evt_seen', (d) => d.status === 'delivered', 'the delivery');
   const [sent] = receiver.requestsFor('evt_seen');
@@ -460,8 +461,8 @@ test('get_webhook says until when the previous secret keeps signing after a rota
   const rig = await startDeliveryRig(t, { 'delivery.secretRotationGrace': '4s' });
   const a = await seedOrg(rig.relay.services, 'org-a');
   const b = await seedOrg(rig.relay.services, 'org-b');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: 'https://127.0.0.1:9/a' });
-  await rig.relay.services.webhooks.register('org-b', { webhook_url: 'https://127.0.0.1:9/b' });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: 'https://127.0.0.1:9/a' });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-b', { webhook_url: 'https://127.0.0.1:9/b' });
   const admin = rig.relay.token('org-a', a.admin);
   const viewer = rig.relay.token('org-a', a.viewer);
   const get = async (token: string) => {
@@ -483,9 +484,9 @@ test('get_webhook says until when the previous secret keeps signing after a rota
   assert.equal((await get(rig.relay.token('org-b', b.admin))).previous_secret_expires_at, null, "org-a's rotation is not org-b's");
 
   // Signing turned off: no secret signs, whatever was rotated.
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: 'https://127.0.0.1:9/a', active_hmac: false });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: 'https://127.0.0.1:9/a', active_hmac: false });
   assert.equal((await get(admin)).previous_secret_expires_at, null);
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: 'https://127.0.0.1:9/a' });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: 'https://127.0.0.1:9/a' });
   assert.equal((await get(admin)).previous_secret_expires_at, until, 'on again: the grace period still runs');
 
   await sleep(Math.max(0, Date.parse(until) - Date.now()) + 50);

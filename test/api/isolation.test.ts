@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { assertProblem, assertUnchanged, call, roleOf, seedOrg, snapshot, startRelay, type ApiResponse, type RunningRelay } from '../helpers/helpers.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 async function twoOrgs(t: TestContext) {
   const relay = await startRelay(t);
@@ -89,8 +90,8 @@ test('update_role on a user of org B is a 404 indistinguishable from an unknown 
 test('an e-mail registered in both organizations is changed only in the caller\'s', async (t) => {
   const { relay, aAdminToken } = await twoOrgs(t);
   const shared = 'shared@example.com';
-  await relay.services.users.add({ orgId: 'org-a', email: shared, roleName: 'saas_viewer' });
-  await relay.services.users.add({ orgId: 'org-b', email: shared, roleName: 'saas_viewer' });
+  await relay.services.users.add(BY_TEST, { orgId: 'org-a', email: shared, roleName: 'saas_viewer' });
+  await relay.services.users.add(BY_TEST, { orgId: 'org-b', email: shared, roleName: 'saas_viewer' });
   const before = rowsOf(relay, 'org-b');
   const res = await call(relay.baseUrl, 'PUT', '/users/update_role', { token: aAdminToken, body: { email: 'Shared@Example.com', role_name: 'saas_admin' } });
   assert.equal(res.status, 200, res.text);
@@ -101,7 +102,7 @@ test('an e-mail registered in both organizations is changed only in the caller\'
 
 test('the last user manager is counted per organization: admins of org B do not let A lose its only one', async (t) => {
   const { relay, a, aAdminToken } = await twoOrgs(t);
-  await relay.services.users.add({ orgId: 'org-b', email: 'second@org-b.test', roleName: 'saas_admin' });
+  await relay.services.users.add(BY_TEST, { orgId: 'org-b', email: 'second@org-b.test', roleName: 'saas_admin' });
   const res = await assertUnchanged(relay.store, () =>
     call(relay.baseUrl, 'PUT', '/users/update_role', { token: aAdminToken, body: { email: a.admin, role_name: 'saas_viewer' } }),
   );
@@ -147,8 +148,8 @@ test('a viewer cannot change roles nor the webhook nor read the secret (403), bu
 
 test('a role without permissions may do nothing at all (deny by default)', async (t) => {
   const { relay } = await twoOrgs(t);
-  await relay.services.roles.add({ name: 'saas_nobody', description: 'no access', permissions: [] });
-  await relay.services.users.add({ orgId: 'org-b', email: 'nobody@org-b.test', roleName: 'saas_nobody' });
+  await relay.services.roles.add(BY_TEST, { name: 'saas_nobody', description: 'no access', permissions: [] });
+  await relay.services.users.add(BY_TEST, { orgId: 'org-b', email: 'nobody@org-b.test', roleName: 'saas_nobody' });
   const token = relay.token('org-b', 'nobody@org-b.test');
   for (const [method, path, permission] of [
     ['GET', '/users/get_roles', 'roles:read'],

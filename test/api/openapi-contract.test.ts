@@ -28,6 +28,7 @@ import { createServices } from '../../src/services/services.ts';
 import { openSqliteStore } from '../../src/store/sqlite/store.ts';
 import { call, seedOrg, silentLog, startRelay, tempDir, type ApiResponse, type RunningRelay } from '../helpers/helpers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 type Json = any;
 
@@ -437,8 +438,8 @@ async function seededRelay(t: TestContext, overrides: Record<string, string> = {
   const { services } = relay;
   const people: Record<string, { admin: string; viewer: string }> = {};
   for (const org of ['acme', 'put-org', 'nohmac']) people[org] = await seedOrg(services, org);
-  await services.roles.add({ name: 'nobody', description: 'no permission at all', permissions: [] });
-  await services.users.add({ orgId: 'acme', email: 'nobody@acme.test', roleName: 'nobody' });
+  await services.roles.add(BY_TEST, { name: 'nobody', description: 'no permission at all', permissions: [] });
+  await services.users.add(BY_TEST, { orgId: 'acme', email: 'nobody@acme.test', roleName: 'nobody' });
   const { admin, viewer } = people.acme!;
   return {
     relay,
@@ -516,6 +517,43 @@ test('roles, users and the webhook: the daemon gives only documented answers', a
   }
 });
 
+test('the team: listing, adding and removing users gives only documented answers', async (t) => {
+  const { relay, people, admin, viewer, adminToken, viewerToken, nobodyToken } = await seededRelay(t);
+  const json = { 'content-type': 'application/json' };
+  await contract.call(relay, 'GET', '/users/get_users', { token: viewerToken, headers: v('v1') });
+  await contract.call(relay, 'GET', '/users/get_users');
+  await contract.call(relay, 'GET', '/users/get_users', { token: nobodyToken });
+  await contract.call(relay, 'GET', '/users/get_users', { token: adminToken, headers: v('v7') });
+  for (const path of ['/users/add_user', '/users/remove_user']) {
+    await contract.call(relay, 'POST', path, { body: { email: viewer } });
+    await contract.call(relay, 'POST', path, { token: viewerToken, body: { email: viewer, role_name: 'saas_admin' } });
+    await contract.call(relay, 'POST', path, { token: adminToken, headers: v('v1.5'), body: {} });
+    await contract.call(relay, 'POST', path, { token: adminToken, rawBody: '{"email":', headers: json });
+    await contract.call(relay, 'POST', path, { token: adminToken, rawBody: 'email=x', headers: { 'content-type': 'text/plain' } });
+    await contract.call(relay, 'POST', path, { token: adminToken, body: { email: viewer, padding: 'x'.repeat(70 * 1024) } });
+    const invalid = await contract.call(relay, 'POST', path, { token: adminToken, body: {} });
+    assert.equal(invalid.body.code, 'validation_failed');
+  }
+  const added = await contract.call(relay, 'POST', '/users/add_user', { token: adminToken, headers: v('v1.2'), body: { email: 'new@acme.test', role_name: 'saas_viewer' } });
+  assert.equal(added.status, 201);
+  assert.equal((await contract.call(relay, 'POST', '/users/add_user', { token: adminToken, body: { email: 'NEW@acme.test', role_name: 'saas_viewer' } })).status, 409);
+  assert.equal((await contract.call(relay, 'POST', '/users/add_user', { token: adminToken, body: { email: 'other@acme.test', role_name: 'root' } })).body.code, 'role_not_found');
+  assert.equal((await contract.call(relay, 'POST', '/users/remove_user', { token: adminToken, body: { email: 'new@acme.test' } })).status, 200);
+  assert.equal((await contract.call(relay, 'POST', '/users/remove_user', { token: adminToken, body: { email: people['put-org']!.admin } })).status, 404);
+  assert.equal((await contract.call(relay, 'POST', '/users/remove_user', { token: adminToken, body: { email: admin } })).status, 409);
+});
+
+test('the audit trail: GET /audit/list gives only documented answers', async (t) => {
+  const { relay, viewerToken, adminToken } = await seededRelay(t);
+  const page = await contract.call(relay, 'GET', '/audit/list', { token: adminToken, headers: v('v1.2'), query: '?limit=2&action=user.add' });
+  assert.equal(page.status, 200);
+  await contract.call(relay, 'GET', '/audit/list', { token: adminToken, query: `?cursor=${page.body.next_cursor}&since=2020-01-01T00:00:00Z&outcome=ok` });
+  await contract.call(relay, 'GET', '/audit/list');
+  await contract.call(relay, 'GET', '/audit/list', { token: viewerToken });
+  await contract.call(relay, 'GET', '/audit/list', { token: adminToken, headers: v('v4') });
+  await contract.call(relay, 'GET', '/audit/list', { token: adminToken, query: '?limit=0&outcome=maybe' });
+});
+
 /** A webhook receiver on 127.0.0.1 that answers 204 and remembers the headers of each request. */
 async function receiver(t: TestContext): Promise<{ url: string; requests: IncomingHttpHeaders[] }> {
   const requests: IncomingHttpHeaders[] = [];
@@ -535,7 +573,7 @@ test('the delivery log, replay, recover, test events and secret rotation: only d
   const hook = await receiver(t);
   const { relay, adminToken, viewerToken, nobodyToken } = await seededRelay(t, { 'delivery.allowHttp': 'true', 'delivery.allowNetworks': '127.0.0.1/32' });
   const token = adminToken;
-  const posts = ['/webhook/test', '/webhook/rotate_secret', '/webhook/recover', '/webhook/deliveries/{id}/replay', '/webhook/disable', '/webhook/enable'];
+  const posts = ['/webhook/test', '/webhook/rotate_secret', '/webhook/recover', '/webhook/deliveries/{id}/replay', '/webhook/deliveries/{id}/retry', '/webhook/disable', '/webhook/enable'];
   const since = new Date(Date.now() - 3_600_000).toISOString();
 
   // Shared errors, and everything before a webhook exists.
@@ -557,6 +595,10 @@ test('the delivery log, replay, recover, test events and secret rotation: only d
   await contract.call(relay, 'GET', '/webhook/deliveries/{id}', { token, params: { id: 'abc' } });
   await contract.call(relay, 'GET', '/webhook/deliveries/{id}', { token, params: { id: '999' } });
   await contract.call(relay, 'POST', '/webhook/deliveries/{id}/replay', { token, params: { id: 'abc' } });
+  await contract.call(relay, 'POST', '/webhook/deliveries/{id}/retry', { token, params: { id: 'abc' } });
+  await contract.call(relay, 'POST', '/webhook/test', { token, body: { kind: 'bogus' } });
+  await contract.call(relay, 'POST', '/webhook/test', { token, rawBody: 'kind=sample', headers: { 'content-type': 'text/plain' } });
+  await contract.call(relay, 'POST', '/webhook/test', { token, body: { padding: 'x'.repeat(70 * 1024) } });
   await contract.call(relay, 'POST', '/webhook/recover', { token, body: {} });
   await contract.call(relay, 'POST', '/webhook/recover', { token, rawBody: '{', headers: { 'content-type': 'application/json' } });
   await contract.call(relay, 'POST', '/webhook/recover', { token, rawBody: 'since=now', headers: { 'content-type': 'text/plain' } });
@@ -589,6 +631,19 @@ test('the delivery log, replay, recover, test events and secret rotation: only d
   assert.equal(replayed.status, 202);
   await waitForStatus(relay, token, replayed.body.delivery.id, 'delivered');
   assert.deepEqual(hook.requests.map((h) => h['webhook-id']), [queued.body.delivery.event_id, queued.body.delivery.event_id]);
+
+  // Retry now: refused on a delivered delivery (409); a sample status change made to wait an hour (seeded while the webhook holds it) is made due (202).
+  const notWaiting = await contract.call(relay, 'POST', '/webhook/deliveries/{id}/retry', { token, params: { id: String(queued.body.delivery.id) } });
+  assert.equal(notWaiting.body.code, 'delivery_not_waiting');
+  await contract.call(relay, 'POST', '/webhook/disable', { token });
+  const sample = await contract.call(relay, 'POST', '/webhook/test', { token, body: { kind: 'sample_status_change' } });
+  const held = repos(relay.store).deliveries;
+  held.lease([sample.body.delivery.id], Date.now() + 60_000, Date.now());
+  held.settle(sample.body.delivery.id, { status: 'pending', attempts: 1, nextAttemptAt: Date.now() + 3_600_000, at: Date.now(), statusCode: 500, error: 'HTTP 500' });
+  await contract.call(relay, 'POST', '/webhook/enable', { token });
+  const retried = await contract.call(relay, 'POST', '/webhook/deliveries/{id}/retry', { token, params: { id: String(sample.body.delivery.id) } });
+  assert.equal(retried.status, 202);
+  await waitForStatus(relay, token, sample.body.delivery.id, 'delivered');
 
   // The request as sent: the signature for an admin, withheld from a viewer; a search by request (a test event has none).
   assert.equal(delivered.request.signature, 'included');
@@ -657,14 +712,17 @@ test('the rate limit answers 429 with Retry-After on every authenticated operati
 
 test('every write answers 503 database_busy with Retry-After while another process holds the database lock past database.busyTimeout', async (t) => {
   const { relay, people, adminToken: token } = await seededRelay(t, { 'database.busyTimeout': '200' });
-  await relay.services.webhooks.register('acme', { webhook_url: 'https://hooks.acme.example/hook' });
+  await relay.services.webhooks.register(BY_TEST, 'acme', { webhook_url: 'https://hooks.acme.example/hook' });
   const queued = await contract.call(relay, 'POST', '/webhook/test', { token });
   const writes: Array<[string, string, Record<string, unknown>]> = [
     ...['PUT', 'POST', 'PATCH'].map((m): [string, string, Record<string, unknown>] => [m, '/users/update_role', { body: { email: people.acme!.viewer, role_name: 'saas_admin' } }]),
     ...['PUT', 'POST'].map((m): [string, string, Record<string, unknown>] => [m, '/webhook/register_webhook', { body: { webhook_url: 'https://hooks.acme.example/other' } }]),
+    ['POST', '/users/add_user', { body: { email: 'busy@acme.test', role_name: 'saas_viewer' } }],
+    ['POST', '/users/remove_user', { body: { email: people.acme!.viewer } }],
     ['POST', '/webhook/rotate_secret', {}],
     ['POST', '/webhook/test', {}],
     ['POST', '/webhook/deliveries/{id}/replay', { params: { id: String(queued.body.delivery.id) } }],
+    ['POST', '/webhook/deliveries/{id}/retry', { params: { id: String(queued.body.delivery.id) } }],
     ['POST', '/webhook/recover', { body: { since: '2000-01-01T00:00:00Z' } }],
   ];
   const other = new Database(relay.config.database.path, { timeout: 0 });

@@ -5,10 +5,11 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import { assertProblem, assertUnchanged, call, roleOf, seedOrg, startRelay } from '../helpers/helpers.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 const BUILTIN_ROLES = [
-  { name: 'saas_admin', description: 'read plus specific modifications for the associated SaaS' },
-  { name: 'saas_viewer', description: 'view-only access to the SaaS resources' },
+  { name: 'saas_admin', description: 'read plus specific modifications for the associated SaaS', permissions: ['audit:read', 'roles:read', 'users:manage', 'webhook:manage', 'webhook:read'] },
+  { name: 'saas_viewer', description: 'view-only access to the SaaS resources', permissions: ['roles:read', 'webhook:read'] },
 ];
 
 async function setup(t: TestContext) {
@@ -17,7 +18,7 @@ async function setup(t: TestContext) {
   return { relay, ...users, adminToken: relay.token('org-a', users.admin), viewerToken: relay.token('org-a', users.viewer) };
 }
 
-test('GET /users/get_roles returns exactly the seeded roles as [{ name, description }]', async (t) => {
+test('GET /users/get_roles returns exactly the seeded roles as [{ name, description, permissions }]', async (t) => {
   const { relay, adminToken } = await setup(t);
   const res = await call(relay.baseUrl, 'GET', '/users/get_roles', { token: adminToken, headers: { Version: 'v1' } });
   assert.equal(res.status, 200);
@@ -28,12 +29,12 @@ test('GET /users/get_roles returns exactly the seeded roles as [{ name, descript
 
 test('GET /users/get_roles includes a role added by the operator, and a viewer may list roles', async (t) => {
   const { relay, viewerToken } = await setup(t);
-  await relay.services.roles.add({ name: 'saas_auditor', description: 'reads the webhook configuration', permissions: ['roles:read', 'webhook:read'] });
+  await relay.services.roles.add(BY_TEST, { name: 'saas_auditor', description: 'reads the webhook configuration', permissions: ['roles:read', 'webhook:read'] });
   const res = await call(relay.baseUrl, 'GET', '/users/get_roles', { token: viewerToken });
   assert.equal(res.status, 200);
   assert.deepEqual(
     res.body,
-    [...BUILTIN_ROLES, { name: 'saas_auditor', description: 'reads the webhook configuration' }].sort((a, b) => a.name.localeCompare(b.name)),
+    [...BUILTIN_ROLES, { name: 'saas_auditor', description: 'reads the webhook configuration', permissions: ['roles:read', 'webhook:read'] }].sort((a, b) => a.name.localeCompare(b.name)),
   );
 });
 
@@ -91,7 +92,7 @@ test('update_role with an unregistered e-mail is 404 user_not_found and changes 
 
 test('update_role with an unknown role_name is 422 role_not_found listing every valid name, operator roles included', async (t) => {
   const { relay, adminToken, viewer } = await setup(t);
-  await relay.services.roles.add({ name: 'saas_auditor', description: 'auditor', permissions: ['roles:read'] });
+  await relay.services.roles.add(BY_TEST, { name: 'saas_auditor', description: 'auditor', permissions: ['roles:read'] });
   for (const roleName of ['saas_owner', '', 'SAAS_ADMIN']) {
     const res = await assertUnchanged(relay.store, () =>
       call(relay.baseUrl, 'PUT', '/users/update_role', { token: adminToken, body: { email: viewer, role_name: roleName } }),
@@ -155,12 +156,12 @@ test('update_role that would leave the organization without a user manager is 40
   assert.match(body.detail, /last user of organization "org-a" who can manage users/);
 
   // A role without users:manage is just as refused; with a second admin, the demotion goes through.
-  await relay.services.roles.add({ name: 'saas_auditor', description: 'auditor', permissions: ['roles:read', 'webhook:read'] });
+  await relay.services.roles.add(BY_TEST, { name: 'saas_auditor', description: 'auditor', permissions: ['roles:read', 'webhook:read'] });
   const toAuditor = await assertUnchanged(relay.store, () =>
     call(relay.baseUrl, 'PUT', '/users/update_role', { token: adminToken, body: { email: admin, role_name: 'saas_auditor' } }),
   );
   assertProblem(toAuditor, 409, 'last_user_manager');
-  await relay.services.users.add({ orgId: 'org-a', email: 'second-admin@org-a.test', roleName: 'saas_admin' });
+  await relay.services.users.add(BY_TEST, { orgId: 'org-a', email: 'second-admin@org-a.test', roleName: 'saas_admin' });
   const demoted = await call(relay.baseUrl, 'PUT', '/users/update_role', { token: adminToken, body: { email: admin, role_name: 'saas_viewer' } });
   assert.equal(demoted.status, 200, demoted.text);
   assert.equal(await roleOf(relay, 'org-a', admin), 'saas_viewer');
@@ -169,7 +170,7 @@ test('update_role that would leave the organization without a user manager is 40
 test('a role change takes effect on the very next request made with the same token', async (t) => {
   const { relay, admin, adminToken, viewer, viewerToken } = await setup(t);
   const second = 'second-admin@org-a.test';
-  await relay.services.users.add({ orgId: 'org-a', email: second, roleName: 'saas_admin' });
+  await relay.services.users.add(BY_TEST, { orgId: 'org-a', email: second, roleName: 'saas_admin' });
   const secondToken = relay.token('org-a', second);
 
   // Promotion: the viewer's unchanged token may now register a webhook.

@@ -17,6 +17,7 @@ import { CLI } from '../helpers/feed-helpers.ts';
 import { call, seedOrg, startRelay, tempDir } from '../helpers/helpers.ts';
 import { appendFeed, attemptsOf, createTestTls, FAST_DELIVERY, feedLine, startReceiver, waitForDelivery } from '../helpers/receivers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -165,9 +166,9 @@ test('delivery.organizationNetworks grants an internal network to one organizati
   const receiver = await startReceiver(t, tls, () => ({ status: 200, body: 'internal service says: db password is hunter2' }));
   for (const orgId of ['acme', 'keeper', 'globex']) await seedOrg(relay.services, orgId);
 
-  await relay.services.webhooks.register('acme', { webhook_url: receiver.url });
-  await relay.services.webhooks.register('keeper', { webhook_url: receiver.url });
-  await assert.rejects(relay.services.webhooks.register('globex', { webhook_url: receiver.url }), { code: 'webhook_url_not_allowed', details: { reason: 'loopback_address' } });
+  await relay.services.webhooks.register(BY_TEST, 'acme', { webhook_url: receiver.url });
+  await relay.services.webhooks.register(BY_TEST, 'keeper', { webhook_url: receiver.url });
+  await assert.rejects(relay.services.webhooks.register(BY_TEST, 'globex', { webhook_url: receiver.url }), { code: 'webhook_url_not_allowed', details: { reason: 'loopback_address' } });
   // Registered before the check (or pointed there by DNS later): refused at delivery too.
   repos(relay.store).webhooks.upsert('globex', receiver.url, false, null, Date.now());
 

@@ -79,7 +79,7 @@ test('usage mistakes: one line naming the problem and where to look, exit 2, not
     { args: ['--listen', '127.0.0.1:0', 'serve'], stderr: /unknown option '--listen'/ },
     { args: ['feed', 'rejects', '--limit', 'lots'], stderr: /--limit must be an integer from 1 to 10000; got "lots"/ },
     { args: ['feed', 'rejects', '--after', '-3'], stderr: /--after must be a non-negative integer; got "-3"/ },
-    { args: ['deliveries', 'list', '--org', 'acme', '--status', 'lost'], stderr: /--status must be one of pending, failed, delivered, dead; got "lost"/ },
+    { args: ['deliveries', 'list', '--org', 'acme', '--status', 'lost'], stderr: /--status must be one of queued, retrying, delivered, failed_for_good, pending, failed, dead; got "lost"/ },
     { args: ['deliveries', 'show', 'twelve', '--org', 'acme'], stderr: /the delivery id must be a positive integer; got "twelve"/ },
     { args: ['deliveries', 'recover', '--org', 'acme', '--since', 'yesterday'], stderr: /--since must be an RFC 3339 date-time/ },
     // An impossible date is refused, not rolled over to 2 March (as the API refuses it).
@@ -120,7 +120,7 @@ test('messages that say what was wrong: a missing config file, a misspelt variab
   ok('webhook set', await runCli(t, ['webhook', 'set', '--org', 'acme', '--url', 'https://receiver.invalid/hook', '--state-dir', state]));
   writeFileSync(join(dir, 'feed.jsonl'), '{"event_id":"evt_1","organization_id":"acme","anticipation_request_id":"ar_1","status":"approved","previous_status":"submitted","occurred_at":"2026-11-23T10:00:00.000Z"}\n');
   ok('ingest', await runCli(t, ['ingest', join(dir, 'feed.jsonl'), '--state-dir', state]));
-  assertOneLine('replay of a queued event', await runCli(t, ['deliveries', 'replay', '1', '--org', 'acme', '--state-dir', state]), EXIT_USAGE, /^hookrelay: delivery 1's event is already queued \(a delivery of it is pending\); replay it once that one is delivered or dead$/);
+  assertOneLine('replay of a queued event', await runCli(t, ['deliveries', 'replay', '1', '--org', 'acme', '--state-dir', state]), EXIT_USAGE, /^hookrelay: delivery 1's event is already queued \(a delivery of it is pending\); replay it once that one is delivered or dead, or retry that one now if it is waiting for its next attempt$/);
 });
 
 test('one daemon per state directory: a second serve is refused naming the first one\'s pid (exit 2); a busy port is refused before any state is created (exit 1)', async (t) => {

@@ -25,7 +25,7 @@ import { describe as describeState, filtersFromForm, INITIAL_STATE, newest, olde
 import { chartModel, MARGIN, niceCeiling, PLOT_HEIGHT } from '../../console/src/chart.ts';
 import { ConsoleApp, type AppControls, type ConsoleEnvironment, type HeaderContent, type Page, type Screen } from '../../console/src/console-app.ts';
 import type { AttemptStats } from '../../console/src/api-client.ts';
-import { formatDuration, formatRelative, formatTime, localInputToIso, markInvisible, msToLocalInput, NONE, orNone } from '../../console/src/format.ts';
+import { deliveryActions, formatDuration, formatRelative, formatTime, localInputToIso, markInvisible, msToLocalInput, NONE, orNone, STATUS_LABELS, timesIn } from '../../console/src/format.ts';
 import { createPoller, REFRESH_INTERVAL_MS } from '../../console/src/live.ts';
 import { apiBaseFromPath, deliveryHref, parseRoute, routeHash, type Route } from '../../console/src/route.ts';
 import { VERIFY_SNIPPETS } from '../../console/src/snippets.ts';
@@ -124,6 +124,9 @@ describe('route', () => {
     assert.deepEqual(parseRoute('#/deliveries/'), { view: 'deliveries' });
     assert.deepEqual(parseRoute('#/deliveries/42'), { view: 'delivery', id: 42 });
     assert.deepEqual(parseRoute('#/deliveries/999999999999999'), { view: 'delivery', id: 999_999_999_999_999 });
+    assert.deepEqual(parseRoute('#/webhook/edit'), { view: 'webhook-edit' });
+    assert.deepEqual(parseRoute('#/team'), { view: 'team' });
+    assert.deepEqual(parseRoute('#/audit/'), { view: 'audit' });
   });
 
   test('anything else is not found', () => {
@@ -133,7 +136,7 @@ describe('route', () => {
   });
 
   test('routeHash is the inverse of parseRoute', () => {
-    for (const hash of ['#/webhook', '#/deliveries', '#/deliveries/7']) assert.equal(routeHash(parseRoute(hash)), hash);
+    for (const hash of ['#/webhook', '#/webhook/edit', '#/deliveries', '#/deliveries/7', '#/team', '#/audit']) assert.equal(routeHash(parseRoute(hash)), hash);
     assert.equal(deliveryHref(15), '#/deliveries/15');
   });
 
@@ -149,12 +152,36 @@ describe('route', () => {
 describe('format', () => {
   const utc = { locale: 'en-US', timeZone: 'UTC' };
 
-  test('times in the given locale, with the ISO kept for the title', () => {
-    assert.deepEqual(formatTime('2026-11-22T08:05:09.123Z', utc), { text: 'Nov 22, 2026, 8:05:09 AM', iso: '2026-11-22T08:05:09.123Z' });
-    assert.equal(formatTime('2026-11-22T08:05:09.123Z', { locale: 'de-DE', timeZone: 'Europe/Berlin' })?.text, '22.11.2026, 09:05:09');
+  test('times in the given locale and zone, the zone named, with UTC for the title and the ISO kept for datetime', () => {
+    assert.deepEqual(formatTime('2026-11-22T08:05:09.123Z', utc), { text: 'Nov 22, 2026, 8:05:09 AM UTC', utc: '2026-11-22 08:05:09 UTC', iso: '2026-11-22T08:05:09.123Z' });
+    assert.deepEqual(formatTime('2026-11-22T09:05:09.123+01:00', { locale: 'en-US', timeZone: 'America/New_York' }), {
+      text: 'Nov 22, 2026, 3:05:09 AM EST',
+      utc: '2026-11-22 08:05:09 UTC',
+      iso: '2026-11-22T09:05:09.123+01:00',
+    });
+    assert.equal(formatTime('2026-11-22T08:05:09.123Z', { locale: 'de-DE', timeZone: 'Europe/Berlin' })?.text, '22.11.2026, 09:05:09 MEZ');
     assert.equal(formatTime(null), null);
     assert.equal(formatTime(undefined), null);
     assert.equal(formatTime('yesterday'), null);
+  });
+
+  test('times inside text from the API are found, each to be shown as every time is', () => {
+    assert.deepEqual(timesIn('failing since 2026-11-22T08:00:00.000Z: 4 attempt(s) in a row failed; disabled if none succeeds by 2026-11-27T08:00:00Z'), [
+      'failing since ',
+      { time: '2026-11-22T08:00:00.000Z' },
+      ': 4 attempt(s) in a row failed; disabled if none succeeds by ',
+      { time: '2026-11-27T08:00:00Z' },
+    ]);
+    assert.deepEqual(timesIn('no time here'), ['no time here']);
+    assert.deepEqual(timesIn(''), ['']);
+  });
+
+  test('status names that tell retrying from failed for good, and the actions each status takes', () => {
+    assert.deepEqual(STATUS_LABELS, { pending: 'queued', failed: 'retrying', delivered: 'delivered', dead: 'failed for good' });
+    assert.deepEqual(deliveryActions('failed'), { retryNow: true, replay: false });
+    assert.deepEqual(deliveryActions('pending'), { retryNow: false, replay: false });
+    assert.deepEqual(deliveryActions('dead'), { retryNow: false, replay: true });
+    assert.deepEqual(deliveryActions('delivered'), { retryNow: false, replay: true });
   });
 
   test('relative times', () => {
@@ -356,6 +383,11 @@ describe('api client', () => {
       title: 'The request is invalid',
       detail: 'the query is invalid: request_id must be an anticipation request id: 1 to 200 characters, no control characters; limit must be an integer from 1 to 200.',
       code: 'validation_failed',
+      // Each field's reason as well, for a form to show beside the field (fields.ts).
+      invalidParams: [
+        { name: 'request_id', reason: 'must be an anticipation request id: 1 to 200 characters, no control characters' },
+        { name: 'limit', reason: 'must be an integer from 1 to 200' },
+      ],
     });
   });
 
@@ -430,7 +462,7 @@ describe('delivery log state', () => {
   test('the caption says what is shown', () => {
     assert.equal(describeState(INITIAL_STATE), 'Deliveries, newest first (all; page 1)');
     const state = older(withFilters(INITIAL_STATE, { status: 'dead', since: '2026-11-22T00:00:00.000Z', until: null, requestId: null }), 'MQ');
-    assert.equal(describeState(state), 'Deliveries, newest first (status dead, since 2026-11-22T00:00:00.000Z; page 2)');
+    assert.equal(describeState(state, { locale: 'en-US', timeZone: 'UTC' }), 'Deliveries, newest first (status failed for good, since Nov 22, 2026, 12:00:00 AM UTC; page 2)');
     assert.equal(describeState(withFilters(INITIAL_STATE, { status: null, since: null, until: null, requestId: 'ar_7' })), 'Deliveries, newest first (request ar_7; page 1)');
   });
 
@@ -766,6 +798,17 @@ describe('sign-in (ConsoleApp)', () => {
     const browser = await signedIn({ me: { status: 200, body: JSON.stringify(me) } });
     assert.equal(browser.app.canManage(), false);
     assert.deepEqual(browser.page?.kind === 'view' && browser.page.header, { route: { view: 'webhook' }, org: 'acme-eu', email: 'vic@acme.example', role: 'saas_viewer' });
+  });
+
+  test('permits(): what GET /users/me listed (the team page needs users:manage, the audit page audit:read); before it answers, the same as canManage()', async () => {
+    const me = { email: 'may@acme.example', organization_id: 'acme', role: 'webhook_admin', permissions: ['webhook:read', 'webhook:manage', 'roles:read'] };
+    const browser = await signedIn({ me: { status: 200, body: JSON.stringify(me) } });
+    assert.equal(browser.app.canManage(), true);
+    assert.equal(browser.app.permits('webhook:manage'), true);
+    assert.equal(browser.app.permits('users:manage'), false);
+    assert.equal(browser.app.permits('audit:read'), false);
+    const unknown = await signedIn({ me: { status: 404, body: '' } });
+    assert.equal(unknown.app.permits('users:manage'), unknown.app.canManage());
   });
 
   test('a fresh load signs in with the stored token; without one, the sign-in page, with no notice', async () => {

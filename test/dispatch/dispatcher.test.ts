@@ -28,6 +28,7 @@ import { createWorkSignal, nobodyListens, type WorkSignal } from '../../src/serv
 import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from '../helpers/helpers.ts';
 import { waitFor } from '../helpers/receivers.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 function answer(statusCode: number): AttemptResult {
   const ok = statusCode >= 200 && statusCode < 300;
@@ -132,8 +133,8 @@ async function startRig(t: TestContext, options: RigOptions) {
   const config = loadConfig({ env: {}, overrides: { stateDir: tempDir(t), 'delivery.allowNetworks': '127.0.0.1/32' } });
   const services = createServices(store, config, silentLog, work);
   for (const [orgId, rateLimit] of Object.entries(options.orgs)) {
-    await services.orgs.add({ id: orgId });
-    await services.webhooks.register(orgId, { webhook_url: `https://127.0.0.1:9/${orgId}`, rate_limit: rateLimit });
+    await services.orgs.add(BY_TEST, { id: orgId });
+    await services.webhooks.register(BY_TEST, orgId, { webhook_url: `https://127.0.0.1:9/${orgId}`, rate_limit: rateLimit });
   }
   const deliverer = new TestDeliverer();
   const outbox = services.outbox;

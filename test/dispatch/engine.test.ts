@@ -39,6 +39,7 @@ import {
   type Receiver,
   type TestTls,
 } from '../helpers/receivers.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 /** Polls so slow that only a wake-up can explain a prompt delivery. */
 const NO_POLLS = { 'delivery.pollInterval': '60s', 'feed.pollInterval': '60000' } as const;
@@ -64,7 +65,7 @@ test('wake-ups: an appended feed line and an API call are delivered at once, wit
   const rig = await startDeliveryRig(t, NO_POLLS);
   const receiver = await startReceiver(t, rig.tls);
   const { admin } = await seedOrg(rig.relay.services, 'org-a');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   // The tailer waits for the feed file to appear; give it a first line and let it settle.
   rig.feed(feedLine('org-a', 'evt_wake_0'));
   await receiver.waitForRequests(1, 10_000);
@@ -142,8 +143,8 @@ test('a 429 with Retry-After pauses the webhook: its next delivery waits, other 
   const other = await startReceiver(t, rig.tls);
   await seedOrg(rig.relay.services, 'org-a');
   await seedOrg(rig.relay.services, 'org-b');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: throttled.url });
-  await rig.relay.services.webhooks.register('org-b', { webhook_url: other.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: throttled.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-b', { webhook_url: other.url });
 
   rig.feed(feedLine('org-a', 'evt_429_a1', 'ar_1'));
   const [refused] = await throttled.waitForRequests(1);
@@ -190,10 +191,10 @@ test('fair slots: six hanging receivers hold one attempt each and at most half t
   const healthy = await startReceiver(t, rig.tls);
   const hanging = await Promise.all(Array.from({ length: 6 }, () => startHangingCounter(t, rig.tls)));
   await seedOrg(rig.relay.services, 'org-ok');
-  await rig.relay.services.webhooks.register('org-ok', { webhook_url: healthy.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-ok', { webhook_url: healthy.url });
   for (const [i, h] of hanging.entries()) {
     await seedOrg(rig.relay.services, `org-hang-${i}`);
-    await rig.relay.services.webhooks.register(`org-hang-${i}`, { webhook_url: h.url });
+    await rig.relay.services.webhooks.register(BY_TEST, `org-hang-${i}`, { webhook_url: h.url });
   }
   const samples: Array<{ at: number; open: number }> = [];
   const startedAt = Date.now();
@@ -232,8 +233,8 @@ test('a row whose body cannot be built is marked dead with the reason; its organ
   const b = await startReceiver(t, rig.tls);
   await seedOrg(rig.relay.services, 'org-a');
   await seedOrg(rig.relay.services, 'org-b');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: a.url });
-  await rig.relay.services.webhooks.register('org-b', { webhook_url: b.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: a.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-b', { webhook_url: b.url });
   const store = rig.relay.store;
   // A damaged event: an occurred_at no Date can hold (as a damaged page or a hand edit could leave).
   const poisonId = store.db.transaction(() => {
@@ -325,7 +326,7 @@ test('the clock steps forward then back: fresh deliveries go out at once, before
   t.after(() => store.close());
   const services = createServices(store, config);
   await seedOrg(services, 'org-a');
-  await services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   const feed = (id: string, request = `ar_${id}`) => appendFeed(config.feed.path, [feedLine('org-a', id, request)]);
   const delivered = (id: string, what: string) => waitForDelivery(store, 'org-a', id, (d) => d.status === DeliveryStatus.delivered, what, 5_000);
 
@@ -343,9 +344,9 @@ test('the clock steps forward then back: fresh deliveries go out at once, before
   const back = await delivered('evt_back_1', 'an event received after the clock stepped back (it must not wait a day)');
   assert.ok(back.createdAt >= ahead.createdAt, 'queue times went back with the clock');
   // ... a replay and a test event share that time base and go out at once too...
-  const replayed = await services.deliveryLog.replay('org-a', ahead.id);
+  const replayed = await services.deliveryLog.replay(BY_TEST, 'org-a', ahead.id);
   assert.ok(replayed.createdAt >= back.createdAt, 'a replay was queued on another time base than ingestion');
-  const testEvent = await services.deliveryLog.sendTest('org-a');
+  const testEvent = await services.deliveryLog.sendTest(BY_TEST, 'org-a');
   await waitFor('the replay and the test event', () => {
     const rows = deliveriesOf(store, 'org-a');
     return [replayed.id, testEvent.id].every((id) => rows.find((d) => d.id === id)?.status === DeliveryStatus.delivered);
@@ -381,7 +382,7 @@ test('new work is claimed at once while slots are free, not at the next group co
   const rig = await startDeliveryRig(t, { ...NO_POLLS, 'delivery.groupCommitInterval': '1s', 'delivery.perWebhookConcurrency': '8' });
   const receiver = await startReceiver(t, rig.tls);
   await seedOrg(rig.relay.services, 'org-a');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_claim_0'));
   await receiver.waitForRequests(1, 10_000);
 
@@ -402,7 +403,7 @@ test('a change that waits behind its request\'s attempt goes out when that attem
     return { status: 200 };
   });
   await seedOrg(rig.relay.services, 'org-a');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_warm'));
   await receiver.waitForRequests(1, 10_000);
 

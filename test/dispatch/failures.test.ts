@@ -24,6 +24,7 @@ import {
   waitForDelivery,
   type RecordedRequest,
 } from '../helpers/receivers.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 /** The first attempt of the event's delivery, once recorded. */
 async function firstAttempt(rig: Awaited<ReturnType<typeof startDeliveryRig>>, orgId: string, eventId: string) {
@@ -48,7 +49,7 @@ test('Retry-After on 503 is honoured (seconds and HTTP date) and clamped to deli
       return answer;
     });
     await seedOrg(rig.relay.services, orgId);
-    await rig.relay.services.webhooks.register(orgId, { webhook_url: receiver.url });
+    await rig.relay.services.webhooks.register(BY_TEST, orgId, { webhook_url: receiver.url });
     rig.feed(feedLine(orgId, `evt_${orgId}`));
   }
   const next: Record<string, { nextAttemptAt: number; lastAttemptAt: number; receivedAt: number }> = {};
@@ -90,7 +91,7 @@ test('429 waits at least 60 s, longer when Retry-After says so', async (t) => {
       return answer;
     });
     await seedOrg(rig.relay.services, orgId);
-    await rig.relay.services.webhooks.register(orgId, { webhook_url: receiver.url });
+    await rig.relay.services.webhooks.register(BY_TEST, orgId, { webhook_url: receiver.url });
     rig.feed(feedLine(orgId, `evt_${orgId}`));
   }
   for (const [orgId, wait] of [['org-short', 60_000], ['org-long', 120_000], ['org-none', 60_000]] as const) {
@@ -108,7 +109,7 @@ test('410 disables the webhook and holds later deliveries, which go out after re
   const receiver = await startReceiver(t, rig.tls, () => (gone ? { status: 410, body: 'gone' } : { status: 200 }));
   const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   const store = rig.relay.store;
   const status = async () => {
     const res = await call(rig.relay.baseUrl, 'GET', '/webhook/get_webhook', { token });
@@ -152,7 +153,7 @@ test('410 disables the webhook and holds later deliveries, which go out after re
   await sleep(400);
   assert.equal(deliveriesOfEvent(store, 'org-a', 'evt_held_2')[0]!.attempts, 0);
   gone = false;
-  await rig.relay.services.webhooks.setEnabled('org-a', true);
+  await rig.relay.services.webhooks.setEnabled(BY_TEST, 'org-a', true);
   for (const eventId of ['evt_gone_2', 'evt_held_2']) await waitForDelivery(store, 'org-a', eventId, (d) => d.status === 'delivered', 'delivery after enabling');
   assert.equal(await status(), 'active');
   assert.equal(deliveriesOf(store, 'org-a').filter((d) => d.status !== 'delivered').length, 0);
@@ -163,7 +164,7 @@ test('a redirect is not followed and counts as a failure', async (t) => {
   const target = await startReceiver(t, rig.tls);
   const redirecting = await startReceiver(t, rig.tls, (req) => ({ status: req.index === 0 ? 302 : 307, headers: { location: target.url } }));
   await seedOrg(rig.relay.services, 'org-a');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: redirecting.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: redirecting.url });
 
   rig.feed(feedLine('org-a', 'evt_redirected'));
   const dead = await waitForDelivery(rig.relay.store, 'org-a', 'evt_redirected', (d) => d.status === 'dead', 'the redirected delivery to go dead');
@@ -189,7 +190,7 @@ test('a hanging receiver and two trickling receivers hit the overall deadline (d
   const cases = { 'org-hang': hanging.url, 'org-trickle-body': tricklingBody.url, 'org-trickle-all': tricklingAll.url };
   for (const [orgId, url] of Object.entries(cases)) {
     await seedOrg(rig.relay.services, orgId);
-    await rig.relay.services.webhooks.register(orgId, { webhook_url: url });
+    await rig.relay.services.webhooks.register(BY_TEST, orgId, { webhook_url: url });
     rig.feed(feedLine(orgId, `evt_${orgId}`));
   }
   for (const orgId of Object.keys(cases)) {
@@ -218,7 +219,7 @@ test('ordering: a later change of the same request waits for the earlier one (de
     return { status: 200 };
   });
   await seedOrg(rig.relay.services, 'org-a');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   rig.feed(
     feedLine('org-a', 'evt_a1', 'ar_a', 'approved', { previous_status: 'pending' }),
     feedLine('org-a', 'evt_a2', 'ar_a', 'paid', { previous_status: 'approved' }),
@@ -241,7 +242,7 @@ test('ordering: a later change goes out once the earlier one has gone dead', asy
   const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1s' });
   const receiver = await startReceiver(t, rig.tls, (req) => (eventIdOf(req) === 'evt_c1' ? { status: 500 } : { status: 200 }));
   await seedOrg(rig.relay.services, 'org-a');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_c1', 'ar_c', 'approved'), feedLine('org-a', 'evt_c2', 'ar_c', 'paid', { previous_status: 'approved' }));
   const store = rig.relay.store;
   const c2 = await waitForDelivery(store, 'org-a', 'evt_c2', (d) => d.status === 'delivered', 'the later change', 10_000);
@@ -259,7 +260,7 @@ test('webhook status: failing after delivery.failingAfterFailures consecutive fa
   const receiver = await startReceiver(t, rig.tls, () => (healthy ? { status: 200 } : { status: 500 }));
   const { viewer } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', viewer);
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   const store = rig.relay.store;
   const apiStatus = async () => (await call(rig.relay.baseUrl, 'GET', '/webhook/get_webhook', { token })).body.status as string;
   // One consistent read of the webhook's status and the number of attempts made so far.
@@ -304,8 +305,8 @@ test('a slow receiver cannot starve another webhook, even with a backlog larger 
   });
   await seedOrg(rig.relay.services, 'org-slow');
   await seedOrg(rig.relay.services, 'org-fast');
-  await rig.relay.services.webhooks.register('org-slow', { webhook_url: slow.url });
-  await rig.relay.services.webhooks.register('org-fast', { webhook_url: fast.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-slow', { webhook_url: slow.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-fast', { webhook_url: fast.url });
   rig.feed(...Array.from({ length: 12 }, (_, i) => feedLine('org-slow', `evt_slow_${i}`)));
   await slow.waitForRequests(1);
   rig.feed(feedLine('org-fast', 'evt_fast'));
@@ -335,8 +336,8 @@ test('concurrency: at most delivery.perWebhookConcurrency attempts per webhook a
   const b = await startReceiver(t, rig.tls, hold);
   await seedOrg(rig.relay.services, 'org-a');
   await seedOrg(rig.relay.services, 'org-b');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: a.url });
-  await rig.relay.services.webhooks.register('org-b', { webhook_url: b.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: a.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-b', { webhook_url: b.url });
   const store = rig.relay.store;
   rig.feed(feedLine('org-a', 'evt_cap_a_first'), feedLine('org-b', 'evt_cap_b_first'));
   await waitFor('both first events delivered', () => [...deliveriesOf(store, 'org-a'), ...deliveriesOf(store, 'org-b')].filter((d) => d.status === 'delivered').length === 2);
@@ -375,7 +376,7 @@ test('ordering: many requests with several changes each, slow answers and concur
     return { status: 200 };
   });
   await seedOrg(rig.relay.services, 'org-a');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   const requests = 12;
   const changes = 4;
   const lines = [];

@@ -15,6 +15,7 @@ import { test, type TestContext } from 'node:test';
 import { call, seedOrg, startRelay } from '../helpers/helpers.ts';
 import { appendFeed, attemptsOf, createTestTls, FAST_DELIVERY, feedLine, waitForDelivery, type TestTls } from '../helpers/receivers.ts';
 import { freePort } from '../helpers/feed-helpers.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 /** An HTTPS receiver on 127.0.0.1 whose certificate (signed by the test CA) is for an internal name and address, not for 127.0.0.1. */
 async function startMisnamedReceiver(t: TestContext, tls: TestTls): Promise<string> {
@@ -47,8 +48,8 @@ test('a TLS or connection error of an internal receiver is stored without its me
     { url: closed, error: 'connection_error', withheld: 'ECONNREFUSED (details not stored: the receiver is on an internal network; the operator can keep them with delivery.storeInternalResponses)', kept: /^ECONNREFUSED: connect ECONNREFUSED 127\.0\.0\.1:\d+/ },
   ];
   for (const [i, c] of cases.entries()) {
-    await relay.services.webhooks.register('acme', { webhook_url: c.url });
-    await relay.services.webhooks.register('keeper', { webhook_url: c.url });
+    await relay.services.webhooks.register(BY_TEST, 'acme', { webhook_url: c.url });
+    await relay.services.webhooks.register(BY_TEST, 'keeper', { webhook_url: c.url });
     appendFeed(relay.config.feed.path, [feedLine('acme', `evt_acme_${i}`), feedLine('keeper', `evt_keeper_${i}`)]);
     const acme = await waitForDelivery(relay.store, 'acme', `evt_acme_${i}`, (d) => d.attempts >= 1, `acme's attempt ${i}`);
     const keeper = await waitForDelivery(relay.store, 'keeper', `evt_keeper_${i}`, (d) => d.attempts >= 1, `keeper's attempt ${i}`);

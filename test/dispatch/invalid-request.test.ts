@@ -14,6 +14,7 @@ import { AttemptError, concernsReceiver, decideOutcome, type AttemptResult, type
 import { call, seedOrg } from '../helpers/helpers.ts';
 import { attemptsOf, deliveriesOfEvent, eventIdOf, startDeliveryRig, startReceiver, waitForDelivery } from '../helpers/receivers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 const POLICY: RetryPolicy = { scheduleMs: [3_600_000, 3_600_000], jitter: 0, minBackoffAfterThrottleMs: 60_000, maxRetryAfterMs: 21_600_000 };
 
@@ -66,7 +67,7 @@ test('an event id no header can carry: one invalid_request attempt, dead at once
   const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1h,1h', 'delivery.failingAfterFailures': '1' });
   const receiver = await startReceiver(t, rig.tls);
   const { viewer } = await seedOrg(rig.relay.services, 'org-a');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   const store = rig.relay.store;
   const ids = ['evt_日本', 'evt_\u202egnp.exe', 'evt_ok'];
   const now = Date.now();

@@ -12,6 +12,7 @@ import { storedBody } from '../../src/domain/feed-event.ts';
 import { DELIVERY_USER_AGENT, VERSION } from '../../src/version.ts';
 import { call, seedOrg } from '../helpers/helpers.ts';
 import { attemptsOf, deliveriesOfEvent, feedLine, startDeliveryRig, startReceiver, waitFor, waitForDelivery, type RecordedRequest } from '../helpers/receivers.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 /** The headers a Standard Webhooks library reads, as plain strings. */
 function webhookHeaders(req: RecordedRequest): Record<string, string> {
@@ -98,7 +99,7 @@ test('a delivery is a signed POST of the stored bytes that standardwebhooks veri
   assert.throws(() => new Webhook(secret).verify(raw + ' ', headers), /No matching signature/);
   assert.throws(() => new Webhook(secret).verify(raw, { ...headers, 'webhook-id': 'evt_other' }), /No matching signature/);
   assert.throws(() => new Webhook(secret).verify(raw, { ...headers, 'webhook-timestamp': String(Number(timestamp) - 1) }), /No matching signature/);
-  const otherSecret = (await rig.relay.services.webhooks.rotateSecret('org-a')).secret;
+  const otherSecret = (await rig.relay.services.webhooks.rotateSecret(BY_TEST, 'org-a')).secret;
   assert.throws(() => new Webhook(otherSecret).verify(raw, headers), /No matching signature/);
 });
 
@@ -162,8 +163,8 @@ test('after the grace period (delivery.secretRotationGrace) only the new secret 
   const rig = await startDeliveryRig(t, { 'delivery.secretRotationGrace': '1s' });
   const receiver = await startReceiver(t, rig.tls);
   await seedOrg(rig.relay.services, 'org-a');
-  const oldSecret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
-  const { secret: newSecret, previousSecretExpiresAt } = await rig.relay.services.webhooks.rotateSecret('org-a');
+  const oldSecret = (await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url })).newSecret!;
+  const { secret: newSecret, previousSecretExpiresAt } = await rig.relay.services.webhooks.rotateSecret(BY_TEST, 'org-a');
   await waitFor('the grace period to end', () => Date.now() > previousSecretExpiresAt + 5, 5_000);
 
   rig.feed(feedLine('org-a', 'evt_after_grace'));
@@ -181,7 +182,7 @@ test('500 then 200: one event, two attempts, the same webhook-id and identical b
   const rig = await startDeliveryRig(t, { 'delivery.retrySchedule': '1s', 'delivery.storeInternalResponses': 'org-a' });
   const receiver = await startReceiver(t, rig.tls, (req) => (req.index === 0 ? { status: 500, body: 'try later' } : { status: 200 }));
   await seedOrg(rig.relay.services, 'org-a');
-  const secret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
+  const secret = (await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url })).newSecret!;
 
   rig.feed(feedLine('org-a', 'evt_retry', 'ar_retry', 'approved', { data: { amount_cents: 5 } }));
   const delivered = await waitForDelivery(rig.relay.store, 'org-a', 'evt_retry', (d) => d.status === 'delivered', 'the retry to be delivered');
@@ -219,7 +220,7 @@ test('POST /webhook/test delivers a signed webhook.test event', async (t) => {
   const receiver = await startReceiver(t, rig.tls);
   const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
-  const secret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
+  const secret = (await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url })).newSecret!;
 
   const queued = await call(rig.relay.baseUrl, 'POST', '/webhook/test', { token });
   assert.equal(queued.status, 202, queued.text);
@@ -250,7 +251,7 @@ test('without delivery.caFile the test CA is not trusted: the attempt fails with
   const rig = await startDeliveryRig(t, { 'delivery.caFile': '', 'delivery.retrySchedule': '1h' });
   const receiver = await startReceiver(t, rig.tls);
   await seedOrg(rig.relay.services, 'org-a');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_untrusted'));
   const failed = await waitForDelivery(rig.relay.store, 'org-a', 'evt_untrusted', (d) => d.attempts === 1, 'the first attempt');
   const [attempt] = attemptsOf(rig.relay.store, failed.id);

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { seedOrg, startRelay, tempDir } from '../helpers/helpers.ts';
 import { appendFeed, attemptsOf, createTestTls, deliveriesOfEvent, FAST_DELIVERY, feedLine, startReceiver, waitForDelivery } from '../helpers/receivers.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 test('a restart in the middle of the retry schedule resumes it: next_attempt_at unchanged, and the retry happens', async (t) => {
   const tls = createTestTls(t);
@@ -16,7 +17,7 @@ test('a restart in the middle of the retry schedule resumes it: next_attempt_at 
 
   const first = await startRelay(t, overrides);
   await seedOrg(first.services, 'org-a');
-  await first.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await first.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   appendFeed(first.config.feed.path, [feedLine('org-a', 'evt_resumed')]);
   const failed = await waitForDelivery(first.store, 'org-a', 'evt_resumed', (d) => d.attempts === 1, 'the first, failed attempt');
   assert.equal(failed.status, 'pending');
@@ -61,7 +62,7 @@ test('a graceful stop cuts in-flight attempts short without counting them; the n
 
   const first = await startRelay(t, overrides);
   await seedOrg(first.services, 'org-a');
-  await first.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await first.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   appendFeed(first.config.feed.path, [feedLine('org-a', 'evt_interrupted')]);
   await receiver.waitForRequests(1);
   // The drain deadline (200 ms) passes long before the attempt's own (30 s): the attempt is aborted.

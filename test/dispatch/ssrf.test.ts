@@ -12,6 +12,7 @@ import type { SqliteStore as Store } from '../../src/store/sqlite/store.ts';
 import { call, seedOrg, startRelay } from '../helpers/helpers.ts';
 import { appendFeed, attemptsOf, createTestTls, FAST_DELIVERY, feedLine, startReceiver, waitForDelivery } from '../helpers/receivers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 /** The machine's own host name when it resolves only to loopback addresses (as in /etc/hosts on many hosts), else null. */
 async function loopbackHostname(): Promise<string | null> {
@@ -63,7 +64,7 @@ test('without allowNetworks, loopback and metadata URLs in every spelling are re
     if (i > 0) await seedOrg(relay.services, orgId);
     // Registration refuses every one of them now (see the tests below); these stand for
     // webhooks registered before it did, or names whose DNS changed since: each attempt checks.
-    await assert.rejects(relay.services.webhooks.register(orgId, { webhook_url: url }), { code: 'webhook_url_not_allowed' }, url);
+    await assert.rejects(relay.services.webhooks.register(BY_TEST, orgId, { webhook_url: url }), { code: 'webhook_url_not_allowed' }, url);
     registeredBeforeTheCheck(relay.store, orgId, url);
   }
   appendFeed(
@@ -110,10 +111,10 @@ test('allowNetworks opens only what it lists: 127.0.0.1/32 reaches the receiver 
   };
   for (const [orgId, url] of Object.entries(cases)) {
     await seedOrg(relay.services, orgId);
-    if (orgId === 'org-ip') await relay.services.webhooks.register(orgId, { webhook_url: url });
+    if (orgId === 'org-ip') await relay.services.webhooks.register(BY_TEST, orgId, { webhook_url: url });
     else {
       // Refused at registration as well: registered before the check, they are refused at delivery.
-      await assert.rejects(relay.services.webhooks.register(orgId, { webhook_url: url }), { code: 'webhook_url_not_allowed' }, url);
+      await assert.rejects(relay.services.webhooks.register(BY_TEST, orgId, { webhook_url: url }), { code: 'webhook_url_not_allowed' }, url);
       registeredBeforeTheCheck(relay.store, orgId, url);
     }
   }

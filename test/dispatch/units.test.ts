@@ -19,6 +19,7 @@ import { createServices } from '../../src/services/services.ts';
 import { openSqliteStore } from '../../src/store/sqlite/store.ts';
 import { tempDir } from '../helpers/helpers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 const guard = createNetworkGuard([]);
 
@@ -271,8 +272,8 @@ test('webhook health in the store: failing after N failures in a row, disabled a
   const store = openSqliteStore(join(dir, 'hookrelay.db'), systemClock);
   t.after(() => store.close());
   const services = createServices(store, loadConfig({ env: {}, overrides: { stateDir: dir } }));
-  await services.orgs.add({ id: 'org-a' });
-  await services.webhooks.register('org-a', { webhook_url: 'https://hooks.example.com/in' });
+  await services.orgs.add(BY_TEST, { id: 'org-a' });
+  await services.webhooks.register(BY_TEST, 'org-a', { webhook_url: 'https://hooks.example.com/in' });
   const day = 86_400_000;
   const t0 = 1_800_000_000_000;
   const fail = (at: number) => repos(store).webhooks.recordFailure('org-a', at, 3, 5 * day);
@@ -296,9 +297,9 @@ test('webhook health in the store: failing after N failures in a row, disabled a
   // A late success (an attempt that was in flight) does not re-enable it; only the operator or a re-registration does.
   repos(store).webhooks.recordSuccess('org-a', t1 + 5 * day + 1);
   assert.equal(state().status, 'disabled');
-  await services.webhooks.setEnabled('org-a', true);
+  await services.webhooks.setEnabled(BY_TEST, 'org-a', true);
   assert.deepEqual(state(), { status: 'active', consecutiveFailures: 0, failingSince: null, lastSuccessAt: t1 + 5 * day + 1, disabledReason: null });
-  await services.webhooks.setEnabled('org-a', false);
+  await services.webhooks.setEnabled(BY_TEST, 'org-a', false);
   assert.equal(state().disabledReason, 'operator');
 });
 

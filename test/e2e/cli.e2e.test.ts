@@ -46,7 +46,8 @@ test('the built CLI is an executable with its shebang, as `npx hookrelay` and th
     child.once('close', resolve);
   });
   assert.equal(code, 0);
-  assert.match(stdout, /^\d+\.\d+\.\d+\n$/);
+  // The version, the runtime and the schemas (what an operator pastes into a report).
+  assert.match(stdout, /^hookrelay \d+\.\d+\.\d+ \(Node\.js v\d+\.\d+\.\d+ \w+, SQLite schema \d+, PostgreSQL schema \d+\)\n$/);
 });
 
 /** The caller's environment minus everything that would change hookrelay's behaviour. */
@@ -307,7 +308,11 @@ test('newcomer flow: CLI set-up and token, then a daemon started afterwards serv
 
   const roles = await api(daemon.baseUrl, 'GET', '/users/get_roles', token);
   assert.equal(roles.status, 200);
-  assert.deepEqual(roles.body, SEEDED_ROLES);
+  // get_roles says what each role permits, besides the seed's name and description.
+  assert.deepEqual(roles.body, [
+    { ...SEEDED_ROLES[0], permissions: ['audit:read', 'roles:read', 'users:manage', 'webhook:manage', 'webhook:read'] },
+    { ...SEEDED_ROLES[1], permissions: ['roles:read', 'webhook:read'] },
+  ]);
 
   const noToken = await api(daemon.baseUrl, 'GET', '/users/get_roles');
   assert.equal(noToken.status, 401);
@@ -450,7 +455,7 @@ test('--json output of list and get commands; webhook set shows the secret once;
 
   const roles = JSON.parse(await sandbox.ok(['roles', 'list', '--json'])) as Array<Record<string, unknown>>;
   assert.deepEqual(roles, [
-    { ...SEEDED_ROLES[0], permissions: ['roles:read', 'users:manage', 'webhook:read', 'webhook:manage'], builtin: true },
+    { ...SEEDED_ROLES[0], permissions: ['roles:read', 'users:manage', 'webhook:read', 'webhook:manage', 'audit:read'], builtin: true },
     { ...SEEDED_ROLES[1], permissions: ['roles:read', 'webhook:read'], builtin: true },
   ]);
   await sandbox.ok(['roles', 'add', 'auditor', '--description', 'reads the webhook', '--permissions', 'webhook:read']);
@@ -659,8 +664,9 @@ test('migrate creates the database on a fresh state directory; a database newer 
 
   for (const args of [['migrate'], ['serve', '--listen', '127.0.0.1:0'], ['orgs', 'list']]) {
     const result = await sandbox.run(args);
-    assert.equal(result.code, 1, `hookrelay ${args.join(' ')}: exit ${result.code}; stderr: ${result.stderr}`);
-    assertOneErrorLine(result.stderr, new RegExp(`schema version ${future}, newer than this hookrelay understands \\(${version}\\)`));
+    // Exit 2, as a configuration error: restarting (the unit's Restart=) would only repeat it.
+    assert.equal(result.code, 2, `hookrelay ${args.join(' ')}: exit ${result.code}; stderr: ${result.stderr}`);
+    assertOneErrorLine(result.stderr, new RegExp(`schema version ${future}, newer than this hookrelay \\S+ understands \\(schema ${version}\\); restore the backup taken before the upgrade`));
     assert.ok(!result.stdout.includes('admin API listening'));
   }
   assert.equal(userVersion(sandbox.databasePath), future, 'a refused database is left as it was');

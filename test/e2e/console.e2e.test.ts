@@ -310,7 +310,7 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
       });
       assert.equal(row.Event, ACME_EVENT);
       assert.equal(row.Request, ACME_REQUEST);
-      assert.match(row.Status!, /\bdead\b/i);
+      assert.match(row.Status!, /\bfailed for good\b/i);
       assert.equal(row.Attempts, '3');
       assert.equal(row['Last status code'], '500');
       const link = table.getByRole('link', { name: ACME_EVENT });

@@ -126,6 +126,8 @@ test('install into a staging directory: the package with its production dependen
     'etc/hookrelay/hookrelay.json',
     'etc/systemd',
     'etc/systemd/system',
+    'etc/systemd/system/hookrelay-backup.service',
+    'etc/systemd/system/hookrelay-backup.timer',
     'etc/systemd/system/hookrelay.service',
     'usr',
     'usr/local',

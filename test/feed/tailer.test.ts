@@ -18,6 +18,7 @@ import { loadConfig } from '../../src/config/load.ts';
 import { defer, feedLines, feedRelay, fields, jsonLine, scratchDir, waitFor, type FeedRelay } from '../helpers/feed-helpers.ts';
 import { silentLog } from '../helpers/helpers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 function feedPath(t: TestContext): string {
   return join(scratchDir(t, 'hookrelay-feed-'), 'feed.jsonl');
@@ -441,9 +442,9 @@ describe('duplicates, conflicts and bad lines', () => {
     const store = openSqliteStore(config.database.path, systemClock);
     defer(t, () => store.close());
     const services = createServices(store, config);
-    await services.orgs.add({ id: 'org-hooked' });
-    await services.webhooks.register('org-hooked', { webhook_url: 'https://hooks.example.com/hookrelay' });
-    await services.orgs.add({ id: 'org-quiet' });
+    await services.orgs.add(BY_TEST, { id: 'org-hooked' });
+    await services.webhooks.register(BY_TEST, 'org-hooked', { webhook_url: 'https://hooks.example.com/hookrelay' });
+    await services.orgs.add(BY_TEST, { id: 'org-quiet' });
 
     const raw = (value: unknown, position: number): RawLine => ({ bytes: Buffer.from(JSON.stringify(value)), position });
     const ingest = createIngestService(store, silentLog);

@@ -20,6 +20,7 @@ import { createServices, type Services } from '../../src/services/services.ts';
 import { signToken } from '../../src/services/tokens.ts';
 import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
 import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/store.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 export const silentLog = createLogger('silent');
 
@@ -78,11 +79,11 @@ export async function startRelay(t: TestContext, overrides: Record<string, strin
 
 /** Creates an organization with one admin and one viewer; returns their e-mails. */
 export async function seedOrg(services: Services, orgId: string): Promise<{ admin: string; viewer: string }> {
-  await services.orgs.add({ id: orgId });
+  await services.orgs.add(BY_TEST, { id: orgId });
   const admin = `admin@${orgId}.test`;
   const viewer = `viewer@${orgId}.test`;
-  await services.users.add({ orgId, email: admin, roleName: 'saas_admin' });
-  await services.users.add({ orgId, email: viewer, roleName: 'saas_viewer' });
+  await services.users.add(BY_TEST, { orgId, email: admin, roleName: 'saas_admin' });
+  await services.users.add(BY_TEST, { orgId, email: viewer, roleName: 'saas_viewer' });
   return { admin, viewer };
 }
 
@@ -114,9 +115,12 @@ export async function call(
   return { status: res.status, headers: res.headers, body: parsed, text };
 }
 
-/** Every row of every table, for "this request changed nothing" assertions. */
+/**
+ * Every row of every table, for "this request changed nothing" assertions; but the audit
+ * trail's, which records refused attempts too (test/api/audit.test.ts checks those).
+ */
 export function snapshot(store: SqliteStore): Record<string, unknown[]> {
-  const tables = store.db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all() as { name: string }[];
+  const tables = store.db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'audit_%' ORDER BY name").all() as { name: string }[];
   return Object.fromEntries(tables.map(({ name }) => [name, store.db.prepare(`SELECT * FROM "${name}" ORDER BY rowid`).all()]));
 }
 

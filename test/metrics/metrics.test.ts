@@ -19,6 +19,7 @@ import { call, silentLog, startRelay, tempDir } from '../helpers/helpers.ts';
 import { parsePrometheusText, sampleValue, type Family } from '../helpers/prometheus-text.ts';
 import { feedLine, startDeliveryRig, startReceiver, waitFor, waitForDelivery } from '../helpers/receivers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 async function scrape(baseUrl: string, headers: Record<string, string> = {}): Promise<Map<string, Family>> {
   const res = await fetch(`${baseUrl}/metrics`, { headers });
@@ -50,8 +51,8 @@ test('after a known sequence of ingests and deliveries, every hookrelay metric h
   const gone = await startReceiver(t, tls, () => ({ status: 410 }));
   const { services, store } = relay;
   for (const [org, receiver] of [['org-ok', ok], ['org-503', unavailable], ['org-gone', gone]] as const) {
-    await services.orgs.add({ id: org });
-    await services.webhooks.register(org, { webhook_url: receiver.url });
+    await services.orgs.add(BY_TEST, { id: org });
+    await services.webhooks.register(BY_TEST, org, { webhook_url: receiver.url });
   }
 
   // Before anything happened: every counter at 0, nothing queued.
@@ -137,8 +138,8 @@ test('the oldest due delivery and the feed lag, while a webhook does not answer 
   // The attempt deadline ends the hanging attempt soon after the scrape, so that stopping is quick.
   const { tls, relay, feed } = await startDeliveryRig(t, { 'metrics.refreshInterval': '1s', 'delivery.timeout': '3s' });
   const hanging = await startReceiver(t, tls, () => 'hang');
-  await relay.services.orgs.add({ id: 'org-slow' });
-  await relay.services.webhooks.register('org-slow', { webhook_url: hanging.url });
+  await relay.services.orgs.add(BY_TEST, { id: 'org-slow' });
+  await relay.services.webhooks.register(BY_TEST, 'org-slow', { webhook_url: hanging.url });
   const queuedAt = Date.now();
   // Two changes of one request: the second waits for the first, which hangs.
   feed(feedLine('org-slow', 'evt_1', 'ar_1'), feedLine('org-slow', 'evt_2', 'ar_1'));

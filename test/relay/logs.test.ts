@@ -17,6 +17,7 @@ import { assertBuilt, CLI, cleanEnv, defer, WAIT_LIMIT_MS } from '../helpers/fee
 import { tempDir } from '../helpers/helpers.ts';
 import { feedLine, startDeliveryRig, startReceiver, waitFor, waitForDelivery } from '../helpers/receivers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 /** A pino destination that keeps every line, parsed. */
 function capture() {
@@ -40,8 +41,8 @@ test('attempt outcomes at their level, with the URL origin and the next attempt 
   // Secrets in the path and the query, as Slack- or Discord-style URLs carry them.
   const urls = { 'org-ok': `${ok.url}/s3cr3t-path?token=t0k3n-ok`, 'org-flaky': `${flaky.url}/s3cr3t-path?token=t0k3n-flaky`, 'org-gone': `${gone.url}?sig=t0k3n-gone` };
   for (const [org, url] of Object.entries(urls)) {
-    await services.orgs.add({ id: org });
-    await services.webhooks.register(org, { webhook_url: url });
+    await services.orgs.add(BY_TEST, { id: org });
+    await services.webhooks.register(BY_TEST, org, { webhook_url: url });
   }
   const origin = (url: string) => new URL(url).origin;
 
@@ -126,13 +127,13 @@ test('operator changes of a webhook are logged at warn: disabled, enabled, regis
   const log = capture();
   const { relay } = await startDeliveryRig(t);
   const services = createServices(relay.store, relay.config, createLogger('info', log.stream));
-  await services.orgs.add({ id: 'acme' });
-  await services.webhooks.register('acme', { webhook_url: 'https://hooks.acme.example/in?token=t0k3n' });
-  await services.webhooks.setEnabled('acme', false);
-  await services.webhooks.setEnabled('acme', false); // no change: no line
-  await services.webhooks.setEnabled('acme', true);
-  await services.webhooks.setEnabled('acme', false);
-  await services.webhooks.register('acme', { webhook_url: 'https://hooks2.acme.example/in' });
+  await services.orgs.add(BY_TEST, { id: 'acme' });
+  await services.webhooks.register(BY_TEST, 'acme', { webhook_url: 'https://hooks.acme.example/in?token=t0k3n' });
+  await services.webhooks.setEnabled(BY_TEST, 'acme', false);
+  await services.webhooks.setEnabled(BY_TEST, 'acme', false); // no change: no line
+  await services.webhooks.setEnabled(BY_TEST, 'acme', true);
+  await services.webhooks.setEnabled(BY_TEST, 'acme', false);
+  await services.webhooks.register(BY_TEST, 'acme', { webhook_url: 'https://hooks2.acme.example/in' });
   assert.deepEqual(
     log.records().map((r) => [r.level, r.subsystem, r.org, r.url, r.from, r.to, r.by, r.msg]),
     [

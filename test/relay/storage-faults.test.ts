@@ -29,6 +29,7 @@ import { assertBuilt, CLI, cleanEnv, defer, scratchDir, spawnServe, WAIT_LIMIT_M
 import { damageHeader, damagePageOf, readyz, seededState, waitUntil } from '../helpers/db-helpers.ts';
 import { appendFeed, createTestTls, eventIdOf, feedLine, startReceiver, waitFor } from '../helpers/receivers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 before(assertBuilt);
 
@@ -200,8 +201,8 @@ test('a full disk: /readyz answers 503 disk_full, logged once; nothing is lost; 
   const store = openSqliteStore(config.database.path, systemClock);
   defer(t, () => store.close());
   const services = createServices(store, config);
-  await services.orgs.add({ id: 'acme' });
-  await services.webhooks.register('acme', { webhook_url: receiver.url });
+  await services.orgs.add(BY_TEST, { id: 'acme' });
+  await services.webhooks.register(BY_TEST, 'acme', { webhook_url: receiver.url });
 
   let next = 0;
   const append = (n: number) => {

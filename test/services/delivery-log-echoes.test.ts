@@ -11,6 +11,7 @@ import { credentialEchoes, echoMarker, hideEchoes, signatureEchoes } from '../..
 import { call, seedOrg } from '../helpers/helpers.ts';
 import { attemptsOf, feedLine, startDeliveryRig, startReceiver, waitForDelivery } from '../helpers/receivers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 const API_KEY = 'k-secret-123';
 const BEARER = 'abc.def';
@@ -99,7 +100,7 @@ test('attempts recorded before the fix: the webhook credentials are hidden from 
   const rig = await startDeliveryRig(t);
   const receiver = await startReceiver(t, rig.tls, () => ({ status: 500, body: 'no' }));
   const { admin, viewer } = await seedOrg(rig.relay.services, 'org-a');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url, headers: HEADERS });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url, headers: HEADERS });
   rig.feed(feedLine('org-a', 'evt_old_1'));
   const store = rig.relay.store;
   const delivery = await waitForDelivery(store, 'org-a', 'evt_old_1', (d) => d.attempts >= 1, 'a first attempt');

@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Webhook } from 'standardwebhooks';
 import { assertProblem, call, seedOrg } from '../helpers/helpers.ts';
 import { attemptsOf, deliveriesOf, deliveriesOfEvent, eventIdOf, feedLine, startDeliveryRig, startReceiver, waitFor, waitForDelivery } from '../helpers/receivers.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 const MAX_RESPONSE_BYTES = 20 * 1024;
 
@@ -19,7 +20,7 @@ test('a delivery is dead after the schedule, kept, and a replay sends the event 
   const receiver = await startReceiver(t, rig.tls, () => (up ? { status: 204 } : { status: 500, body: 'down' }));
   const { admin, viewer } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
-  const secret = (await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url })).newSecret!;
+  const secret = (await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url })).newSecret!;
   const store = rig.relay.store;
 
   rig.feed(feedLine('org-a', 'evt_dies'));
@@ -97,7 +98,7 @@ test('POST /webhook/recover re-queues the dead and undeliverable events of the w
   await waitFor('the orphan event to be stored', () => store.db.prepare("SELECT 1 FROM events WHERE id = 'evt_orphan'").get());
   assert.equal(deliveriesOfEvent(store, 'org-a', 'evt_orphan').length, 0);
 
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_fine'));
   await waitForDelivery(store, 'org-a', 'evt_fine', (d) => d.status === 'delivered', 'the healthy event');
   up = false;
@@ -131,7 +132,7 @@ test('POST /webhook/recover makes failed deliveries of the window due now', asyn
   const receiver = await startReceiver(t, rig.tls, () => (up ? { status: 200 } : { status: 500 }));
   const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   const since = new Date(Date.now() - 1000).toISOString();
   rig.feed(feedLine('org-a', 'evt_waiting'));
   const failed = await waitForDelivery(rig.relay.store, 'org-a', 'evt_waiting', (d) => d.attempts === 1, 'a first failure');
@@ -151,7 +152,7 @@ test('GET /webhook/deliveries filters by status and pages with a cursor, newest 
   const receiver = await startReceiver(t, rig.tls, (req) => (eventIdOf(req) === 'evt_list_bad' ? { status: 500 } : { status: 200 }));
   const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   const store = rig.relay.store;
 
   rig.feed(...['evt_list_1', 'evt_list_2', 'evt_list_3', 'evt_list_4', 'evt_list_5', 'evt_list_bad'].map((id) => feedLine('org-a', id)));
@@ -160,7 +161,7 @@ test('GET /webhook/deliveries filters by status and pages with a cursor, newest 
     return rows.length === 6 && rows.filter((d) => d.status === 'delivered').length === 5 && rows.some((d) => d.attempts === 1 && d.status === 'pending');
   });
   // A pending delivery never attempted: held while the webhook is disabled.
-  await rig.relay.services.webhooks.setEnabled('org-a', false);
+  await rig.relay.services.webhooks.setEnabled(BY_TEST, 'org-a', false);
   rig.feed(feedLine('org-a', 'evt_list_held'));
   await waitForDelivery(store, 'org-a', 'evt_list_held', () => true, 'the held event');
 
@@ -207,7 +208,7 @@ test('GET /webhook/deliveries/{id} shows each attempt: status, duration, error a
   const receiver = await startReceiver(t, rig.tls, (req) => (req.index === 0 ? { status: 500, body: big } : { status: 200, body: big }));
   const { admin } = await seedOrg(rig.relay.services, 'org-a');
   const token = rig.relay.token('org-a', admin);
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_big_answer'));
   const delivered = await waitForDelivery(rig.relay.store, 'org-a', 'evt_big_answer', (d) => d.status === 'delivered', 'the delivery');
 
@@ -245,8 +246,8 @@ test("deliveries are per organization: another organization's admin gets 404; a 
   const receiver = await startReceiver(t, rig.tls);
   const a = await seedOrg(rig.relay.services, 'org-a');
   const b = await seedOrg(rig.relay.services, 'org-b');
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
-  await rig.relay.services.webhooks.register('org-b', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-b', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_of_a'), feedLine('org-b', 'evt_of_b'));
   const ofA = await waitForDelivery(rig.relay.store, 'org-a', 'evt_of_a', (d) => d.status === 'delivered', "org A's delivery");
   await waitForDelivery(rig.relay.store, 'org-b', 'evt_of_b', (d) => d.status === 'delivered', "org B's delivery");

@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import { emailKey } from '../../src/domain/validation.ts';
 import { openSqliteStore } from '../../src/store/sqlite/store.ts';
 import { call, claimsFor, databaseAtVersion, seedOrg, startRelay, tempDir } from '../helpers/helpers.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 const KELVIN = '\u212A';
 
@@ -31,7 +32,7 @@ test('emailKey: ASCII letters case-folded and the address trimmed; composed and 
 test('a Kelvin sign matches no user: not in update_role, not in a token; the ASCII spelling in any case does', async (t) => {
   const relay = await startRelay(t);
   const { admin } = await seedOrg(relay.services, 'acme');
-  await relay.services.users.add({ orgId: 'acme', email: 'kate@acme.test', roleName: 'saas_viewer' });
+  await relay.services.users.add(BY_TEST, { orgId: 'acme', email: 'kate@acme.test', roleName: 'saas_viewer' });
   const token = relay.token('acme', admin);
 
   const kelvin = await call(relay.baseUrl, 'PUT', '/users/update_role', { token, body: { email: `${KELVIN}ate@acme.test`, role_name: 'saas_admin' } });
@@ -50,7 +51,7 @@ test('a Kelvin sign matches no user: not in update_role, not in a token; the ASC
   assert.equal(asKate.status, 200, asKate.text);
 
   // A Kelvin-sign address is another user, who can be added next to kate.
-  await relay.services.users.add({ orgId: 'acme', email: `${KELVIN}ate@acme.test`, roleName: 'saas_viewer' });
+  await relay.services.users.add(BY_TEST, { orgId: 'acme', email: `${KELVIN}ate@acme.test`, roleName: 'saas_viewer' });
   assert.equal((await relay.services.users.list('acme')).length, 4, 'admin, viewer, kate and the Kelvin-sign address');
 });
 

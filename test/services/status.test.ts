@@ -23,6 +23,7 @@ import { DeliveryStatus } from '../../src/store/values.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from '../helpers/helpers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { testAudit } from '../helpers/audit-helpers.ts';
 
 const LEASE_MS = 30_000;
 const DAY = 86_400_000;
@@ -136,7 +137,8 @@ test('each webhook says why it has its status: the latest failure of its recent 
   const clock = store.clock as ManualClock;
   const t0 = clock.at;
   const status = createStatusService(store, { disableAfterMs: 5 * DAY });
-  const webhooks = createWebhookService(store, createOrgService(store), { checkTarget: createTargetCheck(createNetworkPolicies({ allowNetworks: [], organizationNetworks: [], storeInternalResponses: [] }), false), disableAfterMs: 5 * DAY, secretRotationGraceMs: 1000 });
+  const audit = testAudit(store);
+  const webhooks = createWebhookService(store, createOrgService(store, audit), { checkTarget: createTargetCheck(createNetworkPolicies({ allowNetworks: [], organizationNetworks: [], storeInternalResponses: [] }), false), disableAfterMs: 5 * DAY, secretRotationGraceMs: 1000 }, audit);
 
   const [ok] = await queue(store, 'org-ok', ['ar_1']);
   settle(store, ok!, t0, 'delivered');

@@ -29,6 +29,7 @@ import { createRoleService } from '../../src/services/roles.ts';
 import { createUserService } from '../../src/services/users.ts';
 import { pgServer, stopPgServer } from '../helpers/pg-harness.ts';
 import { CONTRACT_INSTANCE, STORE_BACKENDS } from '../helpers/store-backends.ts';
+import { BY_TEST, testAudit } from '../helpers/audit-helpers.ts';
 
 after(stopPgServer);
 
@@ -83,15 +84,16 @@ for (const backend of backends) {
     test('a control character in a name, a description or an e-mail is refused before it reaches the database', async (t) => {
       const { store } = await backend.open(t);
       // PostgreSQL text cannot hold U+0000 at all: the services refuse it, with what was wrong, on both backends.
-      const orgs = createOrgService(store);
-      const roles = createRoleService(store);
-      const users = createUserService(store, orgs, roles);
-      await assert.rejects(orgs.add({ id: 'acme', name: 'Acme\u0000Corp' }), { code: 'validation_failed', invalidParams: [{ name: 'name', reason: 'must not contain control characters' }] });
+      const audit = testAudit(store);
+      const orgs = createOrgService(store, audit);
+      const roles = createRoleService(store, audit);
+      const users = createUserService(store, orgs, roles, audit);
+      await assert.rejects(orgs.add(BY_TEST, { id: 'acme', name: 'Acme\u0000Corp' }), { code: 'validation_failed', invalidParams: [{ name: 'name', reason: 'must not contain control characters' }] });
       assert.deepEqual(await orgs.list(), []);
-      await assert.rejects(roles.add({ name: 'nul_role', description: 'bad\u0000text', permissions: [] }), { code: 'validation_failed', invalidParams: [{ name: 'description', reason: 'must not contain control characters' }] });
+      await assert.rejects(roles.add(BY_TEST, { name: 'nul_role', description: 'bad\u0000text', permissions: [] }), { code: 'validation_failed', invalidParams: [{ name: 'description', reason: 'must not contain control characters' }] });
       assert.equal(await store.read((tx) => tx.roles.get('nul_role')), null);
-      await orgs.add({ id: 'acme' });
-      await assert.rejects(users.add({ orgId: 'acme', email: 'a\u0000b@acme.test', roleName: 'saas_admin' }), { code: 'validation_failed' });
+      await orgs.add(BY_TEST, { id: 'acme' });
+      await assert.rejects(users.add(BY_TEST, { orgId: 'acme', email: 'a\u0000b@acme.test', roleName: 'saas_admin' }), { code: 'validation_failed' });
       assert.deepEqual(await users.list('acme'), []);
     });
 

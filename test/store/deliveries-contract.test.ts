@@ -25,6 +25,7 @@ import { dueDeliveryOf } from '../../src/store/row-mappers.ts';
 import { DeliveryStatus, type AttemptToStore, type DeliveryRow, type Settlement } from '../../src/store/values.ts';
 import { pgServer, stopPgServer } from '../helpers/pg-harness.ts';
 import { STORE_BACKENDS } from '../helpers/store-backends.ts';
+import { testAudit } from '../helpers/audit-helpers.ts';
 
 after(stopPgServer);
 
@@ -917,7 +918,7 @@ for (const backend of backends) {
       );
       const three = await getRow(store, 'acme', d3.id);
       assert.deepEqual([three?.status, three?.attempts, three?.nextAttemptAt, three?.lastStatusCode, three?.lastError], ['pending', 1, retryAt, 500, 'HTTP 500']);
-      assert.deepEqual(ids(await createDeliveryLogService(store, { userAgent: 'test' }).list('acme', { status: 'failed', limit: 10 })), [d3.id]);
+      assert.deepEqual(ids(await createDeliveryLogService(store, { userAgent: 'test' }, testAudit(store)).list('acme', { status: 'failed', limit: 10 })), [d3.id]);
       const health = await store.read((tx) => tx.webhooks.health('acme'));
       assert.deepEqual([health?.consecutiveFailures, health?.lastSuccessAt], [1, T0 + 2000]);
 

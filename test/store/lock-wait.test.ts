@@ -17,6 +17,7 @@ import { openSqliteStore } from '../../src/store/sqlite/store.ts';
 import { assertProblem, call, roleOf, seedOrg, startRelay, tempDir } from '../helpers/helpers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
 import { feedLine, startDeliveryRig, startReceiver, waitForDelivery } from '../helpers/receivers.ts';
+import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 /** Another connection to `path` that holds the write lock until `release` (or the end of the test). */
 function holdLock(t: TestContext, path: string): { release(): void } {
@@ -219,8 +220,8 @@ test('an attempt that ends while another process holds the lock is recorded once
     lock = holdLock(t, rig.relay.config.database.path);
     return { status: 200 };
   });
-  await rig.relay.services.orgs.add({ id: 'org-a' });
-  await rig.relay.services.webhooks.register('org-a', { webhook_url: receiver.url });
+  await rig.relay.services.orgs.add(BY_TEST, { id: 'org-a' });
+  await rig.relay.services.webhooks.register(BY_TEST, 'org-a', { webhook_url: receiver.url });
   rig.feed(feedLine('org-a', 'evt_1'));
   await receiver.waitForRequests(1);
   const watch = loopWatch();

@@ -11,6 +11,7 @@ import { openSqliteStore } from '../../src/store/sqlite/store.ts';
 import { createDeliveryLogService } from '../../src/services/delivery-log.ts';
 import { databaseAtVersion, tempDir } from '../helpers/helpers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST, testAudit } from '../helpers/audit-helpers.ts';
 
 /** A database at schema version 3 (the delivery engine, before leaner ingestion), with one organization, its webhook, two events and their deliveries. */
 function version3Database(path: string): void {
@@ -34,7 +35,8 @@ test('a version 3 database upgrades to the current schema with its events and de
 
   const store = openSqliteStore(path, { now: () => 10_000 });
   t.after(() => store.close());
-  assert.deepEqual(store.migrated, { from: 3, to: SCHEMA_VERSION });
+  assert.deepEqual({ from: store.migrated.from, to: store.migrated.to }, { from: 3, to: SCHEMA_VERSION });
+  assert.match(store.migrated.backup ?? '', /pre-upgrade-.*-schema3-unknown\.db$/, 'copied before it was migrated');
 
   const columns = store.db.prepare("SELECT name FROM pragma_table_info('events')").pluck().all();
   assert.deepEqual(columns, ['seq', 'id', 'org_id', 'anticipation_request_id', 'occurred_at', 'payload', 'source_id', 'source_position', 'received_at']);
@@ -73,9 +75,9 @@ test('a version 3 database upgrades to the current schema with its events and de
   );
 
   // Recovery finds the dead event of the window through the seq range, and requeues only it.
-  const service = createDeliveryLogService(store, { userAgent: 'test' });
-  assert.deepEqual(await service.recover('acme', 4000, 5500), { requeued: 1, retriedNow: 0 });
-  assert.deepEqual(await service.recover('acme', 5500, 7000), { requeued: 0, retriedNow: 0 });
+  const service = createDeliveryLogService(store, { userAgent: 'test' }, testAudit(store));
+  assert.deepEqual(await service.recover(BY_TEST, 'acme', 4000, 5500), { requeued: 1, retriedNow: 0 });
+  assert.deepEqual(await service.recover(BY_TEST, 'acme', 5500, 7000), { requeued: 0, retriedNow: 0 });
 });
 
 test('a migration that would leave a broken foreign key rolls back and leaves the database as it was', (t) => {
@@ -108,7 +110,8 @@ test('a version 8 database upgrades to 9: its attempt log is indexed by start ti
 
   const store = openSqliteStore(path, { now: () => 100_000 });
   t.after(() => store.close());
-  assert.deepEqual(store.migrated, { from: 8, to: SCHEMA_VERSION });
+  assert.deepEqual({ from: store.migrated.from, to: store.migrated.to }, { from: 8, to: SCHEMA_VERSION });
+  assert.match(store.migrated.backup ?? '', /pre-upgrade-.*-schema8-unknown\.db$/, 'copied before it was migrated');
   assert.equal(
     store.db.prepare("SELECT sql FROM sqlite_schema WHERE name = 'delivery_attempts_started'").pluck().get(),
     'CREATE INDEX delivery_attempts_started ON delivery_attempts (started_at, delivery_id, outcome)',
@@ -129,7 +132,8 @@ test('a version 9 database upgrades to 10: its attempts keep their rows, with no
 
   const store = openSqliteStore(path, { now: () => 100_000 });
   t.after(() => store.close());
-  assert.deepEqual(store.migrated, { from: 9, to: SCHEMA_VERSION });
+  assert.deepEqual({ from: store.migrated.from, to: store.migrated.to }, { from: 9, to: SCHEMA_VERSION });
+  assert.match(store.migrated.backup ?? '', /pre-upgrade-.*-schema9-unknown\.db$/, 'copied before it was migrated');
   assert.deepEqual(
     store.db.prepare("SELECT name, type, \"notnull\" FROM pragma_table_info('delivery_attempts') WHERE name LIKE 'sent_%' ORDER BY cid").all(),
     [

@@ -186,6 +186,8 @@ describe('database URLs (pure)', () => {
 
 describe('migrations', () => {
   const TABLES = [
+    'audit_entries',
+    'audit_journal',
     'deliveries',
     'delivery_attempts',
     'events',
@@ -276,6 +278,9 @@ describe('migrations', () => {
     assert.deepEqual(
       indexes.rows.map((r) => [r.name, r.columns.replace(/^.* USING btree /, '').replace(/ WHERE .*$/, ''), r.predicate]),
       [
+        ['audit_entries_action', '(action, id)', null],
+        ['audit_entries_at', '(at)', null],
+        ['audit_entries_org', '(org_id, id)', null],
         ['deliveries_event', '(event_seq)', null],
         ['deliveries_org_due', '(org_id, next_attempt_at)', "status = 'pending'::text AND (attempts > 0 OR lease_expires_at IS NOT NULL)"],
         ['deliveries_org_fresh', '(org_id, id)', "status = 'pending'::text AND attempts = 0 AND lease_expires_at IS NULL"],
@@ -291,12 +296,12 @@ describe('migrations', () => {
       ],
     );
 
-    // The builtin roles, as SQLite's migration 1 seeds them; no feed source (each instance registers its own).
+    // The builtin roles, as SQLite's migration 1 seeds them (saas_admin with audit:read since migration 8); no feed source (each instance registers its own).
     const roles = await pool.query<{ name: string; permissions: string; builtin: boolean; created_at: number }>('SELECT name, permissions, builtin, created_at FROM roles ORDER BY name');
     assert.deepEqual(
       roles.rows.map((r) => [r.name, r.permissions, r.builtin]),
       [
-        ['saas_admin', '["roles:read","users:manage","webhook:read","webhook:manage"]', true],
+        ['saas_admin', '["roles:read","users:manage","webhook:read","webhook:manage","audit:read"]', true],
         ['saas_viewer', '["roles:read","webhook:read"]', true],
       ],
     );

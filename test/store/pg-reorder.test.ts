@@ -20,6 +20,7 @@ import { nobodyListens } from '../../src/services/work-signal.ts';
 import { stopPgServer } from '../helpers/pg-harness.ts';
 import { feedLine, type FeedLine } from '../helpers/receivers.ts';
 import { STORE_BACKENDS, type Backend } from '../helpers/store-backends.ts';
+import { BY_TEST, testAudit } from '../helpers/audit-helpers.ts';
 
 after(stopPgServer);
 
@@ -43,7 +44,7 @@ async function open(t: TestContext, backend: Backend) {
   });
   const ingest = createIngestService(store, silentLog, nobodyListens, { reorderWindowMs: WINDOW });
   const deliveries = createOutboxService(store, silentLog, { failingAfterFailures: 5, disableAfterMs: 86_400_000 });
-  const deliveryLog = createDeliveryLogService(store, { userAgent: 'test' });
+  const deliveryLog = createDeliveryLogService(store, { userAgent: 'test' }, testAudit(store));
   const status = createStatusService(store, { disableAfterMs: 86_400_000 });
   /** Lines read from the feed of `source` (another instance's, say). */
   const read = (source: string, lines: readonly FeedLine[]) =>
@@ -155,7 +156,7 @@ test('PostgreSQL: a replay keeps its own rule: queued now, it goes after the cha
   const [row] = await o.deliveryLog.list('acme', { limit: 1 });
   await o.read('feed-a', [change('evt_2', 'ar_1', T0 + 500)]);
   // Replayed before evt_2 is released: due at once, but evt_2 happened before the replay was queued, and goes first.
-  const replay = await o.deliveryLog.replay('acme', row!.id);
+  const replay = await o.deliveryLog.replay(BY_TEST, 'acme', row!.id);
   assert.equal(replay.eventId, 'evt_1');
   assert.deepEqual((await o.claim()).claimed, [], 'the replay waits for evt_2, queued before it');
   o.clock.at += WINDOW;

@@ -16,6 +16,7 @@ import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
 import { openSqliteStore, type SqliteStore as Store } from '../../src/store/sqlite/store.ts';
 import { silentLog, tempDir } from '../helpers/helpers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
+import { BY_TEST, testAudit } from '../helpers/audit-helpers.ts';
 
 /** A clock that says what the test last set. */
 interface ManualClock extends Clock {
@@ -227,7 +228,7 @@ describe('migration 4', () => {
   test('a new database is at the latest version without the per-organization time index on events', (t) => {
     const store = openTestStore(t, manualClock(0));
     assert.ok(SCHEMA_VERSION >= 4);
-    assert.deepEqual(store.migrated, { from: 0, to: SCHEMA_VERSION });
+    assert.deepEqual(store.migrated, { from: 0, to: SCHEMA_VERSION, backup: null });
     assert.equal(store.db.pragma('user_version', { simple: true }), SCHEMA_VERSION);
     assert.equal(store.db.prepare("SELECT 1 FROM sqlite_schema WHERE name = 'events_org_received'").get(), undefined);
   });
@@ -248,7 +249,7 @@ describe('migration 4', () => {
     const clock = manualClock(250);
     const store = openSqliteStore(path, clock);
     t.after(() => store.close());
-    assert.deepEqual(store.migrated, { from: 3, to: SCHEMA_VERSION });
+    assert.deepEqual({ from: store.migrated.from, to: store.migrated.to }, { from: 3, to: SCHEMA_VERSION });
     assert.equal(store.db.prepare("SELECT 1 FROM sqlite_schema WHERE name = 'events_org_received'").get(), undefined);
     assert.equal(store.db.prepare('SELECT count(*) FROM events').pluck().get(), 4);
     // A new batch under a clock behind the newest old event takes that event's time.
@@ -272,6 +273,6 @@ test('recovery without an end covers the events received after the clock stepped
   await ingest.ingest('/feed.jsonl', lines(1), null);
   // Both stored at 1,000,000 (the second batch does not go back in time), neither queued (no webhook yet).
   repos(store).webhooks.upsert('org-a', 'https://hooks.example/a', false, null, clock.at);
-  const deliveries = createDeliveryLogService(store, { userAgent: 'test' });
-  assert.deepEqual(await deliveries.recover('org-a', 0), { requeued: 2, retriedNow: 0 });
+  const deliveries = createDeliveryLogService(store, { userAgent: 'test' }, testAudit(store));
+  assert.deepEqual(await deliveries.recover(BY_TEST, 'org-a', 0), { requeued: 2, retriedNow: 0 });
 });

@@ -9,6 +9,7 @@ import { LATEST_VERSION, SUPPORTED_VERSIONS } from '../version.ts';
 import { DeliveryIdParams } from '../schemas/requests.ts';
 import { componentSchemas } from './json-schema.ts';
 import { parameter } from './operation.ts';
+import { auditPaths } from './paths-audit.ts';
 import { deliveryPaths, publicPaths } from './paths-deliveries.ts';
 import { sharedRequestBodies, userAndWebhookPaths } from './paths-webhook.ts';
 import { SHARED_RESPONSES } from './responses.ts';
@@ -23,7 +24,7 @@ function pathParameters(path: string): Json[] {
 }
 
 function paths(): Json {
-  const authenticated: Record<string, Json> = { ...userAndWebhookPaths(), ...deliveryPaths() };
+  const authenticated: Record<string, Json> = { ...userAndWebhookPaths(), ...deliveryPaths(), ...auditPaths() };
   const out: Record<string, Json> = {};
   for (const [path, item] of Object.entries(authenticated)) out[path] = { parameters: pathParameters(path), ...item };
   return { ...out, ...publicPaths() };
@@ -56,6 +57,7 @@ export function openApiDocument(): Json {
       { name: 'users', description: 'Roles and the roles of users' },
       { name: 'webhook', description: "The organization's webhook" },
       { name: 'deliveries', description: 'The delivery log: list, inspect, replay, recover, test' },
+      { name: 'audit', description: "Who changed what: the organization's audit trail" },
       { name: 'operations', description: 'Probes and this description (no authentication)' },
     ],
     security: [{ bearerAuth: [] }],

@@ -9,7 +9,7 @@ import { jsonSchema } from './json-schema.ts';
 type Json = Record<string, unknown>;
 
 export interface OperationSpec {
-  readonly tag: 'users' | 'webhook' | 'deliveries' | 'operations';
+  readonly tag: 'users' | 'webhook' | 'deliveries' | 'audit' | 'operations';
   readonly operationId: string;
   readonly summary: string;
   readonly description: string;

@@ -3,7 +3,7 @@ import { ErrorCode } from '../../domain/errors.ts';
 import { Permission } from '../../domain/permissions.ts';
 import { Health, OpenApiDocument, Readiness } from '../schemas/answers.ts';
 import { AttemptStats, DeliveryDetail, DeliveryPage, DeliveryQueued, RecoverResult } from '../schemas/deliveries.ts';
-import { DeliveriesQuery, RecoverRequest, StatsQuery } from '../schemas/requests.ts';
+import { DeliveriesQuery, RecoverRequest, StatsQuery, TestRequest } from '../schemas/requests.ts';
 import { operation, queryParameters } from './operation.ts';
 import { answer, BODY_LIMIT, problemAnswer, problemContent, requestBody, securedErrors, shared } from './responses.ts';
 
@@ -23,11 +23,13 @@ export function deliveryPaths(): Record<string, Json> {
         operationId: 'sendTestEvent',
         summary: 'Send a test event to the webhook',
         description:
-          "Stores and queues an event of type `webhook.test` for the organization's webhook, delivered (and signed) like any other. Follow it with `GET /webhook/deliveries/{id}`. No request body. Permission: `webhook:manage` (saas_admin).",
+          "Stores and queues a test event for the organization's webhook, delivered (and signed) like any other: by default a `webhook.test` notification; with `{\"kind\": \"sample_status_change\"}`, a status change of an anticipation request in the real event's shape, marked `\"test\": true` and about a made-up request (`ar_test_...`), so that the receiver's real code path runs. Either is ordered on its own: nothing waits for it. Follow it with `GET /webhook/deliveries/{id}`. The body is optional (none, or `{}`, sends a `webhook.test`). Permission: `webhook:manage` (saas_admin).",
         permission: Permission.webhookManage,
+        requestBody: { ...requestBody(TestRequest, { kind: 'sample_status_change' }, `${BODY_LIMIT} Optional: an empty body counts as \`{}\` (a \`webhook.test\`). Unknown members are ignored.`), required: false },
         responses: {
           202: answer('Queued; `delivery` is the test delivery.', DeliveryQueued),
-          ...READ,
+          ...securedErrors({ body: true }),
+          422: validationFailed('`kind` is not one of `webhook_test`, `sample_status_change` (`validation_failed`).'),
           404: webhookNotConfigured,
           503: shared('DatabaseBusy'),
         },
@@ -92,7 +94,7 @@ export function deliveryPaths(): Record<string, Json> {
         operationId: 'replayDelivery',
         summary: "Send a delivery's event again",
         description:
-          'Queues the event of this delivery again, as a new delivery with a fresh retry schedule and the same `webhook-id`, so receivers can deduplicate. Refused while the event already has a delivery pending. No request body. Permission: `webhook:manage` (saas_admin).',
+          'Queues the event of this delivery again, as a new delivery with a fresh retry schedule and the same `webhook-id` and body. The same `webhook-id` means that a receiver that de-duplicates by it (as Standard Webhooks advises) takes the replay for the delivery it already has and skips it: replay what the receiver never processed, or have it forget that id first. Refused while the event already has a delivery pending (a delivery waiting for a retry: `POST /webhook/deliveries/{id}/retry` sends that one now). No request body. Permission: `webhook:manage` (saas_admin).',
         permission: Permission.webhookManage,
         responses: {
           202: answer('Queued; `delivery` is the new delivery.', DeliveryQueued),
@@ -102,6 +104,29 @@ export function deliveryPaths(): Record<string, Json> {
             ErrorCode.deliveryNotFound,
           ]),
           422: validationFailed('The id is not a positive integer, or the event already has a pending delivery (`validation_failed`).'),
+          503: shared('DatabaseBusy'),
+        },
+      }),
+    },
+    '/webhook/deliveries/{id}/retry': {
+      post: operation({
+        tag: 'deliveries',
+        operationId: 'retryDeliveryNow',
+        summary: 'Retry a waiting delivery now',
+        description:
+          "Brings the next attempt of a delivery that is waiting for it (`state` `retrying`: its last attempt failed, the next is scheduled at `next_attempt_at`) forward to now, and wakes the dispatcher: it goes out within seconds (after the webhook's pause following failures, at most a few seconds, or a `Retry-After` it answered). The delivery keeps its id, its attempts and its retry schedule; a request's changes still go out in order: a later change of the same request stays queued behind it. Anything else is refused with 409 `delivery_not_waiting`, whose `detail` says what to do instead: a delivered or dead delivery has no next attempt (replay it), one in flight is being attempted now, one that was never attempted is queued already, one queued behind an earlier change of its request waits for that one (retry that one), and the deliveries of a disabled webhook are held until it is enabled. No request body. Permission: `webhook:manage` (saas_admin).",
+        permission: Permission.webhookManage,
+        responses: {
+          202: answer('Due now; `delivery` is the delivery, its `next_attempt_at` now.', DeliveryQueued),
+          ...READ,
+          404: problemAnswer(
+            "The organization has no webhook (`webhook_not_configured`), or no delivery with this id in the caller's organization (`delivery_not_found`; a delivery of another organization gets the same answer).",
+            [ErrorCode.webhookNotConfigured, ErrorCode.deliveryNotFound],
+          ),
+          409: problemAnswer('The delivery is not waiting for a retry (`delivery_not_waiting`): delivered, dead, in flight, not attempted yet, queued behind an earlier change of its request, or held by a disabled webhook; `detail` says which, and what to do.', [
+            ErrorCode.deliveryNotWaiting,
+          ]),
+          422: validationFailed('The id is not a positive integer (`validation_failed`).'),
           503: shared('DatabaseBusy'),
         },
       }),

@@ -5,6 +5,7 @@ import { Permission } from '../../domain/permissions.ts';
 import { Me, Message, Role, SecretRotation, Webhook, WebhookChange, WebhookRegistration, WebhookSecret } from '../schemas/answers.ts';
 import { RegisterWebhookRequest, UpdateRoleRequest } from '../schemas/requests.ts';
 import { alias, operation } from './operation.ts';
+import { teamPaths } from './paths-team.ts';
 import { answer, problemAnswer, problemExample, requestBody, securedErrors, shared } from './responses.ts';
 
 type Json = Record<string, unknown>;
@@ -182,13 +183,13 @@ export function userAndWebhookPaths(): Record<string, Json> {
         operationId: 'getRoles',
         summary: 'List the roles that can be assigned to users',
         description:
-          'The complete current set of roles, sorted by name. The set is open-ended: operators add roles with `hookrelay roles add`, and they appear here at once. Permission: `roles:read` (saas_admin, saas_viewer).',
+          'The complete current set of roles, sorted by name, each with what it permits (`permissions`, added within v1). The set is open-ended: operators add roles with `hookrelay roles add`, and they appear here at once. Permission: `roles:read` (saas_admin, saas_viewer).',
         permission: Permission.rolesRead,
         responses: {
-          200: answer('Every role, as `{ name, description }`.', z.array(Role), {
+          200: answer('Every role, as `{ name, description, permissions }`.', z.array(Role), {
             example: [
-              { name: 'saas_admin', description: 'read plus specific modifications for the associated SaaS' },
-              { name: 'saas_viewer', description: 'view-only access to the SaaS resources' },
+              { name: 'saas_admin', description: 'read plus specific modifications for the associated SaaS', permissions: ['audit:read', 'roles:read', 'users:manage', 'webhook:manage', 'webhook:read'] },
+              { name: 'saas_viewer', description: 'view-only access to the SaaS resources', permissions: ['roles:read', 'webhook:read'] },
             ],
           }),
           ...READ,
@@ -208,6 +209,7 @@ export function userAndWebhookPaths(): Record<string, Json> {
         description: 'Identical to `PUT /users/update_role`; accepted because the seed interface names no method. Prefer PUT. Permission: `users:manage` (saas_admin).',
       }),
     },
+    ...teamPaths(),
     '/webhook/register_webhook': {
       post: registerWebhook,
       put: alias(registerWebhook, {

@@ -2,10 +2,10 @@ import type { Context } from 'koa';
 import { iso } from '../../domain/iso.ts';
 import { Permission } from '../../domain/permissions.ts';
 import type { AttemptRow } from '../../store/values.ts';
-import type { DeliveryLogService, RequestAsSent } from '../../services/delivery-log.ts';
+import { statusOfName, type DeliveryLogService, type RequestAsSent } from '../../services/delivery-log.ts';
 import { attemptStatsView, deliveryView } from '../../services/views.ts';
 import { firstValues, parseRequest } from '../request-validation.ts';
-import { DeliveriesQuery, DeliveryIdParams, encodeCursor, RecoverRequest, StatsQuery } from '../schemas/requests.ts';
+import { DeliveriesQuery, DeliveryIdParams, encodeCursor, RecoverRequest, StatsQuery, TestRequest } from '../schemas/requests.ts';
 import type { Answer } from '../schemas/answers.ts';
 import type { DeliveryPage, DeliveryQueued, RecoverResult } from '../schemas/deliveries.ts';
 import type { SecuredRouter } from '../secured-router.ts';
@@ -39,7 +39,8 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
   router.route(['GET'], '/webhook/deliveries', Permission.webhookRead, async (ctx, principal) => {
     const query = parseRequest(DeliveriesQuery, firstValues(ctx.query), 'the query is invalid');
     const page = await services.deliveryLog.page(principal.orgId, {
-      status: query.status,
+      // A state name (`retrying`...) filters as the status it names.
+      status: query.status === undefined ? undefined : (statusOfName(query.status) ?? undefined),
       since: query.since,
       until: query.until,
       beforeId: query.cursor,
@@ -64,20 +65,26 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
     ctx.body = attemptStatsView(await services.deliveryLog.attemptStats(principal.orgId, window));
   });
 
-  router.route(['POST'], '/webhook/deliveries/:id/replay', Permission.webhookManage, async (ctx, principal) => {
-    const delivery = await services.deliveryLog.replay(principal.orgId, deliveryId(ctx));
+  router.route(['POST'], '/webhook/deliveries/:id/replay', Permission.webhookManage, async (ctx, principal, by) => {
+    const delivery = await services.deliveryLog.replay(by, principal.orgId, deliveryId(ctx));
     ctx.status = 202;
     ctx.body = { message: `Event ${delivery.eventId} queued again as delivery ${delivery.id}`, delivery: deliveryView(delivery) } satisfies Answer<typeof DeliveryQueued>;
+  });
+
+  router.route(['POST'], '/webhook/deliveries/:id/retry', Permission.webhookManage, async (ctx, principal, by) => {
+    const due = await services.deliveryLog.retryNow(by, principal.orgId, deliveryId(ctx));
+    ctx.status = 202;
+    ctx.body = { message: `Delivery ${due.id} is due now: its next attempt starts within seconds`, delivery: deliveryView(due) } satisfies Answer<typeof DeliveryQueued>;
   });
 
   router.route(
     ['POST'],
     '/webhook/recover',
     Permission.webhookManage,
-    async (ctx, principal) => {
+    async (ctx, principal, by) => {
       const { since, until } = parseRequest(RecoverRequest, ctx.state.body as Record<string, unknown>, 'the request body is invalid');
       // In chunks, each a transaction of its own that waits for the lock on its own (in the store).
-      const result = await services.deliveryLog.recover(principal.orgId, since, until);
+      const result = await services.deliveryLog.recover(by, principal.orgId, since, until);
       ctx.status = 202;
       ctx.body = {
         message: `${result.requeued} event(s) queued again, ${result.retriedNow} failed delivery(ies) made due now`,
@@ -88,9 +95,17 @@ export function registerDeliveryRoutes(router: SecuredRouter, services: { delive
     { body: true },
   );
 
-  router.route(['POST'], '/webhook/test', Permission.webhookManage, async (ctx, principal) => {
-    const delivery = await services.deliveryLog.sendTest(principal.orgId);
-    ctx.status = 202;
-    ctx.body = { message: `Test event ${delivery.eventId} queued as delivery ${delivery.id}`, delivery: deliveryView(delivery) } satisfies Answer<typeof DeliveryQueued>;
-  });
+  router.route(
+    ['POST'],
+    '/webhook/test',
+    Permission.webhookManage,
+    async (ctx, principal, by) => {
+      const { kind } = parseRequest(TestRequest, ctx.state.body as Record<string, unknown>, 'the request body is invalid');
+      const delivery = await services.deliveryLog.sendTest(by, principal.orgId, kind);
+      ctx.status = 202;
+      const what = kind === 'sample_status_change' ? 'Sample status change (marked "test": true)' : 'Test event';
+      ctx.body = { message: `${what} ${delivery.eventId} queued as delivery ${delivery.id}`, delivery: deliveryView(delivery) } satisfies Answer<typeof DeliveryQueued>;
+    },
+    { body: true },
+  );
 }

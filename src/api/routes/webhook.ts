@@ -12,12 +12,12 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
     ['POST', 'PUT'],
     '/webhook/register_webhook',
     Permission.webhookManage,
-    async (ctx, principal) => {
+    async (ctx, principal, by) => {
       const raw = ctx.state.body as Record<string, unknown>;
       const body = parseRequest(RegisterWebhookRequest, raw, 'the request body is invalid');
       // The headers as sent, in their order: the object zod rebuilds cannot hold a name such as
       // __proto__, which is an HTTP token like any other.
-      const result = await services.webhooks.register(principal.orgId, { ...body, headers: raw.headers });
+      const result = await services.webhooks.register(by, principal.orgId, { ...body, headers: raw.headers });
       const { webhook } = result;
       let message = result.created
         ? `Webhook registered: status changes of anticipation requests will be sent to ${webhook.url}`
@@ -46,8 +46,8 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
     ctx.body = { secret: await services.webhooks.getSecret(principal.orgId) } satisfies Answer<typeof WebhookSecret>;
   });
 
-  router.route(['POST'], '/webhook/rotate_secret', Permission.webhookManage, async (ctx, principal) => {
-    const { secret, previousSecretExpiresAt } = await services.webhooks.rotateSecret(principal.orgId);
+  router.route(['POST'], '/webhook/rotate_secret', Permission.webhookManage, async (ctx, principal, by) => {
+    const { secret, previousSecretExpiresAt } = await services.webhooks.rotateSecret(by, principal.orgId);
     ctx.body = {
       message: 'Signing secret rotated: give the new secret to your receiver (an admin can read it again with GET /webhook/get_secret); the previous one keeps signing until previous_secret_expires_at',
       secret,
@@ -58,8 +58,8 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
   // Disabling holds the webhook's deliveries (kept, not dropped); enabling lets them go out and
   // starts the failure count over. The same as `hookrelay webhook disable|enable`.
   for (const [action, enabled] of [['disable', false], ['enable', true]] as const) {
-    router.route(['POST'], `/webhook/${action}`, Permission.webhookManage, async (ctx, principal) => {
-      await services.webhooks.setEnabled(principal.orgId, enabled);
+    router.route(['POST'], `/webhook/${action}`, Permission.webhookManage, async (ctx, principal, by) => {
+      await services.webhooks.setEnabled(by, principal.orgId, enabled);
       const { webhook, health, previousSecretExpiresAt } = await services.webhooks.getWithHealth(principal.orgId);
       ctx.body = {
         message: enabled ? 'Webhook enabled: held deliveries go out' : 'Webhook disabled: its deliveries are held, not dropped, until it is enabled',

@@ -33,8 +33,32 @@ export const Role = z
   .strictObject({
     name: z.string().regex(ROLE_NAME_PATTERN).meta({ description: 'Identifier of the role, as used in `role_name`.', examples: ['saas_admin'] }),
     description: z.string().meta({ description: 'What the role may do.' }),
+    permissions: z
+      .array(z.enum(ALL_PERMISSIONS as [string, ...string[]]))
+      .meta({
+        description:
+          'What the role permits: the permissions it grants, sorted (docs/api.md, "Permissions and roles"). A permission stored for the role that this version does not know grants nothing and is not listed. Added within v1.',
+        examples: [['roles:read', 'webhook:read']],
+      }),
   })
   .meta({ id: 'Role' });
+
+/** A user of the organization as the team endpoints answer it. A function: each schema that holds these fields gets its own. */
+function teamUserFields() {
+  return {
+    email: z.string().meta({ description: 'E-mail of the user, as it was added (tokens name the user by it, compared case-insensitively).', examples: ['bob@acme.example'] }),
+    role_name: z.string().regex(ROLE_NAME_PATTERN).meta({ description: 'The role of the user (`GET /users/get_roles`).', examples: ['saas_viewer'] }),
+    created_at: dateTime('When the user was added (UTC, ISO 8601 with milliseconds).'),
+    updated_at: dateTime('The last change of the user: added, or their role changed (UTC).'),
+  };
+}
+
+export const TeamUser = z.strictObject(teamUserFields()).meta({ id: 'TeamUser' });
+
+/** POST /users/add_user: the user added, with a message. */
+export const UserAdded = z
+  .strictObject({ message: z.string().meta({ description: 'A confirmation in plain words.' }), ...teamUserFields() })
+  .meta({ id: 'UserAdded' });
 
 /** GET /users/me (inline in the document: no component of its own). */
 export const Me = z.object({

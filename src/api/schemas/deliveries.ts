@@ -3,7 +3,8 @@
  * replay, recover, test), as zod schemas: see answers.ts.
  */
 import { z } from 'zod';
-import { STATS_WINDOWS, type StatsWindow } from '../../services/delivery-log.ts';
+import { DeliveryState as States, STATS_WINDOWS, type StatsWindow } from '../../services/delivery-log.ts';
+import { TestKind } from '../../services/test-events.ts';
 import { AttemptError } from '../../domain/retry-policy.ts';
 import { dateTime, nullableDateTime } from './answers.ts';
 
@@ -14,8 +15,21 @@ export const STATS_WINDOW_NAMES = Object.keys(STATS_WINDOWS) as [StatsWindow, ..
 
 export const DeliveryStatus = z.enum(['pending', 'failed', 'delivered', 'dead']).meta({
   id: 'DeliveryStatus',
-  description: '`pending`: not attempted yet; `failed`: attempted, a retry is scheduled; `delivered`: a 2xx answer; `dead`: the retry schedule is used up (kept, replayable).',
+  description:
+    "v1's names, kept as they were: `pending`: not attempted yet; `failed`: **retrying**, not final: its last attempt failed and the next is scheduled at `next_attempt_at` (it can be retried now); `delivered`: a 2xx answer; `dead`: **failed for good**, the retry schedule is used up (kept, replayable). `state` says the same in words that cannot be misread.",
 });
+
+export const DeliveryState = z.enum(Object.values(States) as [States, ...States[]]).meta({
+  id: 'DeliveryState',
+  description:
+    'The delivery\'s state, `status` in other words: `queued` (`pending`: not attempted yet), `retrying` (`failed`: its last attempt failed; the next is at `next_attempt_at`, and `POST /webhook/deliveries/{id}/retry` brings it forward), `delivered`, `failed_for_good` (`dead`: no attempt is left; replay it to send the event again). Added within v1.',
+});
+
+/** The `status` filter of GET /webhook/deliveries: a status, or a state naming the same deliveries (`retrying` is `failed`...). */
+export const DeliveryStatusFilter = z.enum([...DeliveryStatus.options, ...DeliveryState.options]);
+
+/** What a test sends (POST /webhook/test's `kind`). */
+export const TestKinds = z.enum(Object.values(TestKind) as [TestKind, ...TestKind[]]);
 
 /** A delivery as lists show it (services/views.ts deliveryView). */
 const deliveryFields = {
@@ -24,6 +38,7 @@ const deliveryFields = {
   event_type: z.string().meta({ description: '`anticipation_request.status_changed`, or `webhook.test`.', examples: ['anticipation_request.status_changed'] }),
   anticipation_request_id: z.string().nullable().meta({ description: 'null for test events.' }),
   status: DeliveryStatus,
+  state: DeliveryState,
   attempts: z.int().min(0),
   next_attempt_at: nullableDateTime('When the next attempt is due; null unless pending or failed.'),
   last_attempt_at: nullableDateTime(),

@@ -11,7 +11,7 @@ import { checkRateLimit } from '../../domain/rate-window.ts';
 import { checkEmail, checkWebhookUrl, MAX_EMAIL_LENGTH, MAX_WEBHOOK_URL_LENGTH } from '../../domain/validation.ts';
 import { checkWebhookHeaders, MAX_HEADER_NAME_LENGTH, MAX_HEADER_VALUE_LENGTH, MAX_WEBHOOK_HEADERS } from '../../domain/webhook-headers.ts';
 import { reasons, worded } from '../request-validation.ts';
-import { DeliveryStatus, STATS_WINDOW_NAMES } from './deliveries.ts';
+import { DeliveryStatusFilter, STATS_WINDOW_NAMES, TestKinds } from './deliveries.ts';
 
 /** A required string: absent or null "is required", anything else but a string "must be a string". */
 const requiredString = { error: (issue: { input?: unknown }) => (issue.input == null ? 'is required' : 'must be a string') };
@@ -66,6 +66,26 @@ export const UpdateRoleRequest = z
   })
   .meta({ id: 'UpdateRoleRequest' });
 
+/** An e-mail that names a user of the caller's organization (add_user, remove_user), read as update_role reads one. */
+function userEmail(description: string) {
+  return worded(z.string(requiredString).trim().max(MAX_EMAIL_LENGTH), required(checkEmail)).meta({ description, examples: ['bob@acme.example'] });
+}
+
+export const AddUserRequest = z
+  .object({
+    email: userEmail(
+      "E-mail of the new user, unique in the caller's organization (compared case-insensitively, without surrounding spaces); kept as sent, trimmed. Tokens name the user by it (`sub`).",
+    ),
+    role_name: z.string(requiredString).meta({ description: 'One of the names `GET /users/get_roles` returns.', examples: ['saas_viewer'] }),
+  })
+  .meta({ id: 'AddUserRequest' });
+
+export const RemoveUserRequest = z
+  .object({
+    email: userEmail("E-mail of an existing user of the caller's organization, compared case-insensitively and without surrounding spaces."),
+  })
+  .meta({ id: 'RemoveUserRequest' });
+
 /** An HTTP token (RFC 9110 section 5.6.2) of 1-100 characters: a header name (domain/webhook-headers.ts). */
 const HEADER_NAME = new RegExp(`^[!#$%&'*+.^_\`|~0-9A-Za-z-]{1,${MAX_HEADER_NAME_LENGTH}}$`);
 /** Printable ASCII, no space at either end: a header value (domain/webhook-headers.ts). */
@@ -105,6 +125,16 @@ export const RegisterWebhookRequest = z
   })
   .meta({ id: 'RegisterWebhookRequest' });
 
+export const TestRequest = z
+  .object({
+    kind: TestKinds.default('webhook_test').meta({
+      default: 'webhook_test',
+      description:
+        'What to send: `webhook_test` (the default), a `webhook.test` notification; or `sample_status_change`, a status change of an anticipation request in the real event\'s shape (`type` `anticipation_request.status_changed`, the same `data` members), with `"test": true` beside `type` and a made-up request id (`ar_test_...`), so that a receiver\'s real code path runs. Added within v1.',
+    }),
+  })
+  .meta({ id: 'TestRequest' });
+
 export const RecoverRequest = z
   .object({
     since: time(`Start of the window (RFC 3339, with seconds and an offset), inclusive; compared with the time each event was received. ${NOT_OCCURRED}`),
@@ -128,8 +158,9 @@ export const MAX_PAGE = 200;
 export const DEFAULT_PAGE = 50;
 
 export const DeliveriesQuery = z.object({
-  status: DeliveryStatus.optional().meta({
-    description: '`pending` (not attempted yet), `failed` (pending, its last attempt failed: a retry is scheduled), `delivered`, or `dead` (retries used up; replayable).',
+  status: DeliveryStatusFilter.optional().meta({
+    description:
+      '`pending` (not attempted yet), `failed` (retrying: its last attempt failed, a retry is scheduled), `delivered`, or `dead` (failed for good: retries used up; replayable); or the same by their `state` names: `queued`, `retrying`, `failed_for_good` (`retrying` and `failed_for_good` added within v1).',
   }),
   since: time(`Only deliveries created at or after this time (RFC 3339, with seconds and an offset). ${NOT_OCCURRED}`)
     .optional()

@@ -23,11 +23,13 @@ import {
   RECENT_FAILURE_WINDOW,
   recoverableSql,
   retryFailedNowSql,
+  retryNowSql,
   settleSet,
+  waitStateSql,
 } from '../sql.ts';
-import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryToQueue, ListFilter, Settlement } from '../values.ts';
+import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryToQueue, DeliveryWaitState, ListFilter, Settlement } from '../values.ts';
 import { listParams, listSql, type ListParams } from '../delivery-log-sql.ts';
-import { toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../row-mappers.ts';
+import { toAttempt, toDeliveryRow, toRecoverable, toWaitState, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow, type WaitStateRow } from '../row-mappers.ts';
 import type { PgConnection } from './connection.ts';
 import { createPgFeedRepo } from './feed-repo.ts';
 import { PG_CLOCK_MS } from './webhooks-repo.ts';
@@ -65,9 +67,10 @@ import { withoutNul } from './text.ts';
  * storage order, see ../sqlite/deliveries-repo.ts). Served by deliveries_request_pending (every
  * pending delivery of the request: a handful).
  */
-const HELD_BACK = `SELECT 1 FROM deliveries p
-  WHERE p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND p.id <> d.id
+const HELD_BACK_WHERE = `p.ordering_key = d.ordering_key AND p.org_id = d.org_id AND p.status = 'pending' AND p.id <> d.id
     AND (p.lease_expires_at IS NOT NULL OR (p.order_at, p.id) < (d.order_at, d.id))`;
+const HELD_BACK = `SELECT 1 FROM deliveries p
+  WHERE ${HELD_BACK_WHERE}`;
 /**
  * The time a fresh delivery's release is compared with: the clock ($2), or the newest queue
  * time if the clock is behind it (stepped back, or another instance's clock ahead). A delivery
@@ -193,7 +196,9 @@ const INSERT_ATTEMPTS = insertRowsSql('postgres', ATTEMPT_INSERT);
 const ATTEMPTS_OF = attemptsOfSql(numbered('delivery'));
 const EVENT_OF = eventOfSql(numbered('id'));
 const HAS_PENDING_DELIVERY = hasPendingDeliverySql(numbered('seq'));
-const INSERT_TEST_EVENT = insertTestEventSql(numbered('id', 'org', 'payload', 'now', 'source'));
+const INSERT_TEST_EVENT = insertTestEventSql(numbered('id', 'org', 'payload', 'now', 'source', 'request'));
+const WAIT_STATE = waitStateSql(numbered('org', 'id'), HELD_BACK_WHERE);
+const RETRY_NOW = retryNowSql(numbered('now', 'org', 'id'));
 
 const nullableText = (text: string | null): string | null => (text === null ? null : withoutNul(text));
 
@@ -386,10 +391,18 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
      * The event's source is this instance's 'api' row (see migrations.ts: each instance makes
      * its own on first use, as the feed repository makes its sources: FeedRepo.sourceId).
      */
-    async insertTestEvent(id: string, orgId: string, payload: string, now: number): Promise<number> {
+    async insertTestEvent(id: string, orgId: string, payload: string, now: number, requestId = ''): Promise<number> {
       const source = await feed.sourceId('api');
-      const { rows } = await db.query<{ seq: number }>(INSERT_TEST_EVENT, [id, orgId, payload, now, source]);
+      const { rows } = await db.query<{ seq: number }>(INSERT_TEST_EVENT, [id, orgId, payload, now, source, withoutNul(requestId)]);
       return rows[0]!.seq;
+    },
+    async waitState(orgId: string, id: number): Promise<DeliveryWaitState | null> {
+      const { rows } = await db.query<WaitStateRow>(WAIT_STATE, [orgId, id]);
+      return rows[0] === undefined ? null : toWaitState(rows[0]);
+    },
+    async retryNow(orgId: string, id: number, now: number): Promise<boolean> {
+      const { rowCount } = await db.query(RETRY_NOW, [now, orgId, id]);
+      return (rowCount ?? 0) > 0;
     },
   };
 }

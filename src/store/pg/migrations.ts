@@ -285,6 +285,38 @@ export const PG_MIGRATIONS: readonly string[] = [
     WHERE status = 'pending' AND attempts = 0 AND lease_expires_at IS NULL;
   DROP INDEX deliveries_ordering;
   `,
+  // 8: the audit trail, as SQLite's schema 14 (see there). Ids are given by the code (the
+  // previous id + 1, under the chain's advisory lock, pg/audit-repo.ts), not by an identity.
+  `
+  CREATE TABLE audit_entries (
+    id          bigint PRIMARY KEY,
+    at          bigint NOT NULL,
+    actor_kind  text COLLATE "C" NOT NULL,
+    actor_name  text COLLATE "C",
+    actor_org   text COLLATE "C",
+    action      text COLLATE "C" NOT NULL,
+    org_id      text COLLATE "C",
+    target      text,
+    changes     text,
+    request_id  text,
+    source      text,
+    outcome     text COLLATE "C" NOT NULL CHECK (outcome IN ('ok', 'denied', 'failed')),
+    code        text,
+    prev_hash   text NOT NULL,
+    hash        text NOT NULL
+  );
+  CREATE INDEX audit_entries_org ON audit_entries (org_id, id);
+  CREATE INDEX audit_entries_action ON audit_entries (action, id);
+  CREATE INDEX audit_entries_at ON audit_entries (at);
+
+  CREATE TABLE audit_journal (
+    instance        text COLLATE "C" PRIMARY KEY,
+    logged_through  bigint NOT NULL
+  );
+  -- The audit trail's reader: saas_admin reads its organization's entries.
+  UPDATE roles SET permissions = rtrim(permissions, ']') || ',"audit:read"]'
+  WHERE name = 'saas_admin' AND builtin AND permissions NOT LIKE '%"audit:read"%';
+  `,
 ];
 
 /** The schema version this code writes and understands. */

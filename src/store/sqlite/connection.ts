@@ -6,6 +6,8 @@ import { emailKey } from '../../domain/validation.ts';
 import { databaseOpenError, ensureDirectory, pathError } from '../directories.ts';
 import { MIGRATIONS } from './migrations.ts';
 import type { LockWait } from '../repos.ts';
+import { DEFAULT_PRE_UPGRADE_BACKUPS, isUpgrade, recordedVersion, recordVersion, tooNewError, writePreUpgradeBackup } from './upgrade-backup.ts';
+import { VERSION } from '../../version.ts';
 
 export type Db = Database.Database;
 
@@ -44,6 +46,19 @@ export interface OpenDatabaseOptions {
    * (lock-wait.ts). Without it such a write fails at once with the lock error.
    */
   readonly lockWait?: LockWait;
+  /**
+   * Copies of the database taken before an upgrade migrates it (or a newer hookrelay first opens
+   * it), kept in <database directory>/backups: the last this many (upgrade-backup.ts). 0 takes
+   * none. Default 3.
+   */
+  readonly preUpgradeBackups?: number;
+}
+
+/** What opening did to the schema: versions before and after, and the pre-upgrade copy taken first (null: none). */
+export interface Migrated {
+  readonly from: number;
+  readonly to: number;
+  readonly backup: string | null;
 }
 
 /**
@@ -72,7 +87,7 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
  * WAL, synchronous=FULL (better-sqlite3 would leave WAL at NORMAL), foreign keys, a busy
  * timeout so the CLI and the daemon can share the file; then applies pending migrations.
  */
-export function openDatabase(path: string, options: OpenDatabaseOptions = {}): { db: Db; migrated: { from: number; to: number } } {
+export function openDatabase(path: string, options: OpenDatabaseOptions = {}): { db: Db; migrated: Migrated } {
   assertSupportedNode();
   ensureDirectory(dirname(path), 0o700, 'the database directory');
   // The database holds signing secrets: create it private (SQLite gives -wal/-shm the same mode).
@@ -105,7 +120,7 @@ export function openDatabase(path: string, options: OpenDatabaseOptions = {}): {
     // file is trimmed back to 64 MiB afterwards.
     db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
     db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
-    const migrated = migrate(db);
+    const migrated = migrate(db, { preUpgradeBackups: options.preUpgradeBackups ?? DEFAULT_PRE_UPGRADE_BACKUPS });
     if (options.waitForLocks === false) db.pragma('busy_timeout = 0');
     return { db, migrated };
   } catch (err) {
@@ -118,15 +133,6 @@ export function schemaVersion(db: Db): number {
   return db.pragma('user_version', { simple: true }) as number;
 }
 
-function assertNotNewer(db: Db, version: number): void {
-  if (version > SCHEMA_VERSION) {
-    throw new HookrelayError(
-      ErrorCode.databaseTooNew,
-      `database ${db.name} has schema version ${version}, newer than this hookrelay understands (${SCHEMA_VERSION}); run a newer hookrelay or restore a backup`,
-    );
-  }
-}
-
 /**
  * Applies every pending migration in one IMMEDIATE transaction, so a crash leaves the
  * database at the old version and two processes never migrate at once. Foreign keys are off
@@ -134,19 +140,27 @@ function assertNotNewer(db: Db, version: number): void {
  * checked before the transaction commits: a migration that would break one rolls back.
  * Returns the versions before and after.
  */
-export function migrate(db: Db): { from: number; to: number } {
+export function migrate(db: Db, options: { readonly preUpgradeBackups?: number; readonly version?: string } = {}): Migrated {
+  const version = options.version ?? VERSION;
+  const keep = options.preUpgradeBackups ?? 0;
   // Migration 7 recomputes the users' e-mail keys with the function the code uses.
   db.function('hookrelay_email_key', { deterministic: true }, (email: unknown) => emailKey(String(email)));
+  const before = schemaVersion(db);
+  if (before > SCHEMA_VERSION) throw tooNewError(db, before, SCHEMA_VERSION, version);
+  // Outside the transaction (VACUUM INTO cannot run in one), before anything is changed.
+  const recorded = recordedVersion(db, before);
+  const backup = keep > 0 && isUpgrade(before, SCHEMA_VERSION, recorded, version) ? writePreUpgradeBackup(db, before, recorded, keep) : null;
   const run = db.transaction(() => {
     const from = schemaVersion(db);
-    assertNotNewer(db, from);
+    if (from > SCHEMA_VERSION) throw tooNewError(db, from, SCHEMA_VERSION, version);
     for (let v = from; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
     if (from !== SCHEMA_VERSION) {
       const broken = db.pragma('foreign_key_check') as unknown[];
       if (broken.length > 0) throw new Error(`migrating ${db.name} from ${from} to ${SCHEMA_VERSION} would leave ${broken.length} broken foreign key(s); nothing was changed`);
       db.pragma(`user_version = ${SCHEMA_VERSION}`);
     }
-    return { from, to: SCHEMA_VERSION };
+    recordVersion(db, version);
+    return { from, to: SCHEMA_VERSION, backup };
   });
   // The pragma is a no-op inside a transaction, so it is switched around it.
   const foreignKeys = db.pragma('foreign_keys', { simple: true }) === 1;

@@ -25,11 +25,13 @@ import {
   RECENT_FAILURE_WINDOW,
   recoverableSql,
   retryFailedNowSql,
+  retryNowSql,
   settleSet,
+  waitStateSql,
 } from '../sql.ts';
-import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryStatus, DeliveryToQueue, ListFilter, Settlement } from '../values.ts';
+import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryStatus, DeliveryToQueue, DeliveryWaitState, ListFilter, Settlement } from '../values.ts';
 import { listParams, listSql, type ListParams } from '../delivery-log-sql.ts';
-import { rateWindowOf, toAttempt, toDeliveryRow, toRecoverable, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow } from '../row-mappers.ts';
+import { rateWindowOf, toAttempt, toDeliveryRow, toRecoverable, toWaitState, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow, type WaitStateRow } from '../row-mappers.ts';
 import type { Sync } from './sync-repo.ts';
 
 const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.headers, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at`;
@@ -44,9 +46,10 @@ const ROW_COLUMNS = deliveryRowColumns('sqlite');
  * statistics): that visits every delivery of the organization in flight, for each candidate,
  * which costs the claim a good part of its time (docs/benchmarks.md, "Figures behind the code's choices").
  */
-const HELD_BACK = `SELECT 1 FROM deliveries p
-  WHERE p.ordering_key = d.ordering_key AND +p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
+const HELD_BACK_WHERE = `p.ordering_key = d.ordering_key AND +p.org_id = d.org_id AND p.status = 'pending' AND (p.attempts > 0 OR p.lease_expires_at IS NOT NULL)
     AND p.id <> d.id AND (p.lease_expires_at IS NOT NULL OR p.id < d.id)`;
+const HELD_BACK = `SELECT 1 FROM deliveries p
+  WHERE ${HELD_BACK_WHERE}`;
 /** lease()'s answer on SQLite (see DeliveriesRepo.lease): shared, never changed. */
 const NONE_LATE: number[] = [];
 const ONLY_CLAIMER: ClaimTurn = Object.freeze({ leasedElsewhere: 0, failing: false, shared: false });
@@ -163,9 +166,11 @@ export function createSqliteDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
   const earliestRetry = db.prepare<{ org: string; now: number }, { at: number }>(SQLITE_QUEUE_GAUGE_SQL.earliestRetry);
   const countDueRetries = db.prepare<{ org: string; now: number; limit: number }, { n: number }>(SQLITE_QUEUE_GAUGE_SQL.countDueRetries);
   const recentFailure = db.prepare<{ org: string; status: DeliveryStatus; limit: number }, { at: number; code: number | null; error: string }>(SQLITE_QUEUE_GAUGE_SQL.recentFailure);
-  const insertTestEvent = db.prepare<{ id: string; org: string; payload: string; now: number }, { seq: number }>(
-    insertTestEventSql({ ...named('id', 'org', 'payload', 'now'), source: API_SOURCE_ID }),
+  const insertTestEvent = db.prepare<{ id: string; org: string; request: string; payload: string; now: number }, { seq: number }>(
+    insertTestEventSql({ ...named('id', 'org', 'request', 'payload', 'now'), source: API_SOURCE_ID }),
   );
+  const waitState = db.prepare<{ org: string; id: number }, WaitStateRow>(waitStateSql(named('org', 'id'), HELD_BACK_WHERE));
+  const retryNow = db.prepare<{ now: number; org: string; id: number }>(retryNowSql(named('now', 'org', 'id')));
 
   return {
     insert(eventSeq: number, orgId: string, orderingKey: number, now: number): number {
@@ -259,8 +264,15 @@ export function createSqliteDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     recentFailure(orgId: string, window = RECENT_FAILURE_WINDOW): { at: number; statusCode: number | null; error: string } | null {
       return latestFailure(RECENT_FAILURE_STATUSES.map((status) => recentFailure.get({ org: orgId, status, limit: window })));
     },
-    insertTestEvent(id: string, orgId: string, payload: string, now: number): number {
-      return insertTestEvent.get({ id, org: orgId, payload, now })!.seq;
+    insertTestEvent(id: string, orgId: string, payload: string, now: number, requestId = ''): number {
+      return insertTestEvent.get({ id, org: orgId, request: requestId, payload, now })!.seq;
+    },
+    waitState(orgId: string, id: number): DeliveryWaitState | null {
+      const row = waitState.get({ org: orgId, id });
+      return row ? toWaitState(row) : null;
+    },
+    retryNow(orgId: string, id: number, now: number): boolean {
+      return retryNow.run({ now, org: orgId, id }).changes > 0;
     },
   };
 }

@@ -307,4 +307,51 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE webhooks ADD COLUMN rate_window TEXT;
   `,
+  // 13: facts about the database itself, as key/value text. 'hookrelay_version': the newest
+  // hookrelay that has opened it, so that an upgrade is recognized (and backed up first) even when
+  // it brings no migration, and an older hookrelay that refuses a newer schema can say which
+  // version wrote it (upgrade-backup.ts).
+  `
+  CREATE TABLE hookrelay_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+  ) STRICT;
+  `,
+  // 14: the audit trail (domain/audit.ts, docs/operations.md "Audit trail"): who changed
+  // what, numbered without gaps (id is given by the code, the previous id + 1, never by
+  // SQLite) and chained by hash. audit_entries_org serves an organization's reader (the API),
+  // audit_entries_action finds the newest anchor (audit.prune) and the CLI's --action filter,
+  // audit_entries_at turns a --since time into an id (times never decrease along the id).
+  // audit_journal: the last entry the daemon wrote to its log, so each entry's log line is
+  // written once, also for entries made by a CLI command while the daemon was stopped.
+  `
+  CREATE TABLE audit_entries (
+    id          INTEGER PRIMARY KEY,
+    at          INTEGER NOT NULL,
+    actor_kind  TEXT NOT NULL,
+    actor_name  TEXT,
+    actor_org   TEXT,
+    action      TEXT NOT NULL,
+    org_id      TEXT,
+    target      TEXT,
+    changes     TEXT,
+    request_id  TEXT,
+    source      TEXT,
+    outcome     TEXT NOT NULL CHECK (outcome IN ('ok', 'denied', 'failed')),
+    code        TEXT,
+    prev_hash   TEXT NOT NULL,
+    hash        TEXT NOT NULL
+  ) STRICT;
+  CREATE INDEX audit_entries_org ON audit_entries (org_id, id);
+  CREATE INDEX audit_entries_action ON audit_entries (action, id);
+  CREATE INDEX audit_entries_at ON audit_entries (at);
+
+  CREATE TABLE audit_journal (
+    instance        TEXT PRIMARY KEY,
+    logged_through  INTEGER NOT NULL
+  ) STRICT;
+  -- The audit trail's reader: saas_admin reads its organization's entries.
+  UPDATE roles SET permissions = rtrim(permissions, ']') || ',"audit:read"]'
+  WHERE name = 'saas_admin' AND builtin = 1 AND permissions NOT LIKE '%"audit:read"%';
+  `,
 ];

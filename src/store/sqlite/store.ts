@@ -3,7 +3,8 @@ import type { Clock } from '../../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
 import type { Logger } from '../../log.ts';
 import { startBackgroundCheckpoints } from './checkpointer.ts';
-import { openDatabase, type Db, type OpenDatabaseOptions } from './connection.ts';
+import { openDatabase, type Db, type Migrated, type OpenDatabaseOptions } from './connection.ts';
+import { createSqliteAuditRepo } from './audit-repo.ts';
 import { createSqliteDeliveriesRepo } from './deliveries-repo.ts';
 import { createSqliteFeedRepo } from './feed-repo.ts';
 import { createHeapTrimmer } from './heap-trim.ts';
@@ -55,7 +56,7 @@ const SLEEPER = new Int32Array(new SharedArrayBuffer(4));
 /** One daemon per database file (the state directory's lock): nobody to share work with. */
 const NO_SHARING: WorkSharing = Object.freeze({ close: () => Promise.resolve() });
 
-function storeOver(db: Db, migrated: { from: number; to: number }, clock: Clock, lockGapMs: number, defaultLockWait: LockWait | null): SqliteStore {
+function storeOver(db: Db, migrated: Migrated, clock: Clock, lockGapMs: number, defaultLockWait: LockWait | null): SqliteStore {
   const transactions = new SqliteTransactions(db, sqliteTx(db), lockGapMs > 0 ? new LockGap(db, lockGapMs) : null);
   const trimmer = createHeapTrimmer(db);
   return {
@@ -86,6 +87,7 @@ function sqliteTx(db: Db): Tx {
     feed: asyncRepo(createSqliteFeedRepo(db)),
     deliveries: asyncRepo(createSqliteDeliveriesRepo(db)),
     retention: asyncRepo(createSqliteRetentionRepo(db)),
+    audit: asyncRepo(createSqliteAuditRepo(db)),
   };
 }
 
