@@ -48,7 +48,11 @@ const isPlain = (v: unknown): v is Plain => typeof v === 'object' && v !== null 
 
 /** One change in words: `before → after`; a secret or a credential only whether it is set, never its value. Null: not a change but a group of them. */
 function changeWords(c: Plain): Child[] | null {
-  if ('before' in c || 'after' in c) return [...valueText(c.before), ' → ', ...valueText(c.after)];
+  if ('before' in c || 'after' in c) {
+    // A URL is kept as its origin only (its path or query may hold a token): the same origin on both sides, changed, is a new path or query.
+    if (c.changed === true && c.before === c.after) return [...valueText(c.after), ' (path or query changed; not kept)'];
+    return [...valueText(c.before), ' → ', ...valueText(c.after)];
+  }
   if ('set_before' in c || 'set_after' in c) {
     if (c.set_before && c.set_after) return [c.changed === false ? 'unchanged' : 'changed', ' (value not kept)'];
     return [c.set_after ? 'added (value not kept)' : 'removed'];

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { environmentVariable, type Config } from '../config/load.ts';
 import { parseDuration } from '../domain/duration.ts';
 import { createRetentionService, type PrunedRows } from '../services/retention.ts';
@@ -217,7 +217,11 @@ function positiveCount(value: string, flag: string): number {
 function backupTarget(file: string | undefined, options: { dir?: string; keep?: number }): string {
   if (file !== undefined && options.dir !== undefined) throw new UsageError('give either FILE or --dir DIR, not both');
   if (options.keep !== undefined && options.dir === undefined) throw new UsageError('--keep applies to --dir: give --dir DIR too');
-  if (options.dir !== undefined) return datedBackupPath(resolve(options.dir), Date.now());
+  if (options.dir !== undefined) {
+    // Private when made here: backups hold the webhooks' signing secrets.
+    mkdirSync(resolve(options.dir), { recursive: true, mode: 0o700 });
+    return datedBackupPath(resolve(options.dir), Date.now());
+  }
   if (file === undefined) throw new UsageError('say where the backup goes: db backup FILE, or db backup --dir DIR [--keep N]');
   return file;
 }

@@ -7,7 +7,7 @@
  * undelivered work.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -325,4 +325,38 @@ test('db prune --dry-run counts what db prune then removes, and removes nothing'
   const bad = await runCli(t, ['db', 'prune', '--delivered-older-than', 'soon', '--state-dir', stateDir]);
   assert.equal(bad.code, 2);
   assert.equal(bad.stderr, 'hookrelay: --delivered-older-than must be a duration of at least 1s, such as 12h or 7d; got "soon"\n');
+});
+
+test('db backup --dir DIR --keep N (the nightly timer\'s command): a dated copy with the generated JWT secret beside it, private, the oldest beyond N removed; FILE and --dir together, or --keep alone, are usage errors', async (t) => {
+  const { stateDir } = await seededState(t, 'https://hooks.example.com/hook', 20);
+  const common = ['--state-dir', stateDir];
+  const dir = join(scratchDir(t, 'hookrelay-nightly-'), 'backups');
+  const names = () => readdirSync(dir).sort();
+  const taken: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    const r = await runCli(t, ['db', 'backup', '--dir', dir, '--keep', '2', '--json', ...common]);
+    assert.equal(r.code, 0, r.stderr);
+    const out = JSON.parse(r.stdout) as { path: string; jwt_secret: string | null; removed: string[] };
+    assert.match(out.path, /\/hookrelay-\d{8}T\d{6}Z\.db$/);
+    assert.equal(out.jwt_secret, out.path.replace(/\.db$/, '.jwt-secret'), 'the generated secret is copied beside it');
+    assert.equal(readFileSync(out.jwt_secret!, 'utf8'), readFileSync(join(stateDir, 'jwt-secret'), 'utf8'));
+    assert.equal(statSync(out.jwt_secret!).mode & 0o777, 0o600);
+    assert.equal(statSync(out.path).mode & 0o777, 0o600);
+    assert.equal(statSync(dir).mode & 0o777, 0o700, 'made private when missing');
+    taken.push(out.path);
+    if (i < 3) await sleep(1100); // the names are to the second
+  }
+  const kept = taken.slice(-2).flatMap((path) => [path.replace(/.*\//, ''), path.replace(/.*\//, '').replace(/\.db$/, '.jwt-secret')]).sort();
+  assert.deepEqual(names(), kept, 'the newest two and their secrets');
+  const copy = new Database(taken.at(-1)!, { readonly: true });
+  t.after(() => copy.close());
+  assert.equal(copy.pragma('integrity_check', { simple: true }), 'ok');
+
+  const both = await runCli(t, ['db', 'backup', join(dir, 'x.db'), '--dir', dir, ...common]);
+  assert.equal(both.code, 2);
+  assert.match(both.stderr, /give either FILE or --dir DIR, not both/);
+  const keepAlone = await runCli(t, ['db', 'backup', join(dir, 'y.db'), '--keep', '3', ...common]);
+  assert.equal(keepAlone.code, 2);
+  assert.match(keepAlone.stderr, /--keep applies to --dir/);
+  assert.deepEqual(names(), kept, 'a refused command writes nothing');
 });

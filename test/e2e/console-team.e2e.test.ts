@@ -262,6 +262,9 @@ async function readTheAudit(page: Page): Promise<void> {
   // The guard's refusal is there too, as the API answered it.
   const refused = rowWith(await readTable(table), 'last_user_manager');
   assert.ok(refused, 'the refused demotion of the last admin is in the trail');
+  // The form changed the URL's path only: the trail keeps origins, and says that the path changed.
+  const replaced = rowWith(await readTable(table), 'webhook.replace');
+  assert.match(replaced?.['What changed'] ?? '', /url: https:\/\/hooks\.acme\.example \(path or query changed; not kept\)/);
   await screenshot(page, 'audit');
 
   await page.getByLabel('Action').selectOption('user.add');

@@ -204,8 +204,14 @@ test('the Debian package: install, deliver, upgrade while deliveries wait, refus
   assert.equal(backups.length, 1, `one pre-upgrade copy: ${backups.join(', ')}; the service said:\n${service.output()}`);
   assert.match(backups[0]!, new RegExp(`-schema${MIGRATIONS.length}-${VERSION.replace(/\./g, '\\.')}\\.db$`));
   assert.ok(service.output().includes(backups[0]!), 'the log names the copy');
-  // The queue is still there (the new version's CLI lists the waiting changes).
+  // The queue is still there (the new version's CLI lists the waiting changes), and so is the
+  // feed position: the new version read on from where the old one stopped, nothing read twice.
   assert.match(cli('deliveries', 'list', '--org', 'acme', '--json'), /evt_b/);
+  const fed = (JSON.parse(cli('feed', 'status', '--json')) as { sources: Array<{ source: string; accepted: number; duplicates: number; position: number | null }> }).sources;
+  assert.deepEqual(
+    fed.map((s) => [s.source, s.accepted, s.duplicates, s.position]),
+    [[feed, 40, 0, statSync(feed).size]],
+  );
   await waitFor('all 40 delivered', () => accepted.length >= 40, 60_000);
   const ids = [...accepted];
   assert.equal(ids.length, 40, 'each once');

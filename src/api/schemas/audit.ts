@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { ActorKind, AuditOutcome } from '../../domain/audit.ts';
 import { RFC3339_EXPECTED, rfc3339Ms } from '../../domain/rfc3339.ts';
 import { dateTime } from './answers.ts';
-import { encodeCursor, MAX_PAGE, DEFAULT_PAGE } from './requests.ts';
+import { encodeCursor, MAX_PAGE, DEFAULT_PAGE, PageCursor } from './requests.ts';
 
 export { encodeCursor };
 
@@ -35,16 +35,7 @@ export const AuditQuery = z.object({
     .preprocess((value) => (typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : value), z.int({ error: LIMIT_REASON }).min(1, { error: LIMIT_REASON }).max(MAX_PAGE, { error: LIMIT_REASON }))
     .default(DEFAULT_PAGE)
     .meta({ default: DEFAULT_PAGE, description: 'Page size.' }),
-  cursor: z
-    .string()
-    .transform((cursor, ctx) => {
-      const decoded = Buffer.from(cursor, 'base64url').toString('utf8');
-      if (/^\d{1,15}$/.test(decoded)) return Number(decoded);
-      ctx.issues.push({ code: 'custom', input: cursor, message: 'must be a next_cursor value from a previous page' });
-      return z.NEVER;
-    })
-    .optional()
-    .meta({ description: 'The `next_cursor` of the previous page (opaque).' }),
+  cursor: PageCursor,
 });
 
 export const AuditEntry = z

@@ -149,6 +149,18 @@ const MAX_REQUEST_ID = 200;
 const REQUEST_ID_REASON = `must be an anticipation request id: 1 to ${MAX_REQUEST_ID} characters, no control characters`;
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 
+/** A list's `cursor`: the opaque `next_cursor` of the previous page (a base64url id), read as that id. Shared by every paged list. */
+export const PageCursor = z
+  .string()
+  .transform((cursor, ctx) => {
+    const decoded = Buffer.from(cursor, 'base64url').toString('utf8');
+    if (/^\d{1,15}$/.test(decoded)) return Number(decoded);
+    ctx.issues.push({ code: 'custom', input: cursor, message: 'must be a next_cursor value from a previous page' });
+    return z.NEVER;
+  })
+  .optional()
+  .meta({ description: 'The `next_cursor` of the previous page (opaque).' });
+
 /** A page's cursor: the id of the last delivery of the previous page, base64url (`next_cursor`). */
 export function encodeCursor(beforeId: number): string {
   return Buffer.from(String(beforeId)).toString('base64url');
@@ -178,16 +190,7 @@ export const DeliveriesQuery = z.object({
       examples: ['ar_5e21d9'],
     }),
   limit: integerText(1, MAX_PAGE, `must be an integer from 1 to ${MAX_PAGE}`).default(DEFAULT_PAGE).meta({ default: DEFAULT_PAGE, description: 'Page size.' }),
-  cursor: z
-    .string()
-    .transform((cursor, ctx) => {
-      const decoded = Buffer.from(cursor, 'base64url').toString('utf8');
-      if (/^\d{1,15}$/.test(decoded)) return Number(decoded);
-      ctx.issues.push({ code: 'custom', input: cursor, message: 'must be a next_cursor value from a previous page' });
-      return z.NEVER;
-    })
-    .optional()
-    .meta({ description: 'The `next_cursor` of the previous page (opaque).' }),
+  cursor: PageCursor,
 });
 
 export const StatsQuery = z.object({
