@@ -9,7 +9,7 @@
  *
  * Needs root and dpkg, and a machine without a hookrelay install (it installs into /usr/lib,
  * /etc/hookrelay and /var/lib/hookrelay, and removes all of it again): otherwise it says why it
- * does not run. HOOKRELAY_SKIP_PACKAGE_TESTS=<reason> skips it on purpose (.ci/run runs it on
+ * does not run. SKIP_PACKAGE_TESTS=<reason> skips it on purpose (.ci/run runs it on
  * one Node.js line: the package brings its own runtime, whichever Node.js builds it).
  */
 import assert from 'node:assert/strict';
@@ -32,7 +32,7 @@ const STATE = '/var/lib/hookrelay';
 const CONF = '/etc/hookrelay/hookrelay.json';
 
 function whyNot(): string | null {
-  if (process.env.HOOKRELAY_SKIP_PACKAGE_TESTS) return `HOOKRELAY_SKIP_PACKAGE_TESTS: ${process.env.HOOKRELAY_SKIP_PACKAGE_TESTS}`;
+  if (process.env.SKIP_PACKAGE_TESTS) return `SKIP_PACKAGE_TESTS: ${process.env.SKIP_PACKAGE_TESTS}`;
   if (process.getuid?.() !== 0) return 'not root: dpkg -i needs root (CI runs as root)';
   if (process.arch !== 'x64') return `the package test builds the x64 package; this is ${process.arch}`;
   for (const tool of ['dpkg', 'dpkg-deb', 'runuser']) if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) return `no ${tool} on this machine`;
