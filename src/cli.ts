@@ -4,6 +4,7 @@
  * (see src/cli/shared.ts for how to add one) and maps any error to one line and an exit code.
  */
 import { Command } from 'commander';
+import { registerApiKeyCommands } from './cli/api-keys.ts';
 import { registerAuditCommands } from './cli/audit.ts';
 import { registerConsoleCommands } from './cli/console.ts';
 import { registerDbCommands } from './cli/db.ts';
@@ -45,6 +46,7 @@ export function buildProgram(): Command {
   registerListenCommand(program);
   registerConsoleCommands(program);
   registerAuditCommands(program);
+  registerApiKeyCommands(program);
 
   oneLineErrors(program);
   return program;

@@ -5,6 +5,7 @@ import { FeedReaderFaults } from './feed/reader-faults.ts';
 import { createStorageHealth } from './services/storage-health.ts';
 import { createWorkSignal } from './services/work-signal.ts';
 import { adminApi } from './relay/api-part.ts';
+import { identityProvider } from './relay/provider-part.ts';
 import { addressCheck, database, ingestPath, keys, stateDirectoryLock, workSharing } from './relay/base-parts.ts';
 import { deliverer, dispatcher, retention } from './relay/delivery-parts.ts';
 import { auditJournal } from './relay/audit-part.ts';
@@ -50,6 +51,7 @@ export function createRelay(config: Config, deps: RelayDeps): Relay {
     stopping: () => stopping,
     store: new Slot('the store'),
     keys: new Slot('the keys'),
+    providerKeys: new Slot('the identity provider keys'),
     services: new Slot('the services'),
     metrics: new Slot('the metrics'),
     ingestPath: new Slot('the ingest path'),
@@ -65,6 +67,7 @@ export function createRelay(config: Config, deps: RelayDeps): Relay {
       stateDirectoryLock(w),
       database(w),
       keys(w),
+      identityProvider(w),
       workSharing(w),
       ingestPath(w),
       adminApi(w),

@@ -155,6 +155,25 @@ export interface TeamUser {
   readonly updated_at: string;
 }
 
+export const API_KEYS_PERMISSION = 'api_keys:manage';
+
+/** GET /api_keys/list_api_keys: a key as listed (never the key itself). */
+export interface ApiKeyInfo {
+  readonly name: string;
+  readonly role_name: string;
+  readonly prefix: string;
+  readonly created_at: string;
+  readonly created_by: string | null;
+  readonly expires_at: string | null;
+  readonly last_used_at: string | null;
+}
+
+/** POST /api_keys/create_api_key: the key, shown this once. */
+export interface ApiKeyCreated extends ApiKeyInfo {
+  readonly message: string;
+  readonly key: string;
+}
+
 /** What POST /webhook/register_webhook takes: the whole webhook. */
 export interface WebhookSettings {
   readonly webhook_url: string;
@@ -392,6 +411,10 @@ export function createApiClient(options: ApiClientOptions) {
     updateRole: (email: string, roleName: string) => call<{ message: string }>('POST', '/users/update_role', { email, role_name: roleName }),
     addUser: (email: string, roleName: string) => call<TeamUser & { message: string }>('POST', '/users/add_user', { email, role_name: roleName }),
     removeUser: (email: string) => call<{ message: string }>('POST', '/users/remove_user', { email }),
+    listApiKeys: () => call<ApiKeyInfo[]>('GET', '/api_keys/list_api_keys'),
+    createApiKey: (name: string, roleName: string, expiresIn: string | null) =>
+      call<ApiKeyCreated>('POST', '/api_keys/create_api_key', expiresIn === null ? { name, role_name: roleName } : { name, role_name: roleName, expires_in: expiresIn }),
+    revokeApiKey: (name: string) => call<{ message: string }>('POST', '/api_keys/revoke_api_key', { name }),
     listAudit: (query: AuditQuery) => call<AuditPage>('GET', `/audit/list${queryString({ since: query.since, actor: query.actor, action: query.action, outcome: query.outcome, cursor: query.cursor })}`),
   };
 }

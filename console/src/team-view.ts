@@ -3,6 +3,7 @@
  * caller whose role grants users:manage, changing a user's role (update_role), adding a user and
  * removing one. Every answer, the last-admin guard's included, is shown as the API gives it.
  */
+import { apiKeysSection } from './api-keys-section.ts';
 import { AUDIT_PERMISSION, USERS_PERMISSION, type Role, type TeamUser } from './api-client.ts';
 import { h, headerRow, labelCells, marked, replace, scrollingTable, time, type Child } from './dom.ts';
 import { field, fieldErrors, fillSelect } from './fields.ts';
@@ -18,6 +19,7 @@ const PERMITS: Readonly<Record<string, string>> = {
   'webhook:read': 'see the webhook and its deliveries',
   'webhook:manage': 'register and change the webhook, test, replay, recover, rotate its secret',
   'audit:read': 'read the audit trail',
+  'api_keys:manage': 'create, list and revoke API keys for machines',
 };
 
 /** The team as last loaded. */
@@ -91,6 +93,7 @@ export const teamView: View = (root: HTMLElement, session: Session) => {
       usersTable.removeAttribute('aria-busy');
       team = { users, roles };
       for (const update of forms) update(team);
+      keys.update(roleNames(team));
       const json = JSON.stringify(team);
       if (json === shown) return;
       shown = json;
@@ -120,6 +123,8 @@ export const teamView: View = (root: HTMLElement, session: Session) => {
   const add = addUserForm(context, fieldsets[1]);
   const remove = removeUserForm(context, fieldsets[2]);
   forms.push(change.update, add.update, remove.update);
+  // The organization's API keys, for a caller who may manage them (api-keys-section.ts).
+  const keys = apiKeysSection(session);
 
   root.append(
     heading('Team'),
@@ -133,9 +138,12 @@ export const teamView: View = (root: HTMLElement, session: Session) => {
     section('team-add', 'Add a user', add.form),
     section('team-remove', 'Remove a user', remove.form),
     remove.dialog,
+    keys.element,
   );
   void load();
   session.live(load);
+  void keys.load();
+  session.live(keys.load);
   return () => {
     disposed = true;
     guard.dispose();

@@ -14,7 +14,12 @@ import { registerAuditRoutes } from './routes/audit.ts';
 import type { RoleService } from '../services/roles.ts';
 import type { UserService } from '../services/users.ts';
 import type { WebhookService } from '../services/webhooks.ts';
-import { AuthError, authenticate, requirePermission } from './auth.ts';
+import { AuthError, authenticate, type ProviderVerifier, requirePermission } from './auth.ts';
+import { providerVerifier } from './provider-auth.ts';
+import type { ProviderKeys } from '../services/provider-keys.ts';
+import { authenticateWithApiKeys } from './api-key-auth.ts';
+import type { ApiKeyService } from '../services/api-keys.ts';
+import { registerApiKeyRoutes } from './routes/api-keys.ts';
 import { jsonBody } from './body.ts';
 import { pathExcerpt, problem, writeProblem } from './problem.ts';
 import { notFoundRateLimit, rateLimit, type RateLimitOptions } from './rate-limit.ts';
@@ -38,11 +43,16 @@ export interface ApiDeps {
     readonly audit: AuditTrail;
     readonly roles: RoleService;
     readonly users: UserService;
+    readonly apiKeys: ApiKeyService;
     readonly webhooks: WebhookService;
     readonly deliveryLog: DeliveryLogService;
   };
   /** Readiness: throws, returns false or says why not while the relay cannot serve (database gone or unwritable, shutting down). */
   readonly isReady: () => boolean | NotReady | Promise<boolean | NotReady>;
+  /** Ready, but on borrowed time (the identity provider's cached keys): listed in a 200 /readyz. */
+  readonly degraded?: () => readonly NotReady[];
+  /** auth.provider: the provider's keys, when it is set. */
+  readonly providerKeys?: ProviderKeys;
   /** GET /metrics on this listener, when the metrics are served here. */
   readonly metrics?: MetricsEndpoint;
   /**
@@ -74,6 +84,12 @@ const ANONYMOUS_REFUSALS_PER_MINUTE = 30;
 
 const OPENAPI_URL = new URL('../../docs/openapi.json', import.meta.url);
 
+/** The identity provider's verifier for authenticate(), when auth.provider is set. */
+function providerOption(deps: ApiDeps): { provider?: ProviderVerifier } {
+  if (deps.providerKeys === undefined) return {};
+  return { provider: providerVerifier({ auth: deps.config.auth, keys: deps.providerKeys, users: deps.services.users, clock: deps.clock }) };
+}
+
 /** The Koa application of the admin API. It never listens; the relay owns the server. */
 export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo[] } {
   const log = deps.log.child({ subsystem: 'api' });
@@ -82,7 +98,8 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   const router = new Router();
   const routes: RouteInfo[] = [];
 
-  const auth = authenticate({ keys: deps.keys, auth: deps.config.auth, users: deps.services.users, clock: deps.clock });
+  // A bearer token that starts with hkr_ is an API key (api-key-auth.ts); any other, a JWT.
+  const auth = authenticateWithApiKeys(deps.services.apiKeys, authenticate({ keys: deps.keys, auth: deps.config.auth, users: deps.services.users, clock: deps.clock, ...providerOption(deps) }));
   const rates: RateLimitOptions = { perMinute: deps.config.api.rateLimitPerMinute, burst: deps.config.api.rateLimitBurst };
   const limit = rateLimit(rates);
   const body = jsonBody(deps.config.api.bodyLimitBytes);
@@ -118,7 +135,9 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
       log.warn({ err }, 'readiness check failed');
     }
     ctx.status = ready === true ? 200 : 503;
-    if (ready === true || ready === false) ctx.body = { status: ready ? 'ready' : 'not_ready' };
+    const degraded = ready === true ? (deps.degraded?.() ?? []) : [];
+    if (degraded.length > 0) ctx.body = { status: 'ready', degraded: degraded.map((d) => ({ reason: d.reason, detail: d.detail, ...(d.since === undefined ? {} : { since: iso(d.since) }) })) };
+    else if (ready === true || ready === false) ctx.body = { status: ready ? 'ready' : 'not_ready' };
     else {
       const since = ready.since === undefined ? {} : { since: iso(ready.since) };
       ctx.body = { status: 'not_ready', reason: ready.reason, detail: ready.detail, ...since };
@@ -141,6 +160,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   registerWebhookRoutes(secured, deps.services);
   registerDeliveryRoutes(secured, deps.services);
   registerAuditRoutes(secured, deps.services);
+  registerApiKeyRoutes(secured, deps.services);
 
   serve(app, router, log, 'see /openapi.json for the API', rates, [consoleGuard(listener)]);
   return { app, routes };

@@ -11,6 +11,7 @@ import { ErrorCode, isHookrelayError } from '../domain/errors.ts';
 import { Permission } from '../domain/permissions.ts';
 import type { Principal } from '../domain/types.ts';
 import type { AuditTrail } from '../services/audit.ts';
+import { ApiKeyRefusal } from './api-key-auth.ts';
 
 /** A request id a client or a proxy may send (X-Request-Id) and have kept: short, and nothing a log or terminal would act on. */
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -48,7 +49,7 @@ export function auditContextOf(ctx: Context): AuditContext {
 }
 
 /** Permissions whose routes change something (or reveal a secret): a refusal on one of them is audited. */
-const MANAGE_PERMISSIONS: ReadonlySet<Permission> = new Set([Permission.usersManage, Permission.webhookManage]);
+const MANAGE_PERMISSIONS: ReadonlySet<Permission> = new Set([Permission.usersManage, Permission.webhookManage, Permission.apiKeysManage]);
 
 /**
  * A bucket for the refusals of callers without a valid token: at most `perMinute` recorded a
@@ -98,7 +99,8 @@ export function auditRefusals(audit: AuditTrail, permission: Permission, path: s
       await next();
     } catch (err) {
       const code = isHookrelayError(err) ? err.code : null;
-      if (code === ErrorCode.missingToken || code === ErrorCode.invalidToken || code === ErrorCode.forbidden) await recordDenied(ctx, audit, path, code, anonymous);
+      if (err instanceof ApiKeyRefusal) await recordKeyRefused(ctx, audit, path, err, anonymous);
+      else if (code === ErrorCode.missingToken || code === ErrorCode.invalidToken || code === ErrorCode.forbidden) await recordDenied(ctx, audit, path, code, anonymous);
       throw err;
     }
   };
@@ -115,6 +117,20 @@ async function recordDenied(ctx: Context, audit: AuditTrail, path: string, code:
     if (skipped > 0) changes = { ...changes, unrecorded_refusals: skipped };
   }
   await audit.refused(by, { action: action as AuditAction, orgId: by.actor.orgId, target: null }, AuditOutcome.denied, code, changes);
+}
+
+/**
+ * A refused API key (unknown, revoked, expired): `api_key.use_refused`, in the key's organization
+ * when it has a row (its admins see it in their trail), with the key's prefix (never the key),
+ * within the anonymous refusals' bound (the caller proved nothing).
+ */
+async function recordKeyRefused(ctx: Context, audit: AuditTrail, path: string, err: ApiKeyRefusal, anonymous: AnonymousRefusals): Promise<void> {
+  const skipped = anonymous.take();
+  if (skipped === null) return;
+  const { reason, orgId, name, prefix } = err.refusal;
+  const changes: Record<string, unknown> = { method: ctx.method, path, reason, prefix, ...(skipped > 0 ? { unrecorded_refusals: skipped } : {}) };
+  const target = name === null ? null : `api-key ${name}`;
+  await audit.refused(auditContextOf(ctx), { action: AuditAction.apiKeyUseRefused, orgId, target }, AuditOutcome.denied, err.code, changes);
 }
 
 /** The action of each audited route (method and path), for its refusals: what it would have done. */
@@ -134,6 +150,8 @@ export const ROUTE_ACTIONS: Readonly<Record<string, string>> = {
   'POST /users/add_user': AuditAction.userAdd,
   'POST /users/remove_user': AuditAction.userRemove,
   'DELETE /users/remove_user': AuditAction.userRemove,
+  'POST /api_keys/create_api_key': AuditAction.apiKeyCreate,
+  'POST /api_keys/revoke_api_key': AuditAction.apiKeyRevoke,
 };
 
 /** The action a refusal of `method path` is recorded under. */

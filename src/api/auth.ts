@@ -137,7 +137,7 @@ function edDsaVerifier(publicKeyPem: string): SignatureVerifier {
  * empty list or a value that is not a list is malformed, refused as well. The signature has
  * been verified: this reads the header the issuer signed.
  */
-function checkHeader(header: Record<string, unknown>): void {
+export function checkHeader(header: Record<string, unknown>): void {
   if (Object.hasOwn(header, 'crit')) {
     throw invalidToken('The token header has crit (critical extensions), which this server does not implement; issue a token without crit');
   }
@@ -148,7 +148,7 @@ function checkHeader(header: Record<string, unknown>): void {
  * required (NumericDate, seconds), `nbf` honoured, `iss` and `aud` checked when configured,
  * each time comparison allowing `auth.clockTolerance` of skew (whole seconds). `nowMs` is epoch ms.
  */
-function checkClaims(payload: unknown, auth: Config['auth'], nowMs: number): Record<string, unknown> {
+export function checkClaims(payload: unknown, auth: Config['auth'], nowMs: number): Record<string, unknown> {
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) throw invalidToken('The token payload must be a JSON object');
   const claims = payload as Record<string, unknown>;
   const now = Math.floor(nowMs / 1000);
@@ -177,17 +177,50 @@ function checkClaims(payload: unknown, auth: Config['auth'], nowMs: number): Rec
   return claims;
 }
 
+/** Verifies the identity provider's tokens (provider-auth.ts); chosen for a token whose iss is `issuer`. */
+export interface ProviderVerifier {
+  readonly issuer: string;
+  principal(ctx: Context, token: string): Promise<Principal>;
+}
+
+/** The iss of a compact JWS, read before its signature is checked, only to choose who verifies it; null when absent or unreadable. */
+function unverifiedIssuer(token: string): string | null {
+  const payload = token.split('.')[1];
+  const iss = payload === undefined || !SEGMENT.test(payload) ? undefined : decodeSegment(payload)?.iss;
+  return typeof iss === 'string' ? iss : null;
+}
+
+/**
+ * Who verifies the token: the identity provider when its iss is the provider's, the daemon's
+ * own key otherwise; a token with any other iss is refused at once, naming the accepted ones
+ * (never tried against every key).
+ */
+function chooseVerifier(token: string, auth: Config['auth'], provider: ProviderVerifier | undefined): 'provider' | 'own' {
+  if (provider === undefined) return 'own';
+  const iss = unverifiedIssuer(token);
+  if (iss === provider.issuer) return 'provider';
+  if (iss !== null && iss !== auth.issuer) {
+    throw invalidToken(`The token issuer (iss) is not accepted: this server accepts tokens of the identity provider ${provider.issuer}${auth.issuer === null ? '' : ` and of ${auth.issuer}`} (auth.provider.issuer, auth.issuer)`);
+  }
+  return 'own';
+}
+
 /**
  * Authentication chain: the signature is verified with the one pinned algorithm (koa-jwt, or
  * node:crypto for EdDSA); then the header rule, the claim rules and the identity claims are
- * checked, and the caller's role is read from the store, so role changes apply at once. Throws
- * at creation when the configured key cannot serve the algorithm.
+ * checked, and the caller's role is read from the store, so role changes apply at once. With
+ * `provider` (auth.provider), a token whose iss is the provider's goes to it instead
+ * (chooseVerifier). Throws at creation when the configured key cannot serve the algorithm.
  */
-export function authenticate(deps: { keys: AuthKeys; auth: Config['auth']; users: UserService; clock: Clock }): Middleware {
+export function authenticate(deps: { keys: AuthKeys; auth: Config['auth']; users: UserService; clock: Clock; provider?: ProviderVerifier }): Middleware {
   const { auth } = deps;
   const verify = deps.keys.algorithm === 'EdDSA' ? edDsaVerifier(deps.keys.verifyKey) : koaJwtVerifier(deps.keys);
 
   return async function authenticateCaller(ctx: Context, next: Next): Promise<void> {
+    if (deps.provider !== undefined && chooseVerifier(bearerToken(ctx), auth, deps.provider) === 'provider') {
+      ctx.state.principal = await deps.provider.principal(ctx, bearerToken(ctx));
+      return next();
+    }
     const { header, payload } = await verify(ctx);
     checkHeader(header);
     const claims = checkClaims(payload, auth, deps.clock.now());

@@ -15,6 +15,8 @@ export interface DaemonProbe {
   readonly ready: boolean;
   readonly statusCode: number | null;
   readonly error: string | null;
+  /** Ready, but on borrowed time: `reason (detail)` of each entry of /readyz's `degraded` (the identity provider unreachable). */
+  readonly degraded: readonly string[];
 }
 
 /** The URL of the daemon's /readyz for a listen address: a wildcard address is asked on loopback. */
@@ -26,23 +28,25 @@ export function readinessUrl(listen: string): string | null {
 /** Asks the daemon's /readyz, for at most `timeoutMs`. Never throws. */
 export async function probeDaemon(listen: string, timeoutMs = PROBE_TIMEOUT_MS): Promise<DaemonProbe> {
   const url = readinessUrl(listen);
-  if (url === null) return { url, reachable: false, ready: false, statusCode: null, error: `api.listen is ${listen}: with port 0 the daemon picks its port at start; pass --listen HOST:PORT` };
+  if (url === null) return { url, reachable: false, ready: false, statusCode: null, error: `api.listen is ${listen}: with port 0 the daemon picks its port at start; pass --listen HOST:PORT`, degraded: [] };
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
     const body = Buffer.from(await res.arrayBuffer()).toString('utf8');
     // A 503 says why (a full disk, a damaged database: docs/operations.md, "Health checks").
     let reason = '';
+    let degraded: string[] = [];
     try {
-      const parsed = JSON.parse(body) as { reason?: unknown; detail?: unknown };
+      const parsed = JSON.parse(body) as { reason?: unknown; detail?: unknown; degraded?: unknown };
       if (typeof parsed.reason === 'string') reason = `: ${parsed.reason}${typeof parsed.detail === 'string' ? ` (${parsed.detail})` : ''}`;
+      if (Array.isArray(parsed.degraded)) degraded = (parsed.degraded as Array<{ reason?: unknown; detail?: unknown }>).map((d) => `${String(d.reason)} (${String(d.detail)})`);
     } catch {
       // not JSON: the status code says enough
     }
-    return { url, reachable: true, ready: res.status === 200, statusCode: res.status, error: res.status === 200 ? null : `/readyz answered ${res.status}${reason}` };
+    return { url, reachable: true, ready: res.status === 200, statusCode: res.status, error: res.status === 200 ? null : `/readyz answered ${res.status}${reason}`, degraded };
   } catch (err) {
     const e = err as Error & { cause?: NodeJS.ErrnoException };
     const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : e.cause?.code ? e.cause.message || e.cause.code : e.message;
-    return { url, reachable: false, ready: false, statusCode: null, error: why };
+    return { url, reachable: false, ready: false, statusCode: null, error: why, degraded: [] };
   }
 }
 
@@ -52,7 +56,7 @@ export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null
   const byOrg = new Map(queue.organizations.map((o) => [o.orgId, o]));
   return {
     checked_at: iso(now),
-    daemon: { url: daemon.url, reachable: daemon.reachable, ready: daemon.ready, status_code: daemon.statusCode, error: daemon.error },
+    daemon: { url: daemon.url, reachable: daemon.reachable, ready: daemon.ready, status_code: daemon.statusCode, error: daemon.error, degraded: daemon.degraded },
     feed:
       feed === null
         ? null
@@ -107,7 +111,7 @@ function ago(seconds: number): string {
 export function statusText(view: StatusView): string {
   const d = view.daemon;
   const lines = [
-    `daemon:   ${d.reachable ? `reachable at ${d.url}, ${d.ready ? 'ready' : `not ready (${d.error})`}` : `not reachable${d.url ? ` at ${d.url}` : ''}: ${d.error}`}`,
+    `daemon:   ${d.reachable ? `reachable at ${d.url}, ${d.ready ? (d.degraded.length === 0 ? 'ready' : `ready, degraded: ${d.degraded.join('; ')}`) : `not ready (${d.error})`}` : `not reachable${d.url ? ` at ${d.url}` : ''}: ${d.error}`}`,
   ];
   const f = view.feed;
   if (f === null) lines.push('feed:     standard input (no position, no lag)');

@@ -4,6 +4,7 @@ import { resolve, join } from 'node:path';
 import { parseOrganizationNetwork } from '../domain/address-policy.ts';
 import { parseOrganizationProxy, parseProxyUrl } from '../domain/egress-proxy.ts';
 import { parseCidr } from '../domain/cidr.ts';
+import { type ProviderConfig, providerIncoherence } from './provider-schema.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { isLoopbackHost, parseListen } from '../domain/listen.ts';
 import { checkOrgId } from '../domain/validation.ts';
@@ -35,6 +36,7 @@ export interface Config {
     readonly organizationClaim: string;
     readonly tokenTtl: number;
     readonly maxTokenLifetime: number;
+    readonly provider: ProviderConfig;
   };
   readonly feed: {
     /** Absolute path of the feed file, or "-" for standard input. */
@@ -113,7 +115,7 @@ export interface LoadConfigOptions {
 }
 
 const SECRET_PATHS = new Set(['auth.secret', 'metrics.token', 'database.url', 'delivery.proxy', 'delivery.organizationProxies']);
-const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile', 'delivery.caFile', 'metrics.tokenFile'];
+const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile', 'auth.provider.caFile', 'delivery.caFile', 'metrics.tokenFile'];
 /** Keys in a config file that document it and are otherwise ignored. */
 const COMMENT_KEY = '$comment';
 
@@ -408,6 +410,8 @@ function checkCoherence(config: Config): void {
   } else if (auth.publicKeyFile === null) {
     throw configError(`key "auth.algorithm" is ${auth.algorithm}, which needs "auth.publicKeyFile" (a PEM public key)`);
   }
+  const providerProblem = providerIncoherence(auth.provider, auth.issuer);
+  if (providerProblem !== null) throw configError(providerProblem);
 }
 
 /**

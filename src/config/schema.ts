@@ -1,4 +1,5 @@
 import { parseDuration } from '../domain/duration.ts';
+import { PROVIDER_SCHEMA } from './provider-schema.ts';
 
 /**
  * The configuration schema: one entry per key, with its default, its type and the sentence
@@ -153,6 +154,7 @@ export const CONFIG_SCHEMA = {
       default: '24h',
       doc: 'Longest lifetime a token may have: a token whose exp is further than this from its iat, or from now, is refused (401), and `hookrelay token issue` makes none longer. A leaked token is then good for a day at most.',
     },
+    provider: PROVIDER_SCHEMA,
   },
   feed: {
     path: {

@@ -32,15 +32,18 @@ export interface NetworkGuard {
 /** Names whose last resolution a guard remembers (for reachesInternal); the oldest is forgotten first. */
 const REMEMBERED_NAMES = 10_000;
 
-/** A guard for the networks listed (tests, tools), or for an organization's policy (see createNetworkPolicies). */
-export function createNetworkGuard(networks: readonly string[] | AddressPolicy): NetworkGuard {
+/** A guard for the networks listed (tests, tools, the identity provider), or for an organization's policy (see createNetworkPolicies); `allowHint` ends a refusal's sentence with the setting that allows it. */
+export function createNetworkGuard(
+  networks: readonly string[] | AddressPolicy,
+  allowHint = 'allow its network with delivery.organizationNetworks or delivery.allowNetworks if this receiver is meant to be internal',
+): NetworkGuard {
   const policy = 'refusal' in networks ? networks : createAddressPolicy(networks);
 
   function refusal(address: string): string | null {
     const bare = address.replace(/^\[(.*)\]$/, '$1');
     if (isIP(bare) === 0) return `${address} is not an IP address`;
     const why = policy.refusal(bare);
-    return why === null ? null : `${bare} is in a refused range (${why.label}); allow its network with delivery.organizationNetworks or delivery.allowNetworks if this receiver is meant to be internal`;
+    return why === null ? null : `${bare} is in a refused range (${why.label}); ${allowHint}`;
   }
 
   const resolved = new Map<string, readonly string[]>();
@@ -66,7 +69,7 @@ export function createNetworkGuard(networks: readonly string[] | AddressPolicy):
           // The address is not named: the attempt log is the tenant's to read, and which
           // internal names resolve to what is not (the range says enough to act on).
           if (why !== null) {
-            const message = `${hostname} resolves to an address in a refused range (${why.label}); allow its network with delivery.organizationNetworks or delivery.allowNetworks if this receiver is meant to be internal`;
+            const message = `${hostname} resolves to an address in a refused range (${why.label}); ${allowHint}`;
             return callback(new BlockedAddressError(message), wantAll ? [] : '');
           }
         }

@@ -52,6 +52,10 @@ export const AuditAction = {
   deliveryRetry: 'delivery.retry',
   tokenIssue: 'token.issue',
   consoleLinkIssue: 'console_link.issue',
+  apiKeyCreate: 'api_key.create',
+  apiKeyRevoke: 'api_key.revoke',
+  /** A request with an API key that is revoked, expired or unknown was refused. */
+  apiKeyUseRefused: 'api_key.use_refused',
   dbPrune: 'db.prune',
   dbCopy: 'db.copy',
   /** Retention cut the trail's oldest entries: this entry is the anchor the chain is checked from. */

@@ -20,6 +20,11 @@ export const ErrorCode = {
   secretNotConfigured: 'secret_not_configured',
   deliveryNotFound: 'delivery_not_found',
   deliveryNotWaiting: 'delivery_not_waiting',
+  apiKeyNotFound: 'api_key_not_found',
+  apiKeyExists: 'api_key_already_exists',
+  apiKeyLimit: 'api_key_limit_reached',
+  /** A key's role would grant a permission its creator's role does not. */
+  apiKeyRoleTooHigh: 'api_key_role_too_high',
   config: 'invalid_config',
   databaseTooNew: 'database_too_new',
   databaseDamaged: 'database_damaged',

@@ -6,6 +6,7 @@ import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { AttemptError, isSuccess } from '../domain/retry-policy.ts';
 import { WebhookStatus } from '../domain/types.ts';
 import type { Logger } from '../log.ts';
+import type { ProviderKeys } from '../services/provider-keys.ts';
 import type { FinishedAttempt } from '../services/outbox.ts';
 import type { IngestCounts } from '../services/ingest.ts';
 import type { FeedReport, QueueSnapshot, StatusService } from '../services/status.ts';
@@ -47,6 +48,8 @@ export interface MetricsOptions {
   readonly log: Logger;
   /** The feed reader's failures (see FeedReaderFaults), read when scraped. */
   readonly feedReader?: { readonly failures: number; readonly stuck: boolean };
+  /** auth.provider's keys, when a provider is set. */
+  readonly providerKeys?: Pick<ProviderKeys, 'fetches' | 'health'>;
 }
 
 /** Attempt durations: from a fast local receiver to the longest attempt deadline (delivery.timeout, at most 120 s). */
@@ -67,6 +70,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const counters = registerEventCounters(registry);
   registerDatabaseGauges(registry, options);
   if (options.feedReader !== undefined) registerFeedReaderMetrics(registry, options.feedReader);
+  if (options.providerKeys !== undefined) registerProviderMetrics(registry, options.providerKeys, () => Date.now());
   return { contentType: registry.contentType, render: () => registry.metrics(), ...counters };
 }
 
@@ -233,6 +237,38 @@ function registerDatabaseGauges(registry: Registry, options: MetricsOptions): vo
   }
   snapshotGauge('hookrelay_metrics_refresh_seconds', 'How long the last read of the database gauges took (they are read at most once per metrics.refreshInterval).', [], (set, s) => set({}, s.seconds));
 
+}
+
+/** The identity provider's JWKS: fetches by outcome, and how old the keys in use are. */
+function registerProviderMetrics(registry: Registry, keys: NonNullable<MetricsOptions['providerKeys']>, now: () => number): void {
+  new Counter({
+    name: 'hookrelay_identity_provider_jwks_fetches_total',
+    help: "Fetches of the identity provider's JWKS (with its discovery document), by outcome: ok, unreachable (no answer, TLS or HTTP error, refused address), no_usable_key, invalid (not a JWKS, discovery issuer mismatch).",
+    labelNames: ['outcome'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [outcome, count] of Object.entries(keys.fetches)) this.inc({ outcome }, count);
+    },
+  });
+  new Gauge({
+    name: 'hookrelay_identity_provider_keys_age_seconds',
+    help: "Seconds since the identity provider's keys were last fetched successfully; past auth.provider.maxStale its tokens are refused. Absent before the first fetch that worked.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      const { fetchedAt } = keys.health();
+      if (fetchedAt !== null) this.set((now() - fetchedAt) / 1000);
+    },
+  });
+  new Gauge({
+    name: 'hookrelay_identity_provider_keys_usable',
+    help: "Whether the identity provider's keys verify its tokens (1), or none were fetched or they are older than auth.provider.maxStale (0).",
+    registers: [registry],
+    collect() {
+      this.set(keys.health().state === 'unavailable' ? 0 : 1);
+    },
+  });
 }
 
 /** The feed reader's failures: read from FeedReaderFaults when scraped. */

@@ -37,6 +37,21 @@ function listenerIdentities(w: Wiring): { admin: ListenerIdentity; metrics: List
   };
 }
 
+/**
+ * What the identity provider's keys mean for readiness: unavailable (none, or older than
+ * auth.provider.maxStale) is not ready; stale (the last fetch failed, the keys still serve) is
+ * ready but degraded. Null without a provider or while its keys are fresh.
+ */
+function providerReadiness(w: Wiring): { state: 'stale' | 'unavailable'; notReady: NotReady } | null {
+  const health = w.providerKeys.peek()?.health();
+  if (health === undefined || health.state === 'fresh') return null;
+  const detail =
+    health.state === 'unavailable'
+      ? `the identity provider's keys cannot be used (${health.fetchedAt === null ? 'never fetched' : 'older than auth.provider.maxStale'}): its tokens are refused, the daemon's own work; last error: ${health.lastError ?? 'none'}`
+      : `the identity provider cannot be reached (${health.lastError ?? 'unknown error'}); the keys fetched ${new Date(health.fetchedAt!).toISOString()} still verify its tokens until auth.provider.maxStale`;
+  return { state: health.state, notReady: { reason: 'identity_provider_unreachable', detail, ...(health.since === null ? {} : { since: health.since }) } };
+}
+
 /** /readyz: the database answers and takes writes, and the feed can be read. */
 async function readiness(w: Wiring): Promise<true | NotReady> {
   if (w.stopping()) return { reason: 'stopping', detail: 'the daemon is shutting down' };
@@ -48,6 +63,8 @@ async function readiness(w: Wiring): Promise<true | NotReady> {
   }
   const problem = w.health.problem();
   if (problem !== null) return { reason: problem.fault, detail: problem.detail, since: problem.since };
+  const provider = providerReadiness(w);
+  if (provider !== null && provider.state === 'unavailable') return provider.notReady;
   // Something other than a regular file at the feed path, or a reader that keeps failing: the relay serves, but reads nothing.
   return w.feed.peek()?.problem() ?? true;
 }
@@ -69,6 +86,7 @@ export function adminApi(w: Wiring): DaemonPart {
               version: VERSION,
               log,
               feedReader: w.feedFaults,
+              ...(w.providerKeys.peek() === null ? {} : { providerKeys: w.providerKeys.get() }),
             }),
           )
         : null;
@@ -82,6 +100,11 @@ export function adminApi(w: Wiring): DaemonPart {
         log,
         services,
         isReady: () => readiness(w),
+        degraded: () => {
+          const provider = providerReadiness(w);
+          return provider?.state === 'stale' ? [provider.notReady] : [];
+        },
+        ...(w.providerKeys.peek() === null ? {} : { providerKeys: w.providerKeys.get() }),
         ...(onAdminListener ? { metrics: endpoint } : {}),
         listener: listeners.admin,
       });

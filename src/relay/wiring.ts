@@ -8,6 +8,7 @@ import type { FeedReaderFaults } from '../feed/reader-faults.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { AuthKeys } from '../services/auth-keys.ts';
+import type { ProviderKeys } from '../services/provider-keys.ts';
 import type { Services } from '../services/services.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
 import type { WorkSignal } from '../services/work-signal.ts';
@@ -50,6 +51,8 @@ export interface Wiring {
   readonly stopping: () => boolean;
   readonly store: Slot<Store>;
   readonly keys: Slot<{ auth: AuthKeys; extraCa: string | null }>;
+  /** Empty while auth.provider.issuer is null. */
+  readonly providerKeys: Slot<ProviderKeys>;
   readonly services: Slot<Services>;
   /** Empty while metrics.enabled is false. */
   readonly metrics: Slot<Metrics>;

@@ -1,6 +1,7 @@
 import type { Config } from '../config/load.ts';
 import { createNetworkPolicies } from '../domain/address-policy.ts';
 import { createLogger, type Logger } from '../log.ts';
+import { createApiKeyService } from './api-keys.ts';
 import { createAuditTrail } from './audit.ts';
 import { createDeliveryLogService } from './delivery-log.ts';
 import { createOutboxService } from './outbox.ts';
@@ -24,6 +25,7 @@ export function createServices(store: Store, config: Pick<Config, 'delivery'>, l
   const orgs = createOrgService(store, audit);
   const roles = createRoleService(store, audit);
   const users = createUserService(store, orgs, roles, audit);
+  const apiKeys = createApiKeyService(store, orgs, roles, audit);
   // The URL policy registration applies; every delivery attempt applies it again (dispatch/network-guard.ts).
   const checkTarget = createTargetCheck(createNetworkPolicies(config.delivery), config.delivery.allowHttp);
   const webhooks = createWebhookService(store, orgs, { checkTarget, disableAfterMs: config.delivery.disableAfter, secretRotationGraceMs: config.delivery.secretRotationGrace }, audit, work, log);
@@ -34,6 +36,6 @@ export function createServices(store: Store, config: Pick<Config, 'delivery'>, l
   });
   const deliveryLog = createDeliveryLogService(store, { userAgent: DELIVERY_USER_AGENT }, audit, work);
   const status = createStatusService(store, { disableAfterMs: config.delivery.disableAfter });
-  return { audit, orgs, roles, users, webhooks, outbox, deliveryLog, status };
+  return { audit, orgs, roles, users, apiKeys, webhooks, outbox, deliveryLog, status };
 }
 export type Services = ReturnType<typeof createServices>;

@@ -53,7 +53,7 @@ function checkIssuable(deps: { keys: AuthKeys; auth: Config['auth'] }, ttlMs: nu
     );
   }
   if (ttlMs > auth.maxTokenLifetime) {
-    throw validationError('the token lifetime is too long', [
+    throw validationError(`the token lifetime ${formatDuration(ttlMs)} is longer than the cap, auth.maxTokenLifetime (${formatDuration(auth.maxTokenLifetime)}): ask for a shorter --ttl, or raise auth.maxTokenLifetime in the configuration`, [
       { name: 'ttl', reason: `must be at most auth.maxTokenLifetime (${formatDuration(auth.maxTokenLifetime)}); got ${formatDuration(ttlMs)}` },
     ]);
   }

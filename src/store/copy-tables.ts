@@ -188,6 +188,19 @@ export const TABLES: readonly TableSpec[] = [
     ],
     orderBy: 'id',
   },
+  {
+    // API keys (SQLite 15, PostgreSQL 9): hashes and public prefixes only, as stored.
+    table: 'api_keys',
+    columns: [
+      bigint('id'),
+      ...['org_id', 'name', 'role_name', 'prefix', 'hash'].map(text),
+      bigint('created_at'),
+      text('created_by'),
+      ...['expires_at', 'last_used_at', 'revoked_at'].map(bigint),
+    ],
+    orderBy: 'id',
+    identity: 'id',
+  },
 ];
 
 /** What the target must not hold (the built-in roles its migration made are expected). */
@@ -205,6 +218,7 @@ const MUST_BE_EMPTY: ReadonlyArray<readonly [what: string, rows: string]> = [
   ['feed positions', 'SELECT 1 FROM feed_positions'],
   ['feed statistics', 'SELECT 1 FROM feed_stats'],
   ['audit entries', 'SELECT 1 FROM audit_entries'],
+  ['API keys', 'SELECT 1 FROM api_keys'],
 ];
 export const WHAT_IS_THERE = MUST_BE_EMPTY.map(([what, rows]) => `SELECT '${what}' AS what WHERE EXISTS (${rows})`).join('\nUNION ALL ');
 

@@ -7,6 +7,7 @@
  * The values the repositories take and give are in types.ts; DueRow, the claim's raw row, is
  * in rows.ts (see dueDeliveryOf).
  */
+import type { ApiKey, StoredApiKey } from '../domain/api-keys.ts';
 import type { AuditDraft, AuditEntry } from '../domain/audit.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { StoredEvent } from '../domain/feed-event.ts';
@@ -344,6 +345,23 @@ export interface AuditRepo {
   setLoggedThrough(id: number): Promise<void>;
 }
 
+/** API keys (domain/api-keys.ts): rows hold the key's hash and public prefix, never the key. */
+export interface ApiKeysRepo {
+  /** Inserts a key; returns it, or null when its name is taken by a key not revoked (or, once in billions, its prefix). */
+  insert(key: { orgId: string; name: string; roleName: string; prefix: string; hash: string; createdBy: string | null; expiresAt: number | null }, now: number): Promise<ApiKey | null>;
+  /** The key with this public prefix, revoked or not, with its hash. */
+  byPrefix(prefix: string): Promise<StoredApiKey | null>;
+  /** The organization's keys not revoked (expired ones too), by name. */
+  listByOrg(orgId: string): Promise<ApiKey[]>;
+  /** The organization's key of this name that is not revoked. */
+  findByName(orgId: string, name: string): Promise<ApiKey | null>;
+  /** The organization's keys neither revoked nor expired at `now`. */
+  countLive(orgId: string, now: number): Promise<number>;
+  revoke(id: number, now: number): Promise<void>;
+  /** Records a use at `now` unless one was recorded within the last `granularityMs`. */
+  touch(id: number, now: number, granularityMs: number): Promise<void>;
+}
+
 /** The repositories, as one transaction sees them. */
 export interface Tx {
   readonly orgs: OrgsRepo;
@@ -354,6 +372,7 @@ export interface Tx {
   readonly deliveries: DeliveriesRepo;
   readonly retention: RetentionRepo;
   readonly audit: AuditRepo;
+  readonly apiKeys: ApiKeysRepo;
 }
 
 /**

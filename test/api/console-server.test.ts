@@ -109,7 +109,7 @@ test('GET /users/me says who the token is; POST /webhook/disable and /webhook/en
 
   const me = await call(relay.baseUrl, 'GET', '/users/me', { token: adminToken });
   assert.equal(me.status, 200);
-  assert.deepEqual(me.body, { email: admin, organization_id: 'acme', role: 'saas_admin', permissions: ['roles:read', 'users:manage', 'webhook:read', 'webhook:manage', 'audit:read'] });
+  assert.deepEqual(me.body, { email: admin, organization_id: 'acme', role: 'saas_admin', permissions: ['roles:read', 'users:manage', 'webhook:read', 'webhook:manage', 'audit:read', 'api_keys:manage'] });
   const viewerMe = await call(relay.baseUrl, 'GET', '/users/me', { token: viewerToken });
   assert.deepEqual(viewerMe.body, { email: viewer, organization_id: 'acme', role: 'saas_viewer', permissions: ['roles:read', 'webhook:read'] });
   assert.equal((await call(relay.baseUrl, 'GET', '/users/me')).status, 401);

@@ -554,6 +554,34 @@ test('the audit trail: GET /audit/list gives only documented answers', async (t)
   await contract.call(relay, 'GET', '/audit/list', { token: adminToken, query: '?limit=0&outcome=maybe' });
 });
 
+test('API keys: creating, listing and revoking give only documented answers', async (t) => {
+  const { relay, adminToken, viewerToken } = await seededRelay(t);
+  const json = { 'content-type': 'application/json' };
+  await contract.call(relay, 'GET', '/api_keys/list_api_keys');
+  await contract.call(relay, 'GET', '/api_keys/list_api_keys', { token: viewerToken });
+  await contract.call(relay, 'GET', '/api_keys/list_api_keys', { token: adminToken, headers: v('v7') });
+  for (const path of ['/api_keys/create_api_key', '/api_keys/revoke_api_key']) {
+    await contract.call(relay, 'POST', path, { body: { name: 'x' } });
+    await contract.call(relay, 'POST', path, { token: viewerToken, body: { name: 'x', role_name: 'saas_viewer' } });
+    await contract.call(relay, 'POST', path, { token: adminToken, headers: v('v1.5'), body: {} });
+    await contract.call(relay, 'POST', path, { token: adminToken, rawBody: '{"name":', headers: json });
+    await contract.call(relay, 'POST', path, { token: adminToken, rawBody: 'name=x', headers: { 'content-type': 'text/plain' } });
+    await contract.call(relay, 'POST', path, { token: adminToken, body: { name: 'x', padding: 'x'.repeat(70 * 1024) } });
+    assert.equal((await contract.call(relay, 'POST', path, { token: adminToken, body: {} })).body.code, 'validation_failed');
+  }
+  const created = await contract.call(relay, 'POST', '/api_keys/create_api_key', { token: adminToken, body: { name: 'ci', role_name: 'saas_viewer', expires_in: '90d' } });
+  assert.equal(created.status, 201);
+  assert.equal((await contract.call(relay, 'POST', '/api_keys/create_api_key', { token: adminToken, body: { name: 'ci', role_name: 'saas_viewer' } })).body.code, 'api_key_already_exists');
+  assert.equal((await contract.call(relay, 'POST', '/api_keys/create_api_key', { token: adminToken, body: { name: 'other', role_name: 'root' } })).body.code, 'role_not_found');
+  await relay.services.roles.add(BY_TEST, { name: 'auditor', description: 'reads the trail', permissions: ['audit:read', 'api_keys:manage'] });
+  const limited = await relay.services.apiKeys.create(BY_TEST, { orgId: 'acme', name: 'limited', roleName: 'auditor', creatorPermissions: null });
+  const tooHigh = await contract.call(relay, 'POST', '/api_keys/create_api_key', { token: limited.key, body: { name: 'up', role_name: 'saas_admin' } });
+  assert.equal(tooHigh.body.code, 'api_key_role_too_high');
+  assert.equal((await contract.call(relay, 'GET', '/api_keys/list_api_keys', { token: adminToken })).status, 200);
+  assert.equal((await contract.call(relay, 'POST', '/api_keys/revoke_api_key', { token: adminToken, body: { name: 'ci' } })).status, 200);
+  assert.equal((await contract.call(relay, 'POST', '/api_keys/revoke_api_key', { token: adminToken, body: { name: 'ci' } })).status, 404);
+});
+
 /** A webhook receiver on 127.0.0.1 that answers 204 and remembers the headers of each request. */
 async function receiver(t: TestContext): Promise<{ url: string; requests: IncomingHttpHeaders[] }> {
   const requests: IncomingHttpHeaders[] = [];
@@ -724,6 +752,8 @@ test('every write answers 503 database_busy with Retry-After while another proce
     ['POST', '/webhook/deliveries/{id}/replay', { params: { id: String(queued.body.delivery.id) } }],
     ['POST', '/webhook/deliveries/{id}/retry', { params: { id: String(queued.body.delivery.id) } }],
     ['POST', '/webhook/recover', { body: { since: '2000-01-01T00:00:00Z' } }],
+    ['POST', '/api_keys/create_api_key', { body: { name: 'busy', role_name: 'saas_viewer' } }],
+    ['POST', '/api_keys/revoke_api_key', { body: { name: 'busy' } }],
   ];
   const other = new Database(relay.config.database.path, { timeout: 0 });
   t.after(() => other.close());

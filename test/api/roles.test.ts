@@ -8,7 +8,7 @@ import { assertProblem, assertUnchanged, call, roleOf, seedOrg, startRelay } fro
 import { BY_TEST } from '../helpers/audit-helpers.ts';
 
 const BUILTIN_ROLES = [
-  { name: 'saas_admin', description: 'read plus specific modifications for the associated SaaS', permissions: ['audit:read', 'roles:read', 'users:manage', 'webhook:manage', 'webhook:read'] },
+  { name: 'saas_admin', description: 'read plus specific modifications for the associated SaaS', permissions: ['api_keys:manage', 'audit:read', 'roles:read', 'users:manage', 'webhook:manage', 'webhook:read'] },
   { name: 'saas_viewer', description: 'view-only access to the SaaS resources', permissions: ['roles:read', 'webhook:read'] },
 ];
 

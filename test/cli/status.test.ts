@@ -56,7 +56,7 @@ test('hookrelay status --json with the daemon up, then down: daemon, feed positi
   const status = async (listenPort: number) => JSON.parse(await cli('status', '--json', '--listen', `127.0.0.1:${listenPort}`)) as Record<string, any>;
   const up = await status(port);
   assert.match(up.checked_at, ISO_TIME);
-  assert.deepEqual(up.daemon, { url: `http://127.0.0.1:${port}/readyz`, reachable: true, ready: true, status_code: 200, error: null });
+  assert.deepEqual(up.daemon, { url: `http://127.0.0.1:${port}/readyz`, reachable: true, ready: true, status_code: 200, error: null, degraded: [] });
   const completeBytes = Buffer.byteLength(complete);
   assert.deepEqual({ ...up.feed, updated_at: typeof up.feed.updated_at }, {
     path: feedPath,

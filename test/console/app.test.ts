@@ -290,6 +290,24 @@ describe('api client', () => {
     assert.ok(!call?.url.includes(TOKEN));
   });
 
+  test('the API keys: list, create (with and without an expiry), revoke', async () => {
+    const { fetch, calls } = fakeFetch({ status: 200, body: '{}' });
+    const api = createApiClient({ fetch, base: '/', token: () => TOKEN });
+    await api.listApiKeys();
+    await api.createApiKey('ci', 'saas_viewer', null);
+    await api.createApiKey('ci', 'saas_viewer', '90d');
+    await api.revokeApiKey('ci');
+    assert.deepEqual(
+      calls.map((c) => [c.init.method, c.url, c.init.body ?? null]),
+      [
+        ['GET', '/api_keys/list_api_keys', null],
+        ['POST', '/api_keys/create_api_key', '{"name":"ci","role_name":"saas_viewer"}'],
+        ['POST', '/api_keys/create_api_key', '{"name":"ci","role_name":"saas_viewer","expires_in":"90d"}'],
+        ['POST', '/api_keys/revoke_api_key', '{"name":"ci"}'],
+      ],
+    );
+  });
+
   test('every operation: method, path, body', async () => {
     const { fetch, calls } = fakeFetch({ status: 202, body: '{}' });
     const api = createApiClient({ fetch, base: '/prefix', token: () => TOKEN });

@@ -310,7 +310,7 @@ test('newcomer flow: CLI set-up and token, then a daemon started afterwards serv
   assert.equal(roles.status, 200);
   // get_roles says what each role permits, besides the seed's name and description.
   assert.deepEqual(roles.body, [
-    { ...SEEDED_ROLES[0], permissions: ['audit:read', 'roles:read', 'users:manage', 'webhook:manage', 'webhook:read'] },
+    { ...SEEDED_ROLES[0], permissions: ['api_keys:manage', 'audit:read', 'roles:read', 'users:manage', 'webhook:manage', 'webhook:read'] },
     { ...SEEDED_ROLES[1], permissions: ['roles:read', 'webhook:read'] },
   ]);
 
@@ -455,7 +455,7 @@ test('--json output of list and get commands; webhook set shows the secret once;
 
   const roles = JSON.parse(await sandbox.ok(['roles', 'list', '--json'])) as Array<Record<string, unknown>>;
   assert.deepEqual(roles, [
-    { ...SEEDED_ROLES[0], permissions: ['roles:read', 'users:manage', 'webhook:read', 'webhook:manage', 'audit:read'], builtin: true },
+    { ...SEEDED_ROLES[0], permissions: ['roles:read', 'users:manage', 'webhook:read', 'webhook:manage', 'audit:read', 'api_keys:manage'], builtin: true },
     { ...SEEDED_ROLES[1], permissions: ['roles:read', 'webhook:read'], builtin: true },
   ]);
   await sandbox.ok(['roles', 'add', 'auditor', '--description', 'reads the webhook', '--permissions', 'webhook:read']);
@@ -520,6 +520,10 @@ test('usage errors exit with 2 and change nothing', async (t) => {
   const ttl = await sandbox.run(['token', 'issue', '--org', 'acme', '--email', 'ada@acme.test', '--ttl', 'forever']);
   assert.equal(ttl.code, 2);
   assertOneErrorLine(ttl.stderr, /--ttl .*"forever"/);
+  // Longer than the cap: the line names the cap and the setting that sets it.
+  const long = await sandbox.run(['token', 'issue', '--org', 'acme', '--email', 'ada@acme.test', '--ttl', '48h']);
+  assert.equal(long.code, 2);
+  assertOneErrorLine(long.stderr, /the token lifetime 2d is longer than the cap, auth\.maxTokenLifetime \(1d\)/);
   const badEmail = await sandbox.run(['users', 'add', '--org', 'acme', '--email', 'not an e-mail', '--role', 'saas_admin']);
   assert.equal(badEmail.code, 2);
   assertOneErrorLine(badEmail.stderr, /e-?mail/i);

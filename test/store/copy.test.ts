@@ -212,7 +212,7 @@ describe('db copy: SQLite to PostgreSQL', () => {
     t.after(() => store.close());
     const before = await store.read((tx) => snapshot(tx, s));
     const counts = Object.fromEntries(
-      ['organizations', 'users', 'webhooks', 'feed_sources', 'events', 'legacy_event_ids', 'deliveries', 'delivery_attempts', 'feed_rejects', 'feed_positions', 'feed_stats', 'audit_entries'].map((table) => [
+      ['organizations', 'users', 'webhooks', 'feed_sources', 'events', 'legacy_event_ids', 'deliveries', 'delivery_attempts', 'feed_rejects', 'feed_positions', 'feed_stats', 'audit_entries', 'api_keys'].map((table) => [
         table,
         store.db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number,
       ]),
@@ -245,7 +245,7 @@ describe('db copy: SQLite to PostgreSQL', () => {
     assert.deepEqual(rowsOf, { ...counts, roles: 1 });
     assert.deepEqual(
       result.tables.map((r) => r.table),
-      ['organizations', 'roles', 'users', 'webhooks', 'feed_sources', 'events', 'legacy_event_ids', 'deliveries', 'delivery_attempts', 'feed_rejects', 'feed_positions', 'feed_stats', 'audit_entries'],
+      ['organizations', 'roles', 'users', 'webhooks', 'feed_sources', 'events', 'legacy_event_ids', 'deliveries', 'delivery_attempts', 'feed_rejects', 'feed_positions', 'feed_stats', 'audit_entries', 'api_keys'],
     );
     assert.equal(result.tables.find((r) => r.table === 'delivery_attempts')?.replacedNul, 1);
     // Progress: one line per table, naming it and its rows.

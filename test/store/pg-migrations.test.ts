@@ -186,6 +186,7 @@ describe('database URLs (pure)', () => {
 
 describe('migrations', () => {
   const TABLES = [
+    'api_keys',
     'audit_entries',
     'audit_journal',
     'deliveries',
@@ -301,7 +302,7 @@ describe('migrations', () => {
     assert.deepEqual(
       roles.rows.map((r) => [r.name, r.permissions, r.builtin]),
       [
-        ['saas_admin', '["roles:read","users:manage","webhook:read","webhook:manage","audit:read"]', true],
+        ['saas_admin', '["roles:read","users:manage","webhook:read","webhook:manage","audit:read","api_keys:manage"]', true],
         ['saas_viewer', '["roles:read","webhook:read"]', true],
       ],
     );

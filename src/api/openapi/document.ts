@@ -9,6 +9,7 @@ import { LATEST_VERSION, SUPPORTED_VERSIONS } from '../version.ts';
 import { DeliveryIdParams } from '../schemas/requests.ts';
 import { componentSchemas } from './json-schema.ts';
 import { parameter } from './operation.ts';
+import { apiKeyPaths } from './paths-api-keys.ts';
 import { auditPaths } from './paths-audit.ts';
 import { deliveryPaths, publicPaths } from './paths-deliveries.ts';
 import { sharedRequestBodies, userAndWebhookPaths } from './paths-webhook.ts';
@@ -24,7 +25,7 @@ function pathParameters(path: string): Json[] {
 }
 
 function paths(): Json {
-  const authenticated: Record<string, Json> = { ...userAndWebhookPaths(), ...deliveryPaths(), ...auditPaths() };
+  const authenticated: Record<string, Json> = { ...userAndWebhookPaths(), ...deliveryPaths(), ...auditPaths(), ...apiKeyPaths() };
   const out: Record<string, Json> = {};
   for (const [path, item] of Object.entries(authenticated)) out[path] = { parameters: pathParameters(path), ...item };
   return { ...out, ...publicPaths() };
@@ -69,7 +70,7 @@ export function openApiDocument(): Json {
           scheme: 'bearer',
           bearerFormat: 'JWT',
           description:
-            "A JWT signed with the one algorithm the daemon is configured for (HS256 by default; RS256, ES256 or EdDSA with a configured public key); tokens with any other `alg` are refused. Required claims: `exp`, the e-mail claim (`sub` by default) and the organization claim (`org` by default); `nbf` is honoured; `iss` and `aud` are checked when configured; clock tolerance at most 60 s. `hookrelay token issue --org ORG --email EMAIL` prints such a token. The caller's role, and so their permissions, is read from the store on every request.",
+            "A JWT signed with the one algorithm the daemon is configured for (HS256 by default; RS256, ES256 or EdDSA with a configured public key); tokens with any other `alg` are refused. Required claims: `exp`, the e-mail claim (`sub` by default) and the organization claim (`org` by default); `nbf` is honoured; `iss` and `aud` are checked when configured; clock tolerance at most 60 s. `hookrelay token issue --org ORG --email EMAIL` prints such a token. The caller's role, and so their permissions, is read from the store on every request. A machine sends an API key instead (`hkr_...`, from `POST /api_keys/create_api_key`): it acts as its role in its organization until revoked or expired.",
         },
         metricsToken: {
           type: 'http',

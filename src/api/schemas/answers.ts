@@ -185,10 +185,20 @@ export const Readiness = z
     status: z.enum(['ready', 'not_ready']),
     reason: z
       .string()
-      .meta({ description: 'Why not ready (only with `not_ready`, and not always): `disk_full`, `io_error`, `database_damaged`, `feed_not_a_file`, `feed_reader_failing`, `stopping`.' })
+      .meta({ description: 'Why not ready (only with `not_ready`, and not always): `disk_full`, `io_error`, `database_damaged`, `feed_not_a_file`, `feed_reader_failing`, `identity_provider_unreachable`, `stopping`.' })
       .optional(),
     detail: z.string().meta({ description: 'What is wrong and what to do, for an operator.' }).optional(),
     since: dateTime('When the storage fault was first seen.').optional(),
+    degraded: z
+      .array(
+        z.strictObject({
+          reason: z.string().meta({ description: '`identity_provider_unreachable`: the last fetch of the identity provider\'s keys failed; the keys fetched before still verify its tokens (until `auth.provider.maxStale`).' }),
+          detail: z.string(),
+          since: dateTime('When the fault was first seen.').optional(),
+        }),
+      )
+      .meta({ description: 'Ready, but something works on borrowed time (only with `ready`).' })
+      .optional(),
   })
   .meta({ id: 'Readiness' });
 

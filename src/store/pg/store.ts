@@ -10,6 +10,7 @@ import type { Clock } from '../../domain/clock.ts';
 import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
 import type { Logger } from '../../log.ts';
 import type { Store, TransactionOptions, Tx, Upkeep } from '../repos.ts';
+import { createPgApiKeysRepo } from './api-keys-repo.ts';
 import { createPgAuditRepo } from './audit-repo.ts';
 import { createPgDeliveriesRepo } from './deliveries-repo.ts';
 import { createPgFeedRepo } from './feed-repo.ts';
@@ -67,6 +68,7 @@ function txOver(client: PoolClient, instance: string): Tx {
     deliveries: createPgDeliveriesRepo(client, instance),
     retention: createPgRetentionRepo(client),
     audit: createPgAuditRepo(client, instance),
+    apiKeys: createPgApiKeysRepo(client),
   };
 }
 

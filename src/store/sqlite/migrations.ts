@@ -354,4 +354,27 @@ export const MIGRATIONS: readonly string[] = [
   UPDATE roles SET permissions = rtrim(permissions, ']') || ',"audit:read"]'
   WHERE name = 'saas_admin' AND builtin = 1 AND permissions NOT LIKE '%"audit:read"%';
   `,
+  // 15: API keys for machines (domain/api-keys.ts, docs/api.md "API keys"): the key itself is
+  // never stored, only SHA-256 of it (hash) and its public prefix, by which a request's key finds
+  // its row. A revoked key keeps its row (revoked_at) so its prefix is never handed out again;
+  // its name may be used again (the name is unique among the keys not revoked). last_used_at is
+  // written at most once a minute per key. saas_admin may manage the organization's keys.
+  `
+  CREATE TABLE api_keys (
+    id            INTEGER PRIMARY KEY,
+    org_id        TEXT NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
+    name          TEXT NOT NULL,
+    role_name     TEXT NOT NULL REFERENCES roles (name),
+    prefix        TEXT NOT NULL UNIQUE,
+    hash          TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    created_by    TEXT,
+    expires_at    INTEGER,
+    last_used_at  INTEGER,
+    revoked_at    INTEGER
+  ) STRICT;
+  CREATE UNIQUE INDEX api_keys_org_name ON api_keys (org_id, name) WHERE revoked_at IS NULL;
+  UPDATE roles SET permissions = rtrim(permissions, ']') || ',"api_keys:manage"]'
+  WHERE name = 'saas_admin' AND builtin = 1 AND permissions NOT LIKE '%"api_keys:manage"%';
+  `,
 ];

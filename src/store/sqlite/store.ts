@@ -4,6 +4,7 @@ import { ErrorCode, HookrelayError } from '../../domain/errors.ts';
 import type { Logger } from '../../log.ts';
 import { startBackgroundCheckpoints } from './checkpointer.ts';
 import { openDatabase, type Db, type Migrated, type OpenDatabaseOptions } from './connection.ts';
+import { createSqliteApiKeysRepo } from './api-keys-repo.ts';
 import { createSqliteAuditRepo } from './audit-repo.ts';
 import { createSqliteDeliveriesRepo } from './deliveries-repo.ts';
 import { createSqliteFeedRepo } from './feed-repo.ts';
@@ -88,6 +89,7 @@ function sqliteTx(db: Db): Tx {
     deliveries: asyncRepo(createSqliteDeliveriesRepo(db)),
     retention: asyncRepo(createSqliteRetentionRepo(db)),
     audit: asyncRepo(createSqliteAuditRepo(db)),
+    apiKeys: asyncRepo(createSqliteApiKeysRepo(db)),
   };
 }
 
