@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { before, test, type TestContext } from 'node:test';
 import type { Page } from 'playwright-core';
-import { eventually, launchConsoleBrowser, onPage, readTable, rowWith } from '../helpers/console-harness.ts';
+import { eventually, launchConsoleBrowser, onPage, readTable, rowWith, screenshot } from '../helpers/console-harness.ts';
 import { assertBuilt, runCli, scratchDir, spawnServe } from '../helpers/feed-helpers.ts';
 
 before(assertBuilt);
@@ -63,6 +63,7 @@ test('the team page creates an API key shown once, lists its prefix, revokes it;
     });
     assert.equal(row.Prefix, key.slice(0, 12));
     assert.ok(!JSON.stringify(await readTable(table)).includes(key.slice(13)), 'the list holds no key');
+    await screenshot(admin, 'team-api-keys');
 
     await section.getByLabel('Key', { exact: true }).selectOption('ci-deploy');
     await section.getByRole('button', { name: 'Revoke key…' }).click();
