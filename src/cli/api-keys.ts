@@ -1,22 +1,9 @@
 import type { Command } from 'commander';
-import type { ApiKey } from '../domain/api-keys.ts';
 import { parseDuration } from '../domain/duration.ts';
 import { iso } from '../domain/iso.ts';
+import { apiKeyView } from '../services/views.ts';
 import { terminalSafe } from '../domain/terminal-text.ts';
 import { jsonOption, optionsOf, print, say, table, UsageError, withServices } from './shared.ts';
-
-/** A key as `list --json` and `create --json` print it (the API's fields): never the key but in create's answer. */
-function keyJson(key: ApiKey) {
-  return {
-    name: key.name,
-    role_name: key.roleName,
-    prefix: key.prefix,
-    created_at: iso(key.createdAt),
-    created_by: key.createdBy,
-    expires_at: key.expiresAt === null ? null : iso(key.expiresAt),
-    last_used_at: key.lastUsedAt === null ? null : iso(key.lastUsedAt),
-  };
-}
 
 /** `--expires`' value in ms, or null when not given (the bounds are the service's). */
 function expiresOption(text: string | undefined): number | null {
@@ -38,7 +25,7 @@ function registerCreate(keys: Command): void {
       return withServices(options, async ({ services, by }) => {
         // The operator at the server may give any role, as `users add` does.
         const created = await services.apiKeys.create(by, { orgId: options.org, name: options.name, roleName: options.role, expiresInMs, creatorPermissions: null });
-        print(options, { key: created.key, ...keyJson(created.apiKey) }, () =>
+        print(options, { key: created.key, ...apiKeyView(created.apiKey) }, () =>
           [
             created.key,
             `API key ${terminalSafe(created.apiKey.name)} (${created.apiKey.prefix}) of ${terminalSafe(created.apiKey.orgId)}, role ${created.apiKey.roleName}, ${created.apiKey.expiresAt === null ? 'no expiry' : `expires ${iso(created.apiKey.expiresAt)}`}.`,
@@ -59,7 +46,7 @@ export function registerApiKeyCommands(program: Command): void {
       return withServices(options, async ({ services }) => {
         const list = await services.apiKeys.list(options.org);
         const when = (ms: number | null, none: string) => (ms === null ? none : iso(ms));
-        print(options, list.map(keyJson), () =>
+        print(options, list.map(apiKeyView), () =>
           list.length === 0
             ? `no API keys in ${terminalSafe(options.org)}`
             : table([['NAME', 'PREFIX', 'ROLE', 'EXPIRES', 'LAST USED'], ...list.map((k) => [k.name, k.prefix, k.roleName, when(k.expiresAt, 'never'), when(k.lastUsedAt, 'never')])]),

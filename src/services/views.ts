@@ -1,3 +1,4 @@
+import type { ApiKey } from '../domain/api-keys.ts';
 import { iso } from '../domain/iso.ts';
 import type { Webhook } from '../domain/types.ts';
 import { shownHeaders } from '../domain/webhook-headers.ts';
@@ -73,5 +74,18 @@ export function attemptStatsView(stats: AttemptStats) {
     succeeded: stats.buckets.reduce((sum, b) => sum + b.succeeded, 0),
     failed: stats.buckets.reduce((sum, b) => sum + b.failed, 0),
     buckets: stats.buckets.map((b) => ({ start: iso(b.start), succeeded: b.succeeded, failed: b.failed })),
+  };
+}
+
+/** An API key as the API and `api-key list|create --json` show it: never the key, nor its hash. */
+export function apiKeyView(key: ApiKey) {
+  return {
+    name: key.name,
+    role_name: key.roleName,
+    prefix: key.prefix,
+    created_at: iso(key.createdAt),
+    created_by: key.createdBy,
+    expires_at: key.expiresAt === null ? null : iso(key.expiresAt),
+    last_used_at: key.lastUsedAt === null ? null : iso(key.lastUsedAt),
   };
 }

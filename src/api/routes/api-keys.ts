@@ -1,24 +1,16 @@
 import type { ApiKey } from '../../domain/api-keys.ts';
 import { parseDuration } from '../../domain/duration.ts';
-import { iso } from '../../domain/iso.ts';
 import { Permission } from '../../domain/permissions.ts';
 import type { ApiKeyService } from '../../services/api-keys.ts';
+import { apiKeyView } from '../../services/views.ts';
 import { parseRequest } from '../request-validation.ts';
 import type { Answer, Message } from '../schemas/answers.ts';
 import { CreateApiKeyRequest, RevokeApiKeyRequest, type ApiKeyCreated, type ApiKeyInfo } from '../schemas/api-keys.ts';
 import type { SecuredRouter } from '../secured-router.ts';
 
-/** A key as the API lists it: never the key, nor its hash. */
-export function apiKeyView(key: ApiKey): Answer<typeof ApiKeyInfo> {
-  return {
-    name: key.name,
-    role_name: key.roleName,
-    prefix: key.prefix,
-    created_at: iso(key.createdAt),
-    created_by: key.createdBy,
-    expires_at: key.expiresAt === null ? null : iso(key.expiresAt),
-    last_used_at: key.lastUsedAt === null ? null : iso(key.lastUsedAt),
-  };
+/** A key as the API lists it: the shared view, checked against the answer's schema. */
+export function apiKeyAnswer(key: ApiKey): Answer<typeof ApiKeyInfo> {
+  return apiKeyView(key);
 }
 
 const body = (ctx: { state: { body?: unknown } }) => ctx.state.body as Record<string, unknown>;
@@ -29,7 +21,7 @@ const body = (ctx: { state: { body?: unknown } }) => ctx.state.body as Record<st
  */
 export function registerApiKeyRoutes(router: SecuredRouter, services: { apiKeys: ApiKeyService }): void {
   router.route(['GET'], '/api_keys/list_api_keys', Permission.apiKeysManage, async (ctx, principal) => {
-    ctx.body = (await services.apiKeys.list(principal.orgId)).map(apiKeyView);
+    ctx.body = (await services.apiKeys.list(principal.orgId)).map(apiKeyAnswer);
   });
 
   router.route(
@@ -43,7 +35,7 @@ export function registerApiKeyRoutes(router: SecuredRouter, services: { apiKeys:
       const created = await services.apiKeys.create(by, input);
       ctx.status = 201;
       // The key is in this answer and nowhere else, ever: no caching (the API's answers are never cached anyway).
-      ctx.body = { message: `API key ${created.apiKey.name} created; store the key now, it is not shown again`, key: created.key, ...apiKeyView(created.apiKey) } satisfies Answer<typeof ApiKeyCreated>;
+      ctx.body = { message: `API key ${created.apiKey.name} created; store the key now, it is not shown again`, key: created.key, ...apiKeyAnswer(created.apiKey) } satisfies Answer<typeof ApiKeyCreated>;
     },
     { body: true },
   );
