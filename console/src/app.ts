@@ -3,7 +3,7 @@
  * bar, clock and fetch to a ConsoleApp drawing into the page's header and main elements, and
  * passes the browser's events on to it.
  */
-import { ConsoleApp, type AddressBar, type Clock, type TokenStore } from './console-app.ts';
+import { ConsoleApp, type AddressBar, type Clock, type TabStore, type TokenStore } from './console-app.ts';
 import { apiBaseFromPath } from './route.ts';
 import { createScreen } from './screen.ts';
 import { TOKEN_KEY } from './token.ts';
@@ -38,12 +38,49 @@ function tabStorage(): TokenStore {
   };
 }
 
+/** The tab's sessionStorage by key; nothing kept when the browser refuses storage (sign-in through the provider then fails with a clear notice). */
+const tabStore: TabStore = {
+  get(key) {
+    try {
+      return sessionStorage.getItem(key);
+    } catch {
+      return null;
+    }
+  },
+  set(key, value) {
+    try {
+      sessionStorage.setItem(key, value);
+    } catch {
+      // refused: see above
+    }
+  },
+  remove(key) {
+    try {
+      sessionStorage.removeItem(key);
+    } catch {
+      // nothing stored to remove
+    }
+  },
+};
+
 const addressBar: AddressBar = {
   get hash() {
     return location.hash;
   },
+  get search() {
+    return location.search;
+  },
+  get origin() {
+    return location.origin;
+  },
   replaceHash(hash) {
     history.replaceState(null, '', `${location.pathname}${hash}`);
+  },
+  replaceSearchAndHash(search, hash) {
+    history.replaceState(null, '', `${location.pathname}${search}${hash}`);
+  },
+  leaveFor(url) {
+    location.assign(url);
   },
 };
 
@@ -59,6 +96,7 @@ const app = new ConsoleApp(
     apiBase: apiBaseFromPath(location.pathname),
     address: addressBar,
     storage: tabStorage(),
+    tabStore,
     clock,
     isVisible: () => document.visibilityState === 'visible',
   },

@@ -9,10 +9,28 @@
 import { ApiError, createApiClient, isExpiredTokenFailure, MANAGE_PERMISSION, type ApiClient, type ApiFailure, type FetchLike } from './api-client.ts';
 import { createPoller, type Poller } from './live.ts';
 import { parseRoute, type Route } from './route.ts';
+import {
+  acceptedCode,
+  beginSignIn,
+  endSessionUrl,
+  exchangeCode,
+  OIDC_PENDING_KEY,
+  OIDC_SESSION_KEY,
+  parsePending,
+  parseSession,
+  type ProviderAnswer,
+  providerAnswerOf,
+  type ProviderOption,
+  providerOptionOf,
+  type ProviderSignIn,
+  type ProviderTokens,
+  refreshTokens,
+  TokenRequestError,
+} from './oidc.ts';
 import { canManageFromRole, decodePayload, identityOf, isExpired, looksLikeJwt, normalizeToken, tokenFromHash, type Identity } from './token.ts';
 
 /** Why the sign-in page is shown instead of the console, when it is not a first visit or a sign-out. */
-export type Notice = 'expired' | 'malformed' | { readonly refused: string };
+export type Notice = 'expired' | 'malformed' | { readonly refused: string } | { readonly provider: string };
 
 /** What the header says: the current route (for the navigation) and who is signed in. */
 export interface HeaderContent {
@@ -25,7 +43,7 @@ export interface HeaderContent {
 
 /** What the page shows: the sign-in form, a wait for GET /users/me, or a route's view under the header. */
 export type Page =
-  | { readonly kind: 'sign-in'; readonly notice: Notice | null }
+  | { readonly kind: 'sign-in'; readonly notice: Notice | null; readonly provider: ProviderOption }
   | { readonly kind: 'signing-in' }
   | { readonly kind: 'view'; readonly route: Route; readonly header: HeaderContent };
 
@@ -40,8 +58,23 @@ export interface TokenStore {
 export interface AddressBar {
   /** `location.hash`: `#/deliveries`, `#token=…`, or empty. */
   readonly hash: string;
+  /** `location.search`: the identity provider's answer (`?code=…&state=…`), or empty. */
+  readonly search: string;
+  /** `location.origin`. */
+  readonly origin: string;
   /** Replaces the current history entry's hash (history.replaceState), so Back never returns to it; fires no hashchange. */
   replaceHash(hash: string): void;
+  /** Replaces the current history entry's query and hash (history.replaceState): the provider's answer leaves the address bar and its history. */
+  replaceSearchAndHash(search: string, hash: string): void;
+  /** Leaves the console for `url` (location.assign): the identity provider's sign-in or sign-out. */
+  leaveFor(url: string): void;
+}
+
+/** The tab's sessionStorage by key, for what sign-in through the provider keeps (oidc.ts). */
+export interface TabStore {
+  get(key: string): string | null;
+  set(key: string, value: string): void;
+  remove(key: string): void;
 }
 
 /** Time in epoch milliseconds, and timers; the browser's Date.now and setTimeout. */
@@ -57,6 +90,8 @@ export interface ConsoleEnvironment {
   readonly apiBase: string;
   readonly address: AddressBar;
   readonly storage: TokenStore;
+  /** The tab's storage for the provider's sign-in under way and its ID and refresh tokens. */
+  readonly tabStore: TabStore;
   readonly clock: Clock;
   /** Whether the page is seen (document.visibilityState): a hidden page skips its refreshes. */
   isVisible(): boolean;
@@ -67,6 +102,8 @@ export interface AppControls {
   readonly api: ApiClient;
   /** The sign-in form's token. */
   submitToken(raw: string): void;
+  /** The sign-in page's "Sign in with" button: off to the identity provider. */
+  signInWithProvider(): void;
   /** The header's Sign out button. */
   signOut(): void;
   /** False once the caller is known to be a viewer (role claim, GET /users/me, or a 403 from the API). */
@@ -102,7 +139,8 @@ export interface Screen {
 
 /** Who is signed in. One object per sign-in: an answer meant for an earlier one is told by identity. */
 interface Caller {
-  readonly token: string;
+  /** Replaced by a refresh of a provider's token: calls read it when they are made. */
+  token: string;
   identity: Identity;
   /** Whether the caller is known to be a viewer: the role claim, GET /users/me, or a 403. */
   readOnly: boolean;
@@ -114,6 +152,8 @@ interface Caller {
 
 /** Longest delay setTimeout honours; a later expiry is left to the API's 401. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/** A provider's token with a refresh token is refreshed this long before it expires (or at two thirds of a shorter life). */
+const REFRESH_AHEAD_MS = 60_000;
 /** The expiry sign-out waits this long after `exp`: a timer may fire a little early, and the page must not say "expired" while the token still works. */
 const EXPIRY_MARGIN_MS = 250;
 
@@ -127,6 +167,12 @@ export class ConsoleApp implements AppControls {
   private endView: (() => void) | null = null;
   private pollers: Poller[] = [];
   private readonly readOnlyListeners = new Set<() => void>();
+  /** How the sign-in page may sign in besides links: null until GET console/sign-in.json answers. */
+  private providerOption: ProviderOption | null = null;
+  private providerOptionLoad: Promise<ProviderOption> | null = null;
+  /** The identity provider's answer is being exchanged for a token. */
+  private exchanging = false;
+  private refreshTimer: unknown = null;
 
   constructor(env: ConsoleEnvironment, screen: Screen) {
     this.env = env;
@@ -134,8 +180,24 @@ export class ConsoleApp implements AppControls {
     this.api = createApiClient({ fetch: env.fetch, base: env.apiBase, token: () => this.currentToken() });
   }
 
-  /** Signs in from a link's `#token=` or the stored token, if any, and shows the page. */
+  /**
+   * Signs in from the identity provider's answer (the query it sent the browser back with), a
+   * link's `#token=` or the stored token, if any, and shows the page.
+   */
   start(): void {
+    const answer = providerAnswerOf(this.env.address.search);
+    if (answer !== null) {
+      // Out of the address bar and its history before anything else, like a link's token.
+      this.env.address.replaceSearchAndHash('', this.env.address.hash);
+      void this.finishProviderSignIn(answer);
+      return;
+    }
+    void this.loadProviderOption().then((option) => {
+      // The sign-in page gains its "Sign in with" button; a provider's token, its refresh.
+      if (option.kind === 'none') return;
+      if (this.caller === null && !this.exchanging) this.render(false);
+      else if (this.caller !== null) this.scheduleRefresh(this.caller);
+    });
     if (!this.takeLinkToken()) {
       const saved = this.env.storage.get();
       if (saved !== null) this.signIn(saved);
@@ -157,6 +219,8 @@ export class ConsoleApp implements AppControls {
   }
 
   submitToken(raw: string): void {
+    // A token of this daemon's: no session at the provider to refresh or end.
+    this.env.tabStore.remove(OIDC_SESSION_KEY);
     if (!this.signIn(raw)) {
       this.render(true);
       return;
@@ -165,8 +229,17 @@ export class ConsoleApp implements AppControls {
     this.begin(true);
   }
 
+  signInWithProvider(): void {
+    void this.goToProvider();
+  }
+
   signOut(): void {
+    const session = parseSession(this.env.tabStore.get(OIDC_SESSION_KEY));
     this.endSession(null);
+    const provider = this.readyProvider();
+    const url = session !== null && provider !== null ? endSessionUrl(provider, session.idToken) : null;
+    // The session at the provider ends too, where it has an end_session_endpoint: it sends the browser back here.
+    if (url !== null) this.env.address.leaveFor(url);
   }
 
   canManage(): boolean {
@@ -209,7 +282,8 @@ export class ConsoleApp implements AppControls {
 
   /** What the page shows now. */
   page(): Page {
-    if (this.caller === null) return { kind: 'sign-in', notice: this.notice };
+    if (this.exchanging) return { kind: 'signing-in' };
+    if (this.caller === null) return { kind: 'sign-in', notice: this.notice, provider: this.providerOption ?? { kind: 'none' } };
     if (!this.caller.established) return { kind: 'signing-in' };
     const route = parseRoute(this.env.address.hash);
     return { kind: 'view', route, header: this.headerContent(this.caller, route) };
@@ -229,6 +303,7 @@ export class ConsoleApp implements AppControls {
     const linkToken = tokenFromHash(this.env.address.hash);
     if (linkToken === null) return false;
     this.env.address.replaceHash('#/webhook');
+    this.env.tabStore.remove(OIDC_SESSION_KEY);
     this.signIn(linkToken);
     return true;
   }
@@ -254,6 +329,135 @@ export class ConsoleApp implements AppControls {
     return true;
   }
 
+  /** GET console/sign-in.json, once: whether the daemon offers sign-in through the identity provider. */
+  private loadProviderOption(): Promise<ProviderOption> {
+    this.providerOptionLoad ??= (async () => {
+      let option: ProviderOption = { kind: 'none' };
+      try {
+        const response = await this.env.fetch(`${this.env.apiBase}console/sign-in.json`, { method: 'GET', headers: { Accept: 'application/json' }, credentials: 'omit', cache: 'no-store' });
+        if (response.status === 200) option = providerOptionOf(JSON.parse(await response.text()));
+      } catch {
+        // An older daemon, or none reachable: links and pasted tokens only.
+      }
+      this.providerOption = option;
+      return option;
+    })();
+    return this.providerOptionLoad;
+  }
+
+  private readyProvider(): ProviderSignIn | null {
+    return this.providerOption?.kind === 'ready' ? this.providerOption.provider : null;
+  }
+
+  /** Starts the authorization code flow: a new state and verifier kept in the tab, then the provider's page. */
+  private async goToProvider(): Promise<void> {
+    const provider = this.readyProvider();
+    if (provider === null) return;
+    const back = new URL(provider.redirectUri);
+    if (back.origin !== this.env.address.origin) {
+      // The tab's storage, where the verifier waits, belongs to this origin only.
+      this.showNotice({ provider: `Sign-in through ${provider.name} comes back to ${back.origin}, not to this address: open the console at ${provider.redirectUri}` });
+      return;
+    }
+    let started: Awaited<ReturnType<typeof beginSignIn>>;
+    try {
+      const route = parseRoute(this.env.address.hash);
+      started = await beginSignIn(provider, route.view === 'not-found' ? '#/webhook' : this.env.address.hash || '#/webhook', this.env.clock.now());
+    } catch {
+      this.showNotice({ provider: 'This browser cannot make the sign-in\'s code challenge here (WebCrypto needs HTTPS, or localhost): open the console over HTTPS' });
+      return;
+    }
+    this.env.tabStore.set(OIDC_PENDING_KEY, JSON.stringify(started.pending));
+    this.env.address.leaveFor(started.url);
+  }
+
+  /** The provider sent the browser back: checks its answer, exchanges the code, signs in with the access token. */
+  private async finishProviderSignIn(answer: ProviderAnswer): Promise<void> {
+    this.exchanging = true;
+    this.render(false);
+    const pending = parsePending(this.env.tabStore.get(OIDC_PENDING_KEY));
+    this.env.tabStore.remove(OIDC_PENDING_KEY);
+    const option = await this.loadProviderOption();
+    let failure: string | null = null;
+    let tokens: ProviderTokens | null = null;
+    if (option.kind !== 'ready') {
+      failure = option.kind === 'unavailable' ? `Sign-in through ${option.name} is not available now: ${option.detail}` : 'This daemon does not offer sign-in through an identity provider (console.oidc.clientId is not set)';
+    } else {
+      const accepted = acceptedCode(answer, pending, option.provider, this.env.clock.now());
+      if (!accepted.ok) failure = accepted.reason;
+      else {
+        try {
+          tokens = await exchangeCode(this.env.fetch, option.provider, pending!, accepted.code);
+        } catch (err) {
+          failure = err instanceof TokenRequestError ? err.message : `The sign-in failed (${String(err)})`;
+        }
+      }
+    }
+    this.exchanging = false;
+    if (tokens !== null && !looksLikeJwt(tokens.accessToken)) {
+      failure = `${this.readyProvider()?.name ?? 'The identity provider'} gave an access token hookrelay cannot verify (not a JWT): the administrator sets console.oidc.scopes or console.oidc.resource so that it issues one for hookrelay (auth.provider.audience)`;
+    }
+    if (failure !== null || tokens === null) {
+      this.endSession({ provider: failure ?? 'The sign-in failed' });
+      return;
+    }
+    this.env.tabStore.set(OIDC_SESSION_KEY, JSON.stringify({ idToken: tokens.idToken, refreshToken: tokens.refreshToken }));
+    if (!this.signIn(tokens.accessToken)) {
+      this.render(false);
+      return;
+    }
+    this.env.address.replaceHash(pending?.returnTo ?? '#/webhook');
+    this.scheduleRefresh(this.caller!);
+    this.begin(false);
+  }
+
+  /** Shows the sign-in page with `notice`, signed out. */
+  private showNotice(notice: Notice): void {
+    this.notice = notice;
+    if (this.caller === null) this.render(true);
+  }
+
+  /**
+   * A token of the provider that came with a refresh token is refreshed before it expires, so a
+   * console left open stays signed in as long as the provider's session allows. A refresh that
+   * fails leaves the token to expire as any other (the sign-in page then says so).
+   */
+  private scheduleRefresh(caller: Caller): void {
+    const { clock } = this.env;
+    if (this.refreshTimer !== null) clock.clearTimer(this.refreshTimer);
+    this.refreshTimer = null;
+    const session = parseSession(this.env.tabStore.get(OIDC_SESSION_KEY));
+    const provider = this.readyProvider();
+    const expiresAt = caller.identity.expiresAt;
+    if (session?.refreshToken == null || provider === null || expiresAt === null) return;
+    const left = expiresAt - clock.now();
+    const delay = Math.max(0, left - Math.min(REFRESH_AHEAD_MS, left / 3));
+    if (delay >= MAX_TIMER_MS) return;
+    this.refreshTimer = clock.setTimer(() => void this.refresh(caller, provider, session.refreshToken!), delay);
+  }
+
+  private async refresh(caller: Caller, provider: ProviderSignIn, refreshToken: string): Promise<void> {
+    this.refreshTimer = null;
+    let tokens: ProviderTokens;
+    try {
+      tokens = await refreshTokens(this.env.fetch, provider, refreshToken);
+    } catch {
+      return;
+    }
+    const payload = decodePayload(tokens.accessToken);
+    if (this.caller !== caller || payload === null) return;
+    const identity = identityOf(payload);
+    if (isExpired(identity, this.env.clock.now())) return;
+    const previous = parseSession(this.env.tabStore.get(OIDC_SESSION_KEY));
+    this.env.tabStore.set(OIDC_SESSION_KEY, JSON.stringify({ idToken: tokens.idToken ?? previous?.idToken ?? null, refreshToken: tokens.refreshToken ?? refreshToken }));
+    this.env.storage.set(tokens.accessToken);
+    caller.token = tokens.accessToken;
+    // Who the caller is stays what GET /users/me said; only the expiry moves.
+    caller.identity = { ...caller.identity, expiresAt: identity.expiresAt };
+    this.scheduleExpiry(caller);
+    this.scheduleRefresh(caller);
+  }
+
   private scheduleExpiry(caller: Caller): void {
     const { clock } = this.env;
     if (this.expiryTimer !== null) clock.clearTimer(this.expiryTimer);
@@ -270,6 +474,9 @@ export class ConsoleApp implements AppControls {
   /** Forgets the token and whatever views keep; shows the sign-in page with `notice` unless `redraw` is false. */
   private endSession(notice: Notice | null, redraw = true): void {
     this.env.storage.clear();
+    this.env.tabStore.remove(OIDC_SESSION_KEY);
+    if (this.refreshTimer !== null) this.env.clock.clearTimer(this.refreshTimer);
+    this.refreshTimer = null;
     this.caller = null;
     this.notice = notice;
     if (this.expiryTimer !== null) this.env.clock.clearTimer(this.expiryTimer);

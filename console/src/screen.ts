@@ -6,6 +6,7 @@ import type { AppControls, HeaderContent, Notice, Screen } from './console-app.t
 import { deliveriesView, resetDeliveriesState } from './deliveries-view.ts';
 import { deliveryView } from './delivery-view.ts';
 import { h, marked, replace } from './dom.ts';
+import type { ProviderOption } from './oidc.ts';
 import type { Route } from './route.ts';
 import { auditView } from './audit-view.ts';
 import { teamView } from './team-view.ts';
@@ -21,7 +22,7 @@ export function createScreen(header: HTMLElement, main: HTMLElement): Screen {
       if (page.kind === 'sign-in') {
         header.hidden = true;
         header.replaceChildren();
-        signInView(main, page.notice, app);
+        signInView(main, page.notice, page.provider, app);
       } else if (page.kind === 'signing-in') {
         header.hidden = true;
         main.append(h('p', { class: 'hint', role: 'status' }, 'Signing in…'));
@@ -72,7 +73,9 @@ function viewSession(app: AppControls): Session {
   };
 }
 
-function noticeText(notice: Notice): string {
+function noticeText(notice: Notice, provider: ProviderOption | null): string {
+  if (typeof notice === 'object' && 'provider' in notice) return notice.provider;
+  if (notice === 'expired' && provider?.kind === 'ready') return `Your session has ended: sign in with ${provider.provider.name} again, or open a new link.`;
   if (notice === 'expired') {
     return 'Your access token has expired: ask for a new link (an operator makes one with hookrelay console link --org ORG --email EMAIL), or paste a new token.';
   }
@@ -80,16 +83,17 @@ function noticeText(notice: Notice): string {
   return `This access token is not accepted (${notice.refused}). Ask for a new link (hookrelay console link), or paste another token.`;
 }
 
-function signInView(root: HTMLElement, notice: Notice | null, app: AppControls): void {
+function signInView(root: HTMLElement, notice: Notice | null, provider: ProviderOption | null, app: AppControls): void {
   const messages = createMessages();
-  if (notice !== null) messages.showAlert('load', noticeText(notice));
+  if (notice !== null) messages.showAlert('load', noticeText(notice, provider));
   const field = h('textarea', { id: 'access-token', name: 'token', rows: 5, required: true, autocomplete: 'off', autocapitalize: 'off', spellcheck: 'false' });
+  const ready = provider?.kind === 'ready' ? provider.provider : null;
   const form = h(
     'form',
     { class: 'sign-in', 'aria-labelledby': 'sign-in-heading' },
     h('label', { for: 'access-token' }, 'Access token'),
     field,
-    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Sign in')),
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: ready === null ? 'primary' : null }, 'Sign in')),
   );
   form.addEventListener('submit', (event) => {
     event.preventDefault();
@@ -97,9 +101,18 @@ function signInView(root: HTMLElement, notice: Notice | null, app: AppControls):
   });
   const title = heading('Sign in');
   title.id = 'sign-in-heading';
+  root.append(title, messages.alert);
+  if (ready !== null) {
+    const button = h('button', { type: 'button', class: 'primary', id: 'sign-in-provider' }, `Sign in with ${ready.name}`);
+    button.addEventListener('click', () => app.signInWithProvider());
+    root.append(
+      h('section', { class: 'sign-in-provider', 'aria-label': `Sign in with ${ready.name}` }, h('p', null, `You are sent to ${ready.name} to sign in, and back here.`), h('div', { class: 'actions' }, button)),
+      h('h2', null, 'Or with a link or token'),
+    );
+  } else if (provider?.kind === 'unavailable') {
+    root.append(h('p', { class: 'hint', role: 'status' }, `Sign-in with ${provider.name} is not available now: ${provider.detail}`));
+  }
   root.append(
-    title,
-    messages.alert,
     h(
       'p',
       null,

@@ -21,6 +21,7 @@ import { authenticateWithApiKeys } from './api-key-auth.ts';
 import type { ApiKeyService } from '../services/api-keys.ts';
 import { registerApiKeyRoutes } from './routes/api-keys.ts';
 import { jsonBody } from './body.ts';
+import { consoleConnectOrigins, consoleSignInSettings } from './console-sign-in.ts';
 import { pathExcerpt, problem, writeProblem } from './problem.ts';
 import { notFoundRateLimit, rateLimit, type RateLimitOptions } from './rate-limit.ts';
 import { versionMiddleware } from './version.ts';
@@ -35,7 +36,7 @@ import { configuredListener, type ListenerIdentity } from './host-check.ts';
 import { iso } from '../domain/iso.ts';
 
 export interface ApiDeps {
-  readonly config: Pick<Config, 'api' | 'auth'>;
+  readonly config: Pick<Config, 'api' | 'auth' | 'console'>;
   readonly keys: AuthKeys;
   readonly clock: Clock;
   readonly log: Logger;
@@ -154,7 +155,8 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   // The console's static files (not part of the API: no version, no token; the page sends its
   // token to the API). Their headers and Host check (only the listener's own names,
   // host-check.ts) are consoleGuard's, given to serve() below.
-  registerConsoleRoutes(router);
+  const providerKeys = deps.providerKeys ?? null;
+  registerConsoleRoutes(router, undefined, (ctx) => consoleSignInSettings(deps.config, providerKeys, ctx));
 
   registerUserRoutes(secured, deps.services);
   registerWebhookRoutes(secured, deps.services);
@@ -162,7 +164,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   registerAuditRoutes(secured, deps.services);
   registerApiKeyRoutes(secured, deps.services);
 
-  serve(app, router, log, 'see /openapi.json for the API', rates, [consoleGuard(listener)]);
+  serve(app, router, log, 'see /openapi.json for the API', rates, [consoleGuard(listener, () => consoleConnectOrigins(deps.config, providerKeys))]);
   return { app, routes };
 }
 

@@ -12,6 +12,7 @@ import type { Context, Middleware, Next } from 'koa';
 import type { Router } from '@koa/router';
 import { ErrorCode, excerpt } from '../domain/errors.ts';
 import { requireOwnHost, type ListenerIdentity } from './host-check.ts';
+import type { ConsoleSignInSettings } from './console-sign-in.ts';
 import { problem } from './problem.ts';
 
 /** Where the build puts the console: <package>/dist/console, from src/api/ (tsx) and dist/api/ alike. */
@@ -23,6 +24,14 @@ export const CONSOLE_DIR = fileURLToPath(new URL('../../dist/console/', import.m
  * address may hold a delivery id).
  */
 export const CONSOLE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+/**
+ * CONSOLE_CSP with more origins the page may call (connect-src): the identity provider's token
+ * endpoint, where the page exchanges its sign-in code (console-sign-in.ts).
+ */
+export function consoleCsp(connectOrigins: readonly string[]): string {
+  return CONSOLE_CSP.replace("connect-src 'self'", ["connect-src 'self'", ...connectOrigins].join(' '));
+}
 
 /**
  * The console's security headers (CONSOLE_CSP and the rest), on every answer under /console/:
@@ -49,14 +58,17 @@ const CONSOLE_PATH = /^\/console(?:\/|$)/i;
  * The one place the console's answers are secured: for a request under /console/ (any method),
  * sets CONSOLE_HEADERS first, then refuses, 403, a Host that does not name `listener`
  * (host-check.ts; none checked without one), before any route, 404, 405 or OPTIONS answer is
- * made. Mount it after the error mapping, which keeps headers already set: so the 403 of the Host
+ * made. `connectOrigins` are added to the CSP's connect-src (the identity provider's token
+ * endpoint, once known). Mount it after the error mapping, which keeps headers already set: so the 403 of the Host
  * check, a 404, 405, 429 or 500 carry them as the files do, and a new route or branch cannot
  * forget them.
  */
-export function consoleGuard(listener?: ListenerIdentity): Middleware {
+export function consoleGuard(listener?: ListenerIdentity, connectOrigins: () => readonly string[] = () => []): Middleware {
   return async function guardConsole(ctx: Context, next: Next): Promise<void> {
     if (CONSOLE_PATH.test(ctx.path)) {
       ctx.set(CONSOLE_HEADERS);
+      const origins = connectOrigins();
+      if (origins.length > 0) ctx.set('Content-Security-Policy', consoleCsp(origins));
       if (listener !== undefined) requireOwnHost(ctx, listener, 'The console');
     }
     await next();
@@ -102,11 +114,12 @@ export function loadConsoleFiles(dir: string = CONSOLE_DIR): Map<string, Console
 }
 
 /**
- * Registers GET /console (a redirect), /console/ and /console/<file> on `router`. The headers
+ * Registers GET /console (a redirect), /console/, /console/sign-in.json (`signIn`'s answer) and
+ * /console/<file> on `router`. The headers
  * and the Host check of every console answer are consoleGuard's, which must run before the
  * router (createApi mounts it).
  */
-export function registerConsoleRoutes(router: Router, files: Map<string, ConsoleFile> = loadConsoleFiles()): void {
+export function registerConsoleRoutes(router: Router, files: Map<string, ConsoleFile> = loadConsoleFiles(), signIn: (ctx: Context) => ConsoleSignInSettings = () => ({ provider: null })): void {
   const send = (ctx: Context, path: string) => {
     const file = files.get(path);
     if (!file) {
@@ -122,6 +135,12 @@ export function registerConsoleRoutes(router: Router, files: Map<string, Console
       if (ctx.path.endsWith('/')) return send(ctx, '');
       // Relative, so that a reverse proxy's path prefix stays (/ops/console -> /ops/console/).
       ctx.redirect('console/');
+    },
+  ]);
+  // Before the files' route: how the sign-in page may sign in (console-sign-in.ts).
+  router.register('/console/sign-in.json', ['GET', 'HEAD'], [
+    (ctx) => {
+      ctx.body = signIn(ctx);
     },
   ]);
   // Only names of the build's own files are looked up: no path is ever joined with what the client sent.

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
+import type { Config } from '../config/load.ts';
 import { iso } from '../domain/iso.ts';
-import { localBaseUrl } from '../domain/listen.ts';
+import { consoleRedirectUri, localBaseUrl } from '../domain/listen.ts';
 import type { FeedReport, QueueSnapshot, WebhookReport } from '../services/status.ts';
 import { webhookHealthView } from '../services/views.ts';
 import { configFrom, jsonOption, optionsOf, print, table, withStore } from './shared.ts';
@@ -50,13 +51,33 @@ export async function probeDaemon(listen: string, timeoutMs = PROBE_TIMEOUT_MS):
   }
 }
 
+/** How the console signs in: by link always, and through the identity provider when console.oidc.clientId is set. */
+export interface ConsoleSignInReport {
+  readonly identity_provider: null | {
+    readonly issuer: string | null;
+    readonly client_id: string;
+    /** What to register at the provider as the redirect URI and post-logout redirect URI; null when api.listen has port 0 and console.publicUrl is not set. */
+    readonly redirect_uri: string | null;
+    readonly scope: string;
+  };
+}
+
+/** The console's sign-in as configured: the redirect URI is <console.publicUrl or the api.listen address>/console/. */
+export function consoleSignInReport(config: Pick<Config, 'api' | 'auth' | 'console'>): ConsoleSignInReport {
+  const { oidc, publicUrl } = config.console;
+  if (oidc.clientId === null) return { identity_provider: null };
+  const base = publicUrl ?? localBaseUrl(config.api.listen);
+  return { identity_provider: { issuer: config.auth.provider.issuer, client_id: oidc.clientId, redirect_uri: base === null ? null : consoleRedirectUri(base, base), scope: oidc.scopes.join(' ') } };
+}
+
 /** The JSON of `hookrelay status --json` (the human form is made from it). */
-export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null; queue: QueueSnapshot; webhooks: readonly WebhookReport[]; now: number }) {
+export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null; queue: QueueSnapshot; webhooks: readonly WebhookReport[]; now: number; console?: ConsoleSignInReport }) {
   const { daemon, feed, queue, webhooks, now } = input;
   const byOrg = new Map(queue.organizations.map((o) => [o.orgId, o]));
   return {
     checked_at: iso(now),
     daemon: { url: daemon.url, reachable: daemon.reachable, ready: daemon.ready, status_code: daemon.statusCode, error: daemon.error, degraded: daemon.degraded },
+    console: input.console ?? { identity_provider: null },
     feed:
       feed === null
         ? null
@@ -113,6 +134,11 @@ export function statusText(view: StatusView): string {
   const lines = [
     `daemon:   ${d.reachable ? `reachable at ${d.url}, ${d.ready ? (d.degraded.length === 0 ? 'ready' : `ready, degraded: ${d.degraded.join('; ')}`) : `not ready (${d.error})`}` : `not reachable${d.url ? ` at ${d.url}` : ''}: ${d.error}`}`,
   ];
+  const idp = view.console.identity_provider;
+  if (idp !== null) {
+    const uri = idp.redirect_uri ?? '(api.listen has port 0: set console.publicUrl)';
+    lines.push(`console:  sign-in by link, and through ${idp.issuer} as client ${idp.client_id}: register ${uri} as its redirect URI and post-logout redirect URI`);
+  }
   const f = view.feed;
   if (f === null) lines.push('feed:     standard input (no position, no lag)');
   else if (f.size === null) lines.push(`feed:     ${f.path}: no such file yet${f.position === null ? '' : ` (position ${f.position} committed)`}`);
@@ -164,6 +190,7 @@ export function registerStatusCommands(program: Command): void {
         queue: await status.queue(),
         webhooks: await status.webhooks(),
         now: store.clock.now(),
+        console: consoleSignInReport(config),
       });
       print(options, view, () => statusText(view));
     });

@@ -4,6 +4,7 @@ import { resolve, join } from 'node:path';
 import { parseOrganizationNetwork } from '../domain/address-policy.ts';
 import { parseOrganizationProxy, parseProxyUrl } from '../domain/egress-proxy.ts';
 import { parseCidr } from '../domain/cidr.ts';
+import { type ConsoleOidcConfig, consoleOidcIncoherence } from './console-schema.ts';
 import { type ProviderConfig, providerIncoherence } from './provider-schema.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { isLoopbackHost, parseListen } from '../domain/listen.ts';
@@ -48,7 +49,10 @@ export interface Config {
     readonly pollInterval: number;
     readonly followSymlinks: boolean;
   };
-  readonly console: { readonly publicUrl: string | null };
+  readonly console: {
+    readonly publicUrl: string | null;
+    readonly oidc: ConsoleOidcConfig;
+  };
   readonly delivery: {
     readonly allowHttp: boolean;
     readonly allowNetworks: readonly string[];
@@ -412,6 +416,8 @@ function checkCoherence(config: Config): void {
   }
   const providerProblem = providerIncoherence(auth.provider, auth.issuer);
   if (providerProblem !== null) throw configError(providerProblem);
+  const consoleProblem = consoleOidcIncoherence(config.console.oidc, auth.provider);
+  if (consoleProblem !== null) throw configError(consoleProblem);
 }
 
 /**

@@ -130,3 +130,4 @@ export function providerIncoherence(provider: ProviderConfig, ownIssuer: string 
   if (provider.minRefreshInterval > provider.refreshInterval) return 'key "auth.provider.minRefreshInterval" is longer than "auth.provider.refreshInterval"';
   return null;
 }
+

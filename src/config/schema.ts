@@ -1,4 +1,5 @@
 import { parseDuration } from '../domain/duration.ts';
+import { CONSOLE_SCHEMA } from './console-schema.ts';
 import { PROVIDER_SCHEMA } from './provider-schema.ts';
 
 /**
@@ -376,13 +377,7 @@ export const CONFIG_SCHEMA = {
       doc: 'Export hookrelay_webhook_status (3 series per webhook) and hookrelay_webhook_rate_limited (1 per webhook with a rate limit) per organization; turn off with thousands of organizations.',
     },
   },
-  console: {
-    publicUrl: {
-      type: { kind: 'string', nullable: true, pattern: /^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/, expect: 'an http(s) URL without query or fragment, such as https://relay.example.com' },
-      default: null,
-      doc: 'Address at which browsers reach the admin listener, for the links `hookrelay console link` prints (behind a reverse proxy, say); null builds them from api.listen.',
-    },
-  },
+  console: CONSOLE_SCHEMA,
 } as const satisfies SchemaNode;
 
 export interface SchemaNode {

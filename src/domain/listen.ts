@@ -36,3 +36,12 @@ export function localBaseUrl(listen: string): string | null {
   const target = isWildcardHost(host) ? (host === '0.0.0.0' ? '127.0.0.1' : '::1') : host;
   return `http://${target.includes(':') ? `[${target}]` : target}:${port}`;
 }
+
+/**
+ * The console's address, and the redirect URI to register at the identity provider:
+ * <console.publicUrl>/console/, or, without it, `origin` + /console/ (the address the browser used,
+ * or the api.listen address for `hookrelay status`).
+ */
+export function consoleRedirectUri(publicUrl: string | null, origin: string): string {
+  return `${(publicUrl ?? origin).replace(/\/+$/, '')}/console/`;
+}

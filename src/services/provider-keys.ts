@@ -19,6 +19,16 @@ export interface ProviderKey {
 export const FetchOutcome = { ok: 'ok', unreachable: 'unreachable', noUsableKey: 'no_usable_key', invalid: 'invalid' } as const;
 export type FetchOutcome = (typeof FetchOutcome)[keyof typeof FetchOutcome];
 
+/**
+ * Where a browser signs in at the provider (the console's authorization code flow with PKCE), as
+ * its discovery document says: https:// URLs, endSession null when the provider has none.
+ */
+export interface ProviderEndpoints {
+  readonly authorization: string;
+  readonly token: string;
+  readonly endSession: string | null;
+}
+
 /** What readiness, `hookrelay status` and the metrics say of the provider's keys. */
 export interface ProviderKeysHealth {
   /** fresh: the last fetch worked; stale: it failed, the keys still serve (within maxStale); unavailable: no keys, or older than maxStale. */
@@ -58,6 +68,7 @@ export class ProviderKeys {
   #lastError: string | null = null;
   #failingSince: number | null = null;
   #inFlight: Promise<void> | null = null;
+  #endpoints: ProviderEndpoints | null = null;
   #timer: NodeJS.Timeout | null = null;
   #nextDelay: number;
   readonly fetches: Record<FetchOutcome, number> = { ok: 0, unreachable: 0, no_usable_key: 0, invalid: 0 };
@@ -110,7 +121,8 @@ export class ProviderKeys {
     const { body } = await this.#fetch(`${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`);
     const doc = body as { issuer?: unknown; jwks_uri?: unknown };
     if (doc?.issuer !== issuer) throw new InvalidDocument(`the discovery document's issuer ${JSON.stringify(doc?.issuer)} is not auth.provider.issuer ${JSON.stringify(issuer)}`);
-    if (typeof doc.jwks_uri !== 'string' || !doc.jwks_uri.startsWith('https://')) throw new InvalidDocument('the discovery document has no https:// jwks_uri');
+    if (!isHttpsUrl(doc.jwks_uri)) throw new InvalidDocument('the discovery document has no https:// jwks_uri');
+    this.#endpoints = endpointsOf(body as Record<string, unknown>);
     return doc.jwks_uri;
   }
 
@@ -182,6 +194,11 @@ export class ProviderKeys {
     return this.#keys.find((key) => key.kid === kid) ?? null;
   }
 
+  /** The sign-in endpoints of the last discovery document read, or null (none read yet, no discovery, or it has none). */
+  endpoints(): ProviderEndpoints | null {
+    return this.#endpoints;
+  }
+
   health(): ProviderKeysHealth {
     const usable = this.usable() === true;
     const state = !usable ? 'unavailable' : this.#lastError === null ? 'fresh' : 'stale';
@@ -190,3 +207,13 @@ export class ProviderKeys {
 }
 
 class InvalidDocument extends Error {}
+
+function isHttpsUrl(value: unknown): value is string {
+  return typeof value === 'string' && URL.canParse(value) && new URL(value).protocol === 'https:';
+}
+
+/** The browser sign-in endpoints of a discovery document: both of authorization and token must be https:// URLs. */
+function endpointsOf(doc: Record<string, unknown>): ProviderEndpoints | null {
+  if (!isHttpsUrl(doc.authorization_endpoint) || !isHttpsUrl(doc.token_endpoint)) return null;
+  return { authorization: doc.authorization_endpoint, token: doc.token_endpoint, endSession: isHttpsUrl(doc.end_session_endpoint) ? doc.end_session_endpoint : null };
+}

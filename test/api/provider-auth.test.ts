@@ -199,3 +199,51 @@ test('a provider on a loopback address is refused unless auth.provider.allowNetw
   assert.match(ready.body.detail, /refused range .* auth\.provider\.allowNetworks/);
   assert.equal(idp.jwksRequests(), 0);
 });
+
+test("the console's sign-in settings: the provider's endpoints from its discovery document, the redirect URI, and its token endpoint added to the console's CSP; none without console.oidc", async (t) => {
+  const { idp, relay } = await setup(t, { 'auth.provider.jwksUrl': '', 'auth.provider.discovery': 'true', 'console.oidc.clientId': 'hookrelay-console', 'console.oidc.resource': RESOURCE, 'console.publicUrl': 'https://relay.example.com/ops' });
+  const res = await fetch(`${relay.baseUrl}/console/sign-in.json`);
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), {
+    provider: {
+      name: 'your identity provider',
+      issuer: idp.issuer,
+      client_id: 'hookrelay-console',
+      authorization_endpoint: `${idp.issuer}/auth`,
+      token_endpoint: `${idp.issuer}/token`,
+      end_session_endpoint: `${idp.issuer}/session/end`,
+      scope: 'openid email profile',
+      resource: RESOURCE,
+      redirect_uri: 'https://relay.example.com/ops/console/',
+    },
+  });
+  const page = await fetch(`${relay.baseUrl}/console/`);
+  await page.arrayBuffer();
+  assert.match(page.headers.get('content-security-policy') ?? '', new RegExp(`connect-src 'self' ${idp.issuer.replace(/\./g, '\\.')};`));
+
+  const plain = await startRelay(t);
+  const none = await fetch(`${plain.baseUrl}/console/sign-in.json`);
+  assert.deepEqual(await none.json(), { provider: null });
+  const plainPage = await fetch(`${plain.baseUrl}/console/`);
+  await plainPage.arrayBuffer();
+  assert.match(plainPage.headers.get('content-security-policy') ?? '', /connect-src 'self';/);
+});
+
+test("the console's sign-in settings while the provider was never reached: unavailable, with the reason; the CSP adds nothing", async (t) => {
+  const relay = await startRelay(t, {
+    'auth.provider.issuer': 'https://127.0.0.1:9/realms/none',
+    'auth.provider.discovery': 'true',
+    'auth.provider.audience': RESOURCE,
+    'auth.provider.allowNetworks': '127.0.0.1/32',
+    'auth.provider.fetchTimeout': '500ms',
+    'console.oidc.clientId': 'hookrelay-console',
+    'console.oidc.displayName': 'Keycloak',
+  });
+  const res = await fetch(`${relay.baseUrl}/console/sign-in.json`);
+  const body = (await res.json()) as { provider: { name: string; unavailable: string } };
+  assert.equal(body.provider.name, 'Keycloak');
+  assert.match(body.provider.unavailable, /has not read the identity provider's discovery document yet .* sign in with a link meanwhile/);
+  const page = await fetch(`${relay.baseUrl}/console/`);
+  await page.arrayBuffer();
+  assert.match(page.headers.get('content-security-policy') ?? '', /connect-src 'self';/);
+});

@@ -26,3 +26,17 @@ test('an incoherent provider configuration is refused at start with one sentence
   ];
   for (const [overrides, message] of cases) assert.throws(() => load(overrides), message, JSON.stringify(overrides));
 });
+
+test('console.oidc needs the provider with discovery, and scopes with openid; each refusal names the key', () => {
+  const withConsole = { ...base, 'auth.provider.jwksUrl': '', 'auth.provider.discovery': 'true', 'console.oidc.clientId': 'hookrelay-console' };
+  const config = load(withConsole);
+  assert.deepEqual(config.console.oidc, { clientId: 'hookrelay-console', scopes: ['openid', 'email', 'profile'], resource: null, displayName: 'your identity provider' });
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ 'console.oidc.clientId': 'hookrelay-console' }, /"console\.oidc\.clientId" is set but "auth\.provider\.issuer" is not/],
+    [{ ...base, 'console.oidc.clientId': 'hookrelay-console' }, /"console\.oidc\.clientId" needs the provider's sign-in endpoints: set "auth\.provider\.discovery" to true/],
+    [{ ...withConsole, 'console.oidc.scopes': 'email,profile' }, /"console\.oidc\.scopes" must include "openid"/],
+    [{ ...withConsole, 'console.oidc.scopes': 'openid,a"b' }, /"console\.oidc\.scopes" lists "a\\"b", which is not a scope/],
+    [{ ...withConsole, 'console.oidc.displayName': '' }, /console\.oidc\.displayName/],
+  ];
+  for (const [overrides, message] of cases) assert.throws(() => load(overrides), message, JSON.stringify(overrides));
+});

@@ -27,6 +27,7 @@ import { ConsoleApp, type AppControls, type ConsoleEnvironment, type HeaderConte
 import type { AttemptStats } from '../../console/src/api-client.ts';
 import { deliveryActions, formatDuration, formatRelative, formatTime, localInputToIso, markInvisible, msToLocalInput, NONE, orNone, STATUS_LABELS, timesIn } from '../../console/src/format.ts';
 import { createPoller, REFRESH_INTERVAL_MS } from '../../console/src/live.ts';
+import { codeChallenge } from '../../console/src/oidc.ts';
 import { apiBaseFromPath, deliveryHref, parseRoute, routeHash, type Route } from '../../console/src/route.ts';
 import { VERIFY_SNIPPETS } from '../../console/src/snippets.ts';
 import { canManageFromRole, decodePayload, identityOf, isExpired, looksLikeJwt, normalizeToken, TOKEN_KEY, tokenFromHash } from '../../console/src/token.ts';
@@ -678,6 +679,13 @@ const ADA = tokenFor('ada@acme.example', 3600);
 const ADMIN_ME = { email: 'ada@acme.example', organization_id: 'acme', role: 'saas_admin', permissions: ['webhook:read', 'webhook:manage'] };
 const problem = (status: number, detail: string) => ({ status, type: 'application/problem+json', body: JSON.stringify({ title: 'Invalid access token', detail, code: 'invalid_token' }) });
 const settle = () => new Promise((resolve) => setImmediate(resolve));
+/** Settles until `done` holds (WebCrypto's digest answers from the thread pool, after more than one turn), at most 200 turns. */
+async function settleUntil(done: () => boolean): Promise<void> {
+  for (let turn = 0; turn < 200 && !done(); turn++) await new Promise((resolve) => setTimeout(resolve, 1));
+}
+
+/** The sign-in page of a daemon without console.oidc: links and pasted tokens only. */
+const NO_PROVIDER = { kind: 'none' } as const;
 
 type Answer = { status: number; type?: string; body?: string } | Error;
 
@@ -688,20 +696,30 @@ type Answer = { status: number; type?: string; body?: string } | Error;
  * them, a daemon answering GET /users/me with `me`, and a screen that records the pages shown.
  * `onView` plays the view a page starts (a live refresh, for instance).
  */
-function fakeBrowser(options: { hash?: string; stored?: string; me?: Answer; onView?: (app: AppControls, route: Route) => void } = {}) {
+function fakeBrowser(options: { hash?: string; stored?: string; me?: Answer; onView?: (app: AppControls, route: Route) => void; signInSettings?: unknown; search?: string; kept?: Record<string, string>; token?: Answer; origin?: string } = {}) {
   const entries = [options.hash ?? '#/webhook'];
   let at = 0;
   let now = NOW;
   const timers = new Map<number, { fn: () => void; due: number }>();
   let timerIds = 0;
-  const tab = { stored: options.stored ?? null, visible: true, viewsEnded: 0, viewStateForgotten: 0 };
+  const tab = { stored: options.stored ?? null, visible: true, viewsEnded: 0, viewStateForgotten: 0, left: [] as string[], kept: new Map<string, string>(Object.entries(options.kept ?? {})), signInSettingsAsked: 0, search: options.search ?? '' };
   const requests: Recorded[] = [];
   const pages: Page[] = [];
   const headers: HeaderContent[] = [];
   const env: ConsoleEnvironment = {
     fetch: async (url, init) => {
+      // How the page may sign in, asked once at start: the tests of sign-in through the provider look at it.
+      if (url === '/console/sign-in.json') {
+        tab.signInSettingsAsked += 1;
+        return { status: 200, headers: { get: () => 'application/json' }, text: async () => JSON.stringify(options.signInSettings ?? { provider: null }) };
+      }
       requests.push({ url, init });
-      const answer = url === '/users/me' ? (options.me ?? { status: 200, body: JSON.stringify(ADMIN_ME) }) : { status: 200, body: '{}' };
+      const answer =
+        url === '/users/me'
+          ? (options.me ?? { status: 200, body: JSON.stringify(ADMIN_ME) })
+          : url === PROVIDER_SETTINGS.provider.token_endpoint
+            ? (options.token ?? { status: 500, body: '{}' })
+            : { status: 200, body: '{}' };
       if (answer instanceof Error) throw answer;
       return { status: answer.status, headers: { get: (name) => (name.toLowerCase() === 'content-type' ? (answer.type ?? 'application/json') : null) }, text: async () => answer.body ?? '' };
     },
@@ -710,9 +728,19 @@ function fakeBrowser(options: { hash?: string; stored?: string; me?: Answer; onV
       get hash() {
         return entries[at] ?? '';
       },
+      get search() {
+        return tab.search;
+      },
+      origin: options.origin ?? 'http://127.0.0.1:8080',
       replaceHash: (hash) => void (entries[at] = hash),
+      replaceSearchAndHash: (search, hash) => {
+        tab.search = search;
+        entries[at] = hash;
+      },
+      leaveFor: (url) => void tab.left.push(url),
     },
     storage: { get: () => tab.stored, set: (token) => void (tab.stored = token), clear: () => void (tab.stored = null) },
+    tabStore: { get: (key) => tab.kept.get(key) ?? null, set: (key, value) => void tab.kept.set(key, value), remove: (key) => void tab.kept.delete(key) },
     clock: {
       now: () => now,
       setTimer: (fn, ms) => {
@@ -834,14 +862,14 @@ describe('sign-in (ConsoleApp)', () => {
     assert.deepEqual(viewRoute(browser.page), { view: 'deliveries' });
     const fresh = fakeBrowser();
     fresh.app.start();
-    assert.deepEqual(fresh.pages, [{ kind: 'sign-in', notice: null }]);
+    assert.deepEqual(fresh.pages, [{ kind: 'sign-in', notice: null, provider: NO_PROVIDER }]);
     assert.equal(fresh.requests.length, 0);
   });
 
   test('an expired link shows the expired page: nothing stored, nothing sent, the token gone from the address bar all the same', () => {
     const browser = fakeBrowser({ hash: `#token=${tokenFor('ada@acme.example', -1)}` });
     browser.app.start();
-    assert.deepEqual(browser.pages, [{ kind: 'sign-in', notice: 'expired' }]);
+    assert.deepEqual(browser.pages, [{ kind: 'sign-in', notice: 'expired', provider: NO_PROVIDER }]);
     assert.equal(browser.tab.stored, null);
     assert.equal(browser.requests.length, 0);
     assert.deepEqual(browser.history, ['#/webhook']);
@@ -852,7 +880,7 @@ describe('sign-in (ConsoleApp)', () => {
     await browser.advance(60_000);
     assert.equal(browser.page?.kind, 'view', 'still signed in at exp itself: the timer waits a little longer');
     await browser.advance(250);
-    assert.deepEqual(browser.page, { kind: 'sign-in', notice: 'expired' });
+    assert.deepEqual(browser.page, { kind: 'sign-in', notice: 'expired', provider: NO_PROVIDER });
     assert.equal(browser.tab.stored, null);
     assert.equal(browser.tab.viewsEnded, 1);
     assert.equal(browser.tab.viewStateForgotten, 1);
@@ -863,12 +891,12 @@ describe('sign-in (ConsoleApp)', () => {
     const expired = fakeBrowser({ stored: ADA, me: problem(401, 'The token has expired; ask for a new one') });
     expired.app.start();
     await settle();
-    assert.deepEqual(expired.pages, [{ kind: 'signing-in' }, { kind: 'sign-in', notice: 'expired' }]);
+    assert.deepEqual(expired.pages, [{ kind: 'signing-in' }, { kind: 'sign-in', notice: 'expired', provider: NO_PROVIDER }]);
     assert.equal(expired.tab.stored, null);
     const refused = fakeBrowser({ stored: ADA, me: problem(401, 'The token could not be verified') });
     refused.app.start();
     await settle();
-    assert.deepEqual(refused.page, { kind: 'sign-in', notice: { refused: 'The token could not be verified' } });
+    assert.deepEqual(refused.page, { kind: 'sign-in', notice: { refused: 'The token could not be verified' }, provider: NO_PROVIDER });
   });
 
   test('a 401 from a view\'s call signs out; a 403 makes the session read-only once and redraws the header; other failures are the view\'s to show', async () => {
@@ -888,7 +916,7 @@ describe('sign-in (ConsoleApp)', () => {
     assert.equal(browser.page?.kind, 'view');
     const unauthorized = new ApiError({ kind: 'problem', status: 401, title: 'Invalid access token', detail: 'The token has been revoked', code: 'invalid_token' });
     assert.equal(browser.app.failed(unauthorized), 'signed-out');
-    assert.deepEqual(browser.page, { kind: 'sign-in', notice: { refused: 'The token has been revoked' } });
+    assert.deepEqual(browser.page, { kind: 'sign-in', notice: { refused: 'The token has been revoked' }, provider: NO_PROVIDER });
     assert.equal(browser.tab.stored, null);
     assert.equal(browser.tab.viewsEnded, 1);
   });
@@ -897,7 +925,7 @@ describe('sign-in (ConsoleApp)', () => {
     const browser = fakeBrowser({ hash: '#/nope' });
     browser.app.start();
     browser.app.submitToken('my password');
-    assert.deepEqual(browser.page, { kind: 'sign-in', notice: 'malformed' });
+    assert.deepEqual(browser.page, { kind: 'sign-in', notice: 'malformed', provider: NO_PROVIDER });
     browser.app.submitToken(`Bearer ${ADA.slice(0, 30)}\n${ADA.slice(30)}\n`);
     assert.equal(browser.tab.stored, ADA);
     assert.deepEqual(browser.history, ['#/webhook']);
@@ -913,7 +941,7 @@ describe('sign-in (ConsoleApp)', () => {
   test('Sign out forgets the token and what the views kept; an answer for the session signed out of changes nothing', async () => {
     const browser = await signedIn();
     browser.app.signOut();
-    assert.deepEqual(browser.page, { kind: 'sign-in', notice: null });
+    assert.deepEqual(browser.page, { kind: 'sign-in', notice: null, provider: NO_PROVIDER });
     assert.equal(browser.tab.stored, null);
     assert.equal(browser.tab.viewStateForgotten, 1);
     assert.equal(browser.tab.viewsEnded, 1);
@@ -921,7 +949,7 @@ describe('sign-in (ConsoleApp)', () => {
     hasty.app.start();
     hasty.app.signOut();
     await settle();
-    assert.deepEqual(hasty.pages, [{ kind: 'signing-in' }, { kind: 'sign-in', notice: null }], 'GET /users/me answered after the sign-out');
+    assert.deepEqual(hasty.pages, [{ kind: 'signing-in' }, { kind: 'sign-in', notice: null, provider: NO_PROVIDER }], 'GET /users/me answered after the sign-out');
   });
 });
 
@@ -950,7 +978,7 @@ describe('routing (ConsoleApp)', () => {
     browser.app.start();
     for (const hash of ['#/deliveries', '#/deliveries/42', '#/nope']) {
       browser.navigate(hash);
-      assert.deepEqual(browser.page, { kind: 'sign-in', notice: null }, hash);
+      assert.deepEqual(browser.page, { kind: 'sign-in', notice: null, provider: NO_PROVIDER }, hash);
     }
   });
 
@@ -997,5 +1025,174 @@ describe('routing (ConsoleApp)', () => {
     assert.deepEqual(viewRoute(browser.page), { view: 'webhook' });
     browser.back();
     assert.deepEqual(viewRoute(browser.page), { view: 'deliveries' });
+  });
+});
+
+/** GET console/sign-in.json of a daemon with console.oidc set (the provider's endpoints from its discovery document). */
+const PROVIDER_SETTINGS = {
+  provider: {
+    name: 'Keycloak',
+    issuer: 'https://idp.example/realms/acme',
+    client_id: 'hookrelay-console',
+    authorization_endpoint: 'https://idp.example/realms/acme/auth',
+    token_endpoint: 'https://idp.example/realms/acme/token',
+    end_session_endpoint: 'https://idp.example/realms/acme/logout',
+    scope: 'openid email',
+    resource: null,
+    redirect_uri: 'http://127.0.0.1:8080/console/',
+  },
+};
+
+describe('sign-in through the identity provider (ConsoleApp)', () => {
+  test('the S256 code challenge is RFC 7636\'s (its appendix B example)', async () => {
+    assert.equal(await codeChallenge('dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk'), 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM');
+  });
+
+  /** The sign-in page after sign-in.json answered. */
+  async function signInPage(options: Parameters<typeof fakeBrowser>[0] = {}) {
+    const browser = fakeBrowser({ signInSettings: PROVIDER_SETTINGS, ...options });
+    browser.app.start();
+    await settle();
+    return browser;
+  }
+
+  test('the sign-in page offers the provider once sign-in.json says so; the button goes to its authorization endpoint with a PKCE challenge, the verifier kept in the tab', async () => {
+    const browser = await signInPage({ hash: '#/deliveries' });
+    assert.equal(browser.tab.signInSettingsAsked, 1);
+    const page = browser.page;
+    assert.equal(page?.kind, 'sign-in');
+    assert.equal(page?.kind === 'sign-in' && page.provider.kind, 'ready');
+    browser.app.signInWithProvider();
+    await settleUntil(() => browser.tab.left.length > 0);
+    assert.equal(browser.tab.left.length, 1);
+    const url = new URL(browser.tab.left[0]!);
+    assert.equal(`${url.origin}${url.pathname}`, PROVIDER_SETTINGS.provider.authorization_endpoint);
+    const q = Object.fromEntries(url.searchParams);
+    assert.equal(q.response_type, 'code');
+    assert.equal(q.client_id, 'hookrelay-console');
+    assert.equal(q.redirect_uri, 'http://127.0.0.1:8080/console/');
+    assert.equal(q.scope, 'openid email');
+    assert.equal(q.code_challenge_method, 'S256');
+    assert.equal(q.resource, undefined, 'no resource parameter unless console.oidc.resource is set');
+    const pending = JSON.parse(browser.tab.kept.get('hookrelay.oidc.pending')!) as { state: string; verifier: string; returnTo: string };
+    assert.equal(q.state, pending.state);
+    assert.match(pending.verifier, /^[A-Za-z0-9_-]{43}$/);
+    const challenge = Buffer.from(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(pending.verifier))).toString('base64url');
+    assert.equal(q.code_challenge, challenge, 'the challenge is the verifier\'s SHA-256 (the verifier itself never leaves the tab)');
+    assert.equal(pending.returnTo, '#/deliveries');
+  });
+
+  test('back from the provider: the code is exchanged with the verifier, the query leaves the address bar, and the access token signs in on the page it started from', async () => {
+    const access = tokenFor('ada@acme.example', 600);
+    const pending = { state: 'st-1', verifier: 'v'.repeat(43), returnTo: '#/deliveries', createdAt: NOW - 5_000 };
+    const browser = fakeBrowser({
+      signInSettings: PROVIDER_SETTINGS,
+      search: `?code=c0de&state=st-1&iss=${encodeURIComponent(PROVIDER_SETTINGS.provider.issuer)}`,
+      hash: '',
+      kept: { 'hookrelay.oidc.pending': JSON.stringify(pending) },
+      token: { status: 200, body: JSON.stringify({ access_token: access, id_token: 'id.tok.en', refresh_token: 'rt-1', token_type: 'Bearer', expires_in: 600 }) },
+    });
+    browser.app.start();
+    assert.equal(browser.tab.search, '', 'the code is out of the address bar before anything else');
+    assert.deepEqual(browser.page, { kind: 'signing-in' });
+    await settle();
+    await settle();
+    const exchange = browser.requests.find((r) => r.url === PROVIDER_SETTINGS.provider.token_endpoint);
+    assert.ok(exchange, 'the token endpoint was called');
+    const form = Object.fromEntries(new URLSearchParams(exchange.init.body));
+    assert.deepEqual(form, { grant_type: 'authorization_code', code: 'c0de', redirect_uri: 'http://127.0.0.1:8080/console/', code_verifier: pending.verifier, client_id: 'hookrelay-console' });
+    assert.equal(exchange.init.headers.Authorization, undefined, 'a public client: no credentials');
+    assert.equal(browser.tab.kept.has('hookrelay.oidc.pending'), false, 'the verifier is used once');
+    assert.equal(browser.tab.stored, access);
+    assert.equal(browser.requests.at(-1)?.init.headers.Authorization, `Bearer ${access}`);
+    assert.deepEqual(viewRoute(browser.page), { view: 'deliveries' });
+  });
+
+  test('an answer that does not match the sign-in this tab started, or that is an error, is not exchanged and says why', async () => {
+    const pending = { state: 'st-1', verifier: 'v'.repeat(43), returnTo: '#/webhook', createdAt: NOW - 5_000 };
+    const cases: Array<[string, Record<string, string>, RegExp]> = [
+      ['?code=c0de&state=other', { 'hookrelay.oidc.pending': JSON.stringify(pending) }, /not for a sign-in started in this tab/],
+      ['?code=c0de&state=st-1', {}, /not for a sign-in started in this tab/],
+      ['?code=c0de&state=st-1', { 'hookrelay.oidc.pending': JSON.stringify({ ...pending, createdAt: NOW - 11 * 60_000 }) }, /longer than 10 minutes/],
+      ['?code=c0de&state=st-1&iss=https%3A%2F%2Fevil.example', { 'hookrelay.oidc.pending': JSON.stringify(pending) }, /comes from https:\/\/evil\.example, not from https:\/\/idp\.example/],
+      ['?error=access_denied&error_description=The+user+cancelled&state=st-1', { 'hookrelay.oidc.pending': JSON.stringify(pending) }, /Keycloak did not sign you in \(access_denied: The user cancelled\)/],
+    ];
+    for (const [search, kept, reason] of cases) {
+      const browser = fakeBrowser({ signInSettings: PROVIDER_SETTINGS, search, kept, token: { status: 200, body: JSON.stringify({ access_token: ADA }) } });
+      browser.app.start();
+      await settle();
+      await settle();
+      assert.equal(browser.requests.some((r) => r.url === PROVIDER_SETTINGS.provider.token_endpoint), false, search);
+      assert.equal(browser.tab.stored, null, search);
+      const page = browser.page;
+      assert.ok(page?.kind === 'sign-in' && typeof page.notice === 'object' && page.notice !== null && 'provider' in page.notice && reason.test(page.notice.provider), `${search}: ${JSON.stringify(page)}`);
+    }
+  });
+
+  test('a refused exchange, or an access token that is not a JWT, signs nobody in and says what to change', async () => {
+    const pending = JSON.stringify({ state: 'st-1', verifier: 'v'.repeat(43), returnTo: '#/webhook', createdAt: NOW });
+    const refused = fakeBrowser({ signInSettings: PROVIDER_SETTINGS, search: '?code=c&state=st-1', kept: { 'hookrelay.oidc.pending': pending }, token: { status: 400, body: JSON.stringify({ error: 'invalid_grant', error_description: 'PKCE verification failed' }) } });
+    refused.app.start();
+    await settle();
+    await settle();
+    assert.deepEqual(refused.page, { kind: 'sign-in', notice: { provider: 'Keycloak refused the token request (PKCE verification failed)' }, provider: { kind: 'ready', provider: refused.page?.kind === 'sign-in' && refused.page.provider.kind === 'ready' ? refused.page.provider.provider : null } });
+    const opaque = fakeBrowser({ signInSettings: PROVIDER_SETTINGS, search: '?code=c&state=st-1', kept: { 'hookrelay.oidc.pending': pending }, token: { status: 200, body: JSON.stringify({ access_token: 'opaque-abc', id_token: 'x.y.z' }) } });
+    opaque.app.start();
+    await settle();
+    await settle();
+    assert.equal(opaque.tab.stored, null);
+    const page = opaque.page;
+    assert.ok(page?.kind === 'sign-in' && typeof page.notice === 'object' && page.notice !== null && 'provider' in page.notice && /not a JWT.*console\.oidc\.scopes or console\.oidc\.resource/.test(page.notice.provider));
+  });
+
+  test('a token with a refresh token is refreshed before it expires: calls carry the new token, the rotated refresh token is kept', async () => {
+    const first = tokenFor('ada@acme.example', 300);
+    const second = tokenFor('ada@acme.example', 900);
+    const browser = fakeBrowser({
+      signInSettings: PROVIDER_SETTINGS,
+      stored: first,
+      kept: { 'hookrelay.oidc.session': JSON.stringify({ idToken: 'id.tok.en', refreshToken: 'rt-1' }) },
+      token: { status: 200, body: JSON.stringify({ access_token: second, refresh_token: 'rt-2' }) },
+    });
+    browser.app.start();
+    await settle();
+    assert.equal(browser.page?.kind, 'view');
+    await browser.advance(240_000 - 1);
+    assert.equal(browser.requests.some((r) => r.url === PROVIDER_SETTINGS.provider.token_endpoint), false, 'not before a minute ahead of the expiry');
+    await browser.advance(1);
+    await settle();
+    const refresh = browser.requests.find((r) => r.url === PROVIDER_SETTINGS.provider.token_endpoint);
+    assert.deepEqual(Object.fromEntries(new URLSearchParams(refresh?.init.body)), { grant_type: 'refresh_token', refresh_token: 'rt-1', client_id: 'hookrelay-console' });
+    assert.equal(browser.tab.stored, second);
+    assert.deepEqual(JSON.parse(browser.tab.kept.get('hookrelay.oidc.session')!), { idToken: 'id.tok.en', refreshToken: 'rt-2' });
+    await browser.advance(120_000);
+    assert.equal(browser.page?.kind, 'view', 'still signed in past the first token\'s expiry');
+  });
+
+  test('Sign out ends the session at the provider (its end_session_endpoint, back to the console); a link session is only forgotten', async () => {
+    const browser = fakeBrowser({ signInSettings: PROVIDER_SETTINGS, stored: ADA, kept: { 'hookrelay.oidc.session': JSON.stringify({ idToken: 'id.tok.en', refreshToken: null }) } });
+    browser.app.start();
+    await settle();
+    browser.app.signOut();
+    assert.equal(browser.tab.stored, null);
+    assert.equal(browser.tab.kept.size, 0);
+    const url = new URL(browser.tab.left[0]!);
+    assert.equal(`${url.origin}${url.pathname}`, PROVIDER_SETTINGS.provider.end_session_endpoint);
+    assert.deepEqual(Object.fromEntries(url.searchParams), { client_id: 'hookrelay-console', post_logout_redirect_uri: 'http://127.0.0.1:8080/console/', id_token_hint: 'id.tok.en' });
+
+    const link = fakeBrowser({ signInSettings: PROVIDER_SETTINGS, hash: `#token=${ADA}`, kept: { 'hookrelay.oidc.session': JSON.stringify({ idToken: 'stale', refreshToken: null }) } });
+    link.app.start();
+    await settle();
+    link.app.signOut();
+    assert.deepEqual(link.tab.left, [], 'signed in by a link: nothing to end at the provider');
+  });
+
+  test('opened at another address than the redirect URI, the button says where to sign in instead of starting a sign-in whose verifier would be lost', async () => {
+    const browser = await signInPage({ origin: 'http://localhost:8080' });
+    browser.app.signInWithProvider();
+    await settle();
+    assert.deepEqual(browser.tab.left, []);
+    const page = browser.page;
+    assert.ok(page?.kind === 'sign-in' && typeof page.notice === 'object' && page.notice !== null && 'provider' in page.notice && page.notice.provider.includes('open the console at http://127.0.0.1:8080/console/'));
   });
 });

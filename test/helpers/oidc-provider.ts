@@ -5,6 +5,12 @@
  * client stands for one caller: the claims its tokens carry, and the algorithm they are signed
  * with, are the test's. The JWKS requests are counted; rotate() swaps in a provider with a new
  * key first (the old one still published), stop() closes it as an outage would.
+ *
+ * For the console's sign-in (authorization code with PKCE), consoleClient() registers a public
+ * client with its redirect URI: people sign in on the provider's own login page (oidc-provider's
+ * development interactions: any password), as the account named in `accounts`, whose claims its
+ * access tokens carry; the grant is given without a consent page, as to a first-party
+ * application, and refresh tokens are issued. end_session_endpoint ends the session.
  */
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { createServer, type Server } from 'node:https';
@@ -24,6 +30,12 @@ export interface OidcCaller {
   readonly alg?: 'RS256' | 'PS256' | 'ES256' | 'EdDSA';
 }
 
+/** A person who signs in on the provider's login page: the login typed there is the account id. */
+export interface OidcAccount {
+  /** Claims added to the access tokens issued to the console for this account (e-mail, organization...). */
+  readonly claims: Record<string, unknown>;
+}
+
 export interface TestOidcProvider {
   readonly issuer: string;
   readonly jwksUrl: string;
@@ -38,6 +50,15 @@ export interface TestOidcProvider {
   stop(): Promise<void>;
   /** The provider's private key for `kid` (to forge tokens the tests need). */
   privateJwk(kid: string): Record<string, unknown>;
+  /**
+   * Registers the console as a public client (no secret, PKCE required) whose redirect URI and
+   * post-logout redirect URI are `redirectUri`; its access tokens live `accessTokenTtlSeconds`.
+   */
+  consoleClient(options: { clientId: string; redirectUri: string; accessTokenTtlSeconds: number }): void;
+  /** Who may sign in on the login page: login -> the claims of their tokens. */
+  readonly accounts: Map<string, OidcAccount>;
+  /** Token requests by grant type so far (authorization_code, refresh_token, client_credentials). */
+  tokenRequests(): Record<string, number>;
 }
 
 function jwkOf(key: KeyObject, kid: string, alg: string): Record<string, unknown> {
@@ -58,14 +79,25 @@ function newKeys(): Record<string, Record<string, unknown>> {
 export async function startOidcProvider(t: TestContext): Promise<TestOidcProvider> {
   const tls = createTestTls(t);
   let jwksRequests = 0;
+  const tokenRequests: Record<string, number> = {};
   let handler: ReturnType<Provider['callback']> | null = null;
   const server: Server = createServer({ cert: tls.certPem, key: tls.keyPem }, (req, res) => {
     if (req.url?.startsWith('/jwks')) jwksRequests += 1;
+    if (req.url?.startsWith('/token') && req.method === 'POST') {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const grant = new URLSearchParams(Buffer.concat(chunks).toString('utf8')).get('grant_type') ?? 'none';
+        tokenRequests[grant] = (tokenRequests[grant] ?? 0) + 1;
+      });
+    }
     handler!(req, res);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const issuer = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const clients = new Map<string, OidcCaller>();
+  const accounts = new Map<string, OidcAccount>();
+  let consoleClient: { clientId: string; redirectUri: string; accessTokenTtlSeconds: number } | null = null;
   // Newest first: oidc-provider signs with the first key of the alg asked for.
   let keys: Array<Record<string, Record<string, unknown>>> = [newKeys()];
 
@@ -80,12 +112,52 @@ export async function startOidcProvider(t: TestContext): Promise<TestOidcProvide
     }
   }
   function buildProvider(): void {
+    const console_ = consoleClient;
+    const publicClients =
+      console_ === null
+        ? []
+        : [
+            {
+              client_id: console_.clientId,
+              token_endpoint_auth_method: 'none',
+              grant_types: ['authorization_code', 'refresh_token'],
+              response_types: ['code'],
+              redirect_uris: [console_.redirectUri],
+              post_logout_redirect_uris: [console_.redirectUri],
+            },
+          ];
     const provider = new Provider(issuer, {
-      clients: [...clients.values()].map((c) => ({ client_id: c.clientId, client_secret: `${c.clientId}-secret-0123456789`, grant_types: ['client_credentials'], redirect_uris: [], response_types: [] })),
+      clients: [
+        ...[...clients.values()].map((c) => ({ client_id: c.clientId, client_secret: `${c.clientId}-secret-0123456789`, grant_types: ['client_credentials'], redirect_uris: [], response_types: [] })),
+        ...publicClients,
+      ],
       jwks: { keys: keys.flatMap((set) => Object.values(set)) as never },
+      cookies: { keys: ['test-cookie-key-0123456789abcdef'] },
+      // The login page: any password; the login is the account id.
+      findAccount: (_ctx: unknown, id: string) => ({ accountId: id, claims: () => ({ sub: id, email: id }) }),
+      // A first-party application: the grant is given without a consent page.
+      loadExistingGrant: async (ctx: any) => {
+        const grantId = ctx.oidc.result?.consent?.grantId ?? ctx.oidc.session.grantIdFor(ctx.oidc.client.clientId);
+        if (grantId) return ctx.oidc.provider.Grant.find(grantId);
+        const grant = new ctx.oidc.provider.Grant({ clientId: ctx.oidc.client.clientId, accountId: ctx.oidc.session.accountId });
+        grant.addOIDCScope('openid email profile offline_access');
+        grant.addResourceScope(RESOURCE, 'api');
+        await grant.save();
+        return grant;
+      },
+      issueRefreshToken: async (_ctx: unknown, client: { grantTypeAllowed(type: string): boolean }) => client.grantTypeAllowed('refresh_token'),
+      // As the default, without its notice: a public client may call from its redirect URIs' origins.
+      clientBasedCORS: (_ctx: unknown, origin: string, client: { clientAuthMethod: string; redirectUris: string[] }) =>
+        client.clientAuthMethod === 'none' && client.redirectUris.some((uri) => new URL(uri).origin === origin),
       features: {
         clientCredentials: { enabled: true },
-        devInteractions: { enabled: false },
+        devInteractions: { enabled: true },
+        rpInitiatedLogout: {
+          enabled: true,
+          logoutSource: (ctx: any, form: string) => {
+            ctx.body = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>Sign out</title></head><body><h1>Sign out of the test provider?</h1>${form}<button type="submit" form="op.logoutForm" value="yes" name="logout">Yes, sign me out</button></body></html>`;
+          },
+        },
         resourceIndicators: {
           enabled: true,
           defaultResource: () => RESOURCE,
@@ -94,12 +166,13 @@ export async function startOidcProvider(t: TestContext): Promise<TestOidcProvide
             scope: 'api',
             audience: RESOURCE,
             accessTokenFormat: 'jwt',
-            accessTokenTTL: 600,
+            accessTokenTTL: client.clientId === console_?.clientId ? console_.accessTokenTtlSeconds : 600,
             jwt: { sign: { alg: clients.get(client.clientId)?.alg ?? 'ES256' } },
           }),
         },
       },
-      extraTokenClaims: (_ctx: unknown, token: { clientId?: string }) => clients.get(token.clientId ?? '')?.claims,
+      extraTokenClaims: (_ctx: unknown, token: { clientId?: string; accountId?: string }) =>
+        token.accountId !== undefined ? accounts.get(token.accountId)?.claims : clients.get(token.clientId ?? '')?.claims,
     } as never);
     handler = provider.callback();
   }
@@ -145,6 +218,12 @@ export async function startOidcProvider(t: TestContext): Promise<TestOidcProvide
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
     },
+    consoleClient(options) {
+      consoleClient = options;
+      build();
+    },
+    accounts,
+    tokenRequests: () => ({ ...tokenRequests }),
     privateJwk(kid) {
       for (const set of keys) if (set[kid]) return set[kid];
       throw new Error(`no key ${kid}`);
