@@ -72,7 +72,7 @@ export function providerVerifier(deps: { auth: Config['auth']; keys: ProviderKey
     const kid = typeof header.kid === 'string' ? header.kid : null;
     const key = await deps.keys.find(kid);
     if (key === null) {
-      throw invalidToken(kid === null ? "The token names no key (kid) and the identity provider has several; it cannot be verified" : "The token's key (kid) is not among the identity provider's keys, even after fetching them again");
+      throw invalidToken(kid === null ? "The token names no key (kid) and the identity provider has several; it cannot be verified" : "The token's key (kid) is not among the identity provider's keys (fetched again for an unknown kid at most once per auth.provider.minRefreshInterval)");
     }
     if (!key.algorithms.includes(alg)) throw invalidToken(`The token's alg ${alg} is not one its key (kid) may verify`);
     let payload: Uint8Array;
