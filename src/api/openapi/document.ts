@@ -7,6 +7,7 @@
  */
 import { LATEST_VERSION, SUPPORTED_VERSIONS } from '../version.ts';
 import { DeliveryIdParams } from '../schemas/requests.ts';
+import { ORGANIZATION_HEADER } from '../provider-auth.ts';
 import { componentSchemas } from './json-schema.ts';
 import { parameter } from './operation.ts';
 import { apiKeyPaths } from './paths-api-keys.ts';
@@ -17,9 +18,9 @@ import { SHARED_RESPONSES } from './responses.ts';
 
 type Json = Record<string, unknown>;
 
-/** The path parameters each authenticated path takes (the Version header, and the delivery id in the path). */
+/** The path parameters each authenticated path takes (the Version and Hookrelay-Organization headers, and the delivery id in the path). */
 function pathParameters(path: string): Json[] {
-  const parameters: Json[] = [{ $ref: '#/components/parameters/Version' }];
+  const parameters: Json[] = [{ $ref: '#/components/parameters/Version' }, { $ref: '#/components/parameters/Organization' }];
   if (path.includes('{id}')) parameters.push({ $ref: '#/components/parameters/DeliveryId' });
   return parameters;
 }
@@ -87,6 +88,15 @@ export function openApiDocument(): Json {
             'The API version the client is written for. Accepted spellings, exactly: `v1.2`, `1.2`, `v1.1`, `1.1`, `v1.0`, `1.0`, and `v1`, `1` (meaning v1.0). Absent or blank means the newest, v1.2. Anything else is 400 `unsupported_version`. All current versions behave identically.',
           schema: { type: 'string', enum: versionSpellings() },
           example: LATEST_VERSION,
+        },
+        Organization: {
+          name: ORGANIZATION_HEADER,
+          in: 'header',
+          required: false,
+          description:
+            "Which organization the request is for, when the caller's token is one of the identity provider's (`auth.provider`) and its organization claim lists several: it must be one of them. Ignored for the daemon's own tokens and API keys, whose organization is fixed. Without it, a token listing several organizations is 401.",
+          schema: { type: 'string', minLength: 1, maxLength: 200 },
+          example: 'acme',
         },
         DeliveryId: parameter(DeliveryIdParams, 'id', 'path'),
       },
