@@ -1,5 +1,6 @@
 import { parseDuration } from '../domain/duration.ts';
 import { PROVIDER_SCHEMA } from './provider-schema.ts';
+import { TRACING_SCHEMA } from './tracing-schema.ts';
 
 /**
  * The configuration schema: one entry per key, with its default, its type and the sentence
@@ -376,6 +377,7 @@ export const CONFIG_SCHEMA = {
       doc: 'Export hookrelay_webhook_status (3 series per webhook) and hookrelay_webhook_rate_limited (1 per webhook with a rate limit) per organization; turn off with thousands of organizations.',
     },
   },
+  tracing: TRACING_SCHEMA,
   console: {
     publicUrl: {
       type: { kind: 'string', nullable: true, pattern: /^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/, expect: 'an http(s) URL without query or fragment, such as https://relay.example.com' },

@@ -174,6 +174,7 @@ for (const backend of backends) {
         lastError: null,
         createdAt: 1000,
         updatedAt: 1000,
+        traceId: null,
       };
       assert.deepEqual(await getRow(store, 'acme', one.id), expected);
       assert.equal(await getRow(store, 'globex', one.id), null, "another organization's delivery is not found");
