@@ -210,20 +210,20 @@ describe('parseAndPack / unpack', () => {
     const { bytes, lengths } = packInput(ACCEPTED_LINES.slice(0, 3));
     const batch = parseAndPack(bytes, lengths, RECEIVED_AT);
     assert.throws(() => new PackedLines({ ...batch, starts: batch.starts.subarray(0, 2) }), /packed batch holds 2 offsets for 3 events/);
-    assert.throws(() => new PackedLines({ ...batch, text: batch.text.subarray(0, batch.text.byteLength - 1) }), /does not end with the fifth field of its last event/);
-    // The second event's start moved into the last event's fields: fewer than five separators follow it.
+    assert.throws(() => new PackedLines({ ...batch, text: batch.text.subarray(0, batch.text.byteLength - 1) }), /does not end with the sixth field of its last event/);
+    // The second event's start moved into the last event's fields: fewer than six separators follow it.
     const shifted = Int32Array.from(batch.starts);
     shifted[1] = Buffer.from(batch.text).indexOf(0, shifted[2]!) + 1;
     const packed = new PackedLines({ ...batch, starts: shifted });
-    assert.throws(() => packed.at(1), /packed batch event 1 does not hold five fields/);
+    assert.throws(() => packed.at(1), /packed batch event 1 does not hold six fields/);
     assert.deepEqual(packed.at(0), toStorable(parseFeedLine(ACCEPTED_LINES[0]!, RECEIVED_AT)), 'the other events are still read');
   });
 
-  test('unpack refuses a batch whose text does not hold five fields per event', () => {
+  test('unpack refuses a batch whose text does not hold six fields per event', () => {
     const { bytes, lengths } = packInput(ACCEPTED_LINES.slice(0, 2));
     const batch = parseAndPack(bytes, lengths, RECEIVED_AT);
     const extra = Buffer.concat([batch.text, Buffer.from('extra\u0000')]);
-    assert.throws(() => unpack({ ...batch, text: extra }), /packed batch text does not end with the fifth field of its last event/);
+    assert.throws(() => unpack({ ...batch, text: extra }), /packed batch text does not end with the sixth field of its last event/);
   });
 });
 
