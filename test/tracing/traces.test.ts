@@ -9,7 +9,8 @@ import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { createLogger } from '../../src/log.ts';
-import { call, seedOrg } from '../helpers/helpers.ts';
+import { createRelay } from '../../src/relay.ts';
+import { call, seedOrg, silentLog } from '../helpers/helpers.ts';
 import { SpanKind, startCollector, type CollectedSpan, type Collector } from '../helpers/otlp-collector.ts';
 import { parsePrometheusText } from '../helpers/prometheus-text.ts';
 import { feedLine, startDeliveryRig, startReceiver, waitForDelivery, type DeliveryRig, type FeedLine, type Receiver, type RecordedRequest } from '../helpers/receivers.ts';
@@ -196,6 +197,31 @@ describe('traces across the relay', () => {
     assert.equal(server.attributes['url.path'], `/webhook/deliveries/${delivered.id}/replay`);
     assert.equal(server.attributes['http.response.status_code'], 202);
     assert.equal(server.attributes['hookrelay.organization'], 'org-a');
+  });
+
+  test("after a restart, the event's retry still joins its trace: the trace context is stored with the event", async (t) => {
+    const otlp = await collector(t);
+    const rig = await startDeliveryRig(t, tracingTo(otlp));
+    const receiver = await startReceiver(t, rig.tls, () => ({ status: 503 }));
+    await registered(rig, receiver);
+    rig.feed(tracedLine('org-a', 'evt_restart'));
+    await waitForDelivery(rig.relay.store, 'org-a', 'evt_restart', (d) => d.attempts === 1, 'a first, failed attempt');
+    await rig.relay.relay.stop();
+
+    // A new daemon on the same state directory: the retry is due from the database, not from memory.
+    receiver.respond(() => ({ status: 200 }));
+    const again = createRelay(rig.relay.config, { log: silentLog });
+    t.after(() => again.stop());
+    await again.start();
+    await waitForDelivery(rig.relay.store, 'org-a', 'evt_restart', (d) => d.status === 'delivered', 'delivered after the restart', 15_000);
+
+    const [first, second] = receiver.requests.map((r) => parts(header(r, 'traceparent')));
+    assert.equal(first!.traceId, PRODUCER_TRACE);
+    assert.equal(second!.traceId, PRODUCER_TRACE, 'the retry after the restart joins the trace');
+    const spans = await otlp.waitFor((s) => ofEvent(s, 'POST', 'evt_restart').length === 2);
+    const ingest = ofEvent(spans, 'ingest', 'evt_restart')[0]!;
+    for (const a of ofEvent(spans, 'POST', 'evt_restart')) assert.equal(a.parentSpanId, ingest.spanId, 'both attempts are children of the ingest span');
+    assert.deepEqual(ofEvent(spans, 'POST', 'evt_restart').map((a) => a.attributes['hookrelay.outcome']).sort(), ['delivered', 'retry']);
   });
 
   test('http/json: the spans arrive as OTLP/JSON; a malformed traceparent is ignored (the event is delivered in a trace of its own) and counted', async (t) => {
