@@ -219,6 +219,22 @@ describe('parseAndPack / unpack', () => {
     assert.deepEqual(packed.at(0), toStorable(parseFeedLine(ACCEPTED_LINES[0]!, RECEIVED_AT)), 'the other events are still read');
   });
 
+  test("a line's trace context crosses in the sixth field; a line without one costs an empty field", () => {
+    const traced = [
+      JSON.stringify({ organization_id: 'acme', anticipation_request_id: 'ar_t', status: 'approved', event_id: 'evt_t1', traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', tracestate: 'v=1' }),
+      JSON.stringify({ organization_id: 'acme', anticipation_request_id: 'ar_t', status: 'approved', event_id: 'evt_t2', traceparent: 'bad' }),
+      JSON.stringify({ organization_id: 'acme', anticipation_request_id: 'ar_t', status: 'approved', event_id: 'evt_t3' }),
+    ].map((l) => Buffer.from(l));
+    const { bytes, lengths } = packInput(traced);
+    const results = unpack(parseAndPack(bytes, lengths, RECEIVED_AT));
+    assert.deepEqual(results, traced.map((l) => toStorable(parseFeedLine(l, RECEIVED_AT))));
+    const events = results.map((r) => (r !== null && r.ok ? r.event : null));
+    assert.deepEqual(events[0]?.trace, { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', tracestate: 'v=1', ignored: null });
+    assert.equal(events[1]?.trace?.traceparent, null);
+    assert.match(events[1]?.trace?.ignored ?? '', /was ignored/);
+    assert.equal(events[2] !== null && 'trace' in events[2], false);
+  });
+
   test('unpack refuses a batch whose text does not hold six fields per event', () => {
     const { bytes, lengths } = packInput(ACCEPTED_LINES.slice(0, 2));
     const batch = parseAndPack(bytes, lengths, RECEIVED_AT);
