@@ -265,10 +265,13 @@ describe('traces across the relay', () => {
     assert.ok(slowMs < 8_000, `40 events with a slow collector took ${slowMs} ms`);
     assert.ok(downMs < 8_000, `40 events with the collector down took ${downMs} ms`);
 
+    // The exports under way when the collector went answer within tracing.timeout, as failures.
     const m = await (async () => {
+      const deadline = performance.now() + 15_000;
       for (;;) {
         const read = await metrics(rig);
         if ((read.get('hookrelay_trace_spans_dropped_total{reason="export_failed"}') ?? 0) > 0) return read;
+        assert.ok(performance.now() < deadline, `no failed export counted: ${JSON.stringify([...read].filter(([k]) => k.startsWith('hookrelay_trace')))}`);
         await new Promise((r) => setTimeout(r, 100));
       }
     })();
