@@ -52,6 +52,8 @@ export interface WebhookState {
   readonly claimedAhead: readonly unknown[];
   /** It may have due deliveries that were not claimed yet. */
   hasWork: boolean;
+  /** The wake-up count (WebhookTable.woken) when work was last queued for it; 0: never. */
+  wokenAt: number;
   /** When its next known retry falls due (epoch ms), once its queue was read to the end. */
   retryAt: number | null;
   /** Its last attempt failed: one attempt at a time until one succeeds. */

@@ -129,6 +129,8 @@ export class Dispatcher {
   /** The moments of the commit under way (one at a time), read as it is prepared. */
   #commitAt = 0;
   #commitMono = 0;
+  /** The wake-up count when the commit under way began (WebhookTable.wakeMark): wake-ups after it survive its reads. */
+  #commitWakeMark = 0;
   /** One timer for the earliest moment something becomes due (see armWakeTimer), and that moment (performance.now()). */
   #wakeTimer: NodeJS.Timeout | null = null;
   #wakeAt = Infinity;
@@ -218,7 +220,7 @@ export class Dispatcher {
     if (this.#phase !== 'running') return;
     const hook = this.#webhooks.hooks.get(orgId);
     if (hook) {
-      hook.hasWork = true;
+      this.#webhooks.woken(hook);
       this.#webhooks.markHoldingBack(hook, keys);
     }
     if (!hook || kind === 'webhook') this.#webhooks.wantRefresh(kind === 'webhook' ? orgId : undefined);
@@ -231,7 +233,7 @@ export class Dispatcher {
   readonly #lookAtEveryWebhook = (): void => {
     this.#webhooks.wantRefresh();
     for (const hook of this.#webhooks.hooks.values()) {
-      hook.hasWork = true;
+      this.#webhooks.woken(hook);
       // Work another process queued may wait behind what is in flight here.
       this.#webhooks.markHoldingBack(hook, undefined);
     }
@@ -291,6 +293,8 @@ export class Dispatcher {
   #prepareCommit(): void {
     const now = (this.#commitAt = this.#options.clock.now());
     const mono = (this.#commitMono = performance.now());
+    // Before the commit's reads: a wake-up after this moment outlives what they find drained.
+    this.#commitWakeMark = this.#webhooks.wakeMark();
     const maxAge = this.#claimedAheadMaxAgeMs;
     for (const hook of this.#webhooks.hooks.values()) {
       // Claimed ahead and not to start now: its webhook is paused, or they waited too long.
@@ -321,7 +325,7 @@ export class Dispatcher {
   /** A group commit with nothing to record: only the webhooks that have something due claim (a read, no write). */
   async #keepWhatIsDue(claim: NonNullable<FlushWork['claim']>): Promise<FlushWork['claim']> {
     const peeked = await this.#options.deliveries.peek(claim.wanted.map((w) => w.orgId));
-    this.#webhooks.noteDrained(peeked.drained);
+    this.#webhooks.noteDrained(peeked.drained, this.#commitWakeMark);
     const due = new Set(peeked.due);
     const wanted = claim.wanted.filter((w) => due.has(w.orgId));
     return wanted.length > 0 ? { wanted, leaseMs: claim.leaseMs } : null;
@@ -347,7 +351,7 @@ export class Dispatcher {
     const mono = this.#commitMono;
     for (const a of batch.ended) this.#attempts.freeSlot(a);
     for (const a of batch.cutShort) this.#attempts.freeSlot(a);
-    this.#webhooks.noteDrained(result.drained);
+    this.#webhooks.noteDrained(result.drained, this.#commitWakeMark);
     if (result.contended.length > 0) this.#lookAgainSoon();
     const leasedMono = performance.now();
     for (const { orgId, waitMs } of result.rateLimited) {
@@ -379,7 +383,7 @@ export class Dispatcher {
   /** After repeated failures, `a` was recorded (or given back) alone: its slot is free. */
   #recordedAlone(a: Attempt, givenBack: boolean): void {
     this.#attempts.freeSlot(a);
-    if (givenBack || needsAnotherLook(a)) a.hook.hasWork = true;
+    if (givenBack || needsAnotherLook(a)) this.#webhooks.woken(a.hook);
   }
 }
 

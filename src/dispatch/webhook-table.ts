@@ -38,6 +38,8 @@ export interface Attempt {
 }
 
 export class WebhookTable {
+  /** Wake-ups counted (woken()): their order against the reads of a commit. */
+  #wakes = 0;
   /** By organization id. */
   readonly hooks = new Map<string, Hook>();
   readonly #deliveries: Pick<OutboxService, 'deliverableWebhooks'>;
@@ -77,7 +79,7 @@ export class WebhookTable {
   hookFor(orgId: string): Hook {
     let hook = this.hooks.get(orgId);
     if (!hook) {
-      hook = { orgId, deliverable: false, attempts: new Set(), claimedAhead: [], hasWork: true, retryAt: null, failing: false, proven: false, failures: 0, pausedUntil: 0, rateLimit: null, rateUntil: 0 };
+      hook = { orgId, deliverable: false, attempts: new Set(), claimedAhead: [], hasWork: true, wokenAt: 0, retryAt: null, failing: false, proven: false, failures: 0, pausedUntil: 0, rateLimit: null, rateUntil: 0 };
       this.hooks.set(orgId, hook);
     }
     return hook;
@@ -130,13 +132,33 @@ export class WebhookTable {
     }
   }
 
-  /** Queues read to their end: no work until something wakes them, but their next retry. */
-  noteDrained(drained: FlushResult['drained']): void {
+  /**
+   * Work queued for `hook` now (a wake-up): it has work, and a read of its queue that began
+   * before this moment cannot say it has none (noteDrained's `readFrom`).
+   */
+  woken(hook: Hook): void {
+    hook.hasWork = true;
+    hook.wokenAt = ++this.#wakes;
+  }
+
+  /** The wake-ups so far: a commit notes it when it starts, before its reads (noteDrained's `readFrom`). */
+  wakeMark(): number {
+    return this.#wakes;
+  }
+
+  /**
+   * Queues read to their end: no work until something wakes them, but their next retry. A
+   * webhook woken after `readFrom` (the wakeMark() taken before the read) keeps its work: the
+   * read may predate what woke it (a change committed while the read ran), and clearing it
+   * would lose that wake-up until the next poll.
+   */
+  noteDrained(drained: FlushResult['drained'], readFrom = Number.POSITIVE_INFINITY): void {
     for (const { orgId, nextRetryAt } of drained) {
       const hook = this.hooks.get(orgId);
       if (!hook) continue;
-      hook.hasWork = false;
       hook.retryAt = nextRetryAt;
+      if (hook.wokenAt > readFrom) continue;
+      hook.hasWork = false;
     }
   }
 

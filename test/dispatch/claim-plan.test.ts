@@ -40,6 +40,7 @@ function hook(orgId: string, over: Partial<Omit<WebhookState, 'attempts' | 'clai
     attempts,
     claimedAhead: Array.from({ length: claimedAhead }, () => ({})),
     hasWork: true,
+    wokenAt: 0,
     retryAt: null,
     failing: false,
     proven: true,
