@@ -9,7 +9,7 @@
  *     [--concurrency 64] [--per-webhook 8] [--log-level warn] [--retry-schedule 1s,2s,...]
  *     [--set key=value ...] [--ceiling-requests 20000] [--ceiling-seconds 10] [--ceiling-runs 1]
  *     [--skip-ceilings] [--stall 120] [--sample-ms 250] [--daemon-node-args=--trace-warnings]
- *     [--json FILE] [--keep] [--tiny] [--postgres]
+ *     [--json FILE] [--keep] [--tiny] [--postgres] [--tracing]
  *
  * One run:
  * 1. makes a private CA and a server certificate for 127.0.0.1 with the openssl CLI;
@@ -40,6 +40,14 @@
  * PostgreSQL's defaults (delivery.reorderWindow 1 s; `--set delivery.reorderWindow=0` for none).
  * The backlog phase reads the SQLite file and is refused with it.
  *
+ * `--tracing` runs the daemon with OpenTelemetry traces on (issue 44): it exports every span, the
+ * default sampler, over OTLP/HTTP protobuf to a sink collector this script serves on 127.0.0.1
+ * (it reads and counts each export request, decodes nothing, answers 200), and the report says
+ * how many export requests and bytes it took. `--set tracing.sampler=traceidratio --set
+ * tracing.samplerArg=0.1`, `--set tracing.protocol=http/json` and the other tracing keys apply on
+ * top. Without it tracing is off, as by default: the figures of the two runs side by side are the
+ * cost of tracing per delivery (docs/benchmarks.md, docs/observability.md).
+ *
  * `--daemon PATH` measures another build (a git worktree of an older commit, say): its CLI
  * creates the organizations and runs the daemon. The ceilings always use this checkout's
  * src/dispatch/http-client.ts. `--tiny` is a preset for CI that runs in well under a minute.
@@ -48,6 +56,8 @@ import { execFile, execFileSync, fork, spawn, type ChildProcess } from 'node:chi
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { createServer as createHttpServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -101,6 +111,7 @@ const { values } = parseArgs({
     keep: { type: 'boolean', default: false },
     tiny: { type: 'boolean', default: false },
     postgres: { type: 'boolean', default: false },
+    tracing: { type: 'boolean', default: false },
   },
 });
 
@@ -144,6 +155,7 @@ const options = {
   keep: values.keep,
   tiny,
   postgres: values.postgres,
+  tracing: values.tracing,
 };
 if (options.postgres && options.phases.includes('backlog')) throw new Error('--postgres: the backlog phase reads the SQLite file; choose --phases among bulk, paced, idle');
 for (const p of options.phases) {
@@ -612,6 +624,24 @@ let dbSummary: Record<string, unknown> | null = null;
 let sampler: Sampler | null = null;
 let daemon: ChildProcess | null = null;
 const receiver = startReceiverProcess();
+/** The OTLP/HTTP sink of --tracing: counts what the daemon exports, keeps nothing. */
+const traceSink = { requests: 0, bytes: 0, url: '' };
+async function startTraceSink(): Promise<void> {
+  const server = createHttpServer((req, res) => {
+    let bytes = 0;
+    req.on('data', (chunk: Buffer) => (bytes += chunk.length));
+    req.on('end', () => {
+      traceSink.requests++;
+      traceSink.bytes += bytes;
+      // An empty ExportTraceServiceResponse, in the request's encoding: a full success.
+      const json = (req.headers['content-type'] ?? '').startsWith('application/json');
+      res.writeHead(200, { 'content-type': json ? 'application/json' : 'application/x-protobuf' }).end(json ? '{}' : '');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  server.unref();
+  traceSink.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
 // Interrupted: take the daemon down too (the receiver and the ceiling clients follow their IPC channel).
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
@@ -630,8 +660,10 @@ try {
   // PostgreSQL (--postgres): a durable server of its own for the run, a fresh database.
   const pgUrl = options.postgres ? await (await pgServer({ durable: true })).createDatabase() : null;
   // The daemon's configuration: options, then --set key=value (dotted keys, JSON or text values).
+  if (options.tracing) await startTraceSink();
   const config: Record<string, unknown> = {
     ...(pgUrl === null ? {} : { database: { url: pgUrl }, instance: { name: 'bench' } }),
+    ...(options.tracing ? { tracing: { endpoint: traceSink.url } } : {}),
     delivery: {
       caFile: tls.caFile,
       allowNetworks: ['127.0.0.1/32'],
@@ -859,6 +891,7 @@ if (backlog) {
   if (scheduleMs > 0 && b.downSeconds * 1000 > scheduleMs * 0.8) console.log(`warning: the receiver was down ${b.downSeconds} s, near or beyond the retry schedule's ${scheduleMs / 1000} s: deliveries may have died`);
 }
 console.log(`receiver: ${receiverStats?.requests ?? '?'} requests, ${receiverStats?.signatureFailures ?? '?'} signature failures; duplicates ${JSON.stringify(duplicatesByPhase)}; missing ${JSON.stringify(missingByPhase)}`);
+if (options.tracing) console.log(`tracing: the sink collector took ${traceSink.requests} export request(s), ${round(traceSink.bytes / 1_048_576, 1)} MiB`);
 console.log(`daemon: exit ${(daemonExit as { code: number | null } | null)?.code ?? '?'}, ${stderrLines} stderr line(s), ${nonJsonLines} not JSON; database ${JSON.stringify(dbSummary)}`);
 
 const report = {
@@ -878,6 +911,7 @@ const report = {
   missingByPhase,
   duplicatesByPhase,
   rssSamples: sampler?.series ?? [],
+  traceSink: options.tracing ? { requests: traceSink.requests, bytes: traceSink.bytes } : null,
 };
 mkdirSync(dirname(options.json), { recursive: true });
 // Indented, but with every array of plain values (an RSS sample, a list of names) on one line.

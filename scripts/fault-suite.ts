@@ -228,7 +228,11 @@ try {
   await sleep(1500);
   const term = await signalDaemon('SIGTERM');
   if (term.code !== 0) throw new Error(`SIGTERM: the daemon exited with ${term.code ?? term.signal}, not 0`);
+  const stoppedAt = committed().position;
   startDaemon();
+  // The next faults are for a running daemon (one still loading its modules has no SIGTERM handler
+  // yet): it has started once it commits feed lines the writer went on writing.
+  await until('the restarted daemon to read the feed', () => committed().position > stoppedAt, 60_000);
   done('SIGTERM', `${options.burst} lines at once, SIGTERM 1.5 s later (exit 0), restarted`);
 
   daemon!.child.kill('SIGSTOP');

@@ -27,7 +27,7 @@ export function startScriptNodeFlags(): string[] {
 export function cleanEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(process.env)) {
-    if (value === undefined || name.startsWith('HOOKRELAY_') || name === 'NODE_OPTIONS' || name === 'NODE_TEST_CONTEXT') continue;
+    if (value === undefined || name.startsWith('HOOKRELAY_') || name.startsWith('OTEL_') || name === 'NODE_OPTIONS' || name === 'NODE_TEST_CONTEXT') continue;
     env[name] = value;
   }
   return env;

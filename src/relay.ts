@@ -10,6 +10,7 @@ import { addressCheck, database, ingestPath, keys, stateDirectoryLock, workShari
 import { deliverer, dispatcher, retention } from './relay/delivery-parts.ts';
 import { auditJournal } from './relay/audit-part.ts';
 import { feedReader } from './relay/feed-part.ts';
+import { tracing } from './relay/tracing-part.ts';
 import { PartList, Slot, stopError } from './relay/parts.ts';
 import type { RelayDeps, Wiring } from './relay/wiring.ts';
 
@@ -50,6 +51,7 @@ export function createRelay(config: Config, deps: RelayDeps): Relay {
     opening: new AbortController(),
     stopping: () => stopping,
     store: new Slot('the store'),
+    tracing: new Slot('the tracing'),
     keys: new Slot('the keys'),
     providerKeys: new Slot('the identity provider keys'),
     services: new Slot('the services'),
@@ -67,6 +69,7 @@ export function createRelay(config: Config, deps: RelayDeps): Relay {
       stateDirectoryLock(w),
       database(w),
       keys(w),
+      tracing(w),
       identityProvider(w),
       workSharing(w),
       ingestPath(w),

@@ -45,6 +45,8 @@ export interface Delivery {
   readonly last_error: string | null;
   readonly created_at: string;
   readonly updated_at: string;
+  /** The event's W3C trace id; null when it has none (absent from a daemon older than issue 44). */
+  readonly trace_id?: string | null;
 }
 
 export interface DeliveryAttempt {

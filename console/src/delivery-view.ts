@@ -37,6 +37,8 @@ function facts(d: DeliveryDetail): HTMLElement[] {
     ...row('Request', 'request', h('span', { class: 'mono' }, d.anticipation_request_id === null ? (d.event_type === 'webhook.test' ? 'test event' : NONE) : marked(d.anticipation_request_id))),
     ...row('Status', 'status', ...statusLine(d)),
     ...row('Attempts', 'attempts', String(d.attempts)),
+    // The event's trace: the one its attempts' spans belong to and send to the receiver (traceparent).
+    ...row('Trace', 'trace', d.trace_id === null || d.trace_id === undefined ? NONE : h('span', { class: 'mono' }, d.trace_id)),
     // A retrying delivery's status line says when its next attempt is.
     ...(d.status === 'failed' ? [] : row('Next attempt', 'next-attempt', time(d.next_attempt_at), relative === null ? null : ` (${relative})`)),
     ...row('Created', 'created', time(d.created_at)),

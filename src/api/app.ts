@@ -34,6 +34,8 @@ import { metricsHandler, type MetricsEndpoint } from './metrics.ts';
 import { consoleGuard, registerConsoleRoutes } from './console.ts';
 import { configuredListener, type ListenerIdentity } from './host-check.ts';
 import { iso } from '../domain/iso.ts';
+import type { Tracer } from '@opentelemetry/api';
+import { traceRequests } from './request-tracing.ts';
 
 export interface ApiDeps {
   readonly config: Pick<Config, 'api' | 'auth' | 'console'>;
@@ -61,6 +63,8 @@ export interface ApiDeps {
    * (host-check.ts); by default, api.listen as configured.
    */
   readonly listener?: ListenerIdentity;
+  /** Traces each request (a SERVER span: request-tracing.ts) while tracing is on. */
+  readonly tracer?: Tracer | null;
 }
 
 /** Why the relay is not ready: a stable reason (`disk_full`, `database_damaged`, ...), a sentence for the operator, since when (epoch ms). */
@@ -164,7 +168,7 @@ export function createApi(deps: ApiDeps): { app: Koa; routes: readonly RouteInfo
   registerAuditRoutes(secured, deps.services);
   registerApiKeyRoutes(secured, deps.services);
 
-  serve(app, router, log, 'see /openapi.json for the API', rates, [consoleGuard(listener, () => consoleConnectOrigins(deps.config, providerKeys))]);
+  serve(app, router, log, 'see /openapi.json for the API', rates, [consoleGuard(listener, () => consoleConnectOrigins(deps.config, providerKeys))], deps.tracer ?? null);
   return { app, routes };
 }
 
@@ -188,8 +192,10 @@ export function createMetricsApp(deps: { readonly log: Logger; readonly metrics:
  * it, inside the error mapping: what it sets stays on every answer, errors included, and what it
  * throws is a problem.
  */
-function serve(app: Koa, router: Router, log: Logger, notFoundHint: string, rates: RateLimitOptions, guards: readonly Middleware[] = []): void {
+function serve(app: Koa, router: Router, log: Logger, notFoundHint: string, rates: RateLimitOptions, guards: readonly Middleware[] = [], tracer: Tracer | null = null): void {
   app.use(requestId());
+  // Around the access log (whose line carries the trace id) and the error mapping (the span gets the status answered).
+  if (tracer !== null) app.use(traceRequests(tracer));
   app.use(accessLog(log));
   app.use(notFoundRateLimit(rates));
   app.use(errorsAsProblems(log));
@@ -253,6 +259,7 @@ function accessLog(log: Logger): Middleware {
           ms: Math.round((performance.now() - started) * 10) / 10,
           ...(principal ? { org: principal.orgId, user: principal.email } : {}),
           ...(typeof ctx.state.requestId === 'string' ? { requestId: ctx.state.requestId } : {}),
+          ...(typeof ctx.state.traceId === 'string' ? { traceId: ctx.state.traceId } : {}),
         },
         'request',
       );

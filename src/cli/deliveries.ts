@@ -28,8 +28,15 @@ export function registerDeliveriesCommands(program: Command): void {
       if (status === null) throw new UsageError(`--status must be one of ${STATUS_NAMES.join(', ')}; got "${options.status}"`);
       return withServices(options, async ({ services }) => {
         const rows = (await services.deliveryLog.list(options.org, { status, limit })).map(deliveryView);
+        // The trace ids, when some delivery of the page has one (the producer's trace, or the daemon's).
+        const traced = rows.some((r) => r.trace_id !== null);
         print(options, rows, () =>
-          rows.length === 0 ? 'no deliveries' : table([['ID', 'STATUS', 'ATTEMPTS', 'EVENT', 'LAST ERROR'], ...rows.map((r) => [String(r.id), stateText(r), String(r.attempts), r.event_id, r.last_error ?? ''])]),
+          rows.length === 0
+            ? 'no deliveries'
+            : table([
+                ['ID', 'STATUS', 'ATTEMPTS', 'EVENT', 'LAST ERROR', ...(traced ? ['TRACE'] : [])],
+                ...rows.map((r) => [String(r.id), stateText(r), String(r.attempts), r.event_id, r.last_error ?? '', ...(traced ? [r.trace_id ?? '-'] : [])]),
+              ]),
         );
       });
     });
@@ -43,7 +50,7 @@ export function registerDeliveriesCommands(program: Command): void {
         const view = { ...deliveryView(delivery), attempt_log: attempts.map((a) => ({ attempt: a.attempt, started_at: iso(a.startedAt), duration_ms: a.durationMs, status_code: a.statusCode, error: a.errorClass, error_detail: a.errorDetail, outcome: a.outcome })) };
         print(options, view, () =>
           [
-            `delivery ${view.id}: ${stateText(view)}, ${view.attempts} attempt(s), event ${terminalSafe(view.event_id)}`,
+            `delivery ${view.id}: ${stateText(view)}, ${view.attempts} attempt(s), event ${terminalSafe(view.event_id)}${view.trace_id === null ? '' : `, trace ${view.trace_id}`}`,
             ...view.attempt_log.map((a) => `  #${a.attempt} ${a.started_at} ${a.status_code ?? terminalSafe(a.error ?? '')} ${a.outcome}${a.error_detail ? ` (${terminalSafe(a.error_detail)})` : ''}`),
           ].join('\n'),
         );

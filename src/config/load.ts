@@ -9,6 +9,7 @@ import { type ProviderConfig, providerIncoherence } from './provider-schema.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { isLoopbackHost, parseListen } from '../domain/listen.ts';
 import { checkOrgId } from '../domain/validation.ts';
+import { otelEnvironment, otelExpectation, type TracingConfig } from './tracing-schema.ts';
 import { CONFIG_SCHEMA, coerceLeaf, envNameFor, isLeaf, RENAMED_KEYS, schemaLeaves, type Leaf, type SchemaNode } from './schema.ts';
 
 /** The resolved configuration. Durations are milliseconds; paths are absolute. */
@@ -53,6 +54,8 @@ export interface Config {
     readonly publicUrl: string | null;
     readonly oidc: ConsoleOidcConfig;
   };
+  /** OpenTelemetry traces (config/tracing-schema.ts); on when enabled and an endpoint is set (see tracingOn). */
+  readonly tracing: TracingConfig;
   readonly delivery: {
     readonly allowHttp: boolean;
     readonly allowNetworks: readonly string[];
@@ -118,8 +121,8 @@ export interface LoadConfigOptions {
   readonly cwd?: string;
 }
 
-const SECRET_PATHS = new Set(['auth.secret', 'metrics.token', 'database.url', 'delivery.proxy', 'delivery.organizationProxies']);
-const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile', 'auth.provider.caFile', 'delivery.caFile', 'metrics.tokenFile'];
+const SECRET_PATHS = new Set(['auth.secret', 'metrics.token', 'database.url', 'delivery.proxy', 'delivery.organizationProxies', 'tracing.headers']);
+const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile', 'auth.provider.caFile', 'delivery.caFile', 'metrics.tokenFile', 'tracing.caFile'];
 /** Keys in a config file that document it and are otherwise ignored. */
 const COMMENT_KEY = '$comment';
 
@@ -239,7 +242,8 @@ function readFileLayer(file: FileRead, data: unknown, schema: SchemaNode, prefix
 }
 
 /**
- * Resolves the configuration: defaults < config file < HOOKRELAY_* environment < CLI flags.
+ * Resolves the configuration: defaults < config file < OTEL_* environment (the tracing keys
+ * only: config/tracing-schema.ts) < HOOKRELAY_* environment < CLI flags.
  * Throws a HookrelayError with code `invalid_config` naming the offending key.
  */
 export function loadConfig(options: LoadConfigOptions = {}): Config {
@@ -279,6 +283,13 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
 
   const envNames = new Map(leaves.map(({ path, leaf }) => [envNameFor(path), { path, leaf }]));
   const byPath = new Map(leaves.map((l) => [l.path, l.leaf]));
+  // The standard OpenTelemetry variables: above the file, as every variable is, and below
+  // hookrelay's own (docs/observability.md).
+  for (const { variable, path, raw, text } of otelEnvironment(env)) {
+    const result = coerceLeaf(byPath.get(path)!, raw, true);
+    if (!result.ok) throw configError(`environment variable ${variable} (${path}) must be ${otelExpectation(variable, result.expected)}; got ${describe(path, text)}`);
+    values.set(path, result.value);
+  }
   const oldEnvNames = new Map([...RENAMED_KEYS].map(([from, r]) => [envNameFor(from), { from, ...r }]));
   for (const [name, raw] of Object.entries(env)) {
     if (!name.startsWith('HOOKRELAY_') || name === 'HOOKRELAY_CONFIG' || raw === undefined) continue;
@@ -338,6 +349,11 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   return config as unknown as Config;
 }
 
+/** Whether the daemon exports traces: tracing.enabled, and an endpoint to export to. */
+export function tracingOn(config: Pick<Config, 'tracing'>): boolean {
+  return config.tracing.enabled && (config.tracing.endpoint !== null || config.tracing.tracesEndpoint !== null);
+}
+
 /**
  * One environment variable that a command was told to read by name (`db copy --to-env NAME`):
  * the configuration stays the only reader of the environment.
@@ -386,6 +402,9 @@ function checkCoherence(config: Config): void {
   }
   if (config.auth.tokenTtl > config.auth.maxTokenLifetime) {
     throw configError('key "auth.tokenTtl" must not exceed "auth.maxTokenLifetime" (tokens issued by default would be refused)');
+  }
+  if (config.tracing.maxExportBatchSize > config.tracing.maxQueueSize) {
+    throw configError('key "tracing.maxExportBatchSize" must not exceed "tracing.maxQueueSize"');
   }
   if (config.delivery.perWebhookConcurrency > config.delivery.concurrency) {
     throw configError('key "delivery.perWebhookConcurrency" must not exceed "delivery.concurrency"');

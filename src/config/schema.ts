@@ -1,6 +1,7 @@
 import { parseDuration } from '../domain/duration.ts';
 import { CONSOLE_SCHEMA } from './console-schema.ts';
 import { PROVIDER_SCHEMA } from './provider-schema.ts';
+import { TRACING_SCHEMA } from './tracing-schema.ts';
 
 /**
  * The configuration schema: one entry per key, with its default, its type and the sentence
@@ -377,6 +378,7 @@ export const CONFIG_SCHEMA = {
       doc: 'Export hookrelay_webhook_status (3 series per webhook) and hookrelay_webhook_rate_limited (1 per webhook with a rate limit) per organization; turn off with thousands of organizations.',
     },
   },
+  tracing: TRACING_SCHEMA,
   console: CONSOLE_SCHEMA,
 } as const satisfies SchemaNode;
 

@@ -11,6 +11,7 @@ import { iso } from '../domain/iso.ts';
 import type { Logger } from '../log.ts';
 import type { ClaimedDelivery, FinishedAttempt } from '../services/outbox.ts';
 import { getsOneAttemptAtATime, pauseAfterFailure } from './claim-plan.ts';
+import type { AttemptTracing } from './attempt-tracing.ts';
 import type { Deliverer } from './deliverer.ts';
 import type { GroupCommit } from './group-commit.ts';
 import type { Attempt, Hook, WebhookTable } from './webhook-table.ts';
@@ -30,6 +31,8 @@ export interface AttemptRunnerOptions {
   readonly slowMs: number;
   /** A delivery claimed ahead that waited longer than this (ms) is given back rather than started: its lease must outlast its attempt. */
   readonly claimedAheadMaxAgeMs: number;
+  /** The attempts' spans while tracing is on (null: off, and an attempt costs a null check). */
+  readonly tracing?: AttemptTracing | null;
 }
 
 export class AttemptRunner {
@@ -39,8 +42,11 @@ export class AttemptRunner {
   /** Attempts whose run has not ended yet (stop() waits for them). */
   readonly #inFlight = new Set<Attempt>();
 
+  readonly #tracing: AttemptTracing | null;
+
   constructor(options: AttemptRunnerOptions) {
     this.#options = options;
+    this.#tracing = options.tracing ?? null;
   }
 
   /** Slots free in this instance (may be negative for a moment: see the plan's free slots). */
@@ -115,16 +121,19 @@ export class AttemptRunner {
   /** One attempt: the request, then its judgement, handed to the group commit. */
   async #run(a: Attempt): Promise<void> {
     const d = a.delivery;
+    const traced = this.#tracing === null ? null : this.#tracing.start(d);
     let result: AttemptResult;
     try {
-      result = await this.#options.deliverer.deliver({ orgId: d.orgId, url: d.url, eventId: d.eventId, payload: d.payload, secrets: d.secrets, headers: d.headers }, a.controller.signal);
+      result = await this.#options.deliverer.deliver({ orgId: d.orgId, url: d.url, eventId: d.eventId, payload: d.payload, secrets: d.secrets, headers: d.headers, trace: traced?.headers }, a.controller.signal);
     } catch (err) {
       // deliver() reports every failure as a result; reaching here is a bug. Give the delivery back uncounted.
       this.#options.log.error({ err, delivery: d.id }, 'delivery attempt threw; the delivery is given back and will be attempted again');
+      traced?.span.end();
       this.#options.commits.attemptCutShort(a);
       return;
     }
     const finished = this.#judge(a, result);
+    traced?.end(result, finished === null ? null : finished.outcome);
     if (finished === null) this.#options.commits.attemptCutShort(a);
     else {
       a.finished = finished;

@@ -8,6 +8,7 @@ import { AttemptError, parseRetryAfter, type AttemptResult } from '../domain/ret
 import { credentialEchoes, hideEchoes } from '../domain/credential-echoes.ts';
 import { deliveryHeaders, unsendableRequest } from '../domain/delivery-request.ts';
 import type { WebhookHeaders } from '../domain/webhook-headers.ts';
+import type { TraceHeaders } from './attempt-tracing.ts';
 import { createDeliveryClient, type DeliveryClient } from './http-client.ts';
 import { BLOCKED_CODE, createNetworkGuard, type NetworkGuard } from './network-guard.ts';
 import { ProxyError } from './proxy-tunnel.ts';
@@ -40,6 +41,8 @@ export interface DeliveryRequest {
   readonly secrets: readonly string[];
   /** The webhook's own headers, sent after hookrelay's (none when absent). */
   readonly headers?: WebhookHeaders;
+  /** The W3C trace context this attempt sends (tracing on, tracing.propagate): not signed, not part of the body. */
+  readonly trace?: TraceHeaders | undefined;
 }
 
 export interface DelivererOptions {
@@ -276,6 +279,7 @@ export class Deliverer {
       secrets: request.secrets,
       userAgent: this.#options.userAgent,
       ...(request.headers === undefined ? {} : { custom: request.headers }),
+      trace: request.trace,
     });
     // What the attempt reports it sent (the attempt log keeps it): this request's, a retry's inside the attempt replacing it.
     sent.timestamp = timestamp;

@@ -5,6 +5,7 @@ import type { ClaimedDelivery, OutboxService, FlushResult, FlushWork } from '../
 import type { StorageHealth } from '../services/storage-health.ts';
 import type { WorkKind, WorkSignal } from '../services/work-signal.ts';
 import { AttemptRunner } from './attempt-runner.ts';
+import type { AttemptTracing } from './attempt-tracing.ts';
 import { failingOrSlowCapOf, failingOrSlowInFlight, nextWakeDelay, placeClaimed, planClaims, retryFellDue, type ClaimRules } from './claim-plan.ts';
 import type { Deliverer } from './deliverer.ts';
 import type { CommitBatch, CommitHost } from './commit-batch.ts';
@@ -60,6 +61,8 @@ export interface DispatcherOptions {
    * made from the options above. Taken over by the dispatcher: one per dispatcher.
    */
   readonly groupCommit?: GroupCommit<Attempt>;
+  /** The attempts' spans and trace context headers, while tracing is on (absent or null: off). */
+  readonly tracing?: AttemptTracing | null;
 }
 
 const DEFAULT_SLOW_ATTEMPT_MS = 2_000;
@@ -161,6 +164,7 @@ export class Dispatcher {
       perWebhook: this.#rules.perWebhook,
       slowMs: this.#rules.slowMs,
       claimedAheadMaxAgeMs: this.#claimedAheadMaxAgeMs,
+      tracing: options.tracing ?? null,
     });
     this.#commitHost = {
       claiming: () => this.#phase === 'running',

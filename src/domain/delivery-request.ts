@@ -9,6 +9,7 @@ import { isCredentialHeader, reservedHeader, type WebhookHeaders } from './webho
  * every attempt and replay) and `webhook-timestamp` (seconds), and `webhook-signature` over
  * `id.timestamp.body` with each of `secrets` (newest first; none when the webhook does not
  * sign), or, for a request an attempt sent, the `signature` header it recorded (null: none);
+ * the W3C `traceparent` and `tracestate` of a traced attempt (`trace`; not signed);
  * then the webhook's own `custom` headers, in their order, as they were spelt (a name that is
  * reserved, or set twice, is left out: registration refuses both, this keeps a row stored
  * under other rules from overriding hookrelay's headers).
@@ -24,6 +25,8 @@ export function deliveryHeaders(request: {
   readonly signature?: string | null;
   /** The webhook's own headers (none when absent). */
   readonly custom?: WebhookHeaders;
+  /** The attempt's W3C trace context (tracing on): after the signature, never signed. */
+  readonly trace?: { readonly traceparent: string; readonly tracestate?: string } | undefined;
 }): Record<string, string> {
   const headers: Record<string, string> = {
     'content-type': 'application/json',
@@ -34,6 +37,10 @@ export function deliveryHeaders(request: {
   if (request.signature !== undefined) {
     if (request.signature !== null) headers['webhook-signature'] = request.signature;
   } else if (request.secrets.length > 0) headers['webhook-signature'] = signatureHeader(request.secrets, request.eventId, request.timestampSeconds, request.body);
+  if (request.trace !== undefined) {
+    headers.traceparent = request.trace.traceparent;
+    if (request.trace.tracestate !== undefined) headers.tracestate = request.trace.tracestate;
+  }
   if (request.custom !== undefined && request.custom.length > 0) {
     const taken = new Set<string>();
     for (const [name, value] of request.custom) {
@@ -65,7 +72,7 @@ const FIELD_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const NOT_FIELD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 
 /** The headers deliveryHeaders sets itself (the rest are the webhook's own). */
-const HOOKRELAY_HEADERS: ReadonlySet<string> = new Set(['content-type', 'user-agent', 'webhook-id', 'webhook-timestamp', 'webhook-signature']);
+const HOOKRELAY_HEADERS: ReadonlySet<string> = new Set(['content-type', 'user-agent', 'webhook-id', 'webhook-timestamp', 'webhook-signature', 'traceparent', 'tracestate']);
 
 /**
  * Why a request with these headers (deliveryHeaders) cannot be sent, as a sentence naming the

@@ -3,6 +3,7 @@ import { excerpt } from './errors.ts';
 import { jsonSyntaxError } from './json-syntax.ts';
 import { daysInMonth, rfc3339Ms } from './rfc3339.ts';
 import { TERMINAL_UNSAFE } from './terminal-text.ts';
+import { lineTrace, type LineTrace } from './trace-context.ts';
 import { checkOrgId } from './validation.ts';
 
 /**
@@ -52,6 +53,8 @@ export interface FeedEvent {
    * for it too, so the same line is still one event.
    */
   readonly legacyId: string | null;
+  /** The line's `traceparent` and `tracestate` (see lineTrace); absent when it has neither. */
+  readonly trace?: LineTrace;
 }
 
 export type ParsedLine =
@@ -59,7 +62,7 @@ export type ParsedLine =
   | { readonly ok: false; readonly reason: RejectReason; readonly detail: string; readonly eventId: string | null };
 
 /** What storing an event takes: the other fields of a FeedEvent are inside its details. */
-export type StorableEvent = Pick<FeedEvent, 'id' | 'orgId' | 'anticipationRequestId' | 'occurredAt' | 'details' | 'legacyId'>;
+export type StorableEvent = Pick<FeedEvent, 'id' | 'orgId' | 'anticipationRequestId' | 'occurredAt' | 'details' | 'legacyId' | 'trace'>;
 
 /** A parse result reduced to what storing it takes (what crosses back from the parser thread). */
 export type StorableLine = { readonly ok: true; readonly event: StorableEvent } | Extract<ParsedLine, { ok: false }>;
@@ -78,8 +81,8 @@ export interface ParsedLines {
 
 export function toStorable(parsed: ParsedLine): StorableLine {
   if (!parsed.ok) return parsed;
-  const { id, orgId, anticipationRequestId, occurredAt, details, legacyId } = parsed.event;
-  return { ok: true, event: { id, orgId, anticipationRequestId, occurredAt, details, legacyId } };
+  const { id, orgId, anticipationRequestId, occurredAt, details, legacyId, trace } = parsed.event;
+  return { ok: true, event: trace === undefined ? { id, orgId, anticipationRequestId, occurredAt, details, legacyId } : { id, orgId, anticipationRequestId, occurredAt, details, legacyId, trace } };
 }
 
 /**
@@ -120,7 +123,7 @@ export function storedBody(event: StoredEvent): string {
   return event.payload.startsWith('{') ? event.payload : statusChangeBody({ ...event, details: event.payload });
 }
 
-const KNOWN_FIELDS = new Set(['organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at', 'event_id', 'data']);
+const KNOWN_FIELDS = new Set(['organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at', 'event_id', 'data', 'traceparent', 'tracestate']);
 const RESERVED_DATA_KEYS = new Set(['event_id', 'organization_id', 'anticipation_request_id', 'status', 'previous_status', 'occurred_at']);
 export const MAX_EVENT_ID_LENGTH = 200;
 const MAX_TEXT_FIELD = 200;
@@ -465,10 +468,9 @@ export function parseFeedLine(bytes: Uint8Array, receivedAt: number): ParsedLine
     const given = record.occurred_at !== undefined && record.occurred_at !== null;
     const { id, legacyId } = givenId !== null ? { id: givenId, legacyId: null } : derivedEventId(bytes, given ? occurred : null);
     const details = `"status":${quote(status)},"previous_status":${previousStatus === null ? 'null' : quote(previousStatus)}${dataJson}`;
-    return {
-      ok: true,
-      event: { id, orgId, anticipationRequestId: requestId, status, previousStatus, occurredAt: occurred, details, legacyId },
-    };
+    const event: FeedEvent = { id, orgId, anticipationRequestId: requestId, status, previousStatus, occurredAt: occurred, details, legacyId };
+    const trace = lineTrace(record.traceparent, record.tracestate);
+    return { ok: true, event: trace === null ? event : { ...event, trace } };
   } catch (err) {
     if (err instanceof LineRejected) return reject(err.reason, err.detail, givenId);
     return reject(RejectReason.processingFailed, processingFailedDetail(err), givenId);

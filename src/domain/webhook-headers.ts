@@ -33,6 +33,8 @@ const RESERVED: ReadonlyMap<string, string> = new Map([
   ['webhook-signature', 'hookrelay sets it (Standard Webhooks)'],
   ['user-agent', 'hookrelay sets it'],
   ['content-type', 'hookrelay sets it (the body is JSON)'],
+  ['traceparent', 'hookrelay sets it (W3C Trace Context) while tracing is on'],
+  ['tracestate', 'hookrelay sets it (W3C Trace Context) while tracing is on'],
   ['content-length', 'the HTTP client sets it from the body'],
   ['host', 'the HTTP client sets it from the webhook URL'],
   ['transfer-encoding', 'it belongs to the connection, not to the receiver'],

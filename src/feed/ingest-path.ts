@@ -1,5 +1,6 @@
 import type { Logger } from '../log.ts';
 import { createIngestService, type IngestService, type Lines } from '../services/ingest.ts';
+import type { IngestTracing } from '../services/ingest-tracing.ts';
 import { nobodyListens, type WorkSignal } from '../services/work-signal.ts';
 import type { Store, Upkeep } from '../store/repos.ts';
 import { sourceBytes } from './line-batch.ts';
@@ -53,6 +54,8 @@ export interface IngestPathOptions {
   readonly noticeUndeliverable?: boolean;
   /** delivery.reorderWindow (ms): how long a change read is held before it may be sent, on PostgreSQL (see createIngestService). */
   readonly reorderWindowMs?: number;
+  /** The events' ingest spans, while the daemon traces (see IngestTracing). */
+  readonly tracing?: IngestTracing | null;
   /**
    * The daemon's mode: background checkpoints only while large batches arrive (see
    * startBackgroundCheckpoints), otherwise the writer checkpoints itself in small steps. Off
@@ -69,7 +72,7 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
   const whileBusy = options.checkpointsWhileBusy ?? false;
   const upkeep = await store.upkeep(log, { whileBusy });
   const parser = createWorkerLineParser(log);
-  const service = createIngestService(store, log, options.work ?? nobodyListens, { noticeUndeliverable: options.noticeUndeliverable === true, reorderWindowMs: options.reorderWindowMs ?? 0 });
+  const service = createIngestService(store, log, options.work ?? nobodyListens, { noticeUndeliverable: options.noticeUndeliverable === true, reorderWindowMs: options.reorderWindowMs ?? 0, tracing: options.tracing ?? null });
   const bursts = new Bursts(upkeep, log, { ...options, whileBusy });
   const ingest: IngestService = whileBusy
     ? {

@@ -1,4 +1,5 @@
 import { parseFeedLine, type ParsedLines, type RejectReason, type StorableLine } from '../domain/feed-event.ts';
+import type { LineTrace } from '../domain/trace-context.ts';
 
 /**
  * A batch of parsed feed lines in the shape that crosses between threads cheaply: the
@@ -20,7 +21,11 @@ import { parseFeedLine, type ParsedLines, type RejectReason, type StorableLine }
 export interface PackedBatch {
   /** Per line: k >= 0, the k-th accepted event; -1, a line rejected before parsing (no result); -2 - r, the r-th reject. */
   readonly slots: Int32Array;
-  /** Five fields per accepted event, as UTF-8, each followed by a 0 byte: id, organization, request, details (the status fields and the data, as JSON members), legacy id (empty for none). */
+  /**
+   * Six fields per accepted event, as UTF-8, each followed by a 0 byte: id, organization,
+   * request, details (the status fields and the data, as JSON members), legacy id (empty for
+   * none), the line's trace context (its LineTrace as JSON; empty for none).
+   */
   readonly text: Uint8Array;
   /** Per accepted event, the offset in `text` of its first field. */
   readonly starts: Int32Array;
@@ -29,7 +34,7 @@ export interface PackedBatch {
   readonly rejects: ReadonlyArray<{ readonly reason: RejectReason; readonly detail: string; readonly eventId: string | null }>;
 }
 
-const FIELDS = 5;
+const FIELDS = 6;
 export const PRE_REJECTED = -1;
 
 /**
@@ -151,6 +156,7 @@ export function parseAndPack(bytes: Uint8Array, lengths: Int32Array, receivedAt:
       packer.put(e.anticipationRequestId);
       packer.put(e.details);
       packer.put(e.legacyId ?? '');
+      packer.put(e.trace === undefined ? '' : JSON.stringify(e.trace));
     } else {
       packer.slot(i, -2 - rejects.length);
       rejects.push({ reason: parsed.reason, detail: parsed.detail, eventId: parsed.eventId });
@@ -176,10 +182,10 @@ export class PackedLines implements ParsedLines {
     if (batch.starts.length !== events) throw new Error(`packed batch holds ${batch.starts.length} offsets for ${events} events`);
     this.#batch = batch;
     this.#text = Buffer.from(batch.text.buffer, batch.text.byteOffset, batch.text.byteLength);
-    // Every event's five fields must lie in the text, the last one ending at its end.
+    // Every event's six fields must lie in the text, the last one ending at its end.
     if (events > 0) {
       const last = this.#fieldEnds(batch.starts[events - 1]!);
-      if (last === null || last[FIELDS - 1] !== this.#text.length - 1) throw new Error(`packed batch text does not end with the fifth field of its last event (${events} events, ${this.#text.length} bytes)`);
+      if (last === null || last[FIELDS - 1] !== this.#text.length - 1) throw new Error(`packed batch text does not end with the sixth field of its last event (${events} events, ${this.#text.length} bytes)`);
     } else if (this.#text.length !== 0) throw new Error(`packed batch holds ${this.#text.length} bytes of text for no event`);
   }
 
@@ -213,30 +219,31 @@ export class PackedLines implements ParsedLines {
     }
     const start = batch.starts[slot]!;
     const ends = this.#fieldEnds(start);
-    if (ends === null) throw new Error(`packed batch event ${slot} does not hold five fields`);
+    if (ends === null) throw new Error(`packed batch event ${slot} does not hold six fields`);
     const text = this.#text;
-    return {
-      ok: true,
-      event: {
-        id: text.toString('utf8', start, ends[0]),
-        orgId: text.toString('utf8', ends[0] + 1, ends[1]),
-        anticipationRequestId: text.toString('utf8', ends[1] + 1, ends[2]),
-        occurredAt: batch.occurredAt[slot]!,
-        details: text.toString('utf8', ends[2] + 1, ends[3]),
-        legacyId: ends[4] > ends[3] + 1 ? text.toString('utf8', ends[3] + 1, ends[4]) : null,
-      },
+    const event = {
+      id: text.toString('utf8', start, ends[0]),
+      orgId: text.toString('utf8', ends[0] + 1, ends[1]),
+      anticipationRequestId: text.toString('utf8', ends[1] + 1, ends[2]),
+      occurredAt: batch.occurredAt[slot]!,
+      details: text.toString('utf8', ends[2] + 1, ends[3]),
+      legacyId: ends[4] > ends[3] + 1 ? text.toString('utf8', ends[3] + 1, ends[4]) : null,
     };
+    // A line without trace context (the common case) costs an empty field, and no object.
+    if (ends[5] === ends[4] + 1) return { ok: true, event };
+    return { ok: true, event: { ...event, trace: JSON.parse(text.toString('utf8', ends[4] + 1, ends[5])) as LineTrace } };
   }
 
-  /** The offsets of the separators after the five fields that start at `start`; null if the text ends first. */
-  #fieldEnds(start: number): [number, number, number, number, number] | null {
+  /** The offsets of the separators after the six fields that start at `start`; null if the text ends first. */
+  #fieldEnds(start: number): [number, number, number, number, number, number] | null {
     const text = this.#text;
     const e0 = text.indexOf(0, start);
     const e1 = e0 < 0 ? -1 : text.indexOf(0, e0 + 1);
     const e2 = e1 < 0 ? -1 : text.indexOf(0, e1 + 1);
     const e3 = e2 < 0 ? -1 : text.indexOf(0, e2 + 1);
     const e4 = e3 < 0 ? -1 : text.indexOf(0, e3 + 1);
-    return e4 < 0 ? null : [e0, e1, e2, e3, e4];
+    const e5 = e4 < 0 ? -1 : text.indexOf(0, e4 + 1);
+    return e5 < 0 ? null : [e0, e1, e2, e3, e4, e5];
   }
 }
 

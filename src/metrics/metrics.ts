@@ -50,6 +50,8 @@ export interface MetricsOptions {
   readonly feedReader?: { readonly failures: number; readonly stuck: boolean };
   /** auth.provider's keys, when a provider is set. */
   readonly providerKeys?: Pick<ProviderKeys, 'fetches' | 'health'>;
+  /** The span export's counts (tracing/span-export.ts), read when scraped; absent while tracing is off. */
+  readonly spanExport?: { readonly exported: number; readonly dropped: Readonly<Record<string, number>> };
 }
 
 /** Attempt durations: from a fast local receiver to the longest attempt deadline (delivery.timeout, at most 120 s). */
@@ -71,6 +73,7 @@ export function createMetrics(options: MetricsOptions): Metrics {
   registerDatabaseGauges(registry, options);
   if (options.feedReader !== undefined) registerFeedReaderMetrics(registry, options.feedReader);
   if (options.providerKeys !== undefined) registerProviderMetrics(registry, options.providerKeys, () => Date.now());
+  if (options.spanExport !== undefined) registerSpanExportMetrics(registry, options.spanExport);
   return { contentType: registry.contentType, render: () => registry.metrics(), ...counters };
 }
 
@@ -80,6 +83,11 @@ function registerEventCounters(registry: Registry): Pick<Metrics, 'ingested' | '
   const duplicates = new Counter({ name: 'hookrelay_events_duplicate_total', help: 'Feed lines that repeated an event already stored (counted, not stored again).', registers: [registry] });
   const quarantined = new Counter({ name: 'hookrelay_feed_lines_quarantined_total', help: 'Feed lines refused and kept in quarantine (hookrelay feed rejects).', registers: [registry] });
   const undeliverable = new Counter({ name: 'hookrelay_events_undeliverable_total', help: 'Events stored for an organization without a webhook: nothing was queued for them.', registers: [registry] });
+  const traceIgnored = new Counter({
+    name: 'hookrelay_feed_trace_context_ignored_total',
+    help: "Feed lines whose traceparent or tracestate was malformed and left out: the event is kept, without the producer's trace (docs/feed.md).",
+    registers: [registry],
+  });
   const attempts = new Counter({ name: 'hookrelay_delivery_attempts_total', help: 'Delivery attempts recorded, by outcome: delivered, retry (failed, scheduled again), dead (failed with no retry left, or a request no retry can send: invalid_request), disabled (410 Gone: held, webhook disabled).', labelNames: ['outcome'], registers: [registry] });
   const failures = new Counter({ name: 'hookrelay_delivery_attempt_failures_total', help: 'Failed delivery attempts, by kind of error.', labelNames: ['error'], registers: [registry] });
   const unsendable = new Counter({ name: 'hookrelay_deliveries_unsendable_total', help: 'Deliveries marked dead without an attempt because their stored event cannot become a request body.', registers: [registry] });
@@ -102,6 +110,7 @@ function registerEventCounters(registry: Registry): Pick<Metrics, 'ingested' | '
       if (counts.duplicates > 0) duplicates.inc(counts.duplicates);
       if (counts.quarantined > 0) quarantined.inc(counts.quarantined);
       if (counts.undeliverable > 0) undeliverable.inc(counts.undeliverable);
+      if (counts.traceContextIgnored !== undefined) traceIgnored.inc(counts.traceContextIgnored);
     },
     recorded(finished, unsendableCount) {
       let delivered = 0;
@@ -267,6 +276,29 @@ function registerProviderMetrics(registry: Registry, keys: NonNullable<MetricsOp
     registers: [registry],
     collect() {
       this.set(keys.health().state === 'unavailable' ? 0 : 1);
+    },
+  });
+}
+
+/** The spans exported to the collector, and those dropped by why: read from the span export's counts when scraped. */
+function registerSpanExportMetrics(registry: Registry, counts: NonNullable<MetricsOptions['spanExport']>): void {
+  new Counter({
+    name: 'hookrelay_trace_spans_exported_total',
+    help: 'Spans the collector took (OTLP export answered with success).',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(counts.exported);
+    },
+  });
+  new Counter({
+    name: 'hookrelay_trace_spans_dropped_total',
+    help: 'Spans that never reached the collector, by reason: queue_full (tracing.maxQueueSize spans were waiting: a collector down or slow, or a burst), export_failed (the collector refused them, or did not answer within tracing.timeout), shutdown (still queued when the daemon stopped). Delivery never waits for the collector.',
+    labelNames: ['reason'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [reason, n] of Object.entries(counts.dropped)) this.inc({ reason }, n);
     },
   });
 }

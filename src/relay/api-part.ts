@@ -87,6 +87,7 @@ export function adminApi(w: Wiring): DaemonPart {
               log,
               feedReader: w.feedFaults,
               ...(w.providerKeys.peek() === null ? {} : { providerKeys: w.providerKeys.get() }),
+              ...(w.tracing.peek() === null ? {} : { spanExport: w.tracing.get().counts }),
             }),
           )
         : null;
@@ -107,6 +108,7 @@ export function adminApi(w: Wiring): DaemonPart {
         ...(w.providerKeys.peek() === null ? {} : { providerKeys: w.providerKeys.get() }),
         ...(onAdminListener ? { metrics: endpoint } : {}),
         listener: listeners.admin,
+        tracer: w.tracing.peek()?.tracer ?? null,
       });
       const server = w.adminServer.set(await listen(app.callback(), config.api.listen, ADMIN_LISTENER));
       const bound = server.address() as AddressInfo;

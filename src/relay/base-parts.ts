@@ -1,5 +1,6 @@
 import { loadExtraCa } from '../dispatch/deliverer.ts';
 import { openIngestPath } from '../feed/ingest-path.ts';
+import { IngestTracing } from '../services/ingest-tracing.ts';
 import { loadAuthKeys } from '../services/auth-keys.ts';
 import { lockStateDirectory, openStoreWhenReachable, type DaemonLock } from '../store/open.ts';
 import type { WorkSharing } from '../store/repos.ts';
@@ -94,7 +95,16 @@ export function ingestPath(w: Wiring): DaemonPart {
     name: 'ingest path',
     async start() {
       const { config } = w;
-      w.ingestPath.set(await openIngestPath(w.store.get(), w.log, { work: w.work, checkpointsWhileBusy: true, noticeUndeliverable: true, reorderWindowMs: config.delivery.reorderWindow }));
+      const tracing = w.tracing.peek();
+      w.ingestPath.set(
+        await openIngestPath(w.store.get(), w.log, {
+          work: w.work,
+          checkpointsWhileBusy: true,
+          noticeUndeliverable: true,
+          reorderWindowMs: config.delivery.reorderWindow,
+          tracing: tracing === null ? null : new IngestTracing(tracing.tracer),
+        }),
+      );
     },
     async stop() {
       await w.ingestPath.take()?.close();

@@ -3,6 +3,7 @@ import { createEgressProxies } from '../domain/egress-proxy.ts';
 import { createNetworkPolicies } from '../domain/address-policy.ts';
 import type { RetryPolicy } from '../domain/retry-policy.ts';
 import { createDeliverer } from '../dispatch/deliverer.ts';
+import { AttemptTracing } from '../dispatch/attempt-tracing.ts';
 import { createDispatcher } from '../dispatch/dispatcher.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { FlushResult, FlushWork, OutboxService } from '../services/outbox.ts';
@@ -91,6 +92,7 @@ export function dispatcher(w: Wiring): DaemonPart {
       }, STEADY_RELEASE_MS);
       releaseTimer.unref();
       const store = w.store.get();
+      const tracing = w.tracing.peek();
       w.dispatcher.set(
         createDispatcher({
           // The outbox with its flushes counted; each method delegated by name (the outbox is a
@@ -121,6 +123,7 @@ export function dispatcher(w: Wiring): DaemonPart {
           groupCommitMs: config.delivery.groupCommitInterval,
           health: w.health,
           lockWaitMs: config.database.busyTimeout,
+          tracing: tracing === null ? null : new AttemptTracing(tracing.tracer, { propagate: tracing.propagate }),
         }),
       ).start();
     },

@@ -16,6 +16,7 @@ import type { DaemonOpenOptions } from '../store/open.ts';
 import type { Store } from '../store/repos.ts';
 import type { Server } from 'node:http';
 import type { Readable } from 'node:stream';
+import type { Tracing } from '../tracing/tracing.ts';
 import type { Slot } from './parts.ts';
 
 export interface RelayDeps {
@@ -50,6 +51,8 @@ export interface Wiring {
   readonly opening: AbortController;
   readonly stopping: () => boolean;
   readonly store: Slot<Store>;
+  /** Empty while tracing is off (config/load.ts tracingOn): then no span is made anywhere. */
+  readonly tracing: Slot<Tracing>;
   readonly keys: Slot<{ auth: AuthKeys; extraCa: string | null }>;
   /** Empty while auth.provider.issuer is null. */
   readonly providerKeys: Slot<ProviderKeys>;

@@ -3,6 +3,7 @@ import { orderingKey, reorderReleaseAt } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { Store, Tx } from '../store/repos.ts';
 import type { DeliveryToQueue, EventToStore, FeedPosition, FeedReject } from '../store/values.ts';
+import type { IngestBatchSpans, IngestTracing } from './ingest-tracing.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
 /** Least time between two notices of events stored for the same organization without a webhook (see createIngestService). */
@@ -38,6 +39,11 @@ export interface IngestCounts {
   quarantined: number;
   /** Accepted events of organizations without a webhook: stored, not queued. */
   undeliverable: number;
+  /**
+   * Lines that parsed into an event (new or duplicate) whose traceparent or tracestate was
+   * malformed and left out (the event is kept: docs/feed.md, "Trace context"); absent when none was.
+   */
+  traceContextIgnored?: number;
 }
 
 export const emptyCounts = (): IngestCounts => ({ accepted: 0, duplicates: 0, quarantined: 0, undeliverable: 0 });
@@ -47,6 +53,7 @@ export function addCounts(into: IngestCounts, more: IngestCounts): void {
   into.duplicates += more.duplicates;
   into.quarantined += more.quarantined;
   into.undeliverable += more.undeliverable;
+  if (more.traceContextIgnored !== undefined) into.traceContextIgnored = (into.traceContextIgnored ?? 0) + more.traceContextIgnored;
 }
 
 /**
@@ -72,7 +79,7 @@ function parsedOrFailed(parsedLines: ParsedLines | undefined, index: number, lin
  * `parsed`, when given, holds the lines already parsed (one result per line, null for a line
  * with `rejected` set), by a parser on another thread; otherwise they are parsed here.
  */
-export function createIngestService(store: Store, log: Logger, work: WorkSignal = nobodyListens, options: { noticeUndeliverable?: boolean; reorderWindowMs?: number } = {}) {
+export function createIngestService(store: Store, log: Logger, work: WorkSignal = nobodyListens, options: { noticeUndeliverable?: boolean; reorderWindowMs?: number; tracing?: IngestTracing | null } = {}) {
   const feedLog = log.child({ subsystem: 'ingest' });
   /**
    * delivery.reorderWindow, on a database shared by several instances: each change queued is
@@ -84,6 +91,7 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
   const reorderWindowMs = store.shared ? Math.max(0, options.reorderWindowMs ?? 0) : 0;
   // The daemon says so in its log; `hookrelay ingest` says so in its summary.
   const notices = options.noticeUndeliverable === true ? new UndeliverableNotices(feedLog) : null;
+  const tracing = options.tracing ?? null;
 
   return {
     /** The time to parse a batch with: it stands in for a missing occurred_at. */
@@ -107,11 +115,18 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
         // The hold counts from this clock, not from `now` (which never goes back): a clock
         // stepped back holds nothing longer than the window.
         const hold = { storedAt: store.clock.now(), windowMs: reorderWindowMs };
-        return new IngestBatch(tx, source, now, hold).store(lines, parsedLines, position);
+        return new IngestBatch(tx, source, now, hold, tracing).store(lines, parsedLines, position);
       });
+      batch.spans?.end();
       for (const [orgId, keys] of batch.queuedKeys) work.notify(orgId, 'queued', keys);
       for (const r of batch.rejected) feedLog.warn({ source, position: r.position, reason: r.reason, detail: r.detail, excerpt: r.excerpt }, 'feed line quarantined');
       if (batch.undeliverable.size > 0) notices?.notice(batch.undeliverable);
+      const ignored = batch.traceIgnored;
+      if (ignored !== null) {
+        // Once per batch: a producer that writes a malformed traceparent on every line does not flood the log.
+        feedLog.warn({ source, lines: ignored.lines, position: ignored.first.position, eventId: ignored.first.eventId, detail: ignored.first.detail }, `trace context of ${ignored.lines} feed line(s) ignored (the events are kept): ${ignored.first.detail}`);
+        batch.counts.traceContextIgnored = ignored.lines;
+      }
       return batch.counts;
     },
 
@@ -173,6 +188,11 @@ class IngestBatch {
   readonly queuedKeys = new Map<string, Set<number>>();
   /** Events stored for organizations without a webhook, per organization. */
   readonly undeliverable = new Map<string, number>();
+  /** The ingest spans of the events (tracing on), ended once the batch has committed. */
+  spans: IngestBatchSpans | null = null;
+  /** Lines whose trace context was left out, and the first of them (null: none). */
+  traceIgnored: { lines: number; first: { position: number | null; eventId: string; detail: string } } | null = null;
+  readonly #tracing: IngestTracing | null;
   readonly #tx: Tx;
   readonly #source: string;
   readonly #now: number;
@@ -180,7 +200,8 @@ class IngestBatch {
   /** Quarantined in line order (ids are what `feed rejects` pages by), whichever step found them. */
   readonly #rejects: Array<{ index: number; reject: Omit<FeedReject, 'id'> }> = [];
 
-  constructor(tx: Tx, source: string, now: number, hold: { readonly storedAt: number; readonly windowMs: number }) {
+  constructor(tx: Tx, source: string, now: number, hold: { readonly storedAt: number; readonly windowMs: number }, tracing: IngestTracing | null) {
+    this.#tracing = tracing;
     this.#tx = tx;
     this.#source = source;
     this.#now = now;
@@ -191,6 +212,7 @@ class IngestBatch {
     const { feed, deliveries } = this.#tx;
     const parsed = this.#sortLines(lines, parsedLines);
     if (parsed.legacyIds !== null) await this.#dropLegacyDuplicates(parsed, parsed.legacyIds);
+    if (this.#tracing !== null) this.spans = this.#tracing.begin(parsed.toStore, this.#source);
     const seqs = await feed.insertEvents(parsed.toStore, await feed.sourceId(this.#source), this.#now);
     const queue = await this.#queueInserted(parsed, seqs);
     if (queue.length > 0) await deliveries.insertMany(queue, this.#now);
@@ -215,6 +237,11 @@ class IngestBatch {
         continue;
       }
       if (result.event.legacyId !== null) (parsed.legacyIds ??= []).push(result.event.legacyId);
+      const ignored = result.event.trace?.ignored;
+      if (ignored !== undefined && ignored !== null) {
+        if (this.traceIgnored === null) this.traceIgnored = { lines: 1, first: { position: line.position, eventId: result.event.id, detail: ignored } };
+        else this.traceIgnored.lines++;
+      }
       parsed.toStore.push({ event: result.event, position: line.position });
       parsed.lines.push(line);
       parsed.indexes.push(i);
@@ -254,6 +281,7 @@ class IngestBatch {
       const seq = seqs[i];
       if (seq === null || seq === undefined) {
         const same = duplicateOrFailed(lines[i]!, event, stored?.get(event.id));
+        this.spans?.outcome(i, same === true ? 'duplicate' : same === false ? 'conflict' : 'failed');
         if (same === true) this.counts.duplicates++;
         else if (same === false) this.#quarantine(indexes[i]!, lines[i]!, RejectReason.eventIdConflict, `event_id "${event.id}" was already ingested with different content`, event.id);
         else this.#quarantine(indexes[i]!, lines[i]!, RejectReason.processingFailed, same.failed, event.id);
@@ -265,6 +293,7 @@ class IngestBatch {
         queued = (await this.#tx.webhooks.get(event.orgId)) !== null;
         hasWebhook.set(event.orgId, queued);
       }
+      this.spans?.outcome(i, queued ? 'queued' : 'undeliverable');
       if (!queued) {
         this.counts.undeliverable++;
         this.undeliverable.set(event.orgId, (this.undeliverable.get(event.orgId) ?? 0) + 1);

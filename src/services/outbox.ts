@@ -8,6 +8,7 @@ import { iso } from '../domain/iso.ts';
 import { ratePermits, rateTake } from '../domain/rate-window.ts';
 import { concernsReceiver, isSuccess, type AttemptResult, type DeliveryOutcome } from '../domain/retry-policy.ts';
 import { signingSecrets } from '../domain/secrets.ts';
+import { traceIdOf } from '../domain/trace-context.ts';
 import { WebhookStatus } from '../domain/types.ts';
 import { loggableUrl } from '../domain/validation.ts';
 import { DisabledReason } from '../domain/webhook-health.ts';
@@ -299,7 +300,8 @@ class Outbox implements OutboxService {
     if (outcome.kind === 'delivered') this.#delivered.set(d.orgId, (this.#delivered.get(d.orgId) ?? 0) + 1);
     const level = outcome.kind === 'delivered' ? 'debug' : outcome.kind === 'dead' ? 'error' : 'warn';
     if (!log.isLevelEnabled(level)) return;
-    const base = { delivery: d.id, org: d.orgId, url: loggableUrl(d.url), eventId: d.eventId, attempt: d.attempts + 1, status: r.statusCode, ms: r.durationMs };
+    // The event's trace id, when it has one: the line can be found from the trace, and the trace from the line.
+    const base = { delivery: d.id, org: d.orgId, url: loggableUrl(d.url), eventId: d.eventId, ...(d.traceparent === null ? {} : { traceId: traceIdOf(d.traceparent) }), attempt: d.attempts + 1, status: r.statusCode, ms: r.durationMs };
     switch (outcome.kind) {
       case 'delivered':
         log[level]({ ...base, outcome: outcome.kind }, 'delivered');

@@ -25,6 +25,7 @@ export function deliveryView(d: DeliveryRow) {
     last_error: d.lastError,
     created_at: iso(d.createdAt),
     updated_at: iso(d.updatedAt),
+    trace_id: d.traceId,
   };
 }
 

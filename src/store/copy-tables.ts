@@ -92,6 +92,8 @@ export const TABLES: readonly TableSpec[] = [
       bigint('source_id'),
       bigint('source_position'),
       bigint('received_at'),
+      text('traceparent'),
+      text('tracestate'),
     ],
     orderBy: 'seq',
     identity: 'seq',

@@ -4,6 +4,7 @@
  */
 import { isPermission, type Permission } from '../domain/permissions.ts';
 import { storedBody, type RejectReason, type StoredEvent } from '../domain/feed-event.ts';
+import { traceIdOf } from '../domain/trace-context.ts';
 import { decodeRateWindow, EMPTY_RATE_WINDOW, type RateWindow } from '../domain/rate-window.ts';
 import type { Organization, Role, User, Webhook, WebhookStatus } from '../domain/types.ts';
 import { parseStoredHeaders } from '../domain/webhook-headers.ts';
@@ -231,6 +232,8 @@ export interface DeliveryLogRow {
   last_error: string | null;
   created_at: number;
   updated_at: number;
+  /** Its event's stored traceparent, or null. */
+  traceparent: string | null;
 }
 export const toDeliveryRow = (r: DeliveryLogRow): DeliveryRow => ({
   id: r.id,
@@ -246,6 +249,7 @@ export const toDeliveryRow = (r: DeliveryLogRow): DeliveryRow => ({
   lastError: r.last_error,
   createdAt: r.created_at,
   updatedAt: r.updated_at,
+  traceId: r.traceparent === null ? null : traceIdOf(r.traceparent),
 });
 
 /** A row of delivery_attempts. */
@@ -316,6 +320,9 @@ export interface DueRow {
   secret: string | null;
   previous_secret: string | null;
   previous_secret_expires_at: number | null;
+  /** Its event's trace context (see DueDelivery.traceparent). */
+  traceparent: string | null;
+  tracestate: string | null;
   /** PostgreSQL: a later pending change of its request waits behind it (left out of the due rows). */
   holds_back?: boolean;
 }
@@ -342,4 +349,6 @@ export const dueDeliveryOf = (r: DueRow): DueDelivery => ({
   secret: r.secret,
   previousSecret: r.previous_secret,
   previousSecretExpiresAt: r.previous_secret_expires_at,
+  traceparent: r.traceparent,
+  tracestate: r.tracestate,
 });

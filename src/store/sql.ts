@@ -97,6 +97,8 @@ export const EVENT_INSERT: RowsInsert = {
     { name: 'source_id', type: 'bigint', perBatch: true },
     bigint('source_position'),
     { name: 'received_at', type: 'bigint', perBatch: true },
+    text('traceparent'),
+    text('tracestate'),
   ],
   onConflict: 'ON CONFLICT (id) DO NOTHING',
 };
@@ -186,7 +188,7 @@ export const EVENT_TYPE_SQL: Readonly<Record<Dialect, string>> = {
 
 /** A delivery with its event's columns (`d`, `e`): the delivery log's row (rows.ts's DeliveryLogRow). */
 export const deliveryRowColumns = (dialect: Dialect): string => `d.id, d.org_id, e.id AS event_id, ${EVENT_TYPE_SQL[dialect]} AS event_type, e.anticipation_request_id, d.status, d.attempts, d.next_attempt_at,
-  d.last_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at`;
+  d.last_attempt_at, d.last_status_code, d.last_error, d.created_at, d.updated_at, e.traceparent`;
 
 /** One delivery of the organization, with its event's columns. */
 export const deliveryByIdSql = (dialect: Dialect, p: { org: string; id: string }): string =>

@@ -29,6 +29,13 @@ export interface DueDelivery {
   readonly previousSecret: string | null;
   readonly previousSecretExpiresAt: number | null;
   /**
+   * Its event's trace context (domain/trace-context.ts): the traceparent its attempts are
+   * children of, and the tracestate; null when the event has none. Read with the row, so that
+   * a retry after a restart joins the event's trace.
+   */
+  readonly traceparent: string | null;
+  readonly tracestate: string | null;
+  /**
    * Why no request body can be built from the stored event (a damaged row), or null. Such a
    * delivery can never be sent: the dispatcher marks it dead with this reason and goes on.
    */
@@ -49,6 +56,8 @@ export interface DeliveryRow {
   readonly lastError: string | null;
   readonly createdAt: number;
   readonly updatedAt: number;
+  /** Its event's trace id (32 hex digits), or null when the event has no trace context. */
+  readonly traceId: string | null;
 }
 
 /** Where a delivery stands in its queue: what retry-now asks before bringing its next attempt forward (DeliveriesRepo.waitState). */

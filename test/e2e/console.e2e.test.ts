@@ -41,6 +41,9 @@ const RECEIVER_DOWN = '{"error":"receiver down for maintenance"}';
 const ACME_CREDENTIAL = 'Bearer console-test-credential-0123';
 const ACME_WEBHOOK_SETTINGS = ['--header', 'X-Environment: staging', '--header', `Authorization: ${ACME_CREDENTIAL}`, '--rate-limit', '1000'];
 const ACME_EVENT = 'evt_7c1f0e2a9b3d4c58';
+/** The producer's trace context on the acme line: the delivery page names its trace (stored with tracing off too). */
+const ACME_TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+const ACME_TRACEPARENT = `00-${ACME_TRACE_ID}-00f067aa0ba902b7-01`;
 const ACME_REQUEST = 'ar_5e21d9';
 const ACME_OTHER_EVENT = 'evt_d4b28e61f0a94c3e';
 const ACME_OTHER_REQUEST = 'ar_7a0c13';
@@ -174,7 +177,7 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
   const rig: Rig = { daemon, origin, receiver, common, listen: new URL(origin).host, feedPath: join(state, 'feed.jsonl') };
 
   // One status change for acme: the receiver answers 500 to every attempt until the test says otherwise.
-  appendFileSync(rig.feedPath, jsonLine({ event_id: ACME_EVENT, organization_id: 'acme', anticipation_request_id: ACME_REQUEST, status: 'approved', previous_status: 'submitted' }));
+  appendFileSync(rig.feedPath, jsonLine({ event_id: ACME_EVENT, organization_id: 'acme', anticipation_request_id: ACME_REQUEST, status: 'approved', previous_status: 'submitted', traceparent: ACME_TRACEPARENT }));
 
   // Links and the browser while the delivery fails (nothing here depends on it).
   const [acmeAdmin, acmeViewer, globexAdmin, expired, own, browser] = await Promise.all([
@@ -325,6 +328,7 @@ test('the console: sign in by link, a failed delivery and its receiver answer, r
         assert.match(await definition(admin, 'Request').innerText(), new RegExp(ACME_REQUEST));
         assert.match(await admin.locator('dd[data-field="status"]').innerText(), /\bdead\b/i);
         assert.match(await definition(admin, 'Attempts').innerText(), /\b3\b/);
+        assert.equal((await definition(admin, 'Trace').innerText()).trim(), ACME_TRACE_ID);
       });
       const attempts = attemptsTable(admin);
       const text = await eventually('three attempts, each a 500 with the receiver\'s answer', async () => {

@@ -210,20 +210,36 @@ describe('parseAndPack / unpack', () => {
     const { bytes, lengths } = packInput(ACCEPTED_LINES.slice(0, 3));
     const batch = parseAndPack(bytes, lengths, RECEIVED_AT);
     assert.throws(() => new PackedLines({ ...batch, starts: batch.starts.subarray(0, 2) }), /packed batch holds 2 offsets for 3 events/);
-    assert.throws(() => new PackedLines({ ...batch, text: batch.text.subarray(0, batch.text.byteLength - 1) }), /does not end with the fifth field of its last event/);
-    // The second event's start moved into the last event's fields: fewer than five separators follow it.
+    assert.throws(() => new PackedLines({ ...batch, text: batch.text.subarray(0, batch.text.byteLength - 1) }), /does not end with the sixth field of its last event/);
+    // The second event's start moved into the last event's fields: fewer than six separators follow it.
     const shifted = Int32Array.from(batch.starts);
     shifted[1] = Buffer.from(batch.text).indexOf(0, shifted[2]!) + 1;
     const packed = new PackedLines({ ...batch, starts: shifted });
-    assert.throws(() => packed.at(1), /packed batch event 1 does not hold five fields/);
+    assert.throws(() => packed.at(1), /packed batch event 1 does not hold six fields/);
     assert.deepEqual(packed.at(0), toStorable(parseFeedLine(ACCEPTED_LINES[0]!, RECEIVED_AT)), 'the other events are still read');
   });
 
-  test('unpack refuses a batch whose text does not hold five fields per event', () => {
+  test("a line's trace context crosses in the sixth field; a line without one costs an empty field", () => {
+    const traced = [
+      JSON.stringify({ organization_id: 'acme', anticipation_request_id: 'ar_t', status: 'approved', event_id: 'evt_t1', traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', tracestate: 'v=1' }),
+      JSON.stringify({ organization_id: 'acme', anticipation_request_id: 'ar_t', status: 'approved', event_id: 'evt_t2', traceparent: 'bad' }),
+      JSON.stringify({ organization_id: 'acme', anticipation_request_id: 'ar_t', status: 'approved', event_id: 'evt_t3' }),
+    ].map((l) => Buffer.from(l));
+    const { bytes, lengths } = packInput(traced);
+    const results = unpack(parseAndPack(bytes, lengths, RECEIVED_AT));
+    assert.deepEqual(results, traced.map((l) => toStorable(parseFeedLine(l, RECEIVED_AT))));
+    const events = results.map((r) => (r?.ok ? r.event : undefined));
+    assert.deepEqual(events[0]?.trace, { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', tracestate: 'v=1', ignored: null });
+    assert.equal(events[1]?.trace?.traceparent, null);
+    assert.match(events[1]?.trace?.ignored ?? '', /was ignored/);
+    assert.ok(events[2] !== undefined && !('trace' in events[2]), 'no trace on a line without one');
+  });
+
+  test('unpack refuses a batch whose text does not hold six fields per event', () => {
     const { bytes, lengths } = packInput(ACCEPTED_LINES.slice(0, 2));
     const batch = parseAndPack(bytes, lengths, RECEIVED_AT);
     const extra = Buffer.concat([batch.text, Buffer.from('extra\u0000')]);
-    assert.throws(() => unpack({ ...batch, text: extra }), /packed batch text does not end with the fifth field of its last event/);
+    assert.throws(() => unpack({ ...batch, text: extra }), /packed batch text does not end with the sixth field of its last event/);
   });
 });
 

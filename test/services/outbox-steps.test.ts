@@ -25,6 +25,8 @@ const delivery: ClaimedDelivery = {
   previousSecret: null,
   previousSecretExpiresAt: null,
   unsendable: null,
+  traceparent: null,
+  tracestate: null,
   secrets: ['whsec_x'],
   holdsBack: false,
 };

@@ -71,6 +71,9 @@ interface Change {
   readonly id: string;
   readonly request: string;
   readonly org?: string;
+  /** The event's trace context, when it has one. */
+  readonly traceparent?: string;
+  readonly tracestate?: string;
 }
 interface Queued {
   readonly id: number;
@@ -81,7 +84,15 @@ interface Queued {
   readonly key: number;
 }
 
-const storable = (c: Change): StorableEvent => ({ id: c.id, orgId: c.org ?? 'acme', anticipationRequestId: c.request, occurredAt: OCCURRED_AT, details: DETAILS, legacyId: null });
+const storable = (c: Change): StorableEvent => ({
+  id: c.id,
+  orgId: c.org ?? 'acme',
+  anticipationRequestId: c.request,
+  occurredAt: OCCURRED_AT,
+  details: DETAILS,
+  legacyId: null,
+  ...(c.traceparent === undefined ? {} : { trace: { traceparent: c.traceparent, tracestate: c.tracestate ?? null, ignored: null } }),
+});
 
 /** Stores events as ingest does (receive time, source, batch); returns their seqs. */
 async function storeEvents(tx: Tx, changes: readonly Change[], now: number): Promise<number[]> {
@@ -155,6 +166,19 @@ const claimOnly = (wanted: readonly ClaimWanted[], leaseMs = 60_000) => ({ finis
 
 for (const backend of backends) {
   describe(`deliveries contract: ${backend.name}`, () => {
+    test("an event's trace context is stored with it: the due row and the delivery log read it back", async (t) => {
+      const { store } = await backend.open(t);
+      await seedOrgs(store);
+      const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+      const [traced, plain] = await queue(store, [{ id: 'evt_traced', request: 'ar_t', traceparent, tracestate: 'vendor=abc' }, { id: 'evt_plain', request: 'ar_p' }], 1000);
+      const rows = await store.read((tx) => tx.deliveries.dueRows('acme', 5000, 10));
+      const due = (id: number) => dueDeliveryOf(rows.find((r) => r.id === id)!);
+      assert.deepEqual([due(traced!.id).traceparent, due(traced!.id).tracestate], [traceparent, 'vendor=abc']);
+      assert.deepEqual([due(plain!.id).traceparent, due(plain!.id).tracestate], [null, null]);
+      assert.equal((await getRow(store, 'acme', traced!.id))?.traceId, '4bf92f3577b34da6a3ce929d0e0e4736');
+      assert.equal((await getRow(store, 'acme', plain!.id))?.traceId, null);
+    });
+
     test('insert, insertMany, get (within its organization), eventOf, hasPendingDelivery', async (t) => {
       const { store } = await backend.open(t);
       await seedOrgs(store);
@@ -174,6 +198,7 @@ for (const backend of backends) {
         lastError: null,
         createdAt: 1000,
         updatedAt: 1000,
+        traceId: null,
       };
       assert.deepEqual(await getRow(store, 'acme', one.id), expected);
       assert.equal(await getRow(store, 'globex', one.id), null, "another organization's delivery is not found");
@@ -445,6 +470,9 @@ for (const backend of backends) {
         secret: 'whsec_acme',
         previous_secret: null,
         previous_secret_expires_at: null,
+        // The event's trace context (none: stored without one).
+        traceparent: null,
+        tracestate: null,
         // PostgreSQL says whether a later change of its request waits behind it (see below).
         ...(backend.name === 'postgres' ? { holds_back: false } : {}),
       });

@@ -39,7 +39,7 @@ test('a version 3 database upgrades to the current schema with its events and de
   assert.match(store.migrated.backup ?? '', /pre-upgrade-.*-schema3-unknown\.db$/, 'copied before it was migrated');
 
   const columns = store.db.prepare("SELECT name FROM pragma_table_info('events')").pluck().all();
-  assert.deepEqual(columns, ['seq', 'id', 'org_id', 'anticipation_request_id', 'occurred_at', 'payload', 'source_id', 'source_position', 'received_at']);
+  assert.deepEqual(columns, ['seq', 'id', 'org_id', 'anticipation_request_id', 'occurred_at', 'payload', 'source_id', 'source_position', 'received_at', 'traceparent', 'tracestate']);
   // Each event still names where it came from, now through feed_sources.
   assert.deepEqual(
     store.db.prepare('SELECT e.id, s.name, e.source_position FROM events e JOIN feed_sources s ON s.id = e.source_id ORDER BY e.seq').raw().all(),

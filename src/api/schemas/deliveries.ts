@@ -46,6 +46,15 @@ const deliveryFields = {
   last_error: z.string().nullable().meta({ description: 'What went wrong in the last attempt.' }),
   created_at: dateTime(),
   updated_at: dateTime(),
+  trace_id: z
+    .string()
+    .regex(/^[0-9a-f]{32}$/)
+    .nullable()
+    .meta({
+      description:
+        "The event's W3C trace id (32 lower-case hex digits): the producer's, when its feed line carried a `traceparent`, or the one hookrelay started when it read the event while tracing was on. Every attempt of the event (retries and replays included) is a span of this trace, and sends it to the receiver in its `traceparent` header while tracing is on. null: the event has no trace (read while tracing was off from a line without `traceparent`, a test event, or stored before hookrelay kept trace context). Added within v1.",
+      examples: ['4bf92f3577b34da6a3ce929d0e0e4736'],
+    }),
 };
 
 export const Delivery = z.strictObject(deliveryFields).meta({ id: 'Delivery' });
@@ -97,7 +106,7 @@ export const DeliveryRequest = z
     url: z.string().meta({ format: 'uri', description: "Where that attempt went; for a preview, where the next attempt goes (the webhook's URL now)." }),
     headers: z.record(z.string(), z.string()).meta({
       description:
-        "Every header as the receiver gets it, by lower-case name, in the order they are sent: `host`, `connection`, `content-type` (`application/json`), `user-agent` (`hookrelay/VERSION`), `webhook-id`, `webhook-timestamp` (seconds), `webhook-signature` (`v1,<base64>`, one per signing secret, newest first; as sent; left out when `signature` is not `included`), `content-length`, then the webhook's own headers (`Webhook.headers`) by lower-case name: the ones the webhook has now (an attempt does not record them), each value that may be a credential shown as `(set; value hidden)`.",
+        "Every header as the receiver gets it, by lower-case name, in the order they are sent: `host`, `connection`, `content-type` (`application/json`), `user-agent` (`hookrelay/VERSION`), `webhook-id`, `webhook-timestamp` (seconds), `webhook-signature` (`v1,<base64>`, one per signing secret, newest first; as sent; left out when `signature` is not `included`), `content-length`, then the webhook's own headers (`Webhook.headers`) by lower-case name: the ones the webhook has now (an attempt does not record them), each value that may be a credential shown as `(set; value hidden)`. While tracing is on, each attempt also sends `traceparent` (and `tracestate`) after `webhook-signature`, its own span's: not recorded, so not shown here; `trace_id` names its trace.",
     }),
     body: z.string().meta({ description: 'The exact body, byte for byte (UTF-8): what the signature covers, after `webhook-id.webhook-timestamp.`.' }),
     attempt: z

@@ -98,6 +98,8 @@ export function createPgFeedRepo(db: PgConnection, instance: string): FeedRepo {
       const occurredAt: number[] = [];
       const payloads: string[] = [];
       const positions: Array<number | null> = [];
+      const traceparents: Array<string | null> = [];
+      const tracestates: Array<string | null> = [];
       for (const { event, position } of events) {
         ids.push(event.id);
         orgIds.push(event.orgId);
@@ -105,8 +107,11 @@ export function createPgFeedRepo(db: PgConnection, instance: string): FeedRepo {
         occurredAt.push(event.occurredAt);
         payloads.push(event.details);
         positions.push(position);
+        traceparents.push(event.trace?.traceparent ?? null);
+        tracestates.push(event.trace?.tracestate ?? null);
       }
-      const { rows } = await db.query<{ id: string; seq: number }>(INSERT_EVENTS, [ids, orgIds, requestIds, occurredAt, payloads, positions, sourceId, now]);
+      // The arrays first, in EVENT_INSERT's column order, then its per-batch values (insertRowsSql).
+      const { rows } = await db.query<{ id: string; seq: number }>(INSERT_EVENTS, [ids, orgIds, requestIds, occurredAt, payloads, positions, traceparents, tracestates, sourceId, now]);
       const inserted = new Map(rows.map((r) => [r.id, r.seq]));
       return ids.map((id) => {
         const seq = inserted.get(id);

@@ -336,6 +336,12 @@ export const PG_MIGRATIONS: readonly string[] = [
   UPDATE roles SET permissions = rtrim(permissions, ']') || ',"api_keys:manage"]'
   WHERE name = 'saas_admin' AND builtin AND permissions NOT LIKE '%"api_keys:manage"%';
   `,
+  // 10: an event's trace context, as SQLite's schema 16 keeps it (see ../sqlite/migrations.ts):
+  // the traceparent its delivery attempts are children of, and its tracestate; null for none.
+  `
+  ALTER TABLE events ADD COLUMN traceparent text;
+  ALTER TABLE events ADD COLUMN tracestate text;
+  `,
 ];
 
 /** The schema version this code writes and understands. */

@@ -10,7 +10,7 @@ import type { Sync } from './sync-repo.ts';
 
 /** The SQLite feed repository (synchronous: see sync-repo.ts). */
 export function createSqliteFeedRepo(db: Db): Sync<FeedRepo> {
-  const insertEvent = db.prepare<[string, string, string, number, string, number, number | null, number]>(insertRowsSql('sqlite', EVENT_INSERT));
+  const insertEvent = db.prepare<[string, string, string, number, string, number, number | null, number, string | null, string | null]>(insertRowsSql('sqlite', EVENT_INSERT));
   const insertSource = db.prepare<[string]>('INSERT INTO feed_sources (name) VALUES (?)');
   const sourceByName = db.prepare<[string], { id: number }>('SELECT id FROM feed_sources WHERE name = ?');
   // Every event stored before schema version 5 under an id derived then is below this seq (0: there are none).
@@ -53,7 +53,8 @@ export function createSqliteFeedRepo(db: Db): Sync<FeedRepo> {
       const seqs = new Array<number | null>(events.length);
       for (let i = 0; i < events.length; i++) {
         const { event, position } = events[i]!;
-        const info = insertEvent.run(event.id, event.orgId, event.anticipationRequestId, event.occurredAt, event.details, sourceId, position, now);
+        const trace = event.trace;
+        const info = insertEvent.run(event.id, event.orgId, event.anticipationRequestId, event.occurredAt, event.details, sourceId, position, now, trace?.traceparent ?? null, trace?.tracestate ?? null);
         seqs[i] = info.changes === 1 ? Number(info.lastInsertRowid) : null;
       }
       return seqs;

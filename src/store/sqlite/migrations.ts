@@ -377,4 +377,14 @@ export const MIGRATIONS: readonly string[] = [
   UPDATE roles SET permissions = rtrim(permissions, ']') || ',"api_keys:manage"]'
   WHERE name = 'saas_admin' AND builtin = 1 AND permissions NOT LIKE '%"api_keys:manage"%';
   `,
+  // 16: an event's trace context (W3C Trace Context, domain/trace-context.ts, docs/observability.md):
+  // the traceparent its delivery attempts are children of (the daemon's ingest span's, or the
+  // producer's from the feed line) and its tracestate, so that every retry and replay of the
+  // event, after a restart too, joins the same trace. Null: none (stored while tracing was off,
+  // from a line without one, or before this version). Nullable columns without a default: no
+  // table rewrite, and an event without trace context costs two null markers.
+  `
+  ALTER TABLE events ADD COLUMN traceparent TEXT;
+  ALTER TABLE events ADD COLUMN tracestate TEXT;
+  `,
 ];
