@@ -8,6 +8,7 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { FlushResult, FlushWork, OutboxService } from '../services/outbox.ts';
 import { createRetentionService, startRetention } from '../services/retention.ts';
 import { systemAuditContext } from '../services/audit.ts';
+import { createReceiverCredentials } from '../services/receiver-credentials.ts';
 import { DELIVERY_USER_AGENT } from '../version.ts';
 import type { DaemonPart } from './parts.ts';
 import type { Wiring } from './wiring.ts';
@@ -52,6 +53,8 @@ export function deliverer(w: Wiring): DaemonPart {
           concurrency: config.delivery.concurrency,
           proxies,
           proxyTarget: config.delivery.proxyTarget,
+          credentials: createReceiverCredentials(w.store.get(), w.services.get().vault),
+          operatorCertificates: w.keys.get().operatorCertificates,
         }),
       );
     },

@@ -336,6 +336,14 @@ export const PG_MIGRATIONS: readonly string[] = [
   UPDATE roles SET permissions = rtrim(permissions, ']') || ',"api_keys:manage"]'
   WHERE name = 'saas_admin' AND builtin AND permissions NOT LIKE '%"api_keys:manage"%';
   `,
+  // Receiver authentication, as SQLite's schema for issue 43 (see there): text columns, the
+  // JSON read by the code (never queried), the secrets sealed.
+  `
+  ALTER TABLE webhooks ADD COLUMN client_certificate text;
+  ALTER TABLE webhooks ADD COLUMN client_certificate_sealed text;
+  ALTER TABLE webhooks ADD COLUMN oauth2 text;
+  ALTER TABLE webhooks ADD COLUMN oauth2_secret_sealed text;
+  `,
 ];
 
 /** The schema version this code writes and understands. */

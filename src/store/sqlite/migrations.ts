@@ -377,4 +377,16 @@ export const MIGRATIONS: readonly string[] = [
   UPDATE roles SET permissions = rtrim(permissions, ']') || ',"api_keys:manage"]'
   WHERE name = 'saas_admin' AND builtin = 1 AND permissions NOT LIKE '%"api_keys:manage"%';
   `,
+  // Receiver authentication (issue 43, docs/delivery.md "Receiver authentication"): a client
+  // certificate the webhook presents (mutual TLS) and OAuth2 client credentials it gets access
+  // tokens with. What may be shown (JSON: the certificate's subject, issuer, fingerprint and
+  // validity; the token URL, client id, scope, audience) in client_certificate and oauth2; the
+  // private key with its chain, and the client secret, sealed with AES-256-GCM under the
+  // key-encryption key kept outside the database (domain/sealing.ts), in the *_sealed columns.
+  `
+  ALTER TABLE webhooks ADD COLUMN client_certificate TEXT;
+  ALTER TABLE webhooks ADD COLUMN client_certificate_sealed TEXT;
+  ALTER TABLE webhooks ADD COLUMN oauth2 TEXT;
+  ALTER TABLE webhooks ADD COLUMN oauth2_secret_sealed TEXT;
+  `,
 ];
