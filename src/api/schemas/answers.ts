@@ -101,7 +101,6 @@ export const ClientCertificate = z
     key_type: z.string().meta({ description: 'The key\'s type and size: `RSA 2048` (or more), `EC P-256`, `EC P-384`, `Ed25519`.' }),
   })
   .meta({
-    id: 'ClientCertificate',
     description:
       'The client certificate every delivery presents to the receiver in its TLS handshake (mutual TLS), as `client_certificate` of `register_webhook` set it. Never its private key: it is sealed in the database, opened only to connect, and shown to no one. Added within v1.',
   });
@@ -115,7 +114,6 @@ export const OAuth2Client = z
     client_auth: z.enum(['client_secret_basic', 'client_secret_post']).meta({ description: 'How the client authenticates to the token endpoint: HTTP Basic (the default) or in the form body.' }),
   })
   .meta({
-    id: 'OAuth2Client',
     description:
       'The OAuth2 client credentials every delivery gets its `Authorization: Bearer` access token with, as `oauth2` of `register_webhook` set them. Never the client secret (sealed in the database, shown to no one) nor a token. Added within v1.',
   });
