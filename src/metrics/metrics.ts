@@ -6,6 +6,7 @@ import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { AttemptError, isSuccess } from '../domain/retry-policy.ts';
 import { WebhookStatus } from '../domain/types.ts';
 import type { Logger } from '../log.ts';
+import type { CertificateExpiry } from '../domain/certificate-expiry.ts';
 import type { ProviderKeys } from '../services/provider-keys.ts';
 import type { FinishedAttempt } from '../services/outbox.ts';
 import type { IngestCounts } from '../services/ingest.ts';
@@ -50,6 +51,8 @@ export interface MetricsOptions {
   readonly feedReader?: { readonly failures: number; readonly stuck: boolean };
   /** auth.provider's keys, when a provider is set. */
   readonly providerKeys?: Pick<ProviderKeys, 'fetches' | 'health'>;
+  /** The client certificates deliveries may present (webhooks' and the operator's), read with the other database gauges. */
+  readonly clientCertificates?: () => Promise<readonly CertificateExpiry[]>;
 }
 
 /** Attempt durations: from a fast local receiver to the longest attempt deadline (delivery.timeout, at most 120 s). */
@@ -60,6 +63,7 @@ const WEBHOOK_STATUSES = Object.values(WebhookStatus);
 interface Snapshot {
   readonly queue: QueueSnapshot;
   readonly feed: FeedReport | null;
+  readonly certificates: readonly CertificateExpiry[];
   readonly seconds: number;
 }
 
@@ -156,7 +160,8 @@ function registerDatabaseGauges(registry: Registry, options: MetricsOptions): vo
     const started = performance.now();
     const queue = await options.status.queue();
     const feed = options.feedPath === null ? null : await options.status.feed(options.feedPath);
-    return { queue, feed, seconds: (performance.now() - started) / 1000 };
+    const certificates = options.clientCertificates === undefined ? [] : await options.clientCertificates();
+    return { queue, feed, certificates, seconds: (performance.now() - started) / 1000 };
   }
 
   /** The last snapshot if it is fresh enough, else a new one (one read at a time, shared by concurrent scrapes). */
@@ -234,6 +239,16 @@ function registerDatabaseGauges(registry: Registry, options: MetricsOptions): vo
     snapshotGauge('hookrelay_feed_lag_bytes', 'Bytes of the feed file not yet committed: its size minus the committed position (the whole file after a rotation).', [], (set, s) => {
       if (s.feed !== null) set({}, s.feed.lagBytes);
     });
+  }
+  if (options.clientCertificates !== undefined) {
+    snapshotGauge(
+      'hookrelay_webhook_client_certificate_expiry_seconds',
+      'When each client certificate deliveries present expires (Unix time, seconds): a webhook\'s own (source="webhook") or the operator\'s (source="operator"; org="*" for delivery.clientCertificate). Alert on it minus time().',
+      ['org', 'source'],
+      (set, s) => {
+        for (const c of s.certificates) set({ org: c.orgId ?? '*', source: c.source }, Math.floor(c.notAfter / 1000));
+      },
+    );
   }
   snapshotGauge('hookrelay_metrics_refresh_seconds', 'How long the last read of the database gauges took (they are read at most once per metrics.refreshInterval).', [], (set, s) => set({}, s.seconds));
 

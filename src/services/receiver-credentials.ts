@@ -10,6 +10,7 @@ import type { Config } from '../config/load.ts';
 import { parseOrganizationCertificate } from '../config/receiver-auth-schema.ts';
 import { checkClientCertificate, materialOf, splitPem, type ClientCertificateInfo, type ClientCertificateMaterial } from '../domain/client-certificate.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
+import type { CertificateExpiry } from '../domain/certificate-expiry.ts';
 import { sealContext } from '../domain/sealing.ts';
 import type { Store } from '../store/repos.ts';
 import type { CredentialVault } from './credential-key.ts';
@@ -86,4 +87,17 @@ export function loadOperatorCertificates(delivery: Pick<Config['delivery'], 'cli
     byOrg.set(parsed.orgId, presented(readPem(parsed.file, `delivery.organizationClientCertificates (${parsed.orgId})`), null, `delivery.organizationClientCertificates (${parsed.orgId})`, now));
   }
   return { shared, byOrg };
+}
+
+/**
+ * Every client certificate deliveries may present, with when it expires: the webhooks' own
+ * (read from the database) and the operator's (`operator`, read at start), by organization.
+ */
+export async function certificateExpiries(store: Store, operator: OperatorCertificates): Promise<CertificateExpiry[]> {
+  const out: CertificateExpiry[] = [];
+  const of = (orgId: string | null, source: CertificateExpiry['source'], info: ClientCertificateInfo): CertificateExpiry => ({ orgId, source, subject: info.subject, fingerprintSha256: info.fingerprintSha256, notAfter: info.notAfter });
+  for (const w of await store.read((tx) => tx.webhooks.listWithHealth())) if (w.clientCertificate !== null) out.push(of(w.orgId, 'webhook', w.clientCertificate));
+  for (const [orgId, c] of operator.byOrg) out.push(of(orgId, 'operator', c.info));
+  if (operator.shared !== null) out.push(of(null, 'operator', operator.shared.info));
+  return out;
 }
