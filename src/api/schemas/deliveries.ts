@@ -63,7 +63,7 @@ export const DeliveryAttempt = z
       .nullable()
       .meta({
         description:
-          "Class of failure, when the attempt failed: `http_status`, `timeout`, `connection_error`, `dns_error`, `tls_error`, `blocked_address`, `invalid_url`, `proxy_error` (the operator's egress proxy could not be reached or refused the tunnel: no request reached the receiver), or `invalid_request` (the request itself cannot be sent: a header value HTTP cannot carry, such as an event id, its `webhook-id`, with characters beyond Latin-1; nothing was sent, the delivery is dead at once and the webhook's health is left as it was).",
+          "Class of failure, when the attempt failed: `http_status`, `timeout`, `connection_error`, `dns_error`, `tls_error`, `blocked_address`, `invalid_url`, `proxy_error` (the operator's egress proxy could not be reached or refused the tunnel: no request reached the receiver), `oauth2_token_failed` (no access token for the receiver: its token service refused, failed or could not be reached; retried), `credentials_unavailable` (the webhook's sealed client certificate key or OAuth2 secret does not open on this instance: the operator's credential key is missing or another one; nothing was sent, retried, the webhook's health left as it was), or `invalid_request` (the request itself cannot be sent: a header value HTTP cannot carry, such as an event id, its `webhook-id`, with characters beyond Latin-1; nothing was sent, the delivery is dead at once and the webhook's health is left as it was).",
       }),
     error_detail: z.string().nullable().meta({ description: 'What went wrong, in words.' }),
     response_body: z
