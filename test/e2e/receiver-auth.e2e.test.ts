@@ -121,7 +121,7 @@ test('webhook set with a client certificate and OAuth2: delivered to a receiver 
     assert.match(oauth2Text, new RegExp(`token URL ${idp.issuer}/token`));
     assert.match(oauth2Text, /client acme-relay; client secret set; value hidden/);
     const webhookPage = await page.locator('main').innerText();
-    await page.evaluate(() => void (location.hash = '#/deliveries/1'));
+    await page.evaluate(() => void ((globalThis as unknown as { location: { hash: string } }).location.hash = '#/deliveries/1'));
     await page.getByText('The request as sent').waitFor({ state: 'visible' });
     await eventually('the request line', async () => assert.match(await page.locator('.request-line').innerText(), /presenting the client certificate CN=acme relay client/));
     assert.equal((await page.locator('td[data-header="authorization"]').innerText()).trim(), '(set; value hidden)');
