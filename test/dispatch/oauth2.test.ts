@@ -13,7 +13,7 @@ import { createLocalJWKSet, jwtVerify } from 'jose';
 import { createLogger } from '../../src/log.ts';
 import { call, seedOrg } from '../helpers/helpers.ts';
 import { RESOURCE, startOidcProvider, type TestOidcProvider } from '../helpers/oidc-provider.ts';
-import { attemptsOf, deliveriesOfEvent, feedLine, startDeliveryRig, startReceiver, waitFor, waitForDelivery, type Receiver, type RecordedRequest } from '../helpers/receivers.ts';
+import { attemptsOf, deliveriesOfEvent, feedLine, startConnectProxy, startDeliveryRig, startReceiver, waitFor, waitForDelivery, type Receiver, type RecordedRequest } from '../helpers/receivers.ts';
 
 const SECRET = 'hookrelay-client-secret-7Qx9Lm2Vw8';
 
@@ -154,4 +154,15 @@ test('a token service that refuses the client: the error names its status and RF
   assert.equal(attempt?.errorClass, 'oauth2_token_failed');
   assert.equal(attempt?.errorDetail, `the token service at ${idp.issuer}/token answered HTTP 401 (invalid_client)`);
   assert.ok(!JSON.stringify(attempt).includes(wrong));
+});
+
+test('through the egress proxy: the token fetch and the delivery each go through a CONNECT tunnel', async (t) => {
+  const proxy = await startConnectProxy(t);
+  const { idp, rig, receiver } = await setUp(t, 600, { 'delivery.proxy': proxy.url });
+  rig.feed(feedLine('acme', 'evt_proxy'));
+  await waitForDelivery(rig.relay.store, 'acme', 'evt_proxy', (d) => d.status === 'delivered', 'delivered through the proxy');
+  const authorities = proxy.tunnels.filter((x) => x.status === 200).map((x) => x.authority);
+  assert.ok(authorities.includes(new URL(idp.issuer).host), `a tunnel to the token service: ${JSON.stringify(authorities)}`);
+  assert.ok(authorities.includes(`127.0.0.1:${receiver.port}`), 'a tunnel to the receiver');
+  assert.deepEqual(proxy.plainRequests, []);
 });
