@@ -33,9 +33,13 @@ export class CertifiedRoutes<R extends Closable> {
     this.#make = make;
   }
 
-  /** Whether any organization may present a certificate without one of its own webhook's. */
-  get hasOperatorCertificates(): boolean {
-    return this.#operator.shared !== null || this.#operator.byOrg.size > 0;
+  /**
+   * Whether an attempt of `orgId` that names no certificate of its own webhook's must still be
+   * routed here: an operator's certificate may apply, or its organization used a pool until now
+   * (its certificate was just removed: the pool is released).
+   */
+  concerns(orgId: string): boolean {
+    return this.#operator.shared !== null || this.#operator.byOrg.size > 0 || this.#inUse.has(orgId);
   }
 
   /**

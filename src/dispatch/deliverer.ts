@@ -287,7 +287,7 @@ export class Deliverer {
   async #routeFor(request: DeliveryRequest): Promise<{ base: Route; via: Route }> {
     const { route, key } = this.#route(request.orgId);
     const own = request.clientCertificate ?? null;
-    if (own === null && !this.#certified.hasOperatorCertificates) return { base: route, via: route };
+    if (own === null && !this.#certified.concerns(request.orgId)) return { base: route, via: route };
     try {
       return { base: route, via: await this.#certified.route(request.orgId, key, route, own) };
     } catch (err) {

@@ -474,7 +474,7 @@ test('--json output of list and get commands; webhook set shows the secret once;
   assert.equal(await sandbox.ok(['webhook', 'secret', '--org', 'acme']), `${secret}\n`);
 
   const webhook = JSON.parse(await sandbox.ok(['webhook', 'get', '--org', 'acme', '--json'])) as Record<string, unknown>;
-  assert.deepEqual(Object.keys(webhook).sort(), ['active_hmac', 'created_at', 'headers', 'rate_limit', 'status', 'updated_at', 'webhook_url']);
+  assert.deepEqual(Object.keys(webhook).sort(), ['active_hmac', 'client_certificate', 'created_at', 'headers', 'oauth2', 'rate_limit', 'status', 'updated_at', 'webhook_url']);
   assert.deepEqual(webhook.headers, {});
   assert.equal(webhook.webhook_url, 'https://hooks.example.com/v2');
   assert.equal(webhook.active_hmac, true);
