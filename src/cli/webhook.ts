@@ -77,7 +77,7 @@ export function registerWebhookCommands(program: Command): void {
     });
   webhook
     .command('set')
-    .description('register or replace the webhook (the whole of it: headers not given again are removed)')
+    .description('register or replace the webhook (the whole of it: headers not given again are removed; the client certificate and OAuth2 credentials are kept unless given again or removed with --no-client-cert, --no-oauth2)')
     .requiredOption('--org <id>', 'organization id')
     .requiredOption('--url <url>', 'https URL of the receiver')
     .option('--no-hmac', 'do not sign deliveries')
