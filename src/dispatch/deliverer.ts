@@ -388,7 +388,7 @@ export class Deliverer {
       if (unsendable !== null) throw new Refused(AttemptError.invalidRequest, unsendable);
       const url = new URL(request.url);
       const host = this.#checkTarget(url, this.#route(request.orgId).route.guard);
-      const { base, via } = await this.#routeFor(request);
+      const { base: orgRoute, via } = await this.#routeFor(request);
       const send = (token: string | null) =>
         pRetry(() => this.#send(url, host, request, signal, via, sent, token), {
           retries: 2,
@@ -398,15 +398,14 @@ export class Deliverer {
           signal,
           shouldRetry: ({ error }) => !signal.aborted && TRANSIENT_CODES.has((error as NodeJS.ErrnoException).code ?? ''),
         });
-      const token = await this.#token(request, base, signal);
+      const token = await this.#token(request, orgRoute, signal);
       target = { via, host };
       let res = await send(token);
       if (res.statusCode === 401 && token !== null && request.oauth2 != null) {
         // The receiver refused the token (revoked, or its keys rotated before it expired): one
         // new token, and the attempt's request sent once more with it.
         this.tokens.refused(request.orgId, request.oauth2, token);
-        const fresh = await this.#token(request, base, signal);
-        target = { via, host };
+        const fresh = await this.#token(request, orgRoute, signal);
         res = await send(fresh);
       }
       const ok = res.statusCode >= 200 && res.statusCode < 300;
@@ -421,7 +420,8 @@ export class Deliverer {
         sentSignature: sent.signature,
       };
     } catch (err) {
-      if (err instanceof Refused) return { ...base, ...err.result, durationMs: elapsed() };
+      // A refusal after a request went out (no new token after a 401) keeps what that request sent.
+      if (err instanceof Refused) return { ...base, ...err.result, durationMs: elapsed(), ...(sent.timestamp === null ? {} : { sentTimestamp: sent.timestamp, sentSignature: sent.signature }) };
       if (err instanceof TypeError && (err as NodeJS.ErrnoException).code === 'ERR_INVALID_URL') {
         return { ...base, error: AttemptError.invalidUrl, errorDetail: 'the webhook URL is not a valid URL', durationMs: elapsed() };
       }
