@@ -10,7 +10,7 @@ import { parseOrganizationCertificate } from './receiver-auth-schema.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { isLoopbackHost, parseListen } from '../domain/listen.ts';
 import { checkOrgId } from '../domain/validation.ts';
-import { otelEnvironment, otelExpectation } from './tracing-schema.ts';
+import { otelEnvironment, otelExpectation, type TracingConfig } from './tracing-schema.ts';
 import { CONFIG_SCHEMA, coerceLeaf, envNameFor, isLeaf, RENAMED_KEYS, schemaLeaves, type Leaf, type SchemaNode } from './schema.ts';
 
 /** The resolved configuration. Durations are milliseconds; paths are absolute. */
@@ -56,28 +56,7 @@ export interface Config {
     readonly oidc: ConsoleOidcConfig;
   };
   /** OpenTelemetry traces (config/tracing-schema.ts); on when enabled and an endpoint is set (see tracingOn). */
-  readonly tracing: {
-    readonly enabled: boolean;
-    readonly endpoint: string | null;
-    readonly tracesEndpoint: string | null;
-    readonly protocol: 'http/protobuf' | 'http/json';
-    /** "name=value" entries (may hold credentials). */
-    readonly headers: readonly string[];
-    /** ms */
-    readonly timeout: number;
-    readonly compression: 'none' | 'gzip';
-    readonly caFile: string | null;
-    readonly serviceName: string;
-    /** "key=value" entries. */
-    readonly resourceAttributes: readonly string[];
-    readonly sampler: 'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
-    readonly samplerArg: string | null;
-    readonly maxQueueSize: number;
-    readonly maxExportBatchSize: number;
-    /** ms */
-    readonly scheduleDelay: number;
-    readonly propagate: boolean;
-  };
+  readonly tracing: TracingConfig;
   readonly delivery: {
     readonly allowHttp: boolean;
     readonly allowNetworks: readonly string[];

@@ -186,3 +186,27 @@ export function otelExpectation(variable: string, expected: string): string {
   if (variable.endsWith('_HEADERS') || variable === 'OTEL_RESOURCE_ATTRIBUTES') return 'a list of key=value entries separated by commas, values percent-encoded';
   return expected;
 }
+
+/** tracing as the loader returns it; on when enabled and an endpoint is set (load.ts tracingOn). */
+export interface TracingConfig {
+  readonly enabled: boolean;
+  readonly endpoint: string | null;
+  readonly tracesEndpoint: string | null;
+  readonly protocol: 'http/protobuf' | 'http/json';
+  /** "name=value" entries (may hold credentials). */
+  readonly headers: readonly string[];
+  /** ms */
+  readonly timeout: number;
+  readonly compression: 'none' | 'gzip';
+  readonly caFile: string | null;
+  readonly serviceName: string;
+  /** "key=value" entries. */
+  readonly resourceAttributes: readonly string[];
+  readonly sampler: 'always_on' | 'always_off' | 'traceidratio' | 'parentbased_always_on' | 'parentbased_always_off' | 'parentbased_traceidratio';
+  readonly samplerArg: string | null;
+  readonly maxQueueSize: number;
+  readonly maxExportBatchSize: number;
+  /** ms */
+  readonly scheduleDelay: number;
+  readonly propagate: boolean;
+}

@@ -36,8 +36,8 @@ describe('SQL written once for both backends', () => {
     assert.equal(sqlite.match(/\?/g)?.length, EVENT_INSERT.columns.length);
     assert.match(sqlite, /ON CONFLICT \(id\) DO NOTHING$/);
     const pg = insertRowsSql('postgres', EVENT_INSERT);
-    assert.match(pg, /SELECT u\.id, u\.org_id, u\.anticipation_request_id, u\.occurred_at, u\.payload, \$7::bigint, u\.source_position, \$8::bigint\n/);
-    assert.match(pg, /unnest\(\$1::text\[\], \$2::text\[\], \$3::text\[\], \$4::bigint\[\], \$5::text\[\], \$6::bigint\[\]\)/);
+    assert.match(pg, /SELECT u\.id, u\.org_id, u\.anticipation_request_id, u\.occurred_at, u\.payload, \$9::bigint, u\.source_position, \$10::bigint, u\.traceparent, u\.tracestate\n/);
+    assert.match(pg, /unnest\(\$1::text\[\], \$2::text\[\], \$3::text\[\], \$4::bigint\[\], \$5::text\[\], \$6::bigint\[\], \$7::text\[\], \$8::text\[\]\)/);
     assert.match(pg, /ORDER BY u\.ordinality\n  ON CONFLICT \(id\) DO NOTHING$/);
   });
 
