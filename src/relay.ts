@@ -7,7 +7,7 @@ import { createWorkSignal } from './services/work-signal.ts';
 import { adminApi } from './relay/api-part.ts';
 import { identityProvider } from './relay/provider-part.ts';
 import { addressCheck, database, ingestPath, keys, stateDirectoryLock, workSharing } from './relay/base-parts.ts';
-import { deliverer, dispatcher, retention } from './relay/delivery-parts.ts';
+import { certificateExpiry, deliverer, dispatcher, retention } from './relay/delivery-parts.ts';
 import { auditJournal } from './relay/audit-part.ts';
 import { feedReader } from './relay/feed-part.ts';
 import { tracing } from './relay/tracing-part.ts';
@@ -76,6 +76,7 @@ export function createRelay(config: Config, deps: RelayDeps): Relay {
       adminApi(w),
       auditJournal(w),
       deliverer(w),
+      certificateExpiry(w),
       dispatcher(w),
       retention(w),
       feedReader(w),

@@ -17,6 +17,17 @@ export interface Webhook {
   readonly headers: Readonly<Record<string, string | null>>;
   /** Deliveries per second at most; null: no limit. */
   readonly rate_limit: number | null;
+  /** The client certificate deliveries present (mutual TLS), never its key; null: none of its own. */
+  readonly client_certificate: {
+    readonly subject: string;
+    readonly issuer: string;
+    readonly fingerprint_sha256: string;
+    readonly not_before: string;
+    readonly not_after: string;
+    readonly key_type: string;
+  } | null;
+  /** The OAuth2 client credentials deliveries get their access token with, never the secret; null: none. */
+  readonly oauth2: { readonly token_url: string; readonly client_id: string; readonly scope: string | null; readonly audience: string | null; readonly client_auth: string } | null;
   readonly status: 'active' | 'failing' | 'disabled';
   readonly created_at: string;
   readonly updated_at: string;
@@ -84,6 +95,8 @@ export interface DeliveryRequest {
   /** When webhook-timestamp and webhook-signature were made: by that attempt, or when the API answered. */
   readonly signed_at: string;
   readonly signature: SignatureShown;
+  /** The client certificate the webhook presents (mutual TLS); null: none of its own. */
+  readonly client_certificate?: { readonly subject: string; readonly fingerprint_sha256: string } | null;
 }
 
 export interface DeliveryDetail extends Delivery {

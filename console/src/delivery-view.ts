@@ -76,7 +76,7 @@ function attemptRows(d: DeliveryDetail): HTMLTableRowElement[] {
 const TIMED_HEADERS = new Set(['webhook-timestamp', 'webhook-signature']);
 
 /** What the request section shows but for its time: when only the time changed, the section is updated in place. */
-const requestShape = (r: DeliveryRequest) => JSON.stringify([r.url, r.body, r.signature, Object.keys(r.headers), Object.entries(r.headers).filter(([name]) => !TIMED_HEADERS.has(name))]);
+const requestShape = (r: DeliveryRequest) => JSON.stringify([r.url, r.body, r.signature, r.client_certificate ?? null, Object.keys(r.headers), Object.entries(r.headers).filter(([name]) => !TIMED_HEADERS.has(name))]);
 
 /**
  * "The request as sent": every header and the exact body of the request the latest attempt that
@@ -115,7 +115,14 @@ function requestSection() {
       }
       shape = next;
       replace(note, ...noteText(r));
-      replace(line, h('span', { class: 'method' }, r.method), ' ', h('span', { class: 'url' }, marked(r.url)));
+      const cert = r.client_certificate ?? null;
+      replace(
+        line,
+        h('span', { class: 'method' }, r.method),
+        ' ',
+        h('span', { class: 'url' }, marked(r.url)),
+        ...(cert === null ? [] : [h('span', { class: 'client-certificate' }, ' presenting the client certificate ', marked(cert.subject), ' (SHA-256 ', h('code', null, cert.fingerprint_sha256), ')')]),
+      );
       timed.clear();
       replace(
         headersBody,

@@ -24,6 +24,29 @@ function headerLines(webhook: Webhook): Child[] {
   return entries.map(([name, value]) => h('div', { class: 'header-line' }, h('code', null, marked(name)), ': ', value === null ? h('em', null, 'set; value hidden') : h('code', null, marked(value))));
 }
 
+/** The client certificate: who it names, which one, until when (never its key, which the API never answers). */
+function certificateLines(webhook: Webhook): Child[] {
+  const c = webhook.client_certificate;
+  if (c === null || c === undefined) return ['none'];
+  return [
+    h('div', null, marked(c.subject), ` (${c.key_type}), issued by `, marked(c.issuer)),
+    h('div', null, 'SHA-256 ', h('code', { class: 'fingerprint' }, c.fingerprint_sha256)),
+    h('div', null, 'valid until ', time(c.not_after)),
+  ];
+}
+
+/** The OAuth2 client credentials: token URL, client id, scope (the secret is never answered: said to be set). */
+function oauth2Lines(webhook: Webhook): Child[] {
+  const o = webhook.oauth2;
+  if (o === null || o === undefined) return ['none'];
+  return [
+    h('div', null, 'token URL ', h('span', { class: 'url' }, marked(o.token_url))),
+    h('div', null, 'client ', h('code', null, marked(o.client_id)), '; client secret ', h('em', null, 'set; value hidden')),
+    ...(o.scope === null ? [] : [h('div', null, 'scope ', h('code', null, marked(o.scope)))]),
+    ...(o.audience === null ? [] : [h('div', null, 'audience ', h('code', null, marked(o.audience)))]),
+  ];
+}
+
 function facts(webhook: Webhook): HTMLElement[] {
   const lastError = webhook.last_error;
   return [
@@ -31,6 +54,8 @@ function facts(webhook: Webhook): HTMLElement[] {
     ...row('Signing', webhook.active_hmac ? 'on (Standard Webhooks signatures)' : 'off'),
     ...row('Headers', ...headerLines(webhook)),
     ...row('Rate limit', webhook.rate_limit === null ? 'none' : `at most ${webhook.rate_limit} deliveries per second`),
+    ...row('Client certificate', ...certificateLines(webhook)),
+    ...row('OAuth2', ...oauth2Lines(webhook)),
     ...row('Status', h('span', { class: `badge badge-${webhook.status}` }, webhook.status), ' ', h('span', { class: 'detail' }, ...withTimes(webhook.status_detail))),
     ...row('Last success', time(webhook.last_success_at)),
     ...row('Last failure', ...(lastError === null ? [time(null)] : [time(lastError.at), ': ', lastError.error])),

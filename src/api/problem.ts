@@ -25,6 +25,7 @@ const STATUS: Record<ErrorCode, { status: number; title: string; expose?: boolea
   [ErrorCode.databaseDamaged]: { status: 500, title: 'Internal server error' },
   [ErrorCode.databaseBusy]: { status: 503, title: 'Database busy', expose: true },
   [ErrorCode.keyUnavailable]: { status: 500, title: 'Internal server error' },
+  [ErrorCode.credentialKeyUnavailable]: { status: 500, title: 'Internal server error' },
   [ErrorCode.malformedJson]: { status: 400, title: 'Malformed JSON body' },
   [ErrorCode.payloadTooLarge]: { status: 413, title: 'Request body too large' },
   [ErrorCode.unsupportedMediaType]: { status: 415, title: 'Unsupported media type' },

@@ -9,6 +9,7 @@ import { loggableDatabaseUrl } from '../store/pg/pool.ts';
 import { join, resolve } from 'node:path';
 import { copySecretBeside, datedBackupPath, pruneDatedBackups } from '../store/sqlite/backup-set.ts';
 import { GENERATED_SECRET_FILE, usesGeneratedSecret } from '../services/auth-keys.ts';
+import { credentialKeyPath } from '../services/credential-key.ts';
 import { startProgress } from './progress.ts';
 import { iso } from '../domain/iso.ts';
 import { AuditAction } from '../domain/audit.ts';
@@ -181,7 +182,7 @@ function registerPrune(db: Command): void {
 function registerBackup(db: Command): void {
   jsonOption(db.command('backup').description('write a consistent copy of the database to FILE (or a dated file in --dir), also while the daemon runs').argument('[file]', 'the backup file to write'))
     .option('--force', 'replace FILE if it exists')
-    .option('--dir <dir>', 'write hookrelay-<UTC time>.db in DIR instead of FILE, with the generated JWT secret beside it')
+    .option('--dir <dir>', 'write hookrelay-<UTC time>.db in DIR instead of FILE, with the generated JWT secret and credential key beside it')
     .option('--keep <n>', 'with --dir: keep the newest N backups there, remove the older ones', (v) => positiveCount(v, '--keep'))
     .action(async (file: string | undefined, _options: unknown, cmd: Command) => {
       const options = optionsOf<{ force?: boolean; dir?: string; keep?: number }>(cmd);
@@ -195,13 +196,16 @@ function registerBackup(db: Command): void {
         onProgress: (written, expected) => progress.update(Math.round(written / 1048576), expected > 0 ? written / expected : undefined),
       }).finally(() => progress.end());
       const secret = options.dir !== undefined && usesGeneratedSecret(config.auth) ? copySecretBeside(result.path, join(config.stateDir, GENERATED_SECRET_FILE)) : null;
+      const key = credentialKeyPath(config);
+      const credentialKey = options.dir !== undefined && key.generated ? copySecretBeside(result.path, key.path, '.credential-key') : null;
       const removed = options.dir !== undefined && options.keep !== undefined ? pruneDatedBackups(options.dir, options.keep) : [];
       print(
         options,
-        { path: result.path, bytes: result.bytes, seconds: Math.round(result.ms) / 1000, jwt_secret: secret, removed },
+        { path: result.path, bytes: result.bytes, seconds: Math.round(result.ms) / 1000, jwt_secret: secret, credential_key: credentialKey, removed },
         () =>
           `backup written to ${result.path} (${mib(result.bytes)} in ${(result.ms / 1000).toFixed(1)} s)` +
           (secret ? `\nJWT secret copied to ${secret}` : '') +
+          (credentialKey ? `\ncredential key copied to ${credentialKey}` : '') +
           (removed.length > 0 ? `\nremoved ${removed.length} older backup(s): ${removed.join(', ')}` : ''),
       );
     });

@@ -4,6 +4,7 @@ import { createLogger, logFatalErrors, syslogPrefixWanted } from '../log.ts';
 import { createRelay } from '../relay.ts';
 import { VERSION } from '../version.ts';
 import { ensureGeneratedSecret } from '../services/auth-keys.ts';
+import { ensureCredentialKey } from '../services/credential-key.ts';
 import { configFrom, EXIT_RUNTIME, logLevelOption, optionsOf, say, withCreatedServices } from './shared.ts';
 
 /** `serve` (the daemon) and `migrate` (its database schema). */
@@ -44,11 +45,12 @@ export function registerServeCommands(program: Command): void {
 
   program
     .command('migrate')
-    .description('create the install if there is none (state directory, database, JWT secret), apply pending database migrations, and exit')
+    .description('create the install if there is none (state directory, database, JWT secret, credential key), apply pending database migrations, and exit')
     .action((_options: unknown, cmd: Command) => {
       return withCreatedServices(optionsOf(cmd), ({ store, config, log }) => {
         // What the daemon's first start would create, so that `token issue` works before it.
         ensureGeneratedSecret(config, log);
+        ensureCredentialKey(config, log);
         // Opening the store applies pending migrations; report what it did.
         // A pre-upgrade copy, if one was taken, was reported on stderr when the store was opened.
         const { from, to } = store.migrated;

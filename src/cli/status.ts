@@ -4,6 +4,8 @@ import { iso } from '../domain/iso.ts';
 import { consoleRedirectUri, localBaseUrl } from '../domain/listen.ts';
 import type { FeedReport, QueueSnapshot, WebhookReport } from '../services/status.ts';
 import { webhookHealthView } from '../services/views.ts';
+import { certificateExpiries, loadOperatorCertificates, NO_OPERATOR_CERTIFICATES, type OperatorCertificates } from '../services/receiver-credentials.ts';
+import { daysLeft, expirySentence, expiryState, type CertificateExpiry } from '../domain/certificate-expiry.ts';
 import { configFrom, jsonOption, optionsOf, print, table, withStore } from './shared.ts';
 
 /** How long `status` waits for the daemon's /readyz. */
@@ -71,7 +73,16 @@ export function consoleSignInReport(config: Pick<Config, 'api' | 'auth' | 'conso
 }
 
 /** The JSON of `hookrelay status --json` (the human form is made from it). */
-export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null; queue: QueueSnapshot; webhooks: readonly WebhookReport[]; now: number; console?: ConsoleSignInReport }) {
+export function statusView(input: {
+  daemon: DaemonProbe;
+  feed: FeedReport | null;
+  queue: QueueSnapshot;
+  webhooks: readonly WebhookReport[];
+  now: number;
+  console?: ConsoleSignInReport;
+  /** The client certificates deliveries present, and how long before expiry they are flagged (delivery.clientCertificateExpiryWarning). */
+  certificates?: { readonly list: readonly CertificateExpiry[]; readonly warnMs: number };
+}) {
   const { daemon, feed, queue, webhooks, now } = input;
   const byOrg = new Map(queue.organizations.map((o) => [o.orgId, o]));
   return {
@@ -114,6 +125,16 @@ export function statusView(input: { daemon: DaemonProbe; feed: FeedReport | null
         queue: { new: q?.fresh ?? 0, retrying: q?.tried ?? 0, oldest_due_at: iso(q?.oldestDueAt ?? null), rate_limited: q?.rateLimited ?? 0, out_of_order_deliveries: w.outOfOrderDeliveries },
       };
     }),
+    client_certificates: (input.certificates?.list ?? []).map((c) => ({
+      organization_id: c.orgId,
+      source: c.source,
+      subject: c.subject,
+      fingerprint_sha256: c.fingerprintSha256,
+      not_after: iso(c.notAfter),
+      days_left: daysLeft(c, now),
+      state: expiryState(c, now, input.certificates?.warnMs ?? 0),
+      detail: expirySentence(c, now),
+    })),
   };
 }
 export type StatusView = ReturnType<typeof statusView>;
@@ -169,7 +190,26 @@ export function statusText(view: StatusView): string {
     w.last_error === null ? '-' : `${w.last_error.error} (${w.last_error.at})`,
   ])]));
   for (const w of view.webhooks) if (w.status !== 'active' || w.consecutive_failures > 0) lines.push(`  ${w.organization_id}: ${w.status_detail}`);
+  if (view.client_certificates.length > 0) {
+    lines.push('', table([['CLIENT CERTIFICATE', 'OF', 'SUBJECT', 'NOT AFTER', 'STATE'], ...view.client_certificates.map((c) => [
+      c.fingerprint_sha256.slice(0, 23),
+      c.organization_id === null ? '* (operator)' : `${c.organization_id}${c.source === 'operator' ? ' (operator)' : ''}`,
+      c.subject,
+      c.not_after,
+      c.state === 'valid' ? `valid (${c.days_left} days)` : c.state === 'expiring' ? `EXPIRES SOON (${c.days_left} days)` : 'EXPIRED',
+    ])]));
+    for (const c of view.client_certificates) if (c.state !== 'valid') lines.push(`  ${c.detail}`);
+  }
   return lines.join('\n');
+}
+
+/** The operator's client certificates as the daemon reads them; none when this user cannot read their files (they are the daemon's). */
+function operatorCertificates(config: Config, now: number): OperatorCertificates {
+  try {
+    return loadOperatorCertificates(config.delivery, now);
+  } catch {
+    return NO_OPERATOR_CERTIFICATES;
+  }
 }
 
 /** `hookrelay status`: the daemon, the feed, the queue and every webhook, at a glance. */
@@ -191,6 +231,7 @@ export function registerStatusCommands(program: Command): void {
         webhooks: await status.webhooks(),
         now: store.clock.now(),
         console: consoleSignInReport(config),
+        certificates: { list: await certificateExpiries(store, operatorCertificates(config, store.clock.now())), warnMs: config.delivery.clientCertificateExpiryWarning },
       });
       print(options, view, () => statusText(view));
     });

@@ -7,6 +7,7 @@ import { iso } from '../domain/iso.ts';
 import { terminalSafe } from '../domain/terminal-text.ts';
 import { jsonOption, optionsOf, print, say, UsageError, withServices } from './shared.ts';
 import { RATE_LIMIT_MAX, RATE_LIMIT_MIN } from '../domain/rate-window.ts';
+import { receiverAuthOptions, type ReceiverAuthOptions } from './webhook-auth.ts';
 
 /** The headers of webhookView in one line: "X-Env: prod, Authorization: (set; value hidden)", or "none". */
 function headersLine(headers: Readonly<Record<string, string | null>>): string {
@@ -41,6 +42,28 @@ export function parseRateLimitOption(value: string | undefined): number | null {
   return n;
 }
 
+type View = ReturnType<typeof webhookView>;
+
+/** The client certificate of webhookView in one line, or "none". */
+function certificateLine(c: View['client_certificate']): string {
+  return c === null ? 'none' : `${terminalSafe(c.subject)} (SHA-256 ${c.fingerprint_sha256}, ${c.key_type}, valid until ${c.not_after}; issuer ${terminalSafe(c.issuer)})`;
+}
+
+/** The OAuth2 settings of webhookView in one line (never the secret), or "none". */
+function oauth2Line(o: View['oauth2']): string {
+  if (o === null) return 'none';
+  const extra = [o.scope === null ? null : `scope ${o.scope}`, o.audience === null ? null : `audience ${o.audience}`, o.client_auth].filter((x) => x !== null);
+  return terminalSafe(`client ${o.client_id} at ${o.token_url} (${extra.join(', ')}; client secret set, hidden)`);
+}
+
+/** One line of `webhook get`. */
+function viewLine(view: View, key: string, value: unknown): string {
+  if (key === 'headers') return `${key}: ${headersLine(view.headers)}`;
+  if (key === 'client_certificate') return `${key}: ${certificateLine(view.client_certificate)}`;
+  if (key === 'oauth2') return `${key}: ${oauth2Line(view.oauth2)}`;
+  return `${key}: ${terminalSafe(String(value))}`;
+}
+
 export function registerWebhookCommands(program: Command): void {
   const webhook = program.command('webhook').description("an organization's webhook");
   jsonOption(webhook.command('get').description('show the webhook configuration'))
@@ -49,28 +72,42 @@ export function registerWebhookCommands(program: Command): void {
       const options = optionsOf<{ org: string }>(cmd);
       return withServices(options, async ({ services }) => {
         const view = webhookView(await services.webhooks.get(options.org));
-        print(options, view, () => Object.entries(view).map(([k, v]) => `${k}: ${k === 'headers' ? headersLine(view.headers) : terminalSafe(String(v))}`).join('\n'));
+        print(options, view, () => Object.entries(view).map(([k, v]) => viewLine(view, k, v)).join('\n'));
       });
     });
   webhook
     .command('set')
-    .description('register or replace the webhook (the whole of it: headers not given again are removed)')
+    .description('register or replace the webhook (the whole of it: headers not given again are removed; the client certificate and OAuth2 credentials are kept unless given again or removed with --no-client-cert, --no-oauth2)')
     .requiredOption('--org <id>', 'organization id')
     .requiredOption('--url <url>', 'https URL of the receiver')
     .option('--no-hmac', 'do not sign deliveries')
     .option('--header <header>', "a header sent on every delivery, 'Name: value' (repeat for more, at most 20; none given: none sent)", (line: string, all: string[]) => [...all, line], [] as string[])
     .option('--rate-limit <n>', `at most n deliveries start per second (${RATE_LIMIT_MIN}-${RATE_LIMIT_MAX}); "none", or leaving it out, for no limit`)
+    .option('--client-cert <file>', 'PEM client certificate (and intermediates) every delivery presents (mutual TLS); left out: the webhook keeps the one it has')
+    .option('--client-key <file>', "PEM private key of --client-cert (unencrypted; left out: read from --client-cert's file)")
+    .option('--no-client-cert', 'remove the client certificate')
+    .option('--oauth2-token-url <url>', 'OAuth2 token endpoint: deliveries carry an access token from it (client credentials); left out: the webhook keeps its OAuth2 settings')
+    .option('--oauth2-client-id <id>', 'OAuth2 client id')
+    .option('--oauth2-client-secret-file <file>', 'file holding the OAuth2 client secret (never on the command line)')
+    .option('--oauth2-scope <scopes>', 'OAuth2 scopes to ask for, space-separated')
+    .option('--oauth2-audience <audience>', 'sent as audience in the token request')
+    .option('--oauth2-client-auth <method>', 'client_secret_basic (the default) or client_secret_post')
+    .option('--no-oauth2', 'remove the OAuth2 client credentials')
     .action((_options: unknown, cmd: Command) => {
-      const options = optionsOf<{ org: string; url: string; hmac: boolean; header: string[]; rateLimit?: string }>(cmd);
+      const options = optionsOf<{ org: string; url: string; hmac: boolean; header: string[]; rateLimit?: string } & ReceiverAuthOptions>(cmd);
       const rateLimit = parseRateLimitOption(options.rateLimit);
       const headers = headerOptions(options.header);
+      const auth = receiverAuthOptions(options);
       return withServices(options, async ({ services, by }) => {
-        const result = await services.webhooks.register(by, options.org, { webhook_url: options.url, active_hmac: options.hmac, headers, rate_limit: rateLimit });
+        const result = await services.webhooks.register(by, options.org, { webhook_url: options.url, active_hmac: options.hmac, headers, rate_limit: rateLimit, ...auth });
         const url = terminalSafe(result.webhook.url);
         const what = result.created ? `registered ${url} for ${options.org}` : `replaced ${terminalSafe(result.replacedUrl ?? '')} with ${url} for ${options.org}`;
         say(what + (result.webhook.rateLimit === null ? ', no rate limit' : `, at most ${result.webhook.rateLimit} deliveries per second`));
         say(`headers: ${headersLine(webhookView(result.webhook).headers)}`);
         if (result.removedHeaders.length > 0) say(`removed headers (not given again): ${result.removedHeaders.map(terminalSafe).join(', ')}`);
+        const view = webhookView(result.webhook);
+        say(`client certificate: ${certificateLine(view.client_certificate)}`);
+        say(`oauth2: ${oauth2Line(view.oauth2)}`);
         if (result.newSecret) say(`signing secret (shown once; also: hookrelay webhook secret --org ${options.org}): ${result.newSecret}`);
       });
     });

@@ -6,6 +6,7 @@ import { parseOrganizationProxy, parseProxyUrl } from '../domain/egress-proxy.ts
 import { parseCidr } from '../domain/cidr.ts';
 import { type ConsoleOidcConfig, consoleOidcIncoherence } from './console-schema.ts';
 import { type ProviderConfig, providerIncoherence } from './provider-schema.ts';
+import { parseOrganizationCertificate } from './receiver-auth-schema.ts';
 import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { isLoopbackHost, parseListen } from '../domain/listen.ts';
 import { checkOrgId } from '../domain/validation.ts';
@@ -79,6 +80,14 @@ export interface Config {
     /** ms; PostgreSQL only (see createIngestService). */
     readonly reorderWindow: number;
     readonly groupCommitInterval: number;
+    /** Absolute path of the key-encryption key file; null: <stateDir>/credential-key (services/credential-key.ts). */
+    readonly credentialKeyFile: string | null;
+    /** The operator's client certificate for every organization without one (absolute paths). */
+    readonly clientCertificate: { readonly certFile: string | null; readonly keyFile: string | null };
+    /** "ORG=FILE" entries, FILE absolute. */
+    readonly organizationClientCertificates: readonly string[];
+    /** ms; 0: no warning. */
+    readonly clientCertificateExpiryWarning: number;
   };
   readonly retention: {
     readonly enabled: boolean;
@@ -122,7 +131,10 @@ export interface LoadConfigOptions {
 }
 
 const SECRET_PATHS = new Set(['auth.secret', 'metrics.token', 'database.url', 'delivery.proxy', 'delivery.organizationProxies', 'tracing.headers']);
-const PATH_KEYS = ['stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile', 'auth.provider.caFile', 'delivery.caFile', 'metrics.tokenFile', 'tracing.caFile'];
+const PATH_KEYS = [
+  'stateDir', 'database.path', 'auth.secretFile', 'auth.publicKeyFile', 'auth.privateKeyFile', 'auth.provider.caFile', 'delivery.caFile', 'metrics.tokenFile', 'tracing.caFile',
+  'delivery.credentialKeyFile', 'delivery.clientCertificate.certFile', 'delivery.clientCertificate.keyFile',
+];
 /** Keys in a config file that document it and are otherwise ignored. */
 const COMMENT_KEY = '$comment';
 
@@ -336,6 +348,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
     values.set('database.path', join(values.get('stateDir') as string, 'hookrelay.db'));
   }
   if (values.get('instance.name') === null) values.set('instance.name', defaultInstanceName());
+  values.set('delivery.organizationClientCertificates', resolvedCertificateEntries(values.get('delivery.organizationClientCertificates') as string[], cwd));
   const feedPath = values.get('feed.path');
   if (feedPath === null) values.set('feed.path', join(values.get('stateDir') as string, 'feed.jsonl'));
   else if (feedPath !== '-') values.set('feed.path', resolve(cwd, feedPath as string));
@@ -371,6 +384,18 @@ export function defaultInstanceName(host: string = hostname()): string {
   return name === '' ? 'hookrelay' : name;
 }
 
+/** delivery.organizationClientCertificates with each file made absolute; an entry that is not "ORG=FILE" is refused. */
+function resolvedCertificateEntries(entries: readonly string[], cwd: string): string[] {
+  const seen = new Set<string>();
+  return entries.map((entry) => {
+    const parsed = parseOrganizationCertificate(entry);
+    if (typeof parsed === 'string') throw configError(`key "delivery.organizationClientCertificates" ${parsed}`);
+    if (seen.has(parsed.orgId)) throw configError(`key "delivery.organizationClientCertificates" has two entries for "${parsed.orgId}"; keep one`);
+    seen.add(parsed.orgId);
+    return `${parsed.orgId}=${resolve(cwd, parsed.file)}`;
+  });
+}
+
 /** An entry of api.allowedHosts: a name or an IP address (IPv6 in brackets), with an optional port. */
 const ALLOWED_HOST = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*)(:\d{1,5})?$/;
 
@@ -399,6 +424,9 @@ function checkCoherence(config: Config): void {
   }
   for (const orgId of config.delivery.storeInternalResponses) {
     if (checkOrgId(orgId) !== null) throw configError(`key "delivery.storeInternalResponses" must list organization ids; got ${JSON.stringify(orgId)}`);
+  }
+  if (config.delivery.clientCertificate.keyFile !== null && config.delivery.clientCertificate.certFile === null) {
+    throw configError('key "delivery.clientCertificate.keyFile" is set but "delivery.clientCertificate.certFile" is not: give the certificate too');
   }
   if (config.auth.tokenTtl > config.auth.maxTokenLifetime) {
     throw configError('key "auth.tokenTtl" must not exceed "auth.maxTokenLifetime" (tokens issued by default would be refused)');

@@ -2,6 +2,7 @@ import { parseDuration } from '../domain/duration.ts';
 import { CONSOLE_SCHEMA } from './console-schema.ts';
 import { PROVIDER_SCHEMA } from './provider-schema.ts';
 import { TRACING_SCHEMA } from './tracing-schema.ts';
+import { RECEIVER_AUTH_KEYS } from './receiver-auth-schema.ts';
 
 /**
  * The configuration schema: one entry per key, with its default, its type and the sentence
@@ -296,6 +297,7 @@ export const CONFIG_SCHEMA = {
       default: '5ms',
       doc: 'Least time between two commits of delivery outcomes and claims: attempts that end meanwhile are recorded in one transaction (one fsync). Longer: fewer commits under load; shorter: a request\'s next change goes out sooner. New work for a webhook with a free slot is claimed at once, without waiting for it.',
     },
+    ...RECEIVER_AUTH_KEYS,
   },
   retention: {
     enabled: {

@@ -124,7 +124,10 @@ export class AttemptRunner {
     const traced = this.#tracing === null ? null : this.#tracing.start(d);
     let result: AttemptResult;
     try {
-      result = await this.#options.deliverer.deliver({ orgId: d.orgId, url: d.url, eventId: d.eventId, payload: d.payload, secrets: d.secrets, headers: d.headers, trace: traced?.headers }, a.controller.signal);
+      result = await this.#options.deliverer.deliver(
+        { orgId: d.orgId, url: d.url, eventId: d.eventId, payload: d.payload, secrets: d.secrets, headers: d.headers, clientCertificate: d.clientCertificate, oauth2: d.oauth2, trace: traced?.headers },
+        a.controller.signal,
+      );
     } catch (err) {
       // deliver() reports every failure as a result; reaching here is a bug. Give the delivery back uncounted.
       this.#options.log.error({ err, delivery: d.id }, 'delivery attempt threw; the delivery is given back and will be attempted again');

@@ -13,6 +13,12 @@ import { createDeliveryClient, type DeliveryClient } from './http-client.ts';
 import { BLOCKED_CODE, createNetworkGuard, type NetworkGuard } from './network-guard.ts';
 import { ProxyError } from './proxy-tunnel.ts';
 import type { EgressProxies, EgressProxy, ProxyTarget } from '../domain/egress-proxy.ts';
+import type { ClientCertificateInfo } from '../domain/client-certificate.ts';
+import { isHookrelayError } from '../domain/errors.ts';
+import type { OAuth2Settings } from '../domain/oauth2-settings.ts';
+import { NO_OPERATOR_CERTIFICATES, type OperatorCertificates, type PresentedCertificate, type ReceiverCredentials } from '../services/receiver-credentials.ts';
+import { CertifiedRoutes } from './certified-routes.ts';
+import { OAuth2TokenError, OAuth2Tokens } from './oauth2-tokens.ts';
 
 /** At most this much of a response body is read and kept. */
 export const MAX_RESPONSE_BYTES = 20 * 1024;
@@ -43,6 +49,10 @@ export interface DeliveryRequest {
   readonly headers?: WebhookHeaders;
   /** The W3C trace context this attempt sends (tracing on, tracing.propagate): not signed, not part of the body. */
   readonly trace?: TraceHeaders | undefined;
+  /** The webhook's own client certificate, as its due row names it (the deliverer opens its key); none when absent or null. */
+  readonly clientCertificate?: ClientCertificateInfo | null;
+  /** The webhook's OAuth2 client credentials: an access token goes in Authorization; none when absent or null. */
+  readonly oauth2?: OAuth2Settings | null;
 }
 
 export interface DelivererOptions {
@@ -60,6 +70,10 @@ export interface DelivererOptions {
   readonly proxies?: EgressProxies;
   /** What a CONNECT asks the proxy for (delivery.proxyTarget); "address" when absent. */
   readonly proxyTarget?: ProxyTarget;
+  /** Opens the webhooks' client certificates and OAuth2 client secrets (sealed in the database); without it, none are used. */
+  readonly credentials?: ReceiverCredentials;
+  /** The operator's client certificates (delivery.clientCertificate, delivery.organizationClientCertificates); none when absent. */
+  readonly operatorCertificates?: OperatorCertificates;
 }
 
 const TLS_CODES = /^(ERR_TLS_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|ERR_SSL_|EPROTO$)/;
@@ -100,6 +114,8 @@ class Refused extends Error {
 interface Sent {
   timestamp: number | null;
   signature: string | null;
+  /** The OAuth2 access token it carried (hidden wherever the answer repeats it; never stored). */
+  token: string | null;
 }
 
 /** Connection errors that leave no request sent: no connection was made. */
@@ -148,9 +164,9 @@ function classify(err: unknown, deadlineHit: boolean, withhold: boolean): { erro
  * request's headers would otherwise show them to every reader of the log, viewers included,
  * where get_webhook and the request view show them to nobody.
  */
-function hideCredentials(request: DeliveryRequest, result: AttemptResult): AttemptResult {
-  if (request.headers === undefined || (result.responseBody === null && result.errorDetail === null)) return result;
-  const echoes = credentialEchoes(request.headers);
+function hideCredentials(request: DeliveryRequest, result: AttemptResult, token: string | null): AttemptResult {
+  if ((request.headers === undefined && token === null) || (result.responseBody === null && result.errorDetail === null)) return result;
+  const echoes = credentialEchoes(token === null ? (request.headers ?? []) : [...(request.headers ?? []), ['authorization', `Bearer ${token}`]]);
   if (echoes.length === 0) return result;
   const responseBody = hideEchoes(result.responseBody, echoes);
   // A marker is longer than a short credential: what is kept stays within its bound.
@@ -187,17 +203,31 @@ export class Deliverer {
    * does one with a proxy of its own (or none, "direct"): its connections go another way.
    */
   readonly #own = new Map<string, Route>();
+  /** Connections that present a client certificate, one pool per certificate and route (certified-routes.ts). */
+  readonly #certified: CertifiedRoutes<Route>;
+  /** Access tokens of webhooks with OAuth2 (oauth2-tokens.ts). */
+  readonly tokens: OAuth2Tokens;
 
   constructor(options: DelivererOptions) {
     this.#options = options;
     this.#networks = options.networks;
     this.#proxies = options.proxies ?? null;
     this.#shared = this.#connect(createNetworkGuard(this.#networks.shared), this.#proxies?.shared ?? null);
+    this.#certified = new CertifiedRoutes(options.credentials ?? null, options.operatorCertificates ?? NO_OPERATOR_CERTIFICATES, (base, certificate) => {
+      const route = base === '' ? this.#shared : this.#own.get(base)!;
+      return this.#connect(route.guard, base === '' ? (this.#proxies?.shared ?? null) : (this.#proxies?.forOrg(base) ?? null), certificate);
+    });
+    this.tokens = new OAuth2Tokens({
+      credentials: options.credentials ?? { oauth2ClientSecret: () => Promise.resolve(null) },
+      allowHttp: options.allowHttp,
+      timeoutMs: options.timeoutMs,
+      userAgent: options.userAgent,
+    });
   }
 
   /** Closes the kept-alive connections; call once no attempt is in flight. */
   async close(): Promise<void> {
-    await Promise.all([this.#shared, ...this.#own.values()].map((r) => r.client.destroy()));
+    await Promise.all([this.#shared, ...this.#own.values(), ...this.#certified.all()].map((r) => r.client.destroy()));
   }
 
   /** @param shutdown aborts the attempt when the daemon stops. */
@@ -219,20 +249,21 @@ export class Deliverer {
     // connecting (a TLS handshake never answered) would run on to the connect timeout. The
     // attempt ends when its signal fires, whatever undici is doing; the connection it was
     // opening is dropped once undici gets to it.
-    const sent: Sent = { timestamp: null, signature: null };
+    const sent: Sent = { timestamp: null, signature: null, token: null };
     const cut = new Promise<AttemptResult>((resolve) => {
       signal.addEventListener('abort', () => resolve(cutShort(started, deadlineHit, sent)), { once: true });
     });
     try {
       if (signal.aborted) return cutShort(started, deadlineHit, sent);
-      return hideCredentials(request, await Promise.race([this.#attempt(request, signal, started, () => deadlineHit, sent), cut]));
+      const result = await Promise.race([this.#attempt(request, signal, started, () => deadlineHit, sent), cut]);
+      return hideCredentials(request, result, sent.token);
     } finally {
       clearTimeout(timer);
       shutdown?.removeEventListener('abort', onShutdown);
     }
   }
 
-  #connect(guard: NetworkGuard, proxy: EgressProxy | null): Route {
+  #connect(guard: NetworkGuard, proxy: EgressProxy | null, certificate?: PresentedCertificate): Route {
     const options = this.#options;
     return {
       guard,
@@ -242,16 +273,42 @@ export class Deliverer {
         connectionsPerOrigin: options.concurrency,
         connectTimeoutMs: options.timeoutMs,
         proxy: proxy === null ? undefined : { proxy, target: options.proxyTarget ?? 'address', guard },
+        clientCertificate: certificate?.material,
       }),
     };
   }
 
-  /** The connections and guard an organization's attempts go through (see #own). */
-  #route(orgId: string): Route {
-    if (!this.#networks.hasOwnNetworks(orgId) && this.#proxies?.hasOwn(orgId) !== true) return this.#shared;
+  /** The connections and guard an organization's attempts go through (see #own), and the key CertifiedRoutes knows it by ('' for the shared one). */
+  #route(orgId: string): { route: Route; key: string } {
+    if (!this.#networks.hasOwnNetworks(orgId) && this.#proxies?.hasOwn(orgId) !== true) return { route: this.#shared, key: '' };
     let r = this.#own.get(orgId);
     if (r === undefined) this.#own.set(orgId, (r = this.#connect(createNetworkGuard(this.#networks.forOrg(orgId)), this.#proxies?.forOrg(orgId) ?? null)));
-    return r;
+    return { route: r, key: orgId };
+  }
+
+  /** The route of an attempt: the organization's, through the pool of the client certificate it presents, if any. */
+  async #routeFor(request: DeliveryRequest): Promise<{ base: Route; via: Route }> {
+    const { route, key } = this.#route(request.orgId);
+    const own = request.clientCertificate ?? null;
+    if (own === null && !this.#certified.concerns(request.orgId)) return { base: route, via: route };
+    try {
+      return { base: route, via: await this.#certified.route(request.orgId, key, route, own) };
+    } catch (err) {
+      if (isHookrelayError(err)) throw new Refused(AttemptError.credentials, `the webhook's client certificate cannot be used: ${err.message}`);
+      throw err;
+    }
+  }
+
+  /** The OAuth2 access token of the attempt, or null when the webhook has none; a failure is the attempt's (oauth2_token_failed). */
+  async #token(request: DeliveryRequest, base: Route, signal: AbortSignal): Promise<string | null> {
+    if (request.oauth2 == null) return null;
+    try {
+      return await this.tokens.token(request.orgId, request.oauth2, { dispatcher: base.client.dispatcher, guard: base.guard }, signal);
+    } catch (err) {
+      if (err instanceof OAuth2TokenError) throw new Refused(AttemptError.oauth2, err.message);
+      if (isHookrelayError(err)) throw new Refused(AttemptError.credentials, `the webhook's OAuth2 client secret cannot be used: ${err.message}`);
+      throw err;
+    }
   }
 
   /** Applies the URL policy before an attempt; returns the host without IPv6 brackets. */
@@ -270,7 +327,7 @@ export class Deliverer {
     return host;
   }
 
-  async #send(url: URL, host: string, request: DeliveryRequest, signal: AbortSignal, route: Route, sent: Sent): Promise<Answer> {
+  async #send(url: URL, host: string, request: DeliveryRequest, signal: AbortSignal, route: Route, sent: Sent, token: string | null): Promise<Answer> {
     const timestamp = Math.floor(this.#options.clock.now() / 1000);
     const headers = deliveryHeaders({
       eventId: request.eventId,
@@ -284,6 +341,12 @@ export class Deliverer {
     // What the attempt reports it sent (the attempt log keeps it): this request's, a retry's inside the attempt replacing it.
     sent.timestamp = timestamp;
     sent.signature = headers['webhook-signature'] ?? null;
+    if (token !== null) {
+      // Registration refuses an Authorization header of the webhook's own next to OAuth2; a row changed by other means loses it here.
+      for (const name of Object.keys(headers)) if (name.toLowerCase() === 'authorization') delete headers[name];
+      headers.authorization = `Bearer ${token}`;
+      sent.token = token;
+    }
     const res = await route.client.dispatcher.request({
       origin: url.origin,
       path: url.pathname + url.search,
@@ -328,17 +391,27 @@ export class Deliverer {
       const unsendable = unsendableRequest(request.eventId, this.#options.userAgent, request.headers);
       if (unsendable !== null) throw new Refused(AttemptError.invalidRequest, unsendable);
       const url = new URL(request.url);
-      const via = this.#route(request.orgId);
-      const host = this.#checkTarget(url, via.guard);
+      const host = this.#checkTarget(url, this.#route(request.orgId).route.guard);
+      const { base: orgRoute, via } = await this.#routeFor(request);
+      const send = (token: string | null) =>
+        pRetry(() => this.#send(url, host, request, signal, via, sent, token), {
+          retries: 2,
+          minTimeout: 100,
+          factor: 4,
+          randomize: false,
+          signal,
+          shouldRetry: ({ error }) => !signal.aborted && TRANSIENT_CODES.has((error as NodeJS.ErrnoException).code ?? ''),
+        });
+      const token = await this.#token(request, orgRoute, signal);
       target = { via, host };
-      const res = await pRetry(() => this.#send(url, host, request, signal, via, sent), {
-        retries: 2,
-        minTimeout: 100,
-        factor: 4,
-        randomize: false,
-        signal,
-        shouldRetry: ({ error }) => !signal.aborted && TRANSIENT_CODES.has((error as NodeJS.ErrnoException).code ?? ''),
-      });
+      let res = await send(token);
+      if (res.statusCode === 401 && token !== null && request.oauth2 != null) {
+        // The receiver refused the token (revoked, or its keys rotated before it expired): one
+        // new token, and the attempt's request sent once more with it.
+        this.tokens.refused(request.orgId, request.oauth2, token);
+        const fresh = await this.#token(request, orgRoute, signal);
+        res = await send(fresh);
+      }
       const ok = res.statusCode >= 200 && res.statusCode < 300;
       return {
         statusCode: res.statusCode,
@@ -351,7 +424,8 @@ export class Deliverer {
         sentSignature: sent.signature,
       };
     } catch (err) {
-      if (err instanceof Refused) return { ...base, ...err.result, durationMs: elapsed() };
+      // A refusal after a request went out (no new token after a 401) keeps what that request sent.
+      if (err instanceof Refused) return { ...base, ...err.result, durationMs: elapsed(), ...(sent.timestamp === null ? {} : { sentTimestamp: sent.timestamp, sentSignature: sent.signature }) };
       if (err instanceof TypeError && (err as NodeJS.ErrnoException).code === 'ERR_INVALID_URL') {
         return { ...base, error: AttemptError.invalidUrl, errorDetail: 'the webhook URL is not a valid URL', durationMs: elapsed() };
       }

@@ -1,6 +1,7 @@
 import type { LookupFunction } from 'node:net';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import { Agent } from 'undici';
+import type { ClientCertificateMaterial } from '../domain/client-certificate.ts';
 import type { EgressProxy, ProxyTarget } from '../domain/egress-proxy.ts';
 import type { NetworkGuard } from './network-guard.ts';
 import { createTunnelConnector } from './proxy-tunnel.ts';
@@ -22,6 +23,12 @@ export interface DeliveryClientOptions {
    * has resolved and checked the host (proxy-tunnel.ts); `lookup` is then not used.
    */
   readonly proxy?: { readonly proxy: EgressProxy; readonly target: ProxyTarget; readonly guard: NetworkGuard } | undefined;
+  /**
+   * A client certificate every connection presents when the receiver asks for one (mutual TLS):
+   * in the TLS context, so that no connection of this client is made without it, and none of
+   * another client (another certificate, or none) carries it.
+   */
+  readonly clientCertificate?: ClientCertificateMaterial | undefined;
 }
 
 export interface DeliveryClient {
@@ -29,6 +36,8 @@ export interface DeliveryClient {
   readonly dispatcher: Agent;
   /** Closes every kept-alive connection (the daemon is stopping, or the TLS material changed). */
   destroy(): Promise<void>;
+  /** Closes its connections once the requests on them have ended (a client certificate replaced): nothing is cut short. */
+  close(): Promise<void>;
 }
 
 /**
@@ -45,9 +54,10 @@ export const IDLE_SOCKET_MAX_MS = 60_000;
  * parsing Node's bundled root certificates plus the operator's, which per connection, or worse
  * per attempt, dominated the cost of a delivery (docs/benchmarks.md, "Figures behind the code's choices"). Built once here, it is shared by every socket of the dispatcher.
  */
-export function deliverySecureContext(extraCa: string | null): SecureContext | undefined {
-  if (extraCa === null) return undefined;
-  return createSecureContext({ ca: [...rootCertificates, extraCa] });
+export function deliverySecureContext(extraCa: string | null, clientCertificate?: ClientCertificateMaterial): SecureContext | undefined {
+  const identity = clientCertificate === undefined ? {} : { cert: clientCertificate.certificate, key: clientCertificate.privateKey };
+  if (extraCa === null) return clientCertificate === undefined ? undefined : createSecureContext(identity);
+  return createSecureContext({ ca: [...rootCertificates, extraCa], ...identity });
 }
 
 /**
@@ -63,7 +73,7 @@ export function deliverySecureContext(extraCa: string | null): SecureContext | u
  * hookrelay can deliver, so a change here shows in both.
  */
 export function createDeliveryClient(options: DeliveryClientOptions): DeliveryClient {
-  const secureContext = deliverySecureContext(options.extraCa);
+  const secureContext = deliverySecureContext(options.extraCa, options.clientCertificate);
   const dispatcher = new Agent({
     connections: options.connectionsPerOrigin,
     pipelining: 1,
@@ -83,6 +93,9 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
     dispatcher,
     async destroy() {
       await dispatcher.destroy();
+    },
+    async close() {
+      await dispatcher.close();
     },
   };
 }

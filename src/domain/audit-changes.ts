@@ -5,6 +5,8 @@
  * shown, only whether it was set and changed) and its secret (only that it changed).
  */
 import { iso } from './iso.ts';
+import type { ClientCertificateInfo } from './client-certificate.ts';
+import type { OAuth2Settings } from './oauth2-settings.ts';
 import type { Webhook } from './types.ts';
 import { loggableUrl } from './validation.ts';
 import { isCredentialHeader, type WebhookHeaders } from './webhook-headers.ts';
@@ -42,7 +44,7 @@ export function urlChange(before: string | null, after: string): Changes | null 
  * A registration's changes: URL, signing, headers, rate limit, status, and the secret (only
  * that a new one was made). `before` is the webhook it replaced, null for a new one.
  */
-export function registrationChanges(before: (Webhook & { readonly secret: string | null }) | null, after: Webhook, newSecret: boolean): Changes {
+export function registrationChanges(before: (Webhook & { readonly secret: string | null }) | null, after: Webhook, newSecret: boolean, clientSecretChanged = false): Changes {
   const changes: Changes = {};
   const url = urlChange(before?.url ?? null, after.url);
   if (url !== null) changes.url = url;
@@ -52,7 +54,34 @@ export function registrationChanges(before: (Webhook & { readonly secret: string
   const headers = headerChanges(before?.headers ?? [], after.headers);
   if (headers !== null) changes.headers = headers;
   if (newSecret) changes.secret = { changed: true };
+  const certificate = certificateChange(before?.clientCertificate ?? null, after.clientCertificate);
+  if (certificate !== null) changes.client_certificate = certificate;
+  const oauth2 = oauth2Change(before?.oauth2 ?? null, after.oauth2, clientSecretChanged);
+  if (oauth2 !== null) changes.oauth2 = oauth2;
   return changes;
+}
+
+/** What may be shown of a client certificate in the trail: who it names, which one, until when. */
+function certificateSummary(c: ClientCertificateInfo | null): Changes | null {
+  return c === null ? null : { subject: c.subject, issuer: c.issuer, fingerprint_sha256: c.fingerprintSha256, not_after: iso(c.notAfter) };
+}
+
+/** A client certificate's change: the certificates before and after, and that the private key changed (never any of it). */
+export function certificateChange(before: ClientCertificateInfo | null, after: ClientCertificateInfo | null): Changes | null {
+  if (before?.fingerprintSha256 === after?.fingerprintSha256) return null;
+  return { before: certificateSummary(before), after: certificateSummary(after), private_key: { set_before: before !== null, set_after: after !== null, changed: true } };
+}
+
+function oauth2Summary(o: OAuth2Settings | null): Changes | null {
+  return o === null ? null : { token_url: o.tokenUrl, client_id: o.clientId, scope: o.scope, audience: o.audience, client_auth: o.clientAuth };
+}
+
+/** OAuth2's change: the settings before and after, and whether the client secret changed (never its value). */
+export function oauth2Change(before: OAuth2Settings | null, after: OAuth2Settings | null, clientSecretChanged: boolean): Changes | null {
+  const b = oauth2Summary(before);
+  const a = oauth2Summary(after);
+  if (JSON.stringify(b) === JSON.stringify(a) && !clientSecretChanged) return null;
+  return { before: b, after: a, client_secret: { set_before: before !== null, set_after: after !== null, changed: clientSecretChanged } };
 }
 
 /** A secret rotation's changes: the secret changed, and until when the previous one signs. */

@@ -30,6 +30,8 @@ export const ErrorCode = {
   databaseDamaged: 'database_damaged',
   databaseBusy: 'database_busy',
   keyUnavailable: 'signing_key_unavailable',
+  /** The key-encryption key that seals the webhooks' credentials is missing, or does not open them (services/credential-key.ts). */
+  credentialKeyUnavailable: 'credential_key_unavailable',
   // Protocol-level codes, raised by the API adapter but part of the same stable vocabulary.
   malformedJson: 'malformed_json',
   payloadTooLarge: 'payload_too_large',

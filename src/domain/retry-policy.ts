@@ -31,6 +31,18 @@ export const AttemptError = {
    * change it, so the delivery is dead at once (see decideOutcome and concernsReceiver).
    */
   invalidRequest: 'invalid_request',
+  /**
+   * No access token for the receiver (OAuth2): the token service refused, failed or could not
+   * be reached; no request reached the receiver. Retried on the schedule; it counts towards
+   * the webhook's health (the receiver's side cannot be reached as it asks).
+   */
+  oauth2: 'oauth2_token_failed',
+  /**
+   * The webhook's sealed credentials (client certificate key, OAuth2 client secret) do not open
+   * here: the credential key is missing or another one (docs/operations.md). Nothing was sent;
+   * retried on the schedule, and not the receiver's failure (its health is left alone).
+   */
+  credentials: 'credentials_unavailable',
 } as const;
 export type AttemptError = (typeof AttemptError)[keyof typeof AttemptError];
 
@@ -71,10 +83,10 @@ export function isSuccess(result: AttemptResult): boolean {
  * dispatcher's caution with it (one attempt at a time, the pause after a failure). Not an
  * `invalid_request`: the request never left hookrelay, the receiver did nothing wrong, and a
  * webhook marked failing (or disabled) for an event it never saw would hold up its healthy
- * deliveries for nothing.
+ * deliveries for nothing. Nor `credentials_unavailable`: the operator's credential key is at fault.
  */
 export function concernsReceiver(result: AttemptResult): boolean {
-  return result.error !== AttemptError.invalidRequest;
+  return result.error !== AttemptError.invalidRequest && result.error !== AttemptError.credentials;
 }
 
 /**

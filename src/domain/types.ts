@@ -1,4 +1,6 @@
 import type { Permission } from './permissions.ts';
+import type { ClientCertificateInfo } from './client-certificate.ts';
+import type { OAuth2Settings } from './oauth2-settings.ts';
 import type { WebhookHeaders } from './webhook-headers.ts';
 
 export interface Organization {
@@ -39,6 +41,10 @@ export interface Webhook {
   readonly status: WebhookStatus;
   /** At most this many deliveries start in any second (see domain/rate-window.ts); null: no limit. */
   readonly rateLimit: number | null;
+  /** The client certificate it presents to its receiver (mutual TLS), never the key; null: none of its own. */
+  readonly clientCertificate: ClientCertificateInfo | null;
+  /** The OAuth2 client credentials it gets access tokens with, never the secret; null: none. */
+  readonly oauth2: OAuth2Settings | null;
   readonly createdAt: number;
   readonly updatedAt: number;
 }

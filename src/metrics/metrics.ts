@@ -6,6 +6,7 @@ import { ErrorCode, HookrelayError } from '../domain/errors.ts';
 import { AttemptError, isSuccess } from '../domain/retry-policy.ts';
 import { WebhookStatus } from '../domain/types.ts';
 import type { Logger } from '../log.ts';
+import type { CertificateExpiry } from '../domain/certificate-expiry.ts';
 import type { ProviderKeys } from '../services/provider-keys.ts';
 import type { FinishedAttempt } from '../services/outbox.ts';
 import type { IngestCounts } from '../services/ingest.ts';
@@ -52,6 +53,8 @@ export interface MetricsOptions {
   readonly providerKeys?: Pick<ProviderKeys, 'fetches' | 'health'>;
   /** The span export's counts (tracing/span-export.ts), read when scraped; absent while tracing is off. */
   readonly spanExport?: { readonly exported: number; readonly dropped: Readonly<Record<string, number>> };
+  /** The client certificates deliveries may present (webhooks' and the operator's), read with the other database gauges. */
+  readonly clientCertificates?: () => Promise<readonly CertificateExpiry[]>;
 }
 
 /** Attempt durations: from a fast local receiver to the longest attempt deadline (delivery.timeout, at most 120 s). */
@@ -62,6 +65,7 @@ const WEBHOOK_STATUSES = Object.values(WebhookStatus);
 interface Snapshot {
   readonly queue: QueueSnapshot;
   readonly feed: FeedReport | null;
+  readonly certificates: readonly CertificateExpiry[];
   readonly seconds: number;
 }
 
@@ -165,7 +169,8 @@ function registerDatabaseGauges(registry: Registry, options: MetricsOptions): vo
     const started = performance.now();
     const queue = await options.status.queue();
     const feed = options.feedPath === null ? null : await options.status.feed(options.feedPath);
-    return { queue, feed, seconds: (performance.now() - started) / 1000 };
+    const certificates = options.clientCertificates === undefined ? [] : await options.clientCertificates();
+    return { queue, feed, certificates, seconds: (performance.now() - started) / 1000 };
   }
 
   /** The last snapshot if it is fresh enough, else a new one (one read at a time, shared by concurrent scrapes). */
@@ -243,6 +248,16 @@ function registerDatabaseGauges(registry: Registry, options: MetricsOptions): vo
     snapshotGauge('hookrelay_feed_lag_bytes', 'Bytes of the feed file not yet committed: its size minus the committed position (the whole file after a rotation).', [], (set, s) => {
       if (s.feed !== null) set({}, s.feed.lagBytes);
     });
+  }
+  if (options.clientCertificates !== undefined) {
+    snapshotGauge(
+      'hookrelay_webhook_client_certificate_expiry_seconds',
+      'When each client certificate deliveries present expires (Unix time, seconds): a webhook\'s own (source="webhook") or the operator\'s (source="operator"; org="*" for delivery.clientCertificate). Alert on it minus time().',
+      ['org', 'source'],
+      (set, s) => {
+        for (const c of s.certificates) set({ org: c.orgId ?? '*', source: c.source }, Math.floor(c.notAfter / 1000));
+      },
+    );
   }
   snapshotGauge('hookrelay_metrics_refresh_seconds', 'How long the last read of the database gauges took (they are read at most once per metrics.refreshInterval).', [], (set, s) => set({}, s.seconds));
 

@@ -6,6 +6,7 @@ import { metricsRefusal, type MetricsEndpoint } from '../api/metrics.ts';
 import type { Config } from '../config/load.ts';
 import { createMetrics, loadMetricsToken, type Metrics } from '../metrics/metrics.ts';
 import { createServices } from '../services/services.ts';
+import { certificateExpiries } from '../services/receiver-credentials.ts';
 import { VERSION } from '../version.ts';
 import { ADMIN_LISTENER, close, listen, METRICS_LISTENER } from './listeners.ts';
 import type { DaemonPart, Slot } from './parts.ts';
@@ -86,6 +87,7 @@ export function adminApi(w: Wiring): DaemonPart {
               version: VERSION,
               log,
               feedReader: w.feedFaults,
+              clientCertificates: () => certificateExpiries(w.store.get(), w.keys.get().operatorCertificates),
               ...(w.providerKeys.peek() === null ? {} : { providerKeys: w.providerKeys.get() }),
               ...(w.tracing.peek() === null ? {} : { spanExport: w.tracing.get().counts }),
             }),

@@ -2,6 +2,8 @@ import { loadExtraCa } from '../dispatch/deliverer.ts';
 import { openIngestPath } from '../feed/ingest-path.ts';
 import { IngestTracing } from '../services/ingest-tracing.ts';
 import { loadAuthKeys } from '../services/auth-keys.ts';
+import { ensureCredentialKey } from '../services/credential-key.ts';
+import { loadOperatorCertificates } from '../services/receiver-credentials.ts';
 import { lockStateDirectory, openStoreWhenReachable, type DaemonLock } from '../store/open.ts';
 import type { WorkSharing } from '../store/repos.ts';
 import { ADMIN_LISTENER, METRICS_LISTENER, probeListen } from './listeners.ts';
@@ -53,12 +55,17 @@ export function database(w: Wiring): DaemonPart {
   };
 }
 
-/** The JWT keys (a secret generated on first start) and the delivery CA file: refused before anything serves. */
+/**
+ * The JWT keys (a secret generated on first start), the credential key that seals the webhooks'
+ * credentials (generated on first start too), the delivery CA file and the operator's client
+ * certificates: refused before anything serves.
+ */
 export function keys(w: Wiring): DaemonPart {
   return {
     name: 'keys',
     start() {
-      w.keys.set({ auth: loadAuthKeys(w.config, w.log), extraCa: loadExtraCa(w.config.delivery.caFile) });
+      ensureCredentialKey(w.config, w.log);
+      w.keys.set({ auth: loadAuthKeys(w.config, w.log), extraCa: loadExtraCa(w.config.delivery.caFile), operatorCertificates: loadOperatorCertificates(w.config.delivery, w.clock.now()) });
     },
     stop() {
       w.keys.take();

@@ -9,6 +9,9 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { FlushResult, FlushWork, OutboxService } from '../services/outbox.ts';
 import { createRetentionService, startRetention } from '../services/retention.ts';
 import { systemAuditContext } from '../services/audit.ts';
+import { certificateExpiries, createReceiverCredentials } from '../services/receiver-credentials.ts';
+import { daysLeft, expirySentence, expiryState } from '../domain/certificate-expiry.ts';
+import { iso } from '../domain/iso.ts';
 import { DELIVERY_USER_AGENT } from '../version.ts';
 import type { DaemonPart } from './parts.ts';
 import type { Wiring } from './wiring.ts';
@@ -53,6 +56,8 @@ export function deliverer(w: Wiring): DaemonPart {
           concurrency: config.delivery.concurrency,
           proxies,
           proxyTarget: config.delivery.proxyTarget,
+          credentials: createReceiverCredentials(w.store.get(), w.services.get().vault),
+          operatorCertificates: w.keys.get().operatorCertificates,
         }),
       );
     },
@@ -168,3 +173,39 @@ export function retention(w: Wiring): DaemonPart {
   };
 }
 
+
+/** How often the daemon looks for client certificates near their expiry (and at start). */
+export const CERTIFICATE_CHECK_MS = 12 * 3_600_000;
+
+/**
+ * Warns of the client certificates deliveries present that expire within
+ * delivery.clientCertificateExpiryWarning (or have expired), at start and every 12 hours: a
+ * webhook's own (its organization registers a new one) and the operator's (a file to replace).
+ */
+export function certificateExpiry(w: Wiring): DaemonPart {
+  let timer: NodeJS.Timeout | null = null;
+  return {
+    name: 'certificate expiry',
+    start() {
+      const warnMs = w.config.delivery.clientCertificateExpiryWarning;
+      if (warnMs === 0) return;
+      const log = w.log.child({ subsystem: 'dispatch' });
+      const check = async () => {
+        const now = w.clock.now();
+        for (const e of await certificateExpiries(w.store.get(), w.keys.get().operatorCertificates)) {
+          const state = expiryState(e, now, warnMs);
+          if (state === 'valid') continue;
+          log.warn({ org: e.orgId, source: e.source, fingerprint: e.fingerprintSha256, notAfter: iso(e.notAfter), daysLeft: daysLeft(e, now) }, expirySentence(e, now));
+        }
+      };
+      const run = () => void check().catch((err: unknown) => log.warn({ err }, 'could not read the client certificates to check their expiry'));
+      run();
+      timer = setInterval(run, CERTIFICATE_CHECK_MS);
+      timer.unref();
+    },
+    stop() {
+      if (timer !== null) clearInterval(timer);
+      timer = null;
+    },
+  };
+}

@@ -9,6 +9,7 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { AuthKeys } from '../services/auth-keys.ts';
 import type { ProviderKeys } from '../services/provider-keys.ts';
+import type { OperatorCertificates } from '../services/receiver-credentials.ts';
 import type { Services } from '../services/services.ts';
 import type { StorageHealth } from '../services/storage-health.ts';
 import type { WorkSignal } from '../services/work-signal.ts';
@@ -53,7 +54,8 @@ export interface Wiring {
   readonly store: Slot<Store>;
   /** Empty while tracing is off (config/load.ts tracingOn): then no span is made anywhere. */
   readonly tracing: Slot<Tracing>;
-  readonly keys: Slot<{ auth: AuthKeys; extraCa: string | null }>;
+  /** The JWT keys, the delivery CA file, the operator's client certificates (read and checked at start). */
+  readonly keys: Slot<{ auth: AuthKeys; extraCa: string | null; operatorCertificates: OperatorCertificates }>;
   /** Empty while auth.provider.issuer is null. */
   readonly providerKeys: Slot<ProviderKeys>;
   readonly services: Slot<Services>;

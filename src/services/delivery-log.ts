@@ -15,6 +15,7 @@ import { iso } from '../domain/iso.ts';
 import { orderingKey, testOrderingKey } from '../domain/ordering.ts';
 import { signingSecrets } from '../domain/secrets.ts';
 import { loggedHeaders, type WebhookHeaders } from '../domain/webhook-headers.ts';
+import type { Webhook } from '../domain/types.ts';
 import type { Store, Tx } from '../store/repos.ts';
 import { DeliveryStatus, type AttemptRow, type DeliveryRow, type ListFilter, type WebhookSigningKeys } from '../store/values.ts';
 import { AuditAction, type AuditContext } from '../domain/audit.ts';
@@ -140,10 +141,20 @@ export interface RequestAsSent {
   readonly sentAt: number | null;
 }
 
+/**
+ * The webhook's own headers as the request view shows them: with the Authorization an OAuth2
+ * webhook's attempts carry, which the view hides as any credential (its token is never known
+ * here: it is not stored).
+ */
+export function sentHeaders(webhook: Webhook): WebhookHeaders {
+  return webhook.oauth2 === null ? webhook.headers : [...webhook.headers, ['Authorization', 'Bearer (an OAuth2 access token)']];
+}
+
 export interface DeliveryDetail {
   readonly delivery: DeliveryRow;
   readonly attempts: AttemptRow[];
-  readonly request: RequestAsSent;
+  /** With the client certificate the webhook presents now (its own; null: none), never its key. */
+  readonly request: RequestAsSent & { readonly clientCertificate: Webhook['clientCertificate'] };
 }
 
 /**
@@ -238,8 +249,8 @@ export function createDeliveryLogService(store: Store, options: DeliveryLogOptio
         const webhook = await tx.webhooks.get(orgId);
         // A delivery's event and its organization's webhook outlive it (retention removes them together).
         if (!event || !keys || !webhook) throw deliveryNotFound(id);
-        const request = requestAsSent({ eventId: delivery.eventId, body: storedBody(event), recorded, keys, headers: webhook.headers }, withSignature, options.userAgent, store.clock.now());
-        return { delivery, attempts: shownAttempts(recorded, webhook.headers, withSignature), request };
+        const request = requestAsSent({ eventId: delivery.eventId, body: storedBody(event), recorded, keys, headers: sentHeaders(webhook) }, withSignature, options.userAgent, store.clock.now());
+        return { delivery, attempts: shownAttempts(recorded, webhook.headers, withSignature), request: { ...request, clientCertificate: webhook.clientCertificate } };
       });
     },
 

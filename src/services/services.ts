@@ -12,6 +12,7 @@ import { createStatusService } from './status.ts';
 import { createUserService } from './users.ts';
 import { createTargetCheck } from './webhook-target.ts';
 import { createWebhookService } from './webhooks.ts';
+import { createCredentialVault } from './credential-key.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 import { DELIVERY_USER_AGENT } from '../version.ts';
 
@@ -19,7 +20,7 @@ import { DELIVERY_USER_AGENT } from '../version.ts';
  * The core operations shared by the admin API and the CLI. `work` hears of every change that
  * gives the dispatcher something to send (the daemon's dispatcher listens; nobody does in the CLI).
  */
-export function createServices(store: Store, config: Pick<Config, 'delivery'>, log: Logger = createLogger('silent'), work: WorkSignal = nobodyListens) {
+export function createServices(store: Store, config: Pick<Config, 'delivery' | 'stateDir'>, log: Logger = createLogger('silent'), work: WorkSignal = nobodyListens) {
   // Every write method of the services below records who made it (services/audit.ts).
   const audit = createAuditTrail(store, log);
   const orgs = createOrgService(store, audit);
@@ -28,7 +29,9 @@ export function createServices(store: Store, config: Pick<Config, 'delivery'>, l
   const apiKeys = createApiKeyService(store, orgs, roles, audit);
   // The URL policy registration applies; every delivery attempt applies it again (dispatch/network-guard.ts).
   const checkTarget = createTargetCheck(createNetworkPolicies(config.delivery), config.delivery.allowHttp);
-  const webhooks = createWebhookService(store, orgs, { checkTarget, disableAfterMs: config.delivery.disableAfter, secretRotationGraceMs: config.delivery.secretRotationGrace }, audit, work, log);
+  // Seals the credentials webhooks give for their receivers; the deliverer opens them with the same key.
+  const vault = createCredentialVault(config, log);
+  const webhooks = createWebhookService(store, orgs, { checkTarget, disableAfterMs: config.delivery.disableAfter, secretRotationGraceMs: config.delivery.secretRotationGrace, vault }, audit, work, log);
   // The dispatcher's side of the deliveries (claim, record); the API's and the CLI's is deliveryLog.
   const outbox = createOutboxService(store, log.child({ subsystem: 'dispatch' }), {
     failingAfterFailures: config.delivery.failingAfterFailures,
@@ -36,6 +39,6 @@ export function createServices(store: Store, config: Pick<Config, 'delivery'>, l
   });
   const deliveryLog = createDeliveryLogService(store, { userAgent: DELIVERY_USER_AGENT }, audit, work);
   const status = createStatusService(store, { disableAfterMs: config.delivery.disableAfter });
-  return { audit, orgs, roles, users, apiKeys, webhooks, outbox, deliveryLog, status };
+  return { audit, orgs, roles, users, apiKeys, webhooks, outbox, deliveryLog, status, vault };
 }
 export type Services = ReturnType<typeof createServices>;

@@ -1,6 +1,8 @@
 import type { ApiKey } from '../domain/api-keys.ts';
 import { iso } from '../domain/iso.ts';
 import type { Webhook } from '../domain/types.ts';
+import type { ClientCertificateInfo } from '../domain/client-certificate.ts';
+import type { OAuth2Settings } from '../domain/oauth2-settings.ts';
 import { shownHeaders } from '../domain/webhook-headers.ts';
 import type { DeliveryRow } from '../store/values.ts';
 import { deliveryState, publicStatus, type AttemptStats } from './delivery-log.ts';
@@ -40,9 +42,40 @@ export function webhookView(webhook: Webhook) {
     headers: shownHeaders(webhook.headers),
     status: webhook.status,
     rate_limit: webhook.rateLimit,
+    client_certificate: clientCertificateView(webhook.clientCertificate),
+    oauth2: oauth2View(webhook.oauth2),
     created_at: iso(webhook.createdAt),
     updated_at: iso(webhook.updatedAt),
   };
+}
+
+/** What a registration's message says of the receiver's authentication: ". Deliveries present ..." (empty: none). */
+export function receiverAuthSentence(webhook: Webhook): string {
+  const parts: string[] = [];
+  const c = webhook.clientCertificate;
+  if (c !== null) parts.push(`present the client certificate ${c.subject} (SHA-256 ${c.fingerprintSha256}, valid until ${iso(c.notAfter)})`);
+  if (webhook.oauth2 !== null) parts.push(`carry an OAuth2 access token from ${webhook.oauth2.tokenUrl} (client ${webhook.oauth2.clientId})`);
+  return parts.length === 0 ? '' : `. Deliveries ${parts.join(' and ')}`;
+}
+
+/** What answers show of a client certificate: who it names, which one, until when; never its key. */
+export function clientCertificateView(c: ClientCertificateInfo | null) {
+  if (c === null) return null;
+  return {
+    subject: c.subject,
+    issuer: c.issuer,
+    fingerprint_sha256: c.fingerprintSha256,
+    serial_number: c.serialNumber,
+    not_before: iso(c.notBefore),
+    not_after: iso(c.notAfter),
+    key_type: c.keyType,
+  };
+}
+
+/** What answers show of the OAuth2 client credentials: everything but the client secret. */
+export function oauth2View(o: OAuth2Settings | null) {
+  if (o === null) return null;
+  return { token_url: o.tokenUrl, client_id: o.clientId, scope: o.scope, audience: o.audience, client_auth: o.clientAuth };
 }
 
 /** Why a webhook has its status (GET /webhook/get_webhook adds it to webhookView; `hookrelay status`). */

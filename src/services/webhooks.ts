@@ -14,6 +14,8 @@ import { AuditAction, type AuditContext } from '../domain/audit.ts';
 import { registrationChanges, rotationChanges } from '../domain/audit-changes.ts';
 import type { AuditRecorder, AuditTrail } from './audit.ts';
 import type { OrgService } from './orgs.ts';
+import type { CredentialVault } from './credential-key.ts';
+import { checkReceiverAuth, storedReceiverAuth, tokenUrlNotAllowed, type ReceiverAuthChanges } from './receiver-auth.ts';
 import { nobodyListens, type WorkSignal } from './work-signal.ts';
 
 export interface Registration {
@@ -38,6 +40,8 @@ export interface WebhookServiceOptions {
   readonly disableAfterMs: number;
   /** `delivery.secretRotationGrace`, ms: how long the previous secret keeps signing after a rotation. */
   readonly secretRotationGraceMs: number;
+  /** Seals the credentials a registration gives for the receiver (services/credential-key.ts). */
+  readonly vault: CredentialVault;
 }
 
 /** A webhook status change, logged once the transaction that made it has committed. */
@@ -110,13 +114,17 @@ export interface RegistrationInput {
   readonly active_hmac?: unknown;
   readonly headers?: unknown;
   readonly rate_limit?: unknown;
+  /** `{ certificate, private_key }` (PEM), null to remove, absent to keep (services/receiver-auth.ts). */
+  readonly client_certificate?: unknown;
+  /** `{ token_url, client_id, client_secret, scope?, audience?, client_auth? }`, null to remove, absent to keep. */
+  readonly oauth2?: unknown;
 }
 
 /**
  * A registration's settings, checked: every problem of the body at once, as `invalid_request`.
  * `active_hmac` defaults to true, `headers` to none, `rate_limit` to null (no limit).
  */
-export function checkRegistration(input: RegistrationInput): { url: string; activeHmac: boolean; rateLimit: number | null; headers: WebhookHeaders } {
+export function checkRegistration(input: RegistrationInput, now: number): { url: string; activeHmac: boolean; rateLimit: number | null; headers: WebhookHeaders; auth: ReceiverAuthChanges } {
   const invalid: InvalidParam[] = [];
   if (input.webhook_url === undefined || input.webhook_url === null) {
     invalid.push({ name: 'webhook_url', reason: 'is required' });
@@ -131,12 +139,15 @@ export function checkRegistration(input: RegistrationInput): { url: string; acti
   if (!headers.ok) invalid.push(...headers.problems);
   const rateProblem = input.rate_limit === undefined ? null : checkRateLimit(input.rate_limit);
   if (rateProblem !== null) invalid.push({ name: 'rate_limit', reason: rateProblem });
-  if (invalid.length > 0 || !headers.ok) throw validationError('the request body is invalid', invalid);
+  const auth = checkReceiverAuth(input, headers.ok ? headers.headers : [], now);
+  if (!auth.ok) invalid.push(...auth.problems);
+  if (invalid.length > 0 || !headers.ok || !auth.ok) throw validationError('the request body is invalid', invalid);
   return {
     url: input.webhook_url as string,
     activeHmac: (input.active_hmac as boolean | undefined) ?? true,
     rateLimit: (input.rate_limit as number | null | undefined) ?? null,
     headers: headers.headers,
+    auth: auth.value,
   };
 }
 
@@ -146,13 +157,13 @@ export function checkRegistration(input: RegistrationInput): { url: string; acti
  * changed) in one transaction.
  */
 async function registerWebhook(
-  deps: { store: Store; orgs: OrgService; checkTarget: TargetCheck },
+  deps: { store: Store; orgs: OrgService; checkTarget: TargetCheck; vault: CredentialVault },
   rec: AuditRecorder,
   orgId: string,
   input: RegistrationInput,
 ): Promise<Registration & { previousStatus: WebhookStatus | null }> {
   const { store, orgs } = deps;
-  const { url, activeHmac, rateLimit, headers } = checkRegistration(input);
+  const { url, activeHmac, rateLimit, headers, auth } = checkRegistration(input, store.clock.now());
   const refused = await deps.checkTarget(new URL(url), orgId);
   if (refused !== null) {
     throw new HookrelayError(ErrorCode.webhookUrlNotAllowed, `webhook_url ${refused.message}`, {
@@ -160,16 +171,22 @@ async function registerWebhook(
       details: { reason: refused.reason },
     });
   }
+  // The token service is reached as the receiver is: the same policy, at registration and at every fetch.
+  if (auth.oauth2.kind === 'set') {
+    const tokenRefused = await deps.checkTarget(new URL(auth.oauth2.value.settings.tokenUrl), orgId);
+    if (tokenRefused !== null) throw tokenUrlNotAllowed(tokenRefused);
+  }
   return store.transaction(async (tx) => {
     await orgs.require(orgId, tx);
     const existing = await tx.webhooks.getWithSecret(orgId);
     const newSecret = activeHmac && !existing?.secret ? generateWebhookSecret() : null;
-    await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now(), { rateLimit, headers });
+    const credentials = await storedReceiverAuth(tx, deps.vault, orgId, existing, auth, headers);
+    await tx.webhooks.upsert(orgId, url, activeHmac, newSecret ?? existing?.secret ?? null, store.clock.now(), { rateLimit, headers, ...credentials });
     const webhook = (await tx.webhooks.get(orgId))!;
     const kept = new Set(webhook.headers.map(([name]) => name.toLowerCase()));
     const removedHeaders = (existing?.headers ?? []).map(([name]) => name).filter((name) => !kept.has(name.toLowerCase()));
     const action = existing === null ? AuditAction.webhookRegister : AuditAction.webhookReplace;
-    await rec.record(tx, { action, changes: registrationChanges(existing, webhook, newSecret !== null) });
+    await rec.record(tx, { action, changes: registrationChanges(existing, webhook, newSecret !== null, credentials.clientSecretChanged) });
     return { webhook, created: existing === null, replacedUrl: existing ? existing.url : null, newSecret, removedHeaders, previousStatus: existing?.status ?? null };
   });
 }
@@ -186,7 +203,7 @@ export function createWebhookService(store: Store, orgs: OrgService, options: We
      * re-registrations.
      */
     async register(by: AuditContext, orgId: string, input: RegistrationInput): Promise<Registration> {
-      const { previousStatus, ...result } = await audit.change(by, { action: AuditAction.webhookRegister, orgId }, (rec) => registerWebhook({ store, orgs, checkTarget: options.checkTarget }, rec, orgId, input));
+      const { previousStatus, ...result } = await audit.change(by, { action: AuditAction.webhookRegister, orgId }, (rec) => registerWebhook({ store, orgs, checkTarget: options.checkTarget, vault: options.vault }, rec, orgId, input));
       if (previousStatus !== null && previousStatus !== result.webhook.status) {
         // A state change, logged at warn like the others (see logStatusChange).
         stateLog?.warn({ org: orgId, url: loggableUrl(result.webhook.url), from: previousStatus, to: result.webhook.status, by: 'registration' }, 'webhook enabled: registered again, held deliveries go out');

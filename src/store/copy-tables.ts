@@ -73,6 +73,12 @@ export const TABLES: readonly TableSpec[] = [
       integer('rate_limit'),
       // JSON text in SQLite, jsonb in PostgreSQL: sent as text, parsed by the cast.
       { name: 'headers', type: 'jsonb' },
+      // Receiver authentication: copied as they are, sealed secrets included (they open with
+      // the same key-encryption key, which goes with the database: docs/operations.md).
+      text('client_certificate'),
+      text('client_certificate_sealed'),
+      text('oauth2'),
+      text('oauth2_secret_sealed'),
     ],
     notCopied: ['rate_window'],
     orderBy: 'org_id',

@@ -24,6 +24,7 @@ import type {
   AttemptToStore,
   ClaimTurn,
   DeliverableWebhook,
+  SealedCredentials,
   DeliveryRow,
   DeliveryToQueue,
   DeliveryWaitState,
@@ -101,6 +102,8 @@ export interface WebhooksRepo {
   previousSecretExpiresAt(orgId: string): Promise<number | null>;
   /** The URL and the secrets of the organization's webhook (see signingSecrets), or null when it has none. */
   signingKeys(orgId: string): Promise<WebhookSigningKeys | null>;
+  /** The sealed credentials of the organization's webhook for its receiver (a client certificate's key, an OAuth2 client secret), or null when it has no webhook. */
+  sealedCredentials(orgId: string): Promise<SealedCredentials | null>;
   /**
    * Adds `n` to the webhook's count of deliveries sent after a later change of their request
    * (PostgreSQL; never called on SQLite, where it does nothing). Called in the claim that leased

@@ -8,7 +8,9 @@ import { traceIdOf } from '../domain/trace-context.ts';
 import { decodeRateWindow, EMPTY_RATE_WINDOW, type RateWindow } from '../domain/rate-window.ts';
 import type { Organization, Role, User, Webhook, WebhookStatus } from '../domain/types.ts';
 import { parseStoredHeaders } from '../domain/webhook-headers.ts';
-import type { AttemptRow, DeliverableWebhook, DeliveryRow, DeliveryStatus, DeliveryWaitState, DueDelivery, FeedPosition, FeedReject, FeedStats, PruneBounds, WebhookHealth, WebhookSigningKeys } from './values.ts';
+import { parseStoredClientCertificate } from '../domain/client-certificate.ts';
+import { parseStoredOAuth2 } from '../domain/oauth2-settings.ts';
+import type { AttemptRow, SealedCredentials, DeliverableWebhook, DeliveryRow, DeliveryStatus, DeliveryWaitState, DueDelivery, FeedPosition, FeedReject, FeedStats, PruneBounds, WebhookHealth, WebhookSigningKeys } from './values.ts';
 
 /** A 0/1 flag (SQLite) or a boolean (PostgreSQL). */
 type Flag = number | boolean;
@@ -63,6 +65,9 @@ export interface WebhookBaseRow {
   headers: unknown;
   status: WebhookStatus;
   rate_limit: number | null;
+  /** JSON text of what may be shown of its client certificate and OAuth2 settings (never their secrets), or null. */
+  client_certificate: string | null;
+  oauth2: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -73,7 +78,14 @@ export interface WebhookHealthRow {
   disabled_reason: string | null;
 }
 /** A webhook's columns (WebhookBaseRow): never its secrets. */
-export const WEBHOOK_COLUMNS = 'org_id, url, active_hmac, headers, status, rate_limit, created_at, updated_at';
+export const WEBHOOK_COLUMNS = 'org_id, url, active_hmac, headers, status, rate_limit, client_certificate, oauth2, created_at, updated_at';
+/** A webhook's sealed credentials for its receiver (SealedRow): only the deliverer and registration read them. */
+export const SEALED_COLUMNS = 'client_certificate_sealed, oauth2_secret_sealed';
+export interface SealedRow {
+  client_certificate_sealed: string | null;
+  oauth2_secret_sealed: string | null;
+}
+export const toSealed = (row: SealedRow): SealedCredentials => ({ clientCertificate: row.client_certificate_sealed, oauth2ClientSecret: row.oauth2_secret_sealed });
 /** A webhook's delivery health (WebhookHealthRow). */
 export const HEALTH_COLUMNS = 'consecutive_failures, failing_since, last_success_at, disabled_reason';
 /** Where a webhook's requests go and what signs them (SigningKeysRow). */
@@ -106,6 +118,8 @@ export const toWebhook = (row: WebhookBaseRow): Webhook => ({
   headers: parseStoredHeaders(row.headers),
   status: row.status,
   rateLimit: row.rate_limit,
+  clientCertificate: parseStoredClientCertificate(row.client_certificate),
+  oauth2: parseStoredOAuth2(row.oauth2),
   createdAt: row.created_at,
   updatedAt: row.updated_at,
 });
@@ -316,6 +330,8 @@ export interface DueRow {
   url: string;
   /** JSON text (SQLite) or the parsed jsonb (PostgreSQL) of the webhook's headers, or null. */
   headers: unknown;
+  client_certificate: string | null;
+  oauth2: string | null;
   active_hmac: number;
   secret: string | null;
   previous_secret: string | null;
@@ -345,6 +361,9 @@ export const dueDeliveryOf = (r: DueRow): DueDelivery => ({
   ...bodyOf(r),
   url: r.url,
   headers: parseStoredHeaders(r.headers),
+  // Null for nearly every webhook: nothing to parse.
+  clientCertificate: r.client_certificate === null ? null : parseStoredClientCertificate(r.client_certificate),
+  oauth2: r.oauth2 === null ? null : parseStoredOAuth2(r.oauth2),
   activeHmac: r.active_hmac === 1,
   secret: r.secret,
   previousSecret: r.previous_secret,

@@ -372,12 +372,19 @@ export const setStatusSet = (t: string, p: { status: string; reason: string; now
       consecutive_failures = CASE WHEN ${p.status} = 'active' THEN 0 ELSE ${t}consecutive_failures END,
       failing_since = CASE WHEN ${p.status} = 'active' THEN NULL ELSE ${t}failing_since END`;
 
-/** Creates or replaces the organization's one webhook (`values`: org_id, url, active_hmac, headers, secret, status, rate_limit, created_at, updated_at). */
+/**
+ * Creates or replaces the organization's one webhook (`values`: org_id, url, active_hmac,
+ * headers, secret, status, rate_limit, created_at, updated_at, client_certificate,
+ * client_certificate_sealed, oauth2, oauth2_secret_sealed).
+ */
 export const upsertWebhookSql = (values: string): string => `
-    INSERT INTO webhooks (org_id, url, active_hmac, headers, secret, status, rate_limit, created_at, updated_at)
+    INSERT INTO webhooks (org_id, url, active_hmac, headers, secret, status, rate_limit, created_at, updated_at,
+      client_certificate, client_certificate_sealed, oauth2, oauth2_secret_sealed)
     VALUES (${values})
     ON CONFLICT (org_id) DO UPDATE SET
       url = excluded.url, active_hmac = excluded.active_hmac, headers = excluded.headers, secret = excluded.secret, rate_limit = excluded.rate_limit,
+      client_certificate = excluded.client_certificate, client_certificate_sealed = excluded.client_certificate_sealed,
+      oauth2 = excluded.oauth2, oauth2_secret_sealed = excluded.oauth2_secret_sealed,
       status = 'active', disabled_reason = NULL, consecutive_failures = 0, failing_since = NULL,
       updated_at = excluded.updated_at`;
 

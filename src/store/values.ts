@@ -7,6 +7,8 @@ import type { RejectReason, StorableEvent } from '../domain/feed-event.ts';
 import type { RateWindow } from '../domain/rate-window.ts';
 import type { Webhook, WebhookStatus } from '../domain/types.ts';
 import type { WebhookHeaders } from '../domain/webhook-headers.ts';
+import type { ClientCertificateInfo } from '../domain/client-certificate.ts';
+import type { OAuth2Settings } from '../domain/oauth2-settings.ts';
 
 export const DeliveryStatus = { pending: 'pending', delivered: 'delivered', dead: 'dead' } as const;
 export type DeliveryStatus = (typeof DeliveryStatus)[keyof typeof DeliveryStatus];
@@ -24,6 +26,10 @@ export interface DueDelivery {
   readonly url: string;
   /** The webhook's own headers, read with its URL: sent on this attempt. */
   readonly headers: WebhookHeaders;
+  /** Its client certificate (which one: the deliverer opens the sealed material by it); null: none of its own. */
+  readonly clientCertificate: ClientCertificateInfo | null;
+  /** Its OAuth2 client credentials but the secret; null: no token is sent. */
+  readonly oauth2: OAuth2Settings | null;
   readonly activeHmac: boolean;
   readonly secret: string | null;
   readonly previousSecret: string | null;
@@ -282,10 +288,26 @@ export interface WebhookSettings {
   readonly rateLimit: number | null;
   /** The webhook's own headers, sent on every attempt (none: empty). */
   readonly headers: WebhookHeaders;
+  /** What may be shown of its client certificate (mutual TLS); null: none. */
+  readonly clientCertificate: ClientCertificateInfo | null;
+  /** Its OAuth2 client credentials but the secret; null: none. */
+  readonly oauth2: OAuth2Settings | null;
+  /** The secrets of both, sealed (domain/sealing.ts). */
+  readonly sealed: SealedCredentials;
 }
 
-/** A webhook registered without settings: no rate limit, no headers of its own. */
-export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = Object.freeze({ rateLimit: null, headers: Object.freeze([]) as WebhookHeaders });
+/** A webhook's credentials for its receiver as the database holds them: sealed, opened only with the key-encryption key. */
+export interface SealedCredentials {
+  /** The client certificate's chain and private key (domain/client-certificate.ts materialText), sealed; null: none. */
+  readonly clientCertificate: string | null;
+  /** The OAuth2 client secret, sealed; null: none. */
+  readonly oauth2ClientSecret: string | null;
+}
+
+export const NO_SEALED_CREDENTIALS: SealedCredentials = Object.freeze({ clientCertificate: null, oauth2ClientSecret: null });
+
+/** A webhook registered without settings: no rate limit, no headers of its own, no credentials for its receiver. */
+export const DEFAULT_WEBHOOK_SETTINGS: WebhookSettings = Object.freeze({ rateLimit: null, headers: Object.freeze([]) as WebhookHeaders, clientCertificate: null, oauth2: null, sealed: NO_SEALED_CREDENTIALS });
 
 /** A webhook that may receive deliveries (WebhooksRepo.deliverable). */
 export interface DeliverableWebhook {

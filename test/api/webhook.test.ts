@@ -8,7 +8,7 @@ import { test, type TestContext } from 'node:test';
 import { assertProblem, assertUnchanged, call, seedOrg, startRelay, type RunningRelay } from '../helpers/helpers.ts';
 import { repos } from '../helpers/sqlite-repos.ts';
 
-const WEBHOOK_VIEW_KEYS = ['active_hmac', 'created_at', 'headers', 'rate_limit', 'status', 'updated_at', 'webhook_url'];
+const WEBHOOK_VIEW_KEYS = ['active_hmac', 'client_certificate', 'created_at', 'headers', 'oauth2', 'rate_limit', 'status', 'updated_at', 'webhook_url'];
 const ISO_DATE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 async function setup(t: TestContext, overrides: Record<string, string> = {}) {
@@ -114,6 +114,8 @@ test('get_webhook returns { webhook_url, active_hmac, status, created_at, update
       headers: {},
       status: 'active',
       rate_limit: null,
+      client_certificate: null,
+      oauth2: null,
       created_at: created.body.created_at,
       updated_at: created.body.updated_at,
       status_detail: 'active; no delivery has succeeded yet',

@@ -336,17 +336,21 @@ test('db backup --dir DIR --keep N (the nightly timer\'s command): a dated copy 
   for (let i = 0; i < 4; i++) {
     const r = await runCli(t, ['db', 'backup', '--dir', dir, '--keep', '2', '--json', ...common]);
     assert.equal(r.code, 0, r.stderr);
-    const out = JSON.parse(r.stdout) as { path: string; jwt_secret: string | null; removed: string[] };
+    const out = JSON.parse(r.stdout) as { path: string; jwt_secret: string | null; credential_key: string | null; removed: string[] };
     assert.match(out.path, /\/hookrelay-\d{8}T\d{6}Z\.db$/);
     assert.equal(out.jwt_secret, out.path.replace(/\.db$/, '.jwt-secret'), 'the generated secret is copied beside it');
     assert.equal(readFileSync(out.jwt_secret!, 'utf8'), readFileSync(join(stateDir, 'jwt-secret'), 'utf8'));
     assert.equal(statSync(out.jwt_secret!).mode & 0o777, 0o600);
+    // The credential key too (issue 43): without it, the webhooks' sealed credentials restore unreadable.
+    assert.equal(out.credential_key, out.path.replace(/\.db$/, '.credential-key'));
+    assert.equal(readFileSync(out.credential_key!, 'utf8'), readFileSync(join(stateDir, 'credential-key'), 'utf8'));
+    assert.equal(statSync(out.credential_key!).mode & 0o777, 0o600);
     assert.equal(statSync(out.path).mode & 0o777, 0o600);
     assert.equal(statSync(dir).mode & 0o777, 0o700, 'made private when missing');
     taken.push(out.path);
     if (i < 3) await sleep(1100); // the names are to the second
   }
-  const kept = taken.slice(-2).flatMap((path) => [path.replace(/.*\//, ''), path.replace(/.*\//, '').replace(/\.db$/, '.jwt-secret')]).sort();
+  const kept = taken.slice(-2).flatMap((path) => [path.replace(/.*\//, ''), path.replace(/.*\//, '').replace(/\.db$/, '.jwt-secret'), path.replace(/.*\//, '').replace(/\.db$/, '.credential-key')]).sort();
   assert.deepEqual(names(), kept, 'the newest two and their secrets');
   const copy = new Database(taken.at(-1)!, { readonly: true });
   t.after(() => copy.close());

@@ -46,7 +46,10 @@ test('decideOutcome: invalid_request is dead at once, whatever the schedule has 
   assert.deepEqual(decideOutcome(failed(AttemptError.invalidRequest), 1, POLICY, 1_000, 0.5), { kind: 'dead' });
   assert.deepEqual(decideOutcome(failed(AttemptError.connection), 1, POLICY, 1_000, 0.5), { kind: 'retry', at: 3_601_000 });
   assert.equal(concernsReceiver(failed(AttemptError.invalidRequest)), false);
-  for (const error of Object.values(AttemptError)) if (error !== AttemptError.invalidRequest) assert.equal(concernsReceiver(failed(error)), true, error);
+  // Nor does credentials_unavailable (the operator's credential key: issue 43), which is retried.
+  assert.equal(concernsReceiver(failed(AttemptError.credentials)), false);
+  assert.equal(decideOutcome(failed(AttemptError.credentials), 1, POLICY, 1_000, 0.5).kind, 'retry');
+  for (const error of Object.values(AttemptError)) if (error !== AttemptError.invalidRequest && error !== AttemptError.credentials) assert.equal(concernsReceiver(failed(error)), true, error);
 });
 
 test('the error classes documented (docs/openapi.json, docs/metrics.md) are those of AttemptError', () => {

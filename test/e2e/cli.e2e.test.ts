@@ -350,7 +350,7 @@ test('newcomer flow: CLI set-up and token, then a daemon started afterwards serv
   const webhook = await api(daemon.baseUrl, 'GET', '/webhook/get_webhook', token);
   assert.equal(webhook.status, 200);
   assert.deepEqual(Object.keys(webhook.body).sort(), [
-    'active_hmac', 'consecutive_failures', 'created_at', 'disabled_reason', 'failing_since', 'headers', 'last_error', 'last_success_at', 'previous_secret_expires_at', 'rate_limit', 'status', 'status_detail', 'updated_at', 'webhook_url',
+    'active_hmac', 'client_certificate', 'consecutive_failures', 'created_at', 'disabled_reason', 'failing_since', 'headers', 'last_error', 'last_success_at', 'oauth2', 'previous_secret_expires_at', 'rate_limit', 'status', 'status_detail', 'updated_at', 'webhook_url',
   ]);
   assert.equal(webhook.body.webhook_url, 'https://hooks.example.com/acme');
   assert.equal(webhook.body.active_hmac, true);
@@ -474,7 +474,7 @@ test('--json output of list and get commands; webhook set shows the secret once;
   assert.equal(await sandbox.ok(['webhook', 'secret', '--org', 'acme']), `${secret}\n`);
 
   const webhook = JSON.parse(await sandbox.ok(['webhook', 'get', '--org', 'acme', '--json'])) as Record<string, unknown>;
-  assert.deepEqual(Object.keys(webhook).sort(), ['active_hmac', 'created_at', 'headers', 'rate_limit', 'status', 'updated_at', 'webhook_url']);
+  assert.deepEqual(Object.keys(webhook).sort(), ['active_hmac', 'client_certificate', 'created_at', 'headers', 'oauth2', 'rate_limit', 'status', 'updated_at', 'webhook_url']);
   assert.deepEqual(webhook.headers, {});
   assert.equal(webhook.webhook_url, 'https://hooks.example.com/v2');
   assert.equal(webhook.active_hmac, true);

@@ -59,6 +59,16 @@ export interface TestOidcProvider {
   readonly accounts: Map<string, OidcAccount>;
   /** Token requests by grant type so far (authorization_code, refresh_token, client_credentials). */
   tokenRequests(): Record<string, number>;
+  /**
+   * Registers a confidential client for the client credentials grant with a secret the test
+   * chooses (what a relay is given to fetch tokens), whose access tokens (JWTs for RESOURCE)
+   * live `accessTokenTtlSeconds`.
+   */
+  serviceClient(options: { clientId: string; secret: string; accessTokenTtlSeconds: number; authMethod?: 'client_secret_basic' | 'client_secret_post' }): void;
+  /** The server listens again on its port after stop() (the token service is back). */
+  restart(): Promise<void>;
+  /** The provider's public keys, as its JWKS serves them (for a receiver that verifies its tokens). */
+  publicJwks(): { keys: Record<string, unknown>[] };
 }
 
 function jwkOf(key: KeyObject, kid: string, alg: string): Record<string, unknown> {
@@ -98,6 +108,7 @@ export async function startOidcProvider(t: TestContext): Promise<TestOidcProvide
   const clients = new Map<string, OidcCaller>();
   const accounts = new Map<string, OidcAccount>();
   let consoleClient: { clientId: string; redirectUri: string; accessTokenTtlSeconds: number } | null = null;
+  const serviceClients = new Map<string, { clientId: string; secret: string; accessTokenTtlSeconds: number; authMethod?: 'client_secret_basic' | 'client_secret_post' }>();
   // Newest first: oidc-provider signs with the first key of the alg asked for.
   let keys: Array<Record<string, Record<string, unknown>>> = [newKeys()];
 
@@ -130,6 +141,14 @@ export async function startOidcProvider(t: TestContext): Promise<TestOidcProvide
       clients: [
         ...[...clients.values()].map((c) => ({ client_id: c.clientId, client_secret: `${c.clientId}-secret-0123456789`, grant_types: ['client_credentials'], redirect_uris: [], response_types: [] })),
         ...publicClients,
+        ...[...serviceClients.values()].map((c) => ({
+          client_id: c.clientId,
+          client_secret: c.secret,
+          token_endpoint_auth_method: c.authMethod ?? 'client_secret_basic',
+          grant_types: ['client_credentials'],
+          redirect_uris: [],
+          response_types: [],
+        })),
       ],
       jwks: { keys: keys.flatMap((set) => Object.values(set)) as never },
       cookies: { keys: ['test-cookie-key-0123456789abcdef'] },
@@ -166,7 +185,7 @@ export async function startOidcProvider(t: TestContext): Promise<TestOidcProvide
             scope: 'api',
             audience: RESOURCE,
             accessTokenFormat: 'jwt',
-            accessTokenTTL: client.clientId === console_?.clientId ? console_.accessTokenTtlSeconds : 600,
+            accessTokenTTL: client.clientId === console_?.clientId ? console_.accessTokenTtlSeconds : (serviceClients.get(client.clientId)?.accessTokenTtlSeconds ?? 600),
             jwt: { sign: { alg: clients.get(client.clientId)?.alg ?? 'ES256' } },
           }),
         },
@@ -224,6 +243,21 @@ export async function startOidcProvider(t: TestContext): Promise<TestOidcProvide
     },
     accounts,
     tokenRequests: () => ({ ...tokenRequests }),
+    serviceClient(options) {
+      serviceClients.set(options.clientId, options);
+      build();
+    },
+    async restart() {
+      await new Promise<void>((resolve) => server.listen(Number(new URL(issuer).port), '127.0.0.1', resolve));
+    },
+    publicJwks() {
+      return {
+        keys: keys.flatMap((set) => Object.values(set)).map((jwk) => {
+          const { d, p, q, dp, dq, qi, ...pub } = jwk as Record<string, unknown>;
+          return pub;
+        }),
+      };
+    },
     privateJwk(kid) {
       for (const set of keys) if (set[kid]) return set[kid];
       throw new Error(`no key ${kid}`);

@@ -57,6 +57,8 @@ export interface RecordedRequest {
   readonly receivedAt: number;
   /** The status the receiver answered, once it has (undefined while held or never answered). */
   answeredStatus?: number;
+  /** SHA-256 fingerprint of the client certificate the connection presented (mutual TLS), or null. */
+  readonly clientCertificate?: string | null;
 }
 
 /** What the receiver does with a request: an answer, or `hang` (never answer; the socket is held until the test ends). */
@@ -127,13 +129,13 @@ async function shutdown(server: HttpsServer | TlsServer, sockets: Set<Socket>): 
  * (with its exact body bytes) and answered by the current responder (default: 200 "ok").
  * Closed when the test ends.
  */
-export async function startReceiver(t: TestContext, tls: TestTls, responder: Responder = ok): Promise<Receiver> {
+export async function startReceiver(t: TestContext, tls: TestTls, responder: Responder = ok, serverOptions: { readonly requestCert?: boolean; readonly rejectUnauthorized?: boolean; readonly ca?: string } = {}): Promise<Receiver> {
   let current = responder;
   const requests: RecordedRequest[] = [];
   const sockets = new Set<Socket>();
   const counter = { n: 0 };
   const waiters = new Set<() => void>();
-  const server = createHttpsServer({ key: tls.keyPem, cert: tls.certPem }, (req, res) => {
+  const server = createHttpsServer({ key: tls.keyPem, cert: tls.certPem, ...serverOptions }, (req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -144,6 +146,7 @@ export async function startReceiver(t: TestContext, tls: TestTls, responder: Res
         headers: req.headers,
         body: Buffer.concat(chunks),
         receivedAt: Date.now(),
+        clientCertificate: serverOptions.requestCert ? ((req.socket as TLSSocket).getPeerCertificate?.()?.fingerprint256 ?? null) || null : null,
       };
       requests.push(recorded);
       const answering = current;

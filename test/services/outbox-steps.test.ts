@@ -20,6 +20,8 @@ const delivery: ClaimedDelivery = {
   payload: '{}',
   url: 'https://example.com/hook',
   headers: [],
+  clientCertificate: null,
+  oauth2: null,
   activeHmac: true,
   secret: 'whsec_x',
   previousSecret: null,

@@ -15,6 +15,7 @@ import { WebhookStatus } from '../../src/domain/types.ts';
 import { healthSentence } from '../../src/domain/webhook-health.ts';
 import { createIngestService } from '../../src/services/ingest.ts';
 import { createStatusService } from '../../src/services/status.ts';
+import { createCredentialVault } from '../../src/services/credential-key.ts';
 import { createTargetCheck } from '../../src/services/webhook-target.ts';
 import { createWebhookService } from '../../src/services/webhooks.ts';
 import { createOrgService } from '../../src/services/orgs.ts';
@@ -138,7 +139,7 @@ test('each webhook says why it has its status: the latest failure of its recent 
   const t0 = clock.at;
   const status = createStatusService(store, { disableAfterMs: 5 * DAY });
   const audit = testAudit(store);
-  const webhooks = createWebhookService(store, createOrgService(store, audit), { checkTarget: createTargetCheck(createNetworkPolicies({ allowNetworks: [], organizationNetworks: [], storeInternalResponses: [] }), false), disableAfterMs: 5 * DAY, secretRotationGraceMs: 1000 }, audit);
+  const webhooks = createWebhookService(store, createOrgService(store, audit), { checkTarget: createTargetCheck(createNetworkPolicies({ allowNetworks: [], organizationNetworks: [], storeInternalResponses: [] }), false), disableAfterMs: 5 * DAY, secretRotationGraceMs: 1000, vault: createCredentialVault({ stateDir: tempDir(t), delivery: { credentialKeyFile: null } }) }, audit);
 
   const [ok] = await queue(store, 'org-ok', ['ar_1']);
   settle(store, ok!, t0, 'delivered');

@@ -213,7 +213,7 @@ for (const backend of backends) {
         await tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 1000);
       });
       const webhook = await store.read((tx) => tx.webhooks.get('acme'));
-      assert.deepEqual(webhook, { orgId: 'acme', url: 'https://hooks.example.com/a', activeHmac: true, headers: [], status: 'active', rateLimit: null, createdAt: 1000, updatedAt: 1000 });
+      assert.deepEqual(webhook, { orgId: 'acme', url: 'https://hooks.example.com/a', activeHmac: true, headers: [], status: 'active', rateLimit: null, clientCertificate: null, oauth2: null, createdAt: 1000, updatedAt: 1000 });
       assert.ok(webhook !== null && !('secret' in webhook), 'get() never carries the secret');
       assert.deepEqual(await store.read((tx) => tx.webhooks.getWithSecret('acme')), { ...webhook, secret: 'whsec_one' });
       assert.deepEqual(await store.read((tx) => tx.webhooks.health('acme')), { consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: null });
@@ -236,11 +236,38 @@ for (const backend of backends) {
         headers: [],
         status: 'active',
         rateLimit: null,
+        clientCertificate: null,
+        oauth2: null,
         createdAt: 1000,
         updatedAt: 2000,
         secret: null,
       });
       assert.deepEqual(await store.read((tx) => tx.webhooks.health('acme')), { consecutiveFailures: 0, failingSince: null, lastSuccessAt: 1500, disabledReason: null });
+    });
+
+    test('webhooks: the receiver credentials (issue 43): what may be shown read by every read, the sealed values only by sealedCredentials, replaced or cleared by each upsert', async (t) => {
+      const { store, column } = await backend.open(t);
+      const clientCertificate = { subject: 'CN=acme', issuer: 'CN=CA', fingerprintSha256: 'AB:CD', serialNumber: '01', notBefore: 10, notAfter: 99_000, keyType: 'EC P-256' };
+      const oauth2 = { tokenUrl: 'https://idp.example/token', clientId: 'hr', scope: 'a b', audience: null, clientAuth: 'client_secret_basic', revision: 'r1' } as const;
+      const sealed = { clientCertificate: 'hrs1.k.iv.certificate.tag', oauth2ClientSecret: 'hrs1.k.iv.secret.tag' };
+      await store.transaction(async (tx) => {
+        await tx.orgs.insert({ id: 'acme', name: 'Acme', createdAt: 1 });
+        await tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 1000, { clientCertificate, oauth2, sealed });
+      });
+      const webhook = await store.read((tx) => tx.webhooks.get('acme'));
+      assert.deepEqual(webhook?.clientCertificate, clientCertificate);
+      assert.deepEqual(webhook?.oauth2, oauth2);
+      assert.ok(!JSON.stringify(webhook).includes('hrs1'), 'get() never carries a sealed value');
+      assert.deepEqual((await store.read((tx) => tx.webhooks.listWithHealth()))[0]?.oauth2, oauth2);
+      assert.deepEqual(await store.read((tx) => tx.webhooks.sealedCredentials('acme')), sealed);
+      assert.equal(await store.read((tx) => tx.webhooks.sealedCredentials('nobody')), null);
+      assert.deepEqual(await column("SELECT client_certificate_sealed FROM webhooks WHERE org_id = 'acme'"), [sealed.clientCertificate]);
+      // A registration without them (the service passes what it keeps): cleared.
+      await store.transaction((tx) => tx.webhooks.upsert('acme', 'https://hooks.example.com/a', true, 'whsec_one', 2000));
+      const cleared = await store.read((tx) => tx.webhooks.get('acme'));
+      assert.equal(cleared?.clientCertificate, null);
+      assert.equal(cleared?.oauth2, null);
+      assert.deepEqual(await store.read((tx) => tx.webhooks.sealedCredentials('acme')), { clientCertificate: null, oauth2ClientSecret: null });
     });
 
     test('webhooks: headers are kept in their order and spelling, read by every read, replaced (or removed) by each upsert', async (t) => {
@@ -340,7 +367,7 @@ for (const backend of backends) {
       assert.deepEqual(await store.read((tx) => tx.webhooks.health('acme')), { consecutiveFailures: 3, failingSince: 10, lastSuccessAt: null, disabledReason: 'operator' });
       // The same status again: no change reported, but the reason and the time are written.
       assert.equal(await set('disabled', 'gone', 200), null);
-      assert.deepEqual(await store.read((tx) => tx.webhooks.get('acme')), { orgId: 'acme', url: 'https://hooks.example.com/a', activeHmac: true, headers: [], status: 'disabled', rateLimit: null, createdAt: 1, updatedAt: 200 });
+      assert.deepEqual(await store.read((tx) => tx.webhooks.get('acme')), { orgId: 'acme', url: 'https://hooks.example.com/a', activeHmac: true, headers: [], status: 'disabled', rateLimit: null, clientCertificate: null, oauth2: null, createdAt: 1, updatedAt: 200 });
       assert.equal((await store.read((tx) => tx.webhooks.health('acme')))?.disabledReason, 'gone');
 
       // Back to active: the failure count starts again.
@@ -402,10 +429,10 @@ for (const backend of backends) {
       ]);
       const all = await store.read((tx) => tx.webhooks.listWithHealth());
       assert.deepEqual(all, [
-        { orgId: 'C', url: 'https://c.example.com/', activeHmac: false, headers: [], status: 'active', rateLimit: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: null, outOfOrderDeliveries: 0 },
-        { orgId: 'a', url: 'https://a.example.com/', activeHmac: true, headers: [], status: 'active', rateLimit: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: 20, disabledReason: null, outOfOrderDeliveries: 0 },
-        { orgId: 'a_2', url: 'https://a_2.example.com/', activeHmac: true, headers: [], status: 'failing', rateLimit: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 1, failingSince: 30, lastSuccessAt: null, disabledReason: null, outOfOrderDeliveries: 0 },
-        { orgId: 'b', url: 'https://b.example.com/', activeHmac: true, headers: [], status: 'disabled', rateLimit: null, createdAt: 10, updatedAt: 40, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: 'operator', outOfOrderDeliveries: 0 },
+        { orgId: 'C', url: 'https://c.example.com/', activeHmac: false, headers: [], status: 'active', rateLimit: null, clientCertificate: null, oauth2: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: null, outOfOrderDeliveries: 0 },
+        { orgId: 'a', url: 'https://a.example.com/', activeHmac: true, headers: [], status: 'active', rateLimit: null, clientCertificate: null, oauth2: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 0, failingSince: null, lastSuccessAt: 20, disabledReason: null, outOfOrderDeliveries: 0 },
+        { orgId: 'a_2', url: 'https://a_2.example.com/', activeHmac: true, headers: [], status: 'failing', rateLimit: null, clientCertificate: null, oauth2: null, createdAt: 10, updatedAt: 10, consecutiveFailures: 1, failingSince: 30, lastSuccessAt: null, disabledReason: null, outOfOrderDeliveries: 0 },
+        { orgId: 'b', url: 'https://b.example.com/', activeHmac: true, headers: [], status: 'disabled', rateLimit: null, clientCertificate: null, oauth2: null, createdAt: 10, updatedAt: 40, consecutiveFailures: 0, failingSince: null, lastSuccessAt: null, disabledReason: 'operator', outOfOrderDeliveries: 0 },
       ]);
       assert.ok(all.every((w) => !('secret' in w)));
     });

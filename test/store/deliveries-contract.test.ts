@@ -466,6 +466,8 @@ for (const backend of backends) {
         payload: DETAILS,
         url: hookUrl('acme'),
         headers: null,
+        client_certificate: null,
+        oauth2: null,
         active_hmac: 1,
         secret: 'whsec_acme',
         previous_secret: null,
@@ -498,6 +500,13 @@ for (const backend of backends) {
         (await store.read((tx) => tx.deliveries.dueRows('globex', 5000, 1))).map((r) => dueDeliveryOf(r).headers),
         [[['X-B', '2'], ['Authorization', 'Bearer t']]],
       );
+      // And its client certificate and OAuth2 settings (never their sealed secrets): the deliverer opens those by them.
+      const clientCertificate = { subject: 'CN=globex', issuer: 'CN=CA', fingerprintSha256: 'AB:CD', serialNumber: '01', notBefore: 10, notAfter: 99_000, keyType: 'Ed25519' };
+      const oauth2 = { tokenUrl: 'https://idp.example/token', clientId: 'hr', scope: null, audience: 'x', clientAuth: 'client_secret_post', revision: 'r2' } as const;
+      await store.transaction((tx) => tx.webhooks.upsert('globex', hookUrl('globex'), false, null, 1300, { clientCertificate, oauth2, sealed: { clientCertificate: 'hrs1.sealed', oauth2ClientSecret: 'hrs1.sealed2' } }));
+      const withAuth = (await store.read((tx) => tx.deliveries.dueRows('globex', 5000, 1))).map(dueDeliveryOf);
+      assert.deepEqual(withAuth.map((d) => [d.clientCertificate, d.oauth2]), [[clientCertificate, oauth2]]);
+      assert.ok(!JSON.stringify(withAuth).includes('hrs1'));
 
       // Leased: left out while the lease stands; back (as a retry, due since its time) once it lapsed.
       await store.transaction((tx) => tx.deliveries.lease([f1.id, r2.id], 9000, 5000));

@@ -74,6 +74,16 @@ const exampleWebhook = {
   headers: { 'X-Environment': 'production', Authorization: null },
   status: 'active',
   rate_limit: null,
+  client_certificate: {
+    subject: 'CN=hookrelay.acme.example, O=Acme',
+    issuer: 'CN=Acme Partner CA',
+    fingerprint_sha256: '5B:0E:71:8A:2C:94:3F:D6:11:7A:C0:9E:4B:28:E3:56:9D:0F:A1:62:7C:B8:45:13:E9:2A:D7:60:3B:F4:88:1C',
+    serial_number: '4F2A9C11D3E0B876',
+    not_before: '2026-09-01T00:00:00.000Z',
+    not_after: '2027-09-01T00:00:00.000Z',
+    key_type: 'EC P-256',
+  },
+  oauth2: null,
   created_at: '2026-11-22T05:07:00.570Z',
   updated_at: '2026-11-22T05:07:00.570Z',
 };
@@ -93,7 +103,7 @@ const registerWebhook = operation({
   operationId: 'registerWebhook',
   summary: "Register or replace the organization's webhook",
   description:
-    "Sets the one webhook of the caller's organization. Registering again replaces the URL (and `active_hmac`) and says so in the message; it also makes a `failing` or `disabled` webhook `active` again. The signing secret is kept. When HMAC is active and the organization has no signing secret yet, a Standard Webhooks secret (`whsec_` + base64 of 32 random bytes) is generated and returned once, as `secret`, in this response; admins can read it again with `GET /webhook/get_secret`. POST is the documented method; PUT is accepted with identical behaviour. Permission: `webhook:manage` (saas_admin).",
+    "Sets the one webhook of the caller's organization. Registering again replaces the URL (and `active_hmac`) and says so in the message; it also makes a `failing` or `disabled` webhook `active` again. The signing secret is kept, and so are the client certificate and the OAuth2 client credentials when the registration leaves them out (null removes them). When HMAC is active and the organization has no signing secret yet, a Standard Webhooks secret (`whsec_` + base64 of 32 random bytes) is generated and returned once, as `secret`, in this response; admins can read it again with `GET /webhook/get_secret`. POST is the documented method; PUT is accepted with identical behaviour. Permission: `webhook:manage` (saas_admin).",
   permission: Permission.webhookManage,
   requestBody: { $ref: '#/components/requestBodies/RegisterWebhook' },
   responses: {
@@ -125,7 +135,7 @@ const registerWebhook = operation({
     ),
     ...WRITE,
     422: problemAnswer(
-      '`webhook_url` is missing, not a string, longer than 2048 characters, not an absolute URL, or has a fragment; or `active_hmac` is not a boolean (`validation_failed`, each field in `invalid_params`). Or the URL points where webhooks may not go (`webhook_url_not_allowed`, with its `reason`): not https (http only when `delivery.allowHttp` is set), user-info in the URL, or a host that is, or resolves to, a loopback, private, link-local or reserved address in any notation (unless the operator allows that network with `delivery.allowNetworks`). Nothing is changed.',
+      '`webhook_url` is missing, not a string, longer than 2048 characters, not an absolute URL, or has a fragment; or `active_hmac` is not a boolean; or `client_certificate` is refused (`client_certificate.private_key` does not match the certificate, is weak or encrypted; `client_certificate.certificate` expired, not valid yet, not for TLS clients, too large); or `oauth2` is incomplete, or comes with an `Authorization` header in `headers` (both named) (`validation_failed`, each field in `invalid_params`). Or `oauth2.token_url` is refused by the same rules as `webhook_url` (`webhook_url_not_allowed`, `invalid_params` naming `oauth2.token_url`). Or the URL points where webhooks may not go (`webhook_url_not_allowed`, with its `reason`): not https (http only when `delivery.allowHttp` is set), user-info in the URL, or a host that is, or resolves to, a loopback, private, link-local or reserved address in any notation (unless the operator allows that network with `delivery.allowNetworks`). Nothing is changed.',
       [ErrorCode.validation, ErrorCode.webhookUrlNotAllowed],
       [
         problemExample(ErrorCode.validation, '/webhook/register_webhook', 'the request body is invalid', {

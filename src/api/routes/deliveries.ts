@@ -2,7 +2,7 @@ import type { Context } from 'koa';
 import { iso } from '../../domain/iso.ts';
 import { Permission } from '../../domain/permissions.ts';
 import type { AttemptRow } from '../../store/values.ts';
-import { statusOfName, type DeliveryLogService, type RequestAsSent } from '../../services/delivery-log.ts';
+import { statusOfName, type DeliveryLogService, type DeliveryDetail } from '../../services/delivery-log.ts';
 import { attemptStatsView, deliveryView } from '../../services/views.ts';
 import { firstValues, parseRequest } from '../request-validation.ts';
 import { DeliveriesQuery, DeliveryIdParams, encodeCursor, RecoverRequest, StatsQuery, TestRequest } from '../schemas/requests.ts';
@@ -26,8 +26,19 @@ function attemptView(a: AttemptRow) {
   };
 }
 
-function requestView(r: RequestAsSent) {
-  return { method: 'POST', url: r.url, headers: r.headers, body: r.body, attempt: r.attempt, sent_at: iso(r.sentAt), signed_at: iso(r.signedAt), signature: r.signature };
+function requestView(r: DeliveryDetail['request']) {
+  const c = r.clientCertificate;
+  return {
+    method: 'POST',
+    url: r.url,
+    headers: r.headers,
+    body: r.body,
+    attempt: r.attempt,
+    sent_at: iso(r.sentAt),
+    signed_at: iso(r.signedAt),
+    signature: r.signature,
+    client_certificate: c === null ? null : { subject: c.subject, fingerprint_sha256: c.fingerprintSha256 },
+  };
 }
 
 function deliveryId(ctx: Context): number {

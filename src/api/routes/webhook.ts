@@ -1,6 +1,6 @@
 import { iso } from '../../domain/iso.ts';
 import { Permission } from '../../domain/permissions.ts';
-import { secretRotationView, webhookHealthView, webhookView } from '../../services/views.ts';
+import { receiverAuthSentence, secretRotationView, webhookHealthView, webhookView } from '../../services/views.ts';
 import type { WebhookService } from '../../services/webhooks.ts';
 import { parseRequest } from '../request-validation.ts';
 import { RegisterWebhookRequest } from '../schemas/requests.ts';
@@ -14,10 +14,13 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
     Permission.webhookManage,
     async (ctx, principal, by) => {
       const raw = ctx.state.body as Record<string, unknown>;
-      const body = parseRequest(RegisterWebhookRequest, raw, 'the request body is invalid');
+      // The credentials for the receiver are checked by the service alone, which names the field
+      // at fault inside them (client_certificate.private_key, oauth2.token_url); the schema
+      // describes them for the document.
+      const body = parseRequest(RegisterWebhookRequest, { ...raw, client_certificate: undefined, oauth2: undefined }, 'the request body is invalid');
       // The headers as sent, in their order: the object zod rebuilds cannot hold a name such as
       // __proto__, which is an HTTP token like any other.
-      const result = await services.webhooks.register(by, principal.orgId, { ...body, headers: raw.headers });
+      const result = await services.webhooks.register(by, principal.orgId, { ...body, headers: raw.headers, client_certificate: raw.client_certificate, oauth2: raw.oauth2 });
       const { webhook } = result;
       let message = result.created
         ? `Webhook registered: status changes of anticipation requests will be sent to ${webhook.url}`
@@ -31,6 +34,7 @@ export function registerWebhookRoutes(router: SecuredRouter, services: { webhook
       }
       // A registration describes the whole webhook: say so when it dropped headers the webhook had.
       if (result.removedHeaders.length > 0) message += `. Headers no longer sent (this registration did not set them): ${result.removedHeaders.join(', ')}`;
+      message += receiverAuthSentence(webhook);
       ctx.status = result.created ? 201 : 200;
       ctx.body = { message, ...webhookView(webhook), ...(result.newSecret ? { secret: result.newSecret } : {}) } satisfies Answer<typeof WebhookRegistration>;
     },

@@ -87,6 +87,37 @@ export const WebhookHeaders = z.record(z.string(), z.string().nullable()).meta({
   examples: [{ 'X-Environment': 'production', Authorization: null }],
 });
 
+export const ClientCertificate = z
+  .strictObject({
+    subject: z.string().meta({ description: "The client certificate's subject, its attributes joined with \", \"." , examples: ['CN=hookrelay.acme.example, O=Acme'] }),
+    issuer: z.string().meta({ description: 'Who issued it (its issuer\'s subject).' }),
+    fingerprint_sha256: z
+      .string()
+      .regex(/^[0-9A-F]{2}(:[0-9A-F]{2}){31}$/)
+      .meta({ description: 'SHA-256 of the certificate (DER), as `openssl x509 -noout -fingerprint -sha256` prints it: which certificate the receiver sees.' }),
+    serial_number: z.string().meta({ description: 'Its serial number, hexadecimal.' }),
+    not_before: dateTime('Valid from (UTC).'),
+    not_after: dateTime('Valid until (UTC): register a new one before then. hookrelay warns `delivery.clientCertificateExpiryWarning` (14 days) ahead, in its log, `hookrelay status` and a metric.'),
+    key_type: z.string().meta({ description: 'The key\'s type and size: `RSA 2048` (or more), `EC P-256`, `EC P-384`, `Ed25519`.' }),
+  })
+  .meta({
+    description:
+      'The client certificate every delivery presents to the receiver in its TLS handshake (mutual TLS), as `client_certificate` of `register_webhook` set it. Never its private key: it is sealed in the database, opened only to connect, and shown to no one. Added within v1.',
+  });
+
+export const OAuth2Client = z
+  .strictObject({
+    token_url: z.string().meta({ format: 'uri', description: 'The token endpoint hookrelay gets access tokens from (client credentials grant).' }),
+    client_id: z.string(),
+    scope: z.string().nullable().meta({ description: 'Scopes asked for, space-separated; null: none asked.' }),
+    audience: z.string().nullable().meta({ description: 'Sent as `audience`; null: not sent.' }),
+    client_auth: z.enum(['client_secret_basic', 'client_secret_post']).meta({ description: 'How the client authenticates to the token endpoint: HTTP Basic (the default) or in the form body.' }),
+  })
+  .meta({
+    description:
+      'The OAuth2 client credentials every delivery gets its `Authorization: Bearer` access token with, as `oauth2` of `register_webhook` set them. Never the client secret (sealed in the database, shown to no one) nor a token. Added within v1.',
+  });
+
 /** A webhook's configuration (services/views.ts webhookView): every answer that shows the webhook has these. */
 const webhookFields = {
   webhook_url: z.string().meta({ format: 'uri', description: 'The URL that receives the notifications.' }),
@@ -99,6 +130,8 @@ const webhookFields = {
     .max(10_000)
     .nullable()
     .meta({ description: 'At most this many deliveries start in any one-second window (docs/delivery.md, "Rate limit"); null: no limit. Added within v1.' }),
+  client_certificate: ClientCertificate.nullable().meta({ description: 'The client certificate deliveries present (mutual TLS); null: none of its own (the operator may have set one for the organization: docs/delivery.md, "Receiver authentication"). Added within v1.' }),
+  oauth2: OAuth2Client.nullable().meta({ description: 'The OAuth2 client credentials deliveries get their access token with; null: none. Added within v1.' }),
   created_at: dateTime('First registration (UTC, ISO 8601 with milliseconds).'),
   updated_at: dateTime('Last registration or change (UTC).'),
 };

@@ -72,7 +72,7 @@ export const DeliveryAttempt = z
       .nullable()
       .meta({
         description:
-          "Class of failure, when the attempt failed: `http_status`, `timeout`, `connection_error`, `dns_error`, `tls_error`, `blocked_address`, `invalid_url`, `proxy_error` (the operator's egress proxy could not be reached or refused the tunnel: no request reached the receiver), or `invalid_request` (the request itself cannot be sent: a header value HTTP cannot carry, such as an event id, its `webhook-id`, with characters beyond Latin-1; nothing was sent, the delivery is dead at once and the webhook's health is left as it was).",
+          "Class of failure, when the attempt failed: `http_status`, `timeout`, `connection_error`, `dns_error`, `tls_error`, `blocked_address`, `invalid_url`, `proxy_error` (the operator's egress proxy could not be reached or refused the tunnel: no request reached the receiver), `oauth2_token_failed` (no access token for the receiver: its token service refused, failed or could not be reached; retried), `credentials_unavailable` (the webhook's sealed client certificate key or OAuth2 secret does not open on this instance: the operator's credential key is missing or another one; nothing was sent, retried, the webhook's health left as it was), or `invalid_request` (the request itself cannot be sent: a header value HTTP cannot carry, such as an event id, its `webhook-id`, with characters beyond Latin-1; nothing was sent, the delivery is dead at once and the webhook's health is left as it was).",
       }),
     error_detail: z.string().nullable().meta({ description: 'What went wrong, in words.' }),
     response_body: z
@@ -106,7 +106,7 @@ export const DeliveryRequest = z
     url: z.string().meta({ format: 'uri', description: "Where that attempt went; for a preview, where the next attempt goes (the webhook's URL now)." }),
     headers: z.record(z.string(), z.string()).meta({
       description:
-        "Every header as the receiver gets it, by lower-case name, in the order they are sent: `host`, `connection`, `content-type` (`application/json`), `user-agent` (`hookrelay/VERSION`), `webhook-id`, `webhook-timestamp` (seconds), `webhook-signature` (`v1,<base64>`, one per signing secret, newest first; as sent; left out when `signature` is not `included`), `content-length`, then the webhook's own headers (`Webhook.headers`) by lower-case name: the ones the webhook has now (an attempt does not record them), each value that may be a credential shown as `(set; value hidden)`. While tracing is on, each attempt also sends `traceparent` (and `tracestate`) after `webhook-signature`, its own span's: not recorded, so not shown here; `trace_id` names its trace.",
+        "Every header as the receiver gets it, by lower-case name, in the order they are sent: `host`, `connection`, `content-type` (`application/json`), `user-agent` (`hookrelay/VERSION`), `webhook-id`, `webhook-timestamp` (seconds), `webhook-signature` (`v1,<base64>`, one per signing secret, newest first; as sent; left out when `signature` is not `included`), `content-length`, then the webhook's own headers (`Webhook.headers`) by lower-case name: the ones the webhook has now (an attempt does not record them), each value that may be a credential shown as `(set; value hidden)`; with `oauth2`, `authorization` (its access token, `(set; value hidden)`). While tracing is on, each attempt also sends `traceparent` (and `tracestate`) after `webhook-signature`, its own span's: not recorded, so not shown here; `trace_id` names its trace.",
     }),
     body: z.string().meta({ description: 'The exact body, byte for byte (UTF-8): what the signature covers, after `webhook-id.webhook-timestamp.`.' }),
     attempt: z
@@ -120,6 +120,13 @@ export const DeliveryRequest = z
       description:
         '`included`: `webhook-signature` is in `headers`; `withheld`: the request is signed, but the caller lacks `webhook:manage`; `unsigned`: the attempt sent no signature (`active_hmac` was false), or, for a preview, the webhook does not sign.',
     }),
+    client_certificate: z
+      .strictObject({ subject: z.string(), fingerprint_sha256: z.string() })
+      .nullable()
+      .meta({
+        description:
+          "The client certificate the webhook presents in the TLS handshake (mutual TLS), as it has it now (an attempt does not record it); null: none of its own (an operator's certificate for the organization is not shown here). Never its key. Added within v1.",
+      }),
   })
   .meta({
     id: 'DeliveryRequest',
@@ -144,6 +151,7 @@ export const DeliveryRequest = z
         sent_at: '2026-11-22T08:31:00.012Z',
         signed_at: '2026-11-22T08:31:00.000Z',
         signature: 'included',
+        client_certificate: null,
       },
     ],
   });

@@ -10,6 +10,8 @@ import { RFC3339_EXPECTED, rfc3339Ms } from '../../domain/rfc3339.ts';
 import { checkRateLimit } from '../../domain/rate-window.ts';
 import { checkEmail, checkWebhookUrl, MAX_EMAIL_LENGTH, MAX_WEBHOOK_URL_LENGTH } from '../../domain/validation.ts';
 import { checkWebhookHeaders, MAX_HEADER_NAME_LENGTH, MAX_HEADER_VALUE_LENGTH, MAX_WEBHOOK_HEADERS } from '../../domain/webhook-headers.ts';
+import { MAX_CERTIFICATE_CHAIN_BYTES, MAX_PRIVATE_KEY_BYTES } from '../../domain/client-certificate.ts';
+import { MAX_AUDIENCE_LENGTH, MAX_CLIENT_ID_LENGTH, MAX_CLIENT_SECRET_LENGTH, MAX_SCOPE_LENGTH } from '../../domain/oauth2-settings.ts';
 import { reasons, worded } from '../request-validation.ts';
 import { DeliveryStatusFilter, STATS_WINDOW_NAMES, TestKinds } from './deliveries.ts';
 
@@ -122,6 +124,35 @@ export const RegisterWebhookRequest = z
       description:
         'Deliveries per second at most, 1-10,000; null or left out: no limit (a registration sets every setting: left out, the limit is removed). Deliveries over the rate wait, unclaimed: no attempt, no failure. Added within v1.',
     }),
+    client_certificate: z
+      .object({
+        certificate: z.string().max(MAX_CERTIFICATE_CHAIN_BYTES).meta({ description: "PEM: the client's certificate first, then its intermediates, if any (not the root). At most 32 KiB, 8 certificates." }),
+        private_key: z.string().max(MAX_PRIVATE_KEY_BYTES).meta({ description: 'PEM private key of the first certificate, unencrypted (PKCS #8, or PKCS #1 / SEC 1): RSA of 2048 bits or more, EC P-256 or P-384, or Ed25519. At most 16 KiB.' }),
+      })
+      .nullable()
+      .optional()
+      .meta({
+        description:
+          "A client certificate every delivery presents to the receiver (mutual TLS), for a receiver behind a gateway that admits only callers with one. Checked: the key must be the certificate's, the certificate valid now (not expired, not before its start) and for TLS clients (extended key usage), the chain in order; each problem is 422 `validation_failed` naming `client_certificate.certificate` or `client_certificate.private_key`, and changes nothing. The key is sealed in the database (AES-256-GCM, under a key kept outside it) and never shown again: answers show the certificate's subject, issuer, SHA-256 fingerprint and validity. Left out, the webhook keeps the certificate it has (unlike the other settings: its key cannot be sent back); null removes it; a new one replaces it from the next attempt. Added within v1.",
+      }),
+    oauth2: z
+      .object({
+        token_url: z.string().max(MAX_WEBHOOK_URL_LENGTH).meta({ format: 'uri', description: 'The token endpoint (https; held to the same address rules as `webhook_url`, at registration and at every fetch).' }),
+        client_id: z.string().min(1).max(MAX_CLIENT_ID_LENGTH),
+        client_secret: z.string().min(1).max(MAX_CLIENT_SECRET_LENGTH).meta({ description: 'Sealed in the database, never shown again, never logged.' }),
+        scope: z.string().max(MAX_SCOPE_LENGTH).nullable().optional().meta({ description: 'Scopes to ask for, space-separated.' }),
+        audience: z.string().max(MAX_AUDIENCE_LENGTH).nullable().optional().meta({ description: 'Sent as `audience` in the token request (Auth0, Okta and others pick the token\'s audience by it).' }),
+        client_auth: z
+          .enum(['client_secret_basic', 'client_secret_post'])
+          .optional()
+          .meta({ description: '`client_secret_basic` (the default): the id and secret in an HTTP Basic header; `client_secret_post`: in the form body.' }),
+      })
+      .nullable()
+      .optional()
+      .meta({
+        description:
+          "OAuth2 client credentials (RFC 6749 section 4.4): hookrelay gets an access token from `token_url` and sends it as `Authorization: Bearer` on every delivery, cached until shortly before it expires; a receiver's 401 makes it fetch a new token once and send the attempt again once. An `Authorization` header in `headers` next to `oauth2` is refused (422 naming both). A token URL the address rules refuse is 422 `webhook_url_not_allowed` naming `oauth2.token_url`. Left out, the webhook keeps the credentials it has; null removes them; an object replaces them (give the secret again). Added within v1.",
+      }),
   })
   .meta({ id: 'RegisterWebhookRequest' });
 

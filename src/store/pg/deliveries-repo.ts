@@ -97,7 +97,7 @@ const ROW_COLUMNS = deliveryRowColumns('postgres');
  */
 export const PG_DUE_SQL = `
   SELECT d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload,
-    w.url, w.headers, w.active_hmac::int AS active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at, e.traceparent, e.tracestate, ${HOLDS_BACK} AS holds_back
+    w.url, w.headers, w.client_certificate, w.oauth2, w.active_hmac::int AS active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at, e.traceparent, e.tracestate, ${HOLDS_BACK} AS holds_back
   FROM (
     (SELECT d.id FROM deliveries d
       WHERE d.org_id = $1 AND ${isFresh('d.')} AND d.release_at <= ${QUEUE_NOW}

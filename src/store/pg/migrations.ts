@@ -342,6 +342,14 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE events ADD COLUMN traceparent text;
   ALTER TABLE events ADD COLUMN tracestate text;
   `,
+  // 11: receiver authentication, as SQLite's schema 17 (see there): text columns, the
+  // JSON read by the code (never queried), the secrets sealed.
+  `
+  ALTER TABLE webhooks ADD COLUMN client_certificate text;
+  ALTER TABLE webhooks ADD COLUMN client_certificate_sealed text;
+  ALTER TABLE webhooks ADD COLUMN oauth2 text;
+  ALTER TABLE webhooks ADD COLUMN oauth2_secret_sealed text;
+  `,
 ];
 
 /** The schema version this code writes and understands. */

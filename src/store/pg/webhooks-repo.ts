@@ -1,9 +1,11 @@
 import { decodeRateWindow, encodeRateWindow, type RateWindow } from '../../domain/rate-window.ts';
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/types.ts';
 import { storedHeaders } from '../../domain/webhook-headers.ts';
+import { storedClientCertificate } from '../../domain/client-certificate.ts';
+import { storedOAuth2 } from '../../domain/oauth2-settings.ts';
 import type { WebhooksRepo } from '../repos.ts';
-import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookHealth, type WebhookSettings, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../values.ts';
-import { HEALTH_COLUMNS as HEALTH, SIGNING_KEY_COLUMNS, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS as WEBHOOK, type DeliverableRow, type SigningKeysRow, type WebhookBaseRow, type WebhookHealthRow } from '../row-mappers.ts';
+import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type SealedCredentials, type WebhookHealth, type WebhookSettings, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../values.ts';
+import { HEALTH_COLUMNS as HEALTH, SEALED_COLUMNS, toSealed, type SealedRow, SIGNING_KEY_COLUMNS, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS as WEBHOOK, type DeliverableRow, type SigningKeysRow, type WebhookBaseRow, type WebhookHealthRow } from '../row-mappers.ts';
 import { DELIVERABLE_SQL, numbered, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, rotateSecretSql, setRateWindowSql, setStatusSet, upsertWebhookSql } from '../sql.ts';
 import type { PgConnection } from './connection.ts';
 
@@ -103,8 +105,12 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
       const { rows } = await db.query<{ at: number | null }>(previousSecretExpiresAtSql(numbered('org')), [orgId]);
       return rows[0]?.at ?? null;
     },
+    async sealedCredentials(orgId: string): Promise<SealedCredentials | null> {
+      const { rows } = await db.query<SealedRow>(`SELECT ${SEALED_COLUMNS} FROM webhooks WHERE org_id = $1`, [orgId]);
+      return rows[0] === undefined ? null : toSealed(rows[0]);
+    },
     async upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, settings: Partial<WebhookSettings> = DEFAULT_WEBHOOK_SETTINGS): Promise<void> {
-      await db.query(upsertWebhookSql("$1, $2, $3, $7::jsonb, $4, 'active', $6, $5, $5"), [
+      await db.query(upsertWebhookSql("$1, $2, $3, $7::jsonb, $4, 'active', $6, $5, $5, $8, $9, $10, $11"), [
         orgId,
         url,
         activeHmac,
@@ -112,6 +118,10 @@ export function createPgWebhooksRepo(db: PgConnection): WebhooksRepo {
         now,
         settings.rateLimit ?? null,
         storedHeaders(settings.headers ?? []),
+        storedClientCertificate(settings.clientCertificate ?? null),
+        settings.sealed?.clientCertificate ?? null,
+        storedOAuth2(settings.oauth2 ?? null),
+        settings.sealed?.oauth2ClientSecret ?? null,
       ]);
     },
     /** Within the claim's turn: the row is locked by claimTurns already. */

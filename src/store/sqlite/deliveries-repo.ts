@@ -34,7 +34,7 @@ import { listParams, listSql, type ListParams } from '../delivery-log-sql.ts';
 import { rateWindowOf, toAttempt, toDeliveryRow, toRecoverable, toWaitState, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow, type WaitStateRow } from '../row-mappers.ts';
 import type { Sync } from './sync-repo.ts';
 
-const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.headers, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at, e.traceparent, e.tracestate`;
+const DUE_COLUMNS = `d.id, d.org_id, d.ordering_key, d.attempts, e.id AS event_id, e.anticipation_request_id, e.occurred_at, e.payload, w.url, w.headers, w.client_certificate, w.oauth2, w.active_hmac, w.secret, w.previous_secret, w.previous_secret_expires_at, e.traceparent, e.tracestate`;
 const ROW_COLUMNS = deliveryRowColumns('sqlite');
 /**
  * What holds `d` back: another pending delivery of the same request (ordering key, within the

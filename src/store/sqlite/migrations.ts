@@ -387,4 +387,16 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE events ADD COLUMN traceparent TEXT;
   ALTER TABLE events ADD COLUMN tracestate TEXT;
   `,
+  // 17: receiver authentication (issue 43, docs/delivery.md "Receiver authentication"): a client
+  // certificate the webhook presents (mutual TLS) and OAuth2 client credentials it gets access
+  // tokens with. What may be shown (JSON: the certificate's subject, issuer, fingerprint and
+  // validity; the token URL, client id, scope, audience) in client_certificate and oauth2; the
+  // private key with its chain, and the client secret, sealed with AES-256-GCM under the
+  // key-encryption key kept outside the database (domain/sealing.ts), in the *_sealed columns.
+  `
+  ALTER TABLE webhooks ADD COLUMN client_certificate TEXT;
+  ALTER TABLE webhooks ADD COLUMN client_certificate_sealed TEXT;
+  ALTER TABLE webhooks ADD COLUMN oauth2 TEXT;
+  ALTER TABLE webhooks ADD COLUMN oauth2_secret_sealed TEXT;
+  `,
 ];

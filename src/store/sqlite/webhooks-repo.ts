@@ -1,10 +1,12 @@
 import { encodeRateWindow, type RateWindow } from '../../domain/rate-window.ts';
 import type { Webhook, WebhookStatus, WebhookWithSecret } from '../../domain/types.ts';
 import { storedHeaders } from '../../domain/webhook-headers.ts';
+import { storedClientCertificate } from '../../domain/client-certificate.ts';
+import { storedOAuth2 } from '../../domain/oauth2-settings.ts';
 import type { Db } from './connection.ts';
 import type { WebhooksRepo } from '../repos.ts';
-import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type WebhookSettings, type WebhookHealth, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../values.ts';
-import { HEALTH_COLUMNS, rateWindowOf, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS, type DeliverableRow, type WebhookBaseRow, type WebhookHealthRow } from '../row-mappers.ts';
+import { DEFAULT_WEBHOOK_SETTINGS, type DeliverableWebhook, type RateState, type SealedCredentials, type WebhookSettings, type WebhookHealth, type WebhookSigningKeys, type WebhookStatusChange, type WebhookWithHealth } from '../values.ts';
+import { HEALTH_COLUMNS, SEALED_COLUMNS, toSealed, type SealedRow, rateWindowOf, toDeliverable, toHealth, toSigningKeys, toWebhook, WEBHOOK_COLUMNS, type DeliverableRow, type WebhookBaseRow, type WebhookHealthRow } from '../row-mappers.ts';
 import { DELIVERABLE_SQL, named, positional, previousSecretExpiresAtSql, recordFailureSet, recordSuccessSet, rotateSecretSql, setRateWindowSql, setStatusSet, upsertWebhookSql } from '../sql.ts';
 import type { Sync } from './sync-repo.ts';
 
@@ -33,9 +35,11 @@ export function createSqliteWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     WHERE org_id = @org`);
   const rotate = db.prepare<{ org: string; secret: string; expires: number; now: number }>(rotateSecretSql(named('org', 'secret', 'expires', 'now')));
   const previousExpiresAt = db.prepare<[string], { at: number | null }>(previousSecretExpiresAtSql(positional('org')));
-  const upsert = db.prepare<{ org_id: string; url: string; active_hmac: number; headers: string | null; secret: string | null; now: number; rate_limit: number | null }>(
-    upsertWebhookSql("@org_id, @url, @active_hmac, @headers, @secret, 'active', @rate_limit, @now, @now"),
-  );
+  const upsert = db.prepare<{
+    org_id: string; url: string; active_hmac: number; headers: string | null; secret: string | null; now: number; rate_limit: number | null;
+    cert: string | null; cert_sealed: string | null; oauth2: string | null; oauth2_sealed: string | null;
+  }>(upsertWebhookSql("@org_id, @url, @active_hmac, @headers, @secret, 'active', @rate_limit, @now, @now, @cert, @cert_sealed, @oauth2, @oauth2_sealed"));
+  const sealed = db.prepare<[string], SealedRow>(`SELECT ${SEALED_COLUMNS} FROM webhooks WHERE org_id = ?`);
 
   return {
     get(orgId: string): Webhook | null {
@@ -87,8 +91,16 @@ export function createSqliteWebhooksRepo(db: Db): Sync<WebhooksRepo> {
     previousSecretExpiresAt(orgId: string): number | null {
       return previousExpiresAt.get(orgId)?.at ?? null;
     },
+    sealedCredentials(orgId: string): SealedCredentials | null {
+      const row = sealed.get(orgId);
+      return row ? toSealed(row) : null;
+    },
     upsert(orgId: string, url: string, activeHmac: boolean, secret: string | null, now: number, settings: Partial<WebhookSettings> = DEFAULT_WEBHOOK_SETTINGS): void {
-      upsert.run({ org_id: orgId, url, active_hmac: activeHmac ? 1 : 0, headers: storedHeaders(settings.headers ?? []), secret, now, rate_limit: settings.rateLimit ?? null });
+      upsert.run({
+        org_id: orgId, url, active_hmac: activeHmac ? 1 : 0, headers: storedHeaders(settings.headers ?? []), secret, now, rate_limit: settings.rateLimit ?? null,
+        cert: storedClientCertificate(settings.clientCertificate ?? null), cert_sealed: settings.sealed?.clientCertificate ?? null,
+        oauth2: storedOAuth2(settings.oauth2 ?? null), oauth2_sealed: settings.sealed?.oauth2ClientSecret ?? null,
+      });
     },
     setRateWindow(orgId: string, window: RateWindow): void {
       setRateWindow.run(JSON.stringify(encodeRateWindow(window)), orgId);
