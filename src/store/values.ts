@@ -233,6 +233,17 @@ export interface OutOfOrderDelivery {
   readonly anticipationRequestId: string;
 }
 
+/** What DeliveriesRepo.lease answers. */
+export interface Leased {
+  /**
+   * The epoch each delivery was leased under, by id: its fencing token (see
+   * DeliveriesRepo.lease). Null where the store fences nothing (SQLite: one daemon per file).
+   */
+  readonly epochs: ReadonlyMap<number, number> | null;
+  /** Ids of deliveries leased for their first attempt after a later change of their request was sent (always empty on SQLite). */
+  readonly late: readonly number[];
+}
+
 /** A finished attempt as stored in the attempts log. */
 export type AttemptToStore = Omit<AttemptRow, 'id'> & { readonly deliveryId: number };
 

@@ -27,6 +27,7 @@ const delivery: ClaimedDelivery = {
   unsendable: null,
   secrets: ['whsec_x'],
   holdsBack: false,
+  leaseEpoch: null,
 };
 
 function finished(result: Partial<AttemptResult>, outcome: DeliveryOutcome): FinishedAttempt {
