@@ -15,6 +15,8 @@ export interface ClaimedAhead {
   readonly delivery: ClaimedDelivery;
   /** performance.now() when its lease was taken: one that waited too long is given back, not started. */
   readonly leasedMono: number;
+  /** performance.now() before the claim's commit began, which its lease counts from at the latest (see AttemptRunner.start). */
+  readonly leaseStartMono: number;
 }
 
 /** One webhook as the dispatcher keeps it: its state for the claim plan, with its attempts and the deliveries claimed ahead. */

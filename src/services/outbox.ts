@@ -20,11 +20,7 @@ import { logStatusChange, type LoggedStatusChange } from './webhooks.ts';
 /** A delivery claimed for one attempt: what to send and where. */
 export interface ClaimedDelivery extends DueDelivery {
   readonly secrets: readonly string[];
-  /**
-   * The epoch of the lease this claim took (its fencing token: see DeliveriesRepo.lease),
-   * which its attempt's outcome and its give-back are checked against; null where the store
-   * fences nothing (SQLite). Set by the claim once the lease is written.
-   */
+  /** The epoch of the lease this claim took, which its outcome and its give-back are fenced by (DeliveriesRepo.lease); null: not fenced (SQLite). */
   leaseEpoch: number | null;
   /**
    * A later change of the same request was seen waiting behind it in the claim (or may wait,
@@ -410,13 +406,7 @@ class OutboxCommit {
     for (const want of wanted) await this.#claimFor(want, turns.get(want.orgId), leased);
     if (leased.length === 0) return;
     const { epochs, late } = await this.#tx.deliveries.lease(leased, this.#now + leaseMs, this.#now);
-    if (epochs !== null) {
-      for (const d of this.result.claimed) {
-        const epoch = epochs.get(d.id);
-        if (epoch === undefined) throw new Error(`delivery ${d.id} was claimed but not leased (a bug)`);
-        d.leaseEpoch = epoch;
-      }
-    }
+    if (epochs !== null) for (const d of this.result.claimed) d.leaseEpoch = epochs.get(d.id) ?? null;
     if (late.length > 0) await this.#countOutOfOrder(late);
   }
 
