@@ -64,7 +64,8 @@ async function linkTo(t: TestContext, target: { host: string; port: number }) {
     port: () => port,
     async set(next: Mode) {
       if (next === 'refuse') {
-        await Promise.all([close(), ...[...open].map((s) => (s.destroy(), Promise.resolve()))]);
+        for (const s of open) s.destroy();
+        await close();
         server = null;
       } else if (mode === 'refuse') await listen();
       mode = next;
