@@ -136,9 +136,13 @@ export async function openPgStore(url: string, clock: Clock, options: OpenPgStor
 
   let closing: Promise<void> | null = null;
   const pingDeadlineMs = options.pingDeadlineMs ?? PING_DEADLINE_MS;
-  /** The ping in flight (see PING_DEADLINE_MS). */
+  /** The ping in flight (see PING_DEADLINE_MS), and when it was sent (performance.now()). */
   let pinging: Promise<void> | null = null;
+  let pingingSince = 0;
   const ping = (): Promise<void> => {
+    // Unanswered for longer than the deadline already: out of reach, said at once.
+    if (pinging !== null && performance.now() - pingingSince > pingDeadlineMs) return Promise.reject(new PingTimeout(pingDeadlineMs));
+    if (pinging === null) pingingSince = performance.now();
     const answer = (pinging ??= pool
       .query('SELECT 1')
       .then(() => undefined)
