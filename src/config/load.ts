@@ -75,6 +75,8 @@ export interface Config {
     readonly pollInterval: number;
     /** ms; PostgreSQL only (see createIngestService). */
     readonly reorderWindow: number;
+    /** ms; PostgreSQL only, 0: off (see orderHoldUntil). */
+    readonly orderHold: number;
     readonly groupCommitInterval: number;
   };
   readonly retention: {

@@ -94,7 +94,7 @@ export function ingestPath(w: Wiring): DaemonPart {
     name: 'ingest path',
     async start() {
       const { config } = w;
-      w.ingestPath.set(await openIngestPath(w.store.get(), w.log, { work: w.work, checkpointsWhileBusy: true, noticeUndeliverable: true, reorderWindowMs: config.delivery.reorderWindow }));
+      w.ingestPath.set(await openIngestPath(w.store.get(), w.log, { work: w.work, checkpointsWhileBusy: true, noticeUndeliverable: true, reorderWindowMs: config.delivery.reorderWindow, orderHoldMs: config.delivery.orderHold }));
     },
     async stop() {
       await w.ingestPath.take()?.close();

@@ -4,6 +4,7 @@
  * their mapping to these, are in rows.ts.
  */
 import type { RejectReason, StorableEvent } from '../domain/feed-event.ts';
+import type { ChangeStatuses } from '../domain/ordering.ts';
 import type { RateWindow } from '../domain/rate-window.ts';
 import type { Webhook, WebhookStatus } from '../domain/types.ts';
 import type { WebhookHeaders } from '../domain/webhook-headers.ts';
@@ -223,6 +224,10 @@ export interface DeliveryToQueue {
   readonly orderAt?: number;
   /** Not sent before this (epoch ms; PostgreSQL: the reorder window, see reorderReleaseAt). Absent: the queue time. */
   readonly releaseAt?: number;
+  /** The change's status and the one its line names before it (PostgreSQL, a feed change): what a later change's wait for its predecessor reads. */
+  readonly statuses?: ChangeStatuses | null;
+  /** Until when it may wait for its predecessor (delivery.orderHold, see orderHoldUntil); absent or null: no wait. */
+  readonly holdUntil?: number | null;
 }
 
 /** A change of a request leased for its first attempt after a later change of the request was already sent (see DeliveriesRepo.lease). */

@@ -95,6 +95,17 @@ const QUEUE_NOW = 'greatest($2::bigint, (SELECT n.created_at FROM deliveries n O
 const HOLDS_BACK = `EXISTS (SELECT 1 FROM deliveries q
   WHERE q.ordering_key = d.ordering_key AND q.org_id = d.org_id AND q.status = 'pending' AND (q.order_at, q.id) > (d.order_at, d.id))`;
 const ROW_COLUMNS = deliveryRowColumns('postgres');
+/**
+ * delivery.orderHold: a fresh change with a wait for its predecessor (hold_until, set at ingest
+ * when its line names a previous_status and the hold is on) is due once the wait is over, or
+ * once its request's latest change sent before it (by order_at, then id) has the status its
+ * line names before it: its predecessor has gone out. Earlier changes still pending hold it
+ * back anyway (HELD_BACK), so the latest one sent is the one to look at: one probe of
+ * deliveries_request_sent, backwards, and only for the rare change whose wait is armed.
+ */
+const PREDECESSOR_SHOWN = `(d.hold_until IS NULL OR d.hold_until <= $2 OR d.previous_status = (SELECT s.change_status FROM deliveries s
+        WHERE s.ordering_key = d.ordering_key AND s.org_id = d.org_id AND s.attempts > 0 AND (s.order_at, s.id) < (d.order_at, d.id)
+        ORDER BY s.order_at DESC, s.id DESC LIMIT 1))`;
 
 /**
  * The due rows of an organization ($1) at $2, at most $3: ../sqlite/deliveries-repo.ts's dueSql, in
@@ -109,7 +120,7 @@ export const PG_DUE_SQL = `
   FROM (
     (SELECT d.id FROM deliveries d
       WHERE d.org_id = $1 AND ${isFresh('d.')} AND d.release_at <= ${QUEUE_NOW}
-        AND NOT EXISTS (${HELD_BACK})
+        AND NOT EXISTS (${HELD_BACK}) AND ${PREDECESSOR_SHOWN}
       ORDER BY d.release_at, d.id LIMIT $3)
     UNION ALL
     (${dueRetriesSql(numbered('org', 'now', 'limit'), HELD_BACK)})
@@ -258,11 +269,22 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
     async insertMany(list: readonly DeliveryToQueue[], now: number): Promise<void> {
       if (list.length === 0) return;
       await db.query(
-        `INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at, order_at, release_at)
-         SELECT u.seq, u.org, u.key, 'pending', $4::bigint, $4::bigint, $4::bigint, coalesce(u.order_at, $4::bigint), coalesce(u.release_at, $4::bigint)
-         FROM unnest($1::bigint[], $2::text[], $3::bigint[], $5::bigint[], $6::bigint[]) WITH ORDINALITY AS u (seq, org, key, order_at, release_at, ordinality)
+        `INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at, order_at, release_at, change_status, previous_status, hold_until)
+         SELECT u.seq, u.org, u.key, 'pending', $4::bigint, $4::bigint, $4::bigint, coalesce(u.order_at, $4::bigint), coalesce(u.release_at, $4::bigint), u.status, u.previous, u.hold_until
+         FROM unnest($1::bigint[], $2::text[], $3::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::bigint[])
+           WITH ORDINALITY AS u (seq, org, key, order_at, release_at, status, previous, hold_until, ordinality)
          ORDER BY u.ordinality`,
-        [list.map((r) => r.eventSeq), list.map((r) => r.orgId), list.map((r) => r.orderingKey), now, list.map((r) => r.orderAt ?? null), list.map((r) => r.releaseAt ?? null)],
+        [
+          list.map((r) => r.eventSeq),
+          list.map((r) => r.orgId),
+          list.map((r) => r.orderingKey),
+          now,
+          list.map((r) => r.orderAt ?? null),
+          list.map((r) => r.releaseAt ?? null),
+          list.map((r) => (r.statuses ? withoutNul(r.statuses.status) : null)),
+          list.map((r) => (r.statuses?.previous == null ? null : withoutNul(r.statuses.previous))),
+          list.map((r) => r.holdUntil ?? null),
+        ],
       );
     },
     /**
