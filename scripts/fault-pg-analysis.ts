@@ -91,6 +91,9 @@ export interface FaultRow {
   readonly orderStoredLate: number;
   readonly orderSentOutOfOrder: number;
   readonly staleResends: number;
+  /** Seconds from a change's append to its first receipt, for the changes written in the window: median and 99th percentile. */
+  readonly latencyP50: number | null;
+  readonly latencyP99: number | null;
   /** Seconds from the fault's end to recovery; null: not within the window. */
   readonly recoverySeconds: number | null;
   readonly readiness: Readiness | null;
@@ -150,7 +153,7 @@ export function analyse(
     for (let i = all.length - 1; i >= 0; i--) if (mono >= all[i]!.startMono) return i;
     return 0;
   };
-  const rows = all.map((w) => ({ ...w, events: 0, delivered: 0, lost: 0, duplicates: 0, storedLate: 0, sentOutOfOrder: 0, stale: 0 }));
+  const rows = all.map((w) => ({ ...w, events: 0, delivered: 0, lost: 0, duplicates: 0, storedLate: 0, sentOutOfOrder: 0, stale: 0, latencies: [] as number[] }));
   const lostSample: string[] = [];
   for (const e of byEvent.values()) {
     const row = rows[windowOf(e.w.atMono)]!;
@@ -158,7 +161,10 @@ export function analyse(
     if (e.first === null) {
       row.lost++;
       if (lostSample.length < 20) lostSample.push(e.w.eventId);
-    } else row.delivered++;
+    } else {
+      row.delivered++;
+      row.latencies.push(e.first.atMono - e.w.atMono);
+    }
   }
 
   // Order per request.
@@ -217,6 +223,8 @@ export function analyse(
     orderStoredLate: r.storedLate,
     orderSentOutOfOrder: r.sentOutOfOrder,
     staleResends: r.stale,
+    latencyP50: percentile(r.latencies, 0.5),
+    latencyP99: percentile(r.latencies, 0.99),
     recoverySeconds: i === 0 ? null : recoverySeconds(all[i]!, byEvent, probes, instances),
     readiness: i === 0 || all[i]!.unreachable.length === 0 ? null : readinessDuring(all[i]!, probes),
   }));
@@ -233,6 +241,13 @@ export function analyse(
     lostSample,
     violationSample,
   };
+}
+
+/** The `q` quantile of `ms`, in seconds to a tenth; null for none. */
+function percentile(ms: number[], q: number): number | null {
+  if (ms.length === 0) return null;
+  ms.sort((a, b) => a - b);
+  return Math.round(ms[Math.min(ms.length - 1, Math.floor(q * ms.length))]! / 100) / 10;
 }
 
 /** Seconds from the fault's end until every instance answers 200 and everything written before the end has arrived; null when not before the window's end. */

@@ -5,7 +5,7 @@
  * several times; what every receiver got is then compared with what was written.
  *
  *   sudo node --import tsx scripts/fault-suite-pg.ts [--minutes 10] [--quick] [--faults LIST]
- *     [--rate EVENTS_PER_S] [--order-hold DURATION] [--pg-bin DIR] [--json FILE] [--keep]
+ *     [--rate EVENTS_PER_S] [--order-hold DURATION] [--pg-bin DIR] [--json FILE] [--dump FILE] [--keep]
  *
  * Root only: the server and each instance run in a network namespace of their own, joined by
  * veth pairs made for the run and removed at its end, on exit, failure or SIGINT (see
@@ -34,7 +34,8 @@
  *   statement-timeout  another session holds `LOCK TABLE deliveries IN EXCLUSIVE MODE` for 10 s
  *                      (a migration, a batch job) while hookrelay's role has statement_timeout
  *                      = 5 s: its writes of deliveries are cancelled
- * --quick: a short round for the tests (link-cut, sigstop, pg-restart; 15 s cuts and pauses).
+ * --quick: a short round for the tests (link-cut, sigstop, pg-restart; 14 s cuts and pauses, a 4 s
+ * outage, 8 s calm periods).
  *
  * What must hold (the exit status is 1 otherwise): nothing lost, no order violation (either
  * cause, see fault-pg-analysis.ts), duplicates within what the instances a fault hit can have in
@@ -79,6 +80,7 @@ const { values } = parseArgs({
     'order-hold': { type: 'string' },
     'pg-bin': { type: 'string' },
     json: { type: 'string' },
+    dump: { type: 'string' },
     keep: { type: 'boolean', default: false },
   },
 });
@@ -92,9 +94,9 @@ const options = {
   pgBin: values['pg-bin'] ?? EMBEDDED_PG_BIN,
   json: values.json === undefined ? null : resolve(values.json),
   /** Lengths (ms). */
-  cutMs: quick ? 15_000 : 18_000,
+  cutMs: quick ? 14_000 : 18_000,
   shapeMs: 20_000,
-  stopMs: quick ? 15_000 : 18_000,
+  stopMs: quick ? 14_000 : 18_000,
   outageMs: quick ? 4_000 : 6_000,
   lockMs: 10_000,
   calmMs: quick ? 8_000 : 20_000,
@@ -555,6 +557,19 @@ try {
   });
 
   const analysis = analyse(written, arrivals, windows, probes, storedLate, started, INSTANCES);
+  // Everything seen, for a closer look (--dump FILE): times in ms from the run's start.
+  if (values.dump !== undefined) {
+    const at = (mono: number) => Math.round(mono - started);
+    writeFileSync(
+      values.dump,
+      JSON.stringify({
+        written: written.map((w) => [w.eventId, at(w.atMono)]),
+        arrivals: arrivals.map((a) => [a.eventId, at(a.atMono), a.from]),
+        windows: windows.map((w) => ({ fault: w.fault, round: w.round, start: at(w.startMono), end: at(w.endMono) })),
+        probes: probes.map((p) => [p.instance, at(p.atMono), p.status, p.reason]),
+      }),
+    );
+  }
   printTable(analysis.rows);
   say(`written ${analysis.written}, delivered ${analysis.delivered}, lost ${analysis.lost}, duplicates ${analysis.duplicates}, order violations ${analysis.orderSentOutOfOrder} sent out of order + ${analysis.orderStoredLate} stored late (hookrelay counted ${outOfOrderCounted} late), stale re-sends ${analysis.staleResends}; drained in ${drainSeconds.toFixed(1)} s`);
   say(`fencing: ${logged.map((l) => `${l.instance} ${l.superseded} outcomes not applied, ${l.notSent} claims not sent, ${l.errors} error lines`).join('; ')}`);
@@ -614,7 +629,7 @@ if (problems.length > 0) {
 }
 
 function printTable(rows: readonly FaultRow[]): void {
-  const cols = ['fault', 'target', 's', 'events', 'delivered', 'lost', 'dups (bound)', 'order: sent / stored late', 'stale re-sends', '/readyz during outage', 'recovery s'];
+  const cols = ['fault', 'target', 's', 'events', 'delivered', 'lost', 'dups (bound)', 'order: sent / stored late', 'stale re-sends', 'latency p50 / p99 s', '/readyz during outage', 'recovery s'];
   const cells = rows.map((r) => [
     r.round === 0 ? r.fault : `${r.fault} #${r.round}`,
     r.target,
@@ -625,6 +640,7 @@ function printTable(rows: readonly FaultRow[]): void {
     r.round === 0 ? String(r.duplicates) : `${r.duplicates} (${r.duplicateBound})`,
     `${r.orderSentOutOfOrder} / ${r.orderStoredLate}`,
     String(r.staleResends),
+    `${r.latencyP50 ?? '-'} / ${r.latencyP99 ?? '-'}`,
     r.readiness === null ? '-' : `${r.readiness.ok ? 'ok' : 'NOT OK'}: ${r.readiness.notReadyWithReason}/${r.readiness.probes} 503 ${r.readiness.reasons.join(' ')}`,
     r.recoverySeconds === null ? (r.round === 0 ? '-' : 'not recovered') : r.recoverySeconds.toFixed(1),
   ]);
