@@ -11,7 +11,7 @@ import { iso } from '../domain/iso.ts';
 import type { Logger } from '../log.ts';
 import type { ClaimedDelivery, FinishedAttempt } from '../services/outbox.ts';
 import { getsOneAttemptAtATime, pauseAfterFailure } from './claim-plan.ts';
-import type { Deliverer } from './deliverer.ts';
+import { NotSentInTime, type Deliverer } from './deliverer.ts';
 import type { GroupCommit } from './group-commit.ts';
 import type { Attempt, Hook, WebhookTable } from './webhook-table.ts';
 
@@ -102,7 +102,16 @@ export class AttemptRunner {
       this.#options.commits.request();
       return false;
     }
-    const a: Attempt = { delivery: d, hook, startedAt: this.#options.clock.now(), startedMono: performance.now(), controller: new AbortController(), finished: null, running: null };
+    const a: Attempt = {
+      delivery: d,
+      hook,
+      startedAt: this.#options.clock.now(),
+      startedMono: performance.now(),
+      sendBy: leaseStartMono + this.#startWithinMs,
+      controller: new AbortController(),
+      finished: null,
+      running: null,
+    };
     hook.attempts.add(a);
     this.#slotsUsed++;
     this.#inFlight.add(a);
@@ -163,10 +172,16 @@ export class AttemptRunner {
     const d = a.delivery;
     let result: AttemptResult;
     try {
-      result = await this.#options.deliverer.deliver({ orgId: d.orgId, url: d.url, eventId: d.eventId, payload: d.payload, secrets: d.secrets, headers: d.headers }, a.controller.signal);
+      result = await this.#options.deliverer.deliver({ orgId: d.orgId, url: d.url, eventId: d.eventId, payload: d.payload, secrets: d.secrets, headers: d.headers, sendBy: a.sendBy }, a.controller.signal);
     } catch (err) {
-      // deliver() reports every failure as a result; reaching here is a bug. Give the delivery back uncounted.
-      this.#options.log.error({ err, delivery: d.id }, 'delivery attempt threw; the delivery is given back and will be attempted again');
+      if (err instanceof NotSentInTime) {
+        // Its send-by time passed before its first byte could go out: nothing was sent, so it
+        // is no attempt; given back under its lease and claimed again (see start()).
+        this.#options.log.warn({ delivery: d.id, org: d.orgId, eventId: d.eventId, detail: err.message }, 'a claimed delivery is not sent: its lease could lapse before its attempt ends (its connection opened late, or the process was paused); it is given back and claimed again');
+      } else {
+        // deliver() reports every other failure as a result; reaching here is a bug. Give the delivery back uncounted.
+        this.#options.log.error({ err, delivery: d.id }, 'delivery attempt threw; the delivery is given back and will be attempted again');
+      }
       this.#options.commits.attemptCutShort(a);
       return;
     }

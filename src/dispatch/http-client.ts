@@ -1,6 +1,6 @@
 import type { LookupFunction } from 'node:net';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
-import { Agent } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import type { EgressProxy, ProxyTarget } from '../domain/egress-proxy.ts';
 import type { NetworkGuard } from './network-guard.ts';
 import { createTunnelConnector } from './proxy-tunnel.ts';
@@ -25,8 +25,8 @@ export interface DeliveryClientOptions {
 }
 
 export interface DeliveryClient {
-  /** An undici dispatcher with every option of a delivery connection already set. */
-  readonly dispatcher: Agent;
+  /** An undici dispatcher with every option of a delivery connection already set, and the send-by gate (SEND_BY). */
+  readonly dispatcher: Dispatcher;
   /** Closes every kept-alive connection (the daemon is stopping, or the TLS material changed). */
   destroy(): Promise<void>;
 }
@@ -62,9 +62,66 @@ export function deliverySecureContext(extraCa: string | null): SecureContext | u
  * The benchmark (scripts/bench-delivery.ts) measures this same client as the ceiling of what
  * hookrelay can deliver, so a change here shows in both.
  */
+/**
+ * A request option: the latest moment (performance.now()) the request's first byte may be
+ * written. Checked when undici is about to write it, on the connection it got, which is the
+ * last code that runs before the bytes go out: a request that got there later (its connection
+ * slow to open, the process paused meanwhile) fails with NotSentInTime, and nothing of it is
+ * sent. Absent: no limit.
+ */
+export const SEND_BY: unique symbol = Symbol('hookrelay.sendBy');
+export type SendByOptions = Dispatcher.RequestOptions & { readonly [SEND_BY]?: number };
+
+/** A request refused by the send-by gate: not one byte of it was written. */
+export class NotSentInTime extends Error {
+  readonly code = 'HOOKRELAY_NOT_SENT_IN_TIME';
+  constructor(lateMs: number) {
+    super(`not sent: its send-by time had passed ${lateMs} ms before it could be written`);
+    this.name = 'NotSentInTime';
+  }
+}
+
+/** The send-by gate (see SEND_BY): the handler's start of the request, checked against the time. */
+class SendByHandler implements Dispatcher.DispatchHandler {
+  readonly #handler: Dispatcher.DispatchHandler;
+  readonly #sendBy: number;
+  constructor(handler: Dispatcher.DispatchHandler, sendBy: number) {
+    this.#handler = handler;
+    this.#sendBy = sendBy;
+  }
+  onRequestStart(controller: Dispatcher.DispatchController, context: unknown): void {
+    const late = performance.now() - this.#sendBy;
+    if (late > 0) {
+      controller.abort(new NotSentInTime(Math.round(late)));
+      return;
+    }
+    this.#handler.onRequestStart?.(controller, context);
+  }
+  onRequestUpgrade(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onRequestUpgrade']>>): void {
+    this.#handler.onRequestUpgrade?.(...args);
+  }
+  onResponseStart(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseStart']>>): void {
+    this.#handler.onResponseStart?.(...args);
+  }
+  onResponseData(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseData']>>): void {
+    this.#handler.onResponseData?.(...args);
+  }
+  onResponseEnd(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseEnd']>>): void {
+    this.#handler.onResponseEnd?.(...args);
+  }
+  onResponseError(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseError']>>): void {
+    this.#handler.onResponseError?.(...args);
+  }
+}
+
+const sendByGate: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) => {
+  const sendBy = (opts as SendByOptions)[SEND_BY];
+  return dispatch(opts, sendBy === undefined ? handler : new SendByHandler(handler, sendBy));
+};
+
 export function createDeliveryClient(options: DeliveryClientOptions): DeliveryClient {
   const secureContext = deliverySecureContext(options.extraCa);
-  const dispatcher = new Agent({
+  const agent = new Agent({
     connections: options.connectionsPerOrigin,
     pipelining: 1,
     keepAliveTimeout: IDLE_SOCKET_MS,
@@ -80,9 +137,9 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
         },
   });
   return {
-    dispatcher,
+    dispatcher: agent.compose(sendByGate),
     async destroy() {
-      await dispatcher.destroy();
+      await agent.destroy();
     },
   };
 }

@@ -32,6 +32,8 @@ export interface Attempt {
   readonly startedAt: number;
   /** performance.now() at start, for the slow check (immune to clock steps). */
   readonly startedMono: number;
+  /** performance.now() after which its request must not start going out (DeliveryRequest.sendBy). */
+  readonly sendBy: number;
   readonly controller: AbortController;
   /** Set once the attempt has ended with an outcome (it keeps its slot until that is committed). */
   finished: FinishedAttempt | null;

@@ -17,7 +17,7 @@ import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from '../../src/config/load.ts';
 import { WEBHOOK_PAUSE_BASE_MS } from '../../src/dispatch/claim-plan.ts';
-import type { DeliveryRequest } from '../../src/dispatch/deliverer.ts';
+import { NotSentInTime, type DeliveryRequest } from '../../src/dispatch/deliverer.ts';
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from '../../src/dispatch/dispatcher.ts';
 import { systemClock, type Clock } from '../../src/domain/clock.ts';
 import { AttemptError, type AttemptResult, type RetryPolicy } from '../../src/domain/retry-policy.ts';
@@ -247,6 +247,26 @@ test('a claim whose commit took most of its lease (the database answered late): 
     'the late claim was given back',
   );
   assert.deepEqual(rig.rows('org-a').map((r) => [r.status, r.attempts, r.leaseExpiresAt]), [['delivered', 1, null]]);
+});
+
+test('a request the deliverer could not start sending by its send-by time (NotSentInTime): no attempt is counted, the delivery is given back and sent under a fresh lease', async (t) => {
+  const rig = await startRig(t, { orgs: { 'org-a': null }, dispatcher: { leaseMs: 30_000, attemptTimeoutMs: 5_000 } });
+  const sendBys: number[] = [];
+  const deliver = rig.deliverer.deliver.bind(rig.deliverer);
+  let refuse = 1;
+  rig.deliverer.deliver = (request, shutdown) => {
+    sendBys.push((request.sendBy ?? Number.NaN) - performance.now());
+    if (refuse-- > 0) return Promise.reject(new NotSentInTime(10));
+    return deliver(request, shutdown);
+  };
+  rig.startDispatcher();
+  const [id] = await rig.queue('org-a', 1, 'evt_not_sent');
+  await waitFor('the delivery recorded delivered', () => rig.delivered('org-a') === 1, 15_000);
+  assert.equal(rig.deliverer.requests.length, 1, 'sent once, the second time');
+  assert.deepEqual(rig.rows('org-a').map((r) => [r.status, r.attempts]), [['delivered', 1]], 'the refused one is no attempt');
+  assert.ok(rig.seen.flushes.some((w) => w.released.some((d) => d.eventId === id)), 'given back');
+  // The send-by time handed to the deliverer: the lease less the attempt's deadline less the margin (30 - 5 - 1 s).
+  for (const left of sendBys) assert.ok(left > 20_000 && left <= 24_000, `send-by ${Math.round(left)} ms away`);
 });
 
 test('per-webhook slots: a webhook that answers gets perWebhookConcurrency attempts at once and no more, another webhook its own', async (t) => {
