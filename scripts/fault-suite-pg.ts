@@ -4,7 +4,7 @@
  * cut, slowed and made lossy, instances paused, the server restarted, killed and locked, each
  * several times; what every receiver got is then compared with what was written.
  *
- *   sudo node --import tsx scripts/fault-suite-pg.ts [--minutes 10] [--quick] [--faults LIST]
+ *   sudo node --import tsx scripts/fault-suite-pg.ts [--minutes 10] [--rounds N] [--quick] [--faults LIST]
  *     [--rate EVENTS_PER_S] [--order-hold DURATION] [--pg-bin DIR] [--json FILE] [--dump FILE] [--keep]
  *
  * Root only: the server and each instance run in a network namespace of their own, joined by
@@ -21,7 +21,7 @@
  * second in all (150 by default), over four organizations. Every line says its status and the
  * one before it (previous_status).
  *
- * Faults, in this order, round after round until --minutes have passed (at least once each),
+ * Faults, in this order, round after round until --minutes have passed and --rounds are done (at least once each),
  * each followed by a calm period in which the run waits for recovery:
  *   link-cut           an instance's database link down for 18 s (its lease: delivery.timeout
  *                      2 s + 10 s), then up; its receivers stay reachable
@@ -74,6 +74,7 @@ type FaultName = (typeof FAULT_NAMES)[number];
 const { values } = parseArgs({
   options: {
     minutes: { type: 'string' },
+    rounds: { type: 'string' },
     quick: { type: 'boolean', default: false },
     faults: { type: 'string' },
     rate: { type: 'string', default: '150' },
@@ -89,6 +90,8 @@ const faults = (values.faults?.split(',') ?? (quick ? ['link-cut', 'sigstop', 'p
 for (const f of faults) if (!FAULT_NAMES.includes(f)) throw new Error(`--faults: unknown fault ${f} (known: ${FAULT_NAMES.join(', ')})`);
 const options = {
   minutes: Number(values.minutes ?? (quick ? 0 : 10)),
+  /** At least this many rounds of every fault, whatever --minutes says. */
+  rounds: Number(values.rounds ?? 1),
   rate: Number(values.rate),
   orderHold: values['order-hold'] ?? null,
   pgBin: values['pg-bin'] ?? EMBEDDED_PG_BIN,
@@ -443,7 +446,6 @@ try {
     rotation.set(f, n + 1);
     return n % INSTANCES;
   };
-  const lock = new pg.Client({ connectionString: pgServer.adminUrl('hr') });
   let round = 0;
   do {
     round++;
@@ -496,12 +498,16 @@ try {
           await pgServer.start();
           break;
         case 'statement-timeout': {
-          await lock.connect().catch(() => undefined);
+          // A session of its own each time (a restart of the server ends sessions).
+          const lock = new pg.Client({ connectionString: pgServer.adminUrl('hr') });
+          lock.on('error', () => {});
+          await lock.connect();
           await lock.query('BEGIN');
           await lock.query('SET LOCAL statement_timeout = 0');
           await lock.query('LOCK TABLE deliveries IN EXCLUSIVE MODE');
           await sleep(options.lockMs);
           await lock.query('ROLLBACK');
+          await lock.end();
           break;
         }
       }
@@ -512,8 +518,7 @@ try {
       windows.push({ fault, round, target, startMono, endMono, nextMono: Infinity, unreachable, duplicateBound: bound });
       if (windows.length > 1) windows[windows.length - 2]!.nextMono = startMono;
     }
-  } while ((performance.now() - started) / 60_000 < options.minutes);
-  await lock.end().catch(() => undefined);
+  } while (round < options.rounds || (performance.now() - started) / 60_000 < options.minutes);
 
   // The end: the writer stops, everything must arrive, the daemons stop cleanly.
   writing = false;
@@ -588,7 +593,7 @@ try {
 
   report = {
     date: new Date().toISOString(),
-    command: `node --import tsx scripts/fault-suite-pg.ts${quick ? ' --quick' : ` --minutes ${options.minutes}`} --faults ${faults.join(',')} --rate ${options.rate}${options.orderHold === null ? '' : ` --order-hold ${options.orderHold}`}`,
+    command: `node --import tsx scripts/fault-suite-pg.ts${quick ? ' --quick' : ` --minutes ${options.minutes} --rounds ${options.rounds}`} --faults ${faults.join(',')} --rate ${options.rate}${options.orderHold === null ? '' : ` --order-hold ${options.orderHold}`}`,
     postgres: pgServer.version,
     links: net.netem ? 'netem' : 'relay (no netem)',
     leaseMs: LEASE_MS,
