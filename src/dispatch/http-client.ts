@@ -81,47 +81,41 @@ export class NotSentInTime extends Error {
   }
 }
 
-/** The send-by gate (see SEND_BY): the handler's start of the request, checked against the time. */
-class SendByHandler implements Dispatcher.DispatchHandler {
-  readonly #handler: Dispatcher.DispatchHandler;
-  readonly #sendBy: number;
-  constructor(handler: Dispatcher.DispatchHandler, sendBy: number) {
-    this.#handler = handler;
-    this.#sendBy = sendBy;
-  }
-  onRequestStart(controller: Dispatcher.DispatchController, context: unknown): void {
-    const late = performance.now() - this.#sendBy;
-    if (late > 0) {
-      controller.abort(new NotSentInTime(Math.round(late)));
-      return;
-    }
-    this.#handler.onRequestStart?.(controller, context);
-  }
-  onRequestUpgrade(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onRequestUpgrade']>>): void {
-    this.#handler.onRequestUpgrade?.(...args);
-  }
-  onResponseStart(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseStart']>>): void {
-    this.#handler.onResponseStart?.(...args);
-  }
-  onResponseData(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseData']>>): void {
-    this.#handler.onResponseData?.(...args);
-  }
-  onResponseEnd(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseEnd']>>): void {
-    this.#handler.onResponseEnd?.(...args);
-  }
-  onResponseError(...args: Parameters<NonNullable<Dispatcher.DispatchHandler['onResponseError']>>): void {
-    this.#handler.onResponseError?.(...args);
+/**
+ * The send-by gate (see SEND_BY) around the handler undici's request() makes, in undici's
+ * handler interface that request() speaks (onConnect...), so that undici passes it through as
+ * it is: onConnect, the moment undici is about to write the request on its connection, is
+ * checked against the time. (A composed interceptor speaks the other interface and converts
+ * each call back and forth: it cost a quarter more client CPU per request.)
+ */
+function gated(handler: Dispatcher.DispatchHandler, sendBy: number): Dispatcher.DispatchHandler {
+  return {
+    onConnect(abort) {
+      const late = performance.now() - sendBy;
+      if (late > 0) abort(new NotSentInTime(Math.round(late)));
+      else handler.onConnect?.(abort);
+    },
+    onError: (err) => handler.onError?.(err),
+    onUpgrade: (statusCode, headers, socket) => handler.onUpgrade?.(statusCode, headers, socket),
+    onResponseStarted: () => handler.onResponseStarted?.(),
+    onHeaders: (statusCode, headers, resume, statusText) => handler.onHeaders?.(statusCode, headers, resume, statusText) ?? true,
+    onData: (chunk) => handler.onData?.(chunk) ?? true,
+    onComplete: (trailers) => handler.onComplete?.(trailers),
+    onBodySent: (chunkSize, totalBytesSent) => handler.onBodySent?.(chunkSize, totalBytesSent),
+  };
+}
+
+/** An undici Agent whose requests may carry a send-by time (SEND_BY). */
+class SendByAgent extends Agent {
+  override dispatch(options: Agent.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    const sendBy = (options as SendByOptions)[SEND_BY];
+    return super.dispatch(options, sendBy === undefined ? handler : gated(handler, sendBy));
   }
 }
 
-const sendByGate: Dispatcher.DispatcherComposeInterceptor = (dispatch) => (opts, handler) => {
-  const sendBy = (opts as SendByOptions)[SEND_BY];
-  return dispatch(opts, sendBy === undefined ? handler : new SendByHandler(handler, sendBy));
-};
-
 export function createDeliveryClient(options: DeliveryClientOptions): DeliveryClient {
   const secureContext = deliverySecureContext(options.extraCa);
-  const agent = new Agent({
+  const agent = new SendByAgent({
     connections: options.connectionsPerOrigin,
     pipelining: 1,
     keepAliveTimeout: IDLE_SOCKET_MS,
@@ -137,7 +131,7 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
         },
   });
   return {
-    dispatcher: agent.compose(sendByGate),
+    dispatcher: agent,
     async destroy() {
       await agent.destroy();
     },

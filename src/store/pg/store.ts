@@ -62,7 +62,8 @@ export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000;
  * How long (ms) a readiness ping waits for the server's answer. Over a cut link an open
  * connection answers nothing, and no error comes until TCP gives up (many minutes): /readyz
  * must not wait with it. One ping at a time: while one is unanswered, the next probes wait for
- * it (at most this long each) rather than send more into a silent connection.
+ * it rather than send more into a silent connection, and once it is older than this they are
+ * answered at once.
  */
 export const PING_DEADLINE_MS = 3_000;
 
