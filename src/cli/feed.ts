@@ -149,7 +149,7 @@ async function ingestCommand(file: string, cmd: Command): Promise<void> {
   }
   try {
     const log = cliLogger(config);
-    const path = await openIngestPath(store, log, { reorderWindowMs: config.delivery.reorderWindow });
+    const path = await openIngestPath(store, log, { reorderWindowMs: config.delivery.reorderWindow, orderHoldMs: config.delivery.orderHold });
     const { ingest, lines, end } = countedForProgress(path, size);
     const started = performance.now();
     const interrupt = interruptible();

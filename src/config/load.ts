@@ -79,6 +79,8 @@ export interface Config {
     readonly pollInterval: number;
     /** ms; PostgreSQL only (see createIngestService). */
     readonly reorderWindow: number;
+    /** ms; PostgreSQL only, 0: off (see orderHoldUntil). */
+    readonly orderHold: number;
     readonly groupCommitInterval: number;
     /** Absolute path of the key-encryption key file; null: <stateDir>/credential-key (services/credential-key.ts). */
     readonly credentialKeyFile: string | null;

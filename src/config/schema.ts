@@ -292,6 +292,11 @@ export const CONFIG_SCHEMA = {
       default: '1s',
       doc: "PostgreSQL only (several instances, each reading its own feed): how long a change read from a feed is held before it may be sent, counted from its occurred_at or from when it was stored, whichever is later, so that an earlier change of the same anticipation request read from another instance's feed a little later goes first. A request's changes are sent in occurred_at order (then storage order). Adds up to this much to each change's latency; 0 sends at once, in storage order when feeds lag. Keep the application hosts' clocks in NTP sync (docs/scale-out.md). No effect on SQLite, where one feed's order stands.",
     },
+    orderHold: {
+      type: { kind: 'duration', min: 0, max: 600_000 },
+      default: '0s',
+      doc: "PostgreSQL only, off (0) by default: how long a change read from a feed may wait for the change before it, when its previous_status names a status its anticipation request has not shown yet (a feed that stalls: an instance paused or cut off from the database while the others deliver the later changes read from their feeds). Counted from the change's release (delivery.reorderWindow); it goes out as soon as the request's latest change sent has that status, or when the hold is over, whichever comes first. Costs nothing while changes come in order; a change whose predecessor never comes (the first change hookrelay sees of a request, when its line names a previous status) waits the whole hold. Longer than the longest stall a feed may have (docs/scale-out.md). No effect on SQLite.",
+    },
     groupCommitInterval: {
       type: { kind: 'duration', min: 0, max: 1000 },
       default: '5ms',

@@ -12,7 +12,7 @@ import type { Logger } from '../log.ts';
 import type { ClaimedDelivery, FinishedAttempt } from '../services/outbox.ts';
 import { getsOneAttemptAtATime, pauseAfterFailure } from './claim-plan.ts';
 import type { AttemptTracing } from './attempt-tracing.ts';
-import type { Deliverer } from './deliverer.ts';
+import { NotSentInTime, type Deliverer } from './deliverer.ts';
 import type { GroupCommit } from './group-commit.ts';
 import type { Attempt, Hook, WebhookTable } from './webhook-table.ts';
 
@@ -33,6 +33,29 @@ export interface AttemptRunnerOptions {
   readonly claimedAheadMaxAgeMs: number;
   /** The attempts' spans while tracing is on (null: off, and an attempt costs a null check). */
   readonly tracing?: AttemptTracing | null;
+  /** How long a claim's lease lasts (ms), counted from before its commit began. */
+  readonly leaseMs: number;
+  /** The deliverer's deadline for one attempt (ms, `delivery.timeout`); 0: the lease only must not have lapsed (less the margin). */
+  readonly attemptTimeoutMs: number;
+}
+
+/**
+ * What an attempt's start leaves of its lease at the least, beyond the attempt's own deadline
+ * (ms): the instances' clocks may differ by this much (the lease is written in the claiming
+ * instance's clock and judged lapsed in another's), and timers fire a little late.
+ */
+export const LEASE_SEND_MARGIN_MS = 1000;
+
+/**
+ * How long after its claim's commit began (ms) a delivery may still start its attempt: so
+ * long that the attempt, which the deliverer ends at `attemptTimeoutMs`, ends before the lease
+ * does, with LEASE_SEND_MARGIN_MS to spare. Throws when the lease leaves no such time (a
+ * configuration that could never send anything).
+ */
+export function startWithinMs(leaseMs: number, attemptTimeoutMs: number): number {
+  const within = leaseMs - attemptTimeoutMs - LEASE_SEND_MARGIN_MS;
+  if (within <= 0) throw new Error(`a lease of ${leaseMs} ms leaves no time to start an attempt of up to ${attemptTimeoutMs} ms (margin ${LEASE_SEND_MARGIN_MS} ms)`);
+  return within;
 }
 
 export class AttemptRunner {
@@ -41,12 +64,15 @@ export class AttemptRunner {
   #slotsUsed = 0;
   /** Attempts whose run has not ended yet (stop() waits for them). */
   readonly #inFlight = new Set<Attempt>();
+  /** See startWithinMs. */
+  readonly #startWithinMs: number;
 
   readonly #tracing: AttemptTracing | null;
 
   constructor(options: AttemptRunnerOptions) {
     this.#options = options;
     this.#tracing = options.tracing ?? null;
+    this.#startWithinMs = startWithinMs(options.leaseMs, options.attemptTimeoutMs);
   }
 
   /** Slots free in this instance (may be negative for a moment: see the plan's free slots). */
@@ -58,13 +84,45 @@ export class AttemptRunner {
     return this.#slotsUsed < this.#options.concurrency;
   }
 
-  /** Takes a slot of `hook` and runs one attempt of `d`. */
-  start(d: ClaimedDelivery, hook: Hook): void {
-    const a: Attempt = { delivery: d, hook, startedAt: this.#options.clock.now(), startedMono: performance.now(), controller: new AbortController(), finished: null, running: null };
+  /**
+   * Takes a slot of `hook` and runs one attempt of `d`, whose lease counts from
+   * `leaseStartMono` (performance.now() before its claim's commit began) at the latest; true
+   * when it started. A delivery whose lease could lapse before its attempt ends is not sent:
+   * another instance may take it over once the lease lapses, and send it, or a later change
+   * of its request, meanwhile, so that what this one sends would reach the receiver late, out
+   * of order. It is given back (under its lease, fenced by the store: a lease already taken
+   * over is left alone) and claimed again under a fresh lease. This happens when the commit
+   * that claimed it took most of the lease (the database answered late, the process was
+   * paused), or it waited too long claimed ahead. The database fences the outcome (see
+   * DeliveriesRepo.settle); only this check keeps the request itself from going out late.
+   */
+  start(d: ClaimedDelivery, hook: Hook, leaseStartMono: number): boolean {
+    const sinceLease = performance.now() - leaseStartMono;
+    if (sinceLease > this.#startWithinMs) {
+      this.#options.log.warn(
+        { delivery: d.id, org: d.orgId, eventId: d.eventId, sinceLeaseMs: Math.round(sinceLease), startWithinMs: this.#startWithinMs },
+        'a claimed delivery is not sent: its lease could lapse before its attempt ends (its claim took too long, or the process was paused); it is given back and claimed again',
+      );
+      this.#options.commits.giveBack(d);
+      hook.hasWork = true;
+      this.#options.commits.request();
+      return false;
+    }
+    const a: Attempt = {
+      delivery: d,
+      hook,
+      startedAt: this.#options.clock.now(),
+      startedMono: performance.now(),
+      sendBy: leaseStartMono + this.#startWithinMs,
+      controller: new AbortController(),
+      finished: null,
+      running: null,
+    };
     hook.attempts.add(a);
     this.#slotsUsed++;
     this.#inFlight.add(a);
     a.running = this.#run(a).finally(() => this.#inFlight.delete(a));
+    return true;
   }
 
   /** After the commit that recorded `a` (or gave it back). */
@@ -95,10 +153,7 @@ export class AttemptRunner {
         if (mono - next.leasedMono > claimedAheadMaxAgeMs) {
           commits.giveBack(next.delivery);
           commits.request();
-        } else {
-          this.start(next.delivery, hook);
-          free--;
-        }
+        } else if (this.start(next.delivery, hook, next.leaseStartMono)) free--;
         progress = true;
       }
     }
@@ -125,12 +180,18 @@ export class AttemptRunner {
     let result: AttemptResult;
     try {
       result = await this.#options.deliverer.deliver(
-        { orgId: d.orgId, url: d.url, eventId: d.eventId, payload: d.payload, secrets: d.secrets, headers: d.headers, clientCertificate: d.clientCertificate, oauth2: d.oauth2, trace: traced?.headers },
+        { orgId: d.orgId, url: d.url, eventId: d.eventId, payload: d.payload, secrets: d.secrets, headers: d.headers, clientCertificate: d.clientCertificate, oauth2: d.oauth2, trace: traced?.headers, sendBy: a.sendBy },
         a.controller.signal,
       );
     } catch (err) {
-      // deliver() reports every failure as a result; reaching here is a bug. Give the delivery back uncounted.
-      this.#options.log.error({ err, delivery: d.id }, 'delivery attempt threw; the delivery is given back and will be attempted again');
+      if (err instanceof NotSentInTime) {
+        // Its send-by time passed before its first byte could go out: nothing was sent, so it
+        // is no attempt; given back under its lease and claimed again (see start()).
+        this.#options.log.warn({ delivery: d.id, org: d.orgId, eventId: d.eventId, detail: err.message }, 'a claimed delivery is not sent: its lease could lapse before its attempt ends (its connection opened late, or the process was paused); it is given back and claimed again');
+      } else {
+        // deliver() reports every other failure as a result; reaching here is a bug. Give the delivery back uncounted.
+        this.#options.log.error({ err, delivery: d.id }, 'delivery attempt threw; the delivery is given back and will be attempted again');
+      }
       traced?.span.end();
       this.#options.commits.attemptCutShort(a);
       return;

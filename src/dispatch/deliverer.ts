@@ -9,7 +9,9 @@ import { credentialEchoes, hideEchoes } from '../domain/credential-echoes.ts';
 import { deliveryHeaders, unsendableRequest } from '../domain/delivery-request.ts';
 import type { WebhookHeaders } from '../domain/webhook-headers.ts';
 import type { TraceHeaders } from './attempt-tracing.ts';
-import { createDeliveryClient, type DeliveryClient } from './http-client.ts';
+import { createDeliveryClient, NotSentInTime, SEND_BY, type DeliveryClient, type SendByOptions } from './http-client.ts';
+
+export { NotSentInTime } from './http-client.ts';
 import { BLOCKED_CODE, createNetworkGuard, type NetworkGuard } from './network-guard.ts';
 import { ProxyError } from './proxy-tunnel.ts';
 import type { EgressProxies, EgressProxy, ProxyTarget } from '../domain/egress-proxy.ts';
@@ -53,6 +55,15 @@ export interface DeliveryRequest {
   readonly clientCertificate?: ClientCertificateInfo | null;
   /** The webhook's OAuth2 client credentials: an access token goes in Authorization; none when absent or null. */
   readonly oauth2?: OAuth2Settings | null;
+  /**
+   * The latest moment (performance.now()) the request may start going out: its lease could
+   * lapse before an attempt begun later ends (AttemptRunner.start). Checked once more right
+   * before its first byte is written (http-client.ts's SEND_BY), so that a pause between the
+   * attempt's start and its write (a connection slow to open, the process frozen) sends
+   * nothing late: deliver() then throws NotSentInTime, the one failure it does not report as
+   * an attempt's result (there was no attempt). Absent: no limit.
+   */
+  readonly sendBy?: number;
 }
 
 export interface DelivererOptions {
@@ -347,14 +358,16 @@ export class Deliverer {
       headers.authorization = `Bearer ${token}`;
       sent.token = token;
     }
-    const res = await route.client.dispatcher.request({
+    const options: SendByOptions = {
       origin: url.origin,
       path: url.pathname + url.search,
       method: 'POST',
       headers,
       body: request.payload,
       signal,
-    });
+      ...(request.sendBy === undefined ? {} : { [SEND_BY]: request.sendBy }),
+    };
+    const res = await route.client.dispatcher.request(options);
     const chunks: Buffer[] = [];
     let size = 0;
     // Read to the end, so that the connection goes back to the pool for the next attempt; only
@@ -426,6 +439,8 @@ export class Deliverer {
     } catch (err) {
       // A refusal after a request went out (no new token after a 401) keeps what that request sent.
       if (err instanceof Refused) return { ...base, ...err.result, durationMs: elapsed(), ...(sent.timestamp === null ? {} : { sentTimestamp: sent.timestamp, sentSignature: sent.signature }) };
+      // Nothing of it went out: no attempt to report (see DeliveryRequest.sendBy).
+      if (err instanceof NotSentInTime) throw err;
       if (err instanceof TypeError && (err as NodeJS.ErrnoException).code === 'ERR_INVALID_URL') {
         return { ...base, error: AttemptError.invalidUrl, errorDetail: 'the webhook URL is not a valid URL', durationMs: elapsed() };
       }

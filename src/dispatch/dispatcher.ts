@@ -34,6 +34,12 @@ export interface DispatcherOptions {
   readonly perWebhookConcurrency: number;
   /** Lease of a claimed delivery: longer than an attempt can take, so only a crash lets it lapse. */
   readonly leaseMs: number;
+  /**
+   * The deliverer's deadline for one attempt (ms, `delivery.timeout`): an attempt starts only
+   * while its lease outlasts it (see AttemptRunner.start). 0 by default: the lease only must
+   * not have lapsed, less a margin.
+   */
+  readonly attemptTimeoutMs?: number;
   /** The safety net: how often every webhook is looked at without having been woken up. */
   readonly pollIntervalMs: number;
   /** Least time between two group commits (ms): what ends meanwhile is recorded together. */
@@ -165,6 +171,8 @@ export class Dispatcher {
       slowMs: this.#rules.slowMs,
       claimedAheadMaxAgeMs: this.#claimedAheadMaxAgeMs,
       tracing: options.tracing ?? null,
+      leaseMs: options.leaseMs,
+      attemptTimeoutMs: options.attemptTimeoutMs ?? 0,
     });
     this.#commitHost = {
       claiming: () => this.#phase === 'running',
@@ -364,8 +372,8 @@ export class Dispatcher {
   /** A delivery just claimed: started now, kept ahead for its webhook's next free slot, or given back (see placeClaimed). */
   #place(d: ClaimedDelivery, hook: Hook, mono: number, leasedMono: number): void {
     const placement = this.#phase !== 'running' ? 'keep-ahead' : placeClaimed(this.#rules, hook, mono, this.#attempts.slotFree);
-    if (placement === 'start') this.#attempts.start(d, hook);
-    else if (placement === 'keep-ahead') hook.claimedAhead.push({ delivery: d, leasedMono });
+    if (placement === 'start') this.#attempts.start(d, hook, mono);
+    else if (placement === 'keep-ahead') hook.claimedAhead.push({ delivery: d, leasedMono, leaseStartMono: mono });
     else {
       this.#commits.giveBack(d);
       hook.hasWork = true;

@@ -294,11 +294,18 @@ export class GroupCommit<A extends PendingAttempt> {
       .finally(this.#commitEnded);
   }
 
-  /** A commit threw outside its write (a read on a storage fault, say): logged, backed off. */
+  /**
+   * A commit threw outside its write (a read on a storage fault, or with the database out of
+   * reach, say): logged, backed off. A fault of either kind is counted as a failed write is, so
+   * that the tries back off and are logged once (and every 20th), not ten times a second.
+   */
   #commitThrew(kind: CommitKind, err: unknown): void {
     // A storage fault (a damaged page, say) is logged once by `health`.
     if (this.#health?.failed('dispatch', err) != null) this.#failuresInARow++;
-    else {
+    else if (isTransientStoreError(err)) {
+      const failures = ++this.#failuresInARow;
+      if (failures === 1 || failures % 20 === 0) this.#log.error({ err, failures }, 'looking for due deliveries failed (the database is out of reach); trying again with a back-off');
+    } else {
       this.#log.error({ err }, kind === 'claim' ? 'claiming deliveries failed unexpectedly; trying again shortly' : 'dispatcher flush failed unexpectedly; trying again shortly');
       if (kind === 'claim') this.#failuresInARow++;
     }
@@ -317,6 +324,8 @@ export class GroupCommit<A extends PendingAttempt> {
     // nothing writes nothing.
     if (prepared.claim !== null && prepared.writes === 0 && kind === 'all') prepared.claim = await host.peek(prepared.claim);
     if (prepared.writes === 0 && prepared.claim === null) {
+      // Whatever failed before (a read) answers again.
+      this.#failuresInARow = 0;
       host.committed(prepared.batch, null);
       return;
     }

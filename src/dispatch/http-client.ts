@@ -1,6 +1,6 @@
 import type { LookupFunction } from 'node:net';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
-import { Agent } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import type { ClientCertificateMaterial } from '../domain/client-certificate.ts';
 import type { EgressProxy, ProxyTarget } from '../domain/egress-proxy.ts';
 import type { NetworkGuard } from './network-guard.ts';
@@ -32,8 +32,8 @@ export interface DeliveryClientOptions {
 }
 
 export interface DeliveryClient {
-  /** An undici dispatcher with every option of a delivery connection already set. */
-  readonly dispatcher: Agent;
+  /** An undici dispatcher with every option of a delivery connection already set, and the send-by gate (SEND_BY). */
+  readonly dispatcher: Dispatcher;
   /** Closes every kept-alive connection (the daemon is stopping, or the TLS material changed). */
   destroy(): Promise<void>;
   /** Closes its connections once the requests on them have ended (a client certificate replaced): nothing is cut short. */
@@ -72,9 +72,60 @@ export function deliverySecureContext(extraCa: string | null, clientCertificate?
  * The benchmark (scripts/bench-delivery.ts) measures this same client as the ceiling of what
  * hookrelay can deliver, so a change here shows in both.
  */
+/**
+ * A request option: the latest moment (performance.now()) the request's first byte may be
+ * written. Checked when undici is about to write it, on the connection it got, which is the
+ * last code that runs before the bytes go out: a request that got there later (its connection
+ * slow to open, the process paused meanwhile) fails with NotSentInTime, and nothing of it is
+ * sent. Absent: no limit.
+ */
+export const SEND_BY: unique symbol = Symbol('hookrelay.sendBy');
+export type SendByOptions = Dispatcher.RequestOptions & { readonly [SEND_BY]?: number };
+
+/** A request refused by the send-by gate: not one byte of it was written. */
+export class NotSentInTime extends Error {
+  readonly code = 'HOOKRELAY_NOT_SENT_IN_TIME';
+  constructor(lateMs: number) {
+    super(`not sent: its send-by time had passed ${lateMs} ms before it could be written`);
+    this.name = 'NotSentInTime';
+  }
+}
+
+/**
+ * The send-by gate (see SEND_BY) around the handler undici's request() makes, in undici's
+ * handler interface that request() speaks (onConnect...), so that undici passes it through as
+ * it is: onConnect, the moment undici is about to write the request on its connection, is
+ * checked against the time. (A composed interceptor speaks the other interface and converts
+ * each call back and forth: it cost a quarter more client CPU per request.)
+ */
+function gated(handler: Dispatcher.DispatchHandler, sendBy: number): Dispatcher.DispatchHandler {
+  return {
+    onConnect(abort) {
+      const late = performance.now() - sendBy;
+      if (late > 0) abort(new NotSentInTime(Math.round(late)));
+      else handler.onConnect?.(abort);
+    },
+    onError: (err) => handler.onError?.(err),
+    onUpgrade: (statusCode, headers, socket) => handler.onUpgrade?.(statusCode, headers, socket),
+    onResponseStarted: () => handler.onResponseStarted?.(),
+    onHeaders: (statusCode, headers, resume, statusText) => handler.onHeaders?.(statusCode, headers, resume, statusText) ?? true,
+    onData: (chunk) => handler.onData?.(chunk) ?? true,
+    onComplete: (trailers) => handler.onComplete?.(trailers),
+    onBodySent: (chunkSize, totalBytesSent) => handler.onBodySent?.(chunkSize, totalBytesSent),
+  };
+}
+
+/** An undici Agent whose requests may carry a send-by time (SEND_BY). */
+class SendByAgent extends Agent {
+  override dispatch(options: Agent.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    const sendBy = (options as SendByOptions)[SEND_BY];
+    return super.dispatch(options, sendBy === undefined ? handler : gated(handler, sendBy));
+  }
+}
+
 export function createDeliveryClient(options: DeliveryClientOptions): DeliveryClient {
   const secureContext = deliverySecureContext(options.extraCa, options.clientCertificate);
-  const dispatcher = new Agent({
+  const agent = new SendByAgent({
     connections: options.connectionsPerOrigin,
     pipelining: 1,
     keepAliveTimeout: IDLE_SOCKET_MS,
@@ -90,12 +141,12 @@ export function createDeliveryClient(options: DeliveryClientOptions): DeliveryCl
         },
   });
   return {
-    dispatcher,
+    dispatcher: agent,
     async destroy() {
-      await dispatcher.destroy();
+      await agent.destroy();
     },
     async close() {
-      await dispatcher.close();
+      await agent.close();
     },
   };
 }

@@ -6,7 +6,7 @@
  * client secret are never logged, never part of an error, never stored.
  */
 import { isIP } from 'node:net';
-import type { Agent } from 'undici';
+import type { Dispatcher } from 'undici';
 import { urlRefusal } from '../domain/address-policy.ts';
 import { parseTokenAnswer, refreshMarginMs, tokenErrorCode, tokenRequest, type OAuth2Settings } from '../domain/oauth2-settings.ts';
 import type { ReceiverCredentials } from '../services/receiver-credentials.ts';
@@ -40,7 +40,7 @@ interface Entry {
 
 /** Where a token fetch goes: the org's connections (guard, proxy, CA) and its policy's guard. */
 export interface TokenRoute {
-  readonly dispatcher: Agent;
+  readonly dispatcher: Dispatcher;
   readonly guard: NetworkGuard;
 }
 

@@ -15,6 +15,8 @@ export interface ClaimedAhead {
   readonly delivery: ClaimedDelivery;
   /** performance.now() when its lease was taken: one that waited too long is given back, not started. */
   readonly leasedMono: number;
+  /** performance.now() before the claim's commit began, which its lease counts from at the latest (see AttemptRunner.start). */
+  readonly leaseStartMono: number;
 }
 
 /** One webhook as the dispatcher keeps it: its state for the claim plan, with its attempts and the deliveries claimed ahead. */
@@ -30,6 +32,8 @@ export interface Attempt {
   readonly startedAt: number;
   /** performance.now() at start, for the slow check (immune to clock steps). */
   readonly startedMono: number;
+  /** performance.now() after which its request must not start going out (DeliveryRequest.sendBy). */
+  readonly sendBy: number;
   readonly controller: AbortController;
   /** Set once the attempt has ended with an outcome (it keeps its slot until that is committed). */
   finished: FinishedAttempt | null;

@@ -40,3 +40,33 @@ export function reorderReleaseAt(occurredAt: number, storedAt: number, windowMs:
   if (windowMs <= 0) return storedAt;
   return Math.min(Math.max(occurredAt, storedAt), storedAt + windowMs) + windowMs;
 }
+
+/** A change's status and the status its line says came before it (previous_status), as stored. */
+export interface ChangeStatuses {
+  readonly status: string;
+  readonly previous: string | null;
+}
+
+/** The two status members a feed event's stored details start with (see parseFeedLine: `"status":…,"previous_status":…`). */
+const STATUS_MEMBERS = /^"status":("(?:[^"\\]|\\.)*"),"previous_status":(null|"(?:[^"\\]|\\.)*")/;
+
+/**
+ * The statuses of a feed change, read from the front of its stored details (not the whole
+ * body, which may be large), or null when they are not there (a body stored whole).
+ */
+export function changeStatusesOf(details: string): ChangeStatuses | null {
+  const m = STATUS_MEMBERS.exec(details);
+  if (m === null) return null;
+  return { status: JSON.parse(m[1]!) as string, previous: m[2] === 'null' ? null : (JSON.parse(m[2]!) as string) };
+}
+
+/**
+ * Until when (epoch ms) a change stored from a feed may wait for its predecessor, the change
+ * of its request whose status its previous_status names (delivery.orderHold, PostgreSQL): from
+ * its release (reorderReleaseAt) for `holdMs` more. Null, nothing to wait for: the hold is off,
+ * or the change names no status before it. The wait ends sooner once the request's latest
+ * change sent before it has that status (see the due query, pg/deliveries-repo.ts).
+ */
+export function orderHoldUntil(releaseAt: number, previousStatus: string | null, holdMs: number): number | null {
+  return holdMs > 0 && previousStatus !== null ? releaseAt + holdMs : null;
+}

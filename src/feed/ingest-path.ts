@@ -56,6 +56,8 @@ export interface IngestPathOptions {
   readonly reorderWindowMs?: number;
   /** The events' ingest spans, while the daemon traces (see IngestTracing). */
   readonly tracing?: IngestTracing | null;
+  /** delivery.orderHold (ms): how long a change may wait for its predecessor, on PostgreSQL (see createIngestService); 0: off. */
+  readonly orderHoldMs?: number;
   /**
    * The daemon's mode: background checkpoints only while large batches arrive (see
    * startBackgroundCheckpoints), otherwise the writer checkpoints itself in small steps. Off
@@ -72,7 +74,7 @@ export async function openIngestPath(store: Store, log: Logger, options: IngestP
   const whileBusy = options.checkpointsWhileBusy ?? false;
   const upkeep = await store.upkeep(log, { whileBusy });
   const parser = createWorkerLineParser(log);
-  const service = createIngestService(store, log, options.work ?? nobodyListens, { noticeUndeliverable: options.noticeUndeliverable === true, reorderWindowMs: options.reorderWindowMs ?? 0, tracing: options.tracing ?? null });
+  const service = createIngestService(store, log, options.work ?? nobodyListens, { noticeUndeliverable: options.noticeUndeliverable === true, reorderWindowMs: options.reorderWindowMs ?? 0, orderHoldMs: options.orderHoldMs ?? 0, tracing: options.tracing ?? null });
   const bursts = new Bursts(upkeep, log, { ...options, whileBusy });
   const ingest: IngestService = whileBusy
     ? {

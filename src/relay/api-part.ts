@@ -7,6 +7,7 @@ import type { Config } from '../config/load.ts';
 import { createMetrics, loadMetricsToken, type Metrics } from '../metrics/metrics.ts';
 import { createServices } from '../services/services.ts';
 import { certificateExpiries } from '../services/receiver-credentials.ts';
+import { isTransientStoreError } from '../store/storage-faults.ts';
 import { VERSION } from '../version.ts';
 import { ADMIN_LISTENER, close, listen, METRICS_LISTENER } from './listeners.ts';
 import type { DaemonPart, Slot } from './parts.ts';
@@ -53,14 +54,28 @@ function providerReadiness(w: Wiring): { state: 'stale' | 'unavailable'; notRead
   return { state: health.state, notReady: { reason: 'identity_provider_unreachable', detail, ...(health.since === null ? {} : { since: health.since }) } };
 }
 
-/** /readyz: the database answers and takes writes, and the feed can be read. */
+/** Since when (epoch ms) each daemon's database has been out of reach, while it is. */
+const unreachableSince = new WeakMap<Wiring, number>();
+
+/**
+ * /readyz: the database answers and takes writes, and the feed can be read. A database server
+ * out of reach (PostgreSQL down, restarting, or cut off: the store's ping has a deadline) is
+ * `database_unreachable`, with what the driver said; ready again as soon as it answers.
+ */
 async function readiness(w: Wiring): Promise<true | NotReady> {
   if (w.stopping()) return { reason: 'stopping', detail: 'the daemon is shutting down' };
   try {
     await w.store.get().ping();
     w.health.succeeded('readiness');
+    unreachableSince.delete(w);
   } catch (err) {
-    if (w.health.failed('readiness', err) === null) throw err;
+    if (w.health.failed('readiness', err) === null) {
+      if (!isTransientStoreError(err)) throw err;
+      const since = unreachableSince.get(w) ?? w.clock.now();
+      unreachableSince.set(w, since);
+      const said = err instanceof Error ? err.message : String(err);
+      return { reason: 'database_unreachable', detail: `the database server cannot be reached (${said}); nothing new is stored or claimed meanwhile, and work resumes by itself once it answers`, since };
+    }
   }
   const problem = w.health.problem();
   if (problem !== null) return { reason: problem.fault, detail: problem.detail, since: problem.since };

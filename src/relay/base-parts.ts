@@ -109,6 +109,7 @@ export function ingestPath(w: Wiring): DaemonPart {
           checkpointsWhileBusy: true,
           noticeUndeliverable: true,
           reorderWindowMs: config.delivery.reorderWindow,
+          orderHoldMs: config.delivery.orderHold,
           tracing: tracing === null ? null : new IngestTracing(tracing.tracer),
         }),
       );

@@ -124,6 +124,8 @@ export function dispatcher(w: Wiring): DaemonPart {
           // An attempt (in-attempt reconnects included) ends at its deadline; the margin covers
           // recording it. So only a crash lets a lease lapse.
           leaseMs: config.delivery.timeout + LEASE_MARGIN_MS,
+          // Nothing is sent on a lease that could lapse before its attempt ends (AttemptRunner.start).
+          attemptTimeoutMs: config.delivery.timeout,
           pollIntervalMs: config.delivery.pollInterval,
           groupCommitMs: config.delivery.groupCommitInterval,
           health: w.health,

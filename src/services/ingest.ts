@@ -1,5 +1,5 @@
 import { LINE_EXCERPT_BYTES, lineExcerpt, parseFeedLine, processingFailedDetail, RejectReason, sameNotification, statusChangeBody, storedBody, type ParsedLines, type StorableEvent, type StorableLine, type StoredEvent } from '../domain/feed-event.ts';
-import { orderingKey, reorderReleaseAt } from '../domain/ordering.ts';
+import { changeStatusesOf, orderHoldUntil, orderingKey, reorderReleaseAt } from '../domain/ordering.ts';
 import type { Logger } from '../log.ts';
 import type { Store, Tx } from '../store/repos.ts';
 import type { DeliveryToQueue, EventToStore, FeedPosition, FeedReject } from '../store/values.ts';
@@ -79,7 +79,7 @@ function parsedOrFailed(parsedLines: ParsedLines | undefined, index: number, lin
  * `parsed`, when given, holds the lines already parsed (one result per line, null for a line
  * with `rejected` set), by a parser on another thread; otherwise they are parsed here.
  */
-export function createIngestService(store: Store, log: Logger, work: WorkSignal = nobodyListens, options: { noticeUndeliverable?: boolean; reorderWindowMs?: number; tracing?: IngestTracing | null } = {}) {
+export function createIngestService(store: Store, log: Logger, work: WorkSignal = nobodyListens, options: { noticeUndeliverable?: boolean; reorderWindowMs?: number; orderHoldMs?: number; tracing?: IngestTracing | null } = {}) {
   const feedLog = log.child({ subsystem: 'ingest' });
   /**
    * delivery.reorderWindow, on a database shared by several instances: each change queued is
@@ -89,6 +89,11 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
    * neither: the feed's order stands, and nothing is held.
    */
   const reorderWindowMs = store.shared ? Math.max(0, options.reorderWindowMs ?? 0) : 0;
+  /**
+   * delivery.orderHold, on a shared database: a change whose previous_status names a status its
+   * request has not shown yet may wait that long more for it (orderHoldUntil). Off (0) by default.
+   */
+  const orderHoldMs = store.shared ? Math.max(0, options.orderHoldMs ?? 0) : 0;
   // The daemon says so in its log; `hookrelay ingest` says so in its summary.
   const notices = options.noticeUndeliverable === true ? new UndeliverableNotices(feedLog) : null;
   const tracing = options.tracing ?? null;
@@ -114,7 +119,7 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
         const now = await tx.feed.receivedAt(store.clock.now());
         // The hold counts from this clock, not from `now` (which never goes back): a clock
         // stepped back holds nothing longer than the window.
-        const hold = { storedAt: store.clock.now(), windowMs: reorderWindowMs };
+        const hold = { storedAt: store.clock.now(), windowMs: reorderWindowMs, orderHoldMs, shared: store.shared };
         return new IngestBatch(tx, source, now, hold, tracing).store(lines, parsedLines, position);
       });
       batch.spans?.end();
@@ -156,6 +161,15 @@ export function createIngestService(store: Store, log: Logger, work: WorkSignal 
 }
 export type IngestService = ReturnType<typeof createIngestService>;
 
+/** How a batch's changes wait: the reorder window from `storedAt`, and for their predecessors (delivery.orderHold). */
+interface Hold {
+  readonly storedAt: number;
+  readonly windowMs: number;
+  readonly orderHoldMs: number;
+  /** Several instances share the database (the statuses are kept). */
+  readonly shared: boolean;
+}
+
 /** The lines of a batch that parsed into events, in line order, side by side. */
 interface ParsedBatch {
   readonly toStore: EventToStore[];
@@ -196,11 +210,11 @@ class IngestBatch {
   readonly #tx: Tx;
   readonly #source: string;
   readonly #now: number;
-  readonly #hold: { readonly storedAt: number; readonly windowMs: number };
+  readonly #hold: Hold;
   /** Quarantined in line order (ids are what `feed rejects` pages by), whichever step found them. */
   readonly #rejects: Array<{ index: number; reject: Omit<FeedReject, 'id'> }> = [];
 
-  constructor(tx: Tx, source: string, now: number, hold: { readonly storedAt: number; readonly windowMs: number }, tracing: IngestTracing | null) {
+  constructor(tx: Tx, source: string, now: number, hold: Hold, tracing: IngestTracing | null) {
     this.#tracing = tracing;
     this.#tx = tx;
     this.#source = source;
@@ -300,7 +314,11 @@ class IngestBatch {
         continue;
       }
       const key = orderingKey(event.orgId, event.anticipationRequestId);
-      queue.push({ eventSeq: seq, orgId: event.orgId, orderingKey: key, orderAt: event.occurredAt, releaseAt: reorderReleaseAt(event.occurredAt, this.#hold.storedAt, this.#hold.windowMs) });
+      const releaseAt = reorderReleaseAt(event.occurredAt, this.#hold.storedAt, this.#hold.windowMs);
+      // A shared database keeps each change's statuses, which a later change's wait for its predecessor reads.
+      const statuses = this.#hold.shared ? changeStatusesOf(event.details) : null;
+      const holdUntil = orderHoldUntil(releaseAt, statuses?.previous ?? null, this.#hold.orderHoldMs);
+      queue.push({ eventSeq: seq, orgId: event.orgId, orderingKey: key, orderAt: event.occurredAt, releaseAt, statuses, holdUntil });
       let keys = this.queuedKeys.get(event.orgId);
       if (keys === undefined) this.queuedKeys.set(event.orgId, (keys = new Set()));
       keys.add(key);

@@ -21,6 +21,8 @@ import { logStatusChange, type LoggedStatusChange } from './webhooks.ts';
 /** A delivery claimed for one attempt: what to send and where. */
 export interface ClaimedDelivery extends DueDelivery {
   readonly secrets: readonly string[];
+  /** The epoch of the lease this claim took, which its outcome and its give-back are fenced by (DeliveriesRepo.lease); null: not fenced (SQLite). */
+  leaseEpoch: number | null;
   /**
    * A later change of the same request was seen waiting behind it in the claim (or may wait,
    * as behind a retry): whoever ends its attempt should look at its organization again.
@@ -84,7 +86,7 @@ export interface FlushResult {
    * turn or their slots (never on SQLite): the dispatcher looks at them again shortly.
    */
   readonly contended: string[];
-  /** Outcomes not applied: the lease had lapsed and another instance had taken the delivery over (never on SQLite). */
+  /** Outcomes not applied: the lease had lapsed and the delivery was leased again since, by another instance or this one (never on SQLite). */
   readonly superseded: Array<{ id: number; orgId: string }>;
   /**
    * Organizations whose webhook has started as many deliveries as its rate limit allows for
@@ -277,7 +279,7 @@ class Outbox implements OutboxService {
     for (const c of commit.changes) logStatusChange(log, c, 'delivery', this.#options.disableAfterMs);
     const { superseded, outOfOrder, unsendable } = commit.result;
     for (const s of superseded) {
-      log.warn({ delivery: s.id, org: s.orgId }, 'attempt recorded, outcome not applied: its lease had lapsed and another instance took the delivery over');
+      log.warn({ delivery: s.id, org: s.orgId }, 'attempt recorded, outcome not applied: its lease had lapsed and the delivery was leased again since (by another instance, or by this one)');
     }
     for (const o of outOfOrder) {
       log.warn(
@@ -343,7 +345,7 @@ class OutboxCommit {
 
   async run(work: FlushWork): Promise<this> {
     if (work.finished.length > 0) await this.#record(work.finished);
-    if (work.released.length > 0) await this.#tx.deliveries.release(work.released.map((d) => d.id), this.#now);
+    if (work.released.length > 0) await this.#tx.deliveries.release(work.released.map((d) => d.id), this.#now, work.released.map((d) => d.leaseEpoch));
     if (work.claim) await this.#claim(work.claim.wanted, work.claim.leaseMs);
     for (const c of this.changes) c.health = await this.#tx.webhooks.health(c.orgId);
     return this;
@@ -357,11 +359,11 @@ class OutboxCommit {
   async #record(finished: readonly FinishedAttempt[]): Promise<void> {
     const { deliveries, webhooks } = this.#tx;
     await webhooks.lockInOrder([...new Set(finished.map((f) => f.delivery.orgId))]);
-    const settlements: Array<{ id: number; settlement: Settlement }> = [];
+    const settlements: Array<{ id: number; settlement: Settlement; epoch: number | null }> = [];
     const attempts: AttemptToStore[] = [];
     for (const f of finished) {
       attempts.push(attemptToStore(f));
-      settlements.push({ id: f.delivery.id, settlement: settlementOf(f, this.#now) });
+      settlements.push({ id: f.delivery.id, settlement: settlementOf(f, this.#now), epoch: f.delivery.leaseEpoch });
       await this.#recordHealth(f);
     }
     const superseded = await deliveries.settleMany(settlements);
@@ -405,7 +407,8 @@ class OutboxCommit {
     const leased: number[] = [];
     for (const want of wanted) await this.#claimFor(want, turns.get(want.orgId), leased);
     if (leased.length === 0) return;
-    const late = await this.#tx.deliveries.lease(leased, this.#now + leaseMs, this.#now);
+    const { epochs, late } = await this.#tx.deliveries.lease(leased, this.#now + leaseMs, this.#now);
+    if (epochs !== null) for (const d of this.result.claimed) d.leaseEpoch = epochs.get(d.id) ?? null;
     if (late.length > 0) await this.#countOutOfOrder(late);
   }
 
@@ -464,7 +467,7 @@ class OutboxCommit {
       leased.push(d.id);
       // A retry may hold back later changes of its request that the query left out; on
       // PostgreSQL the query says whether one waits (it leaves out all but a request's first).
-      const claimed: ClaimedDelivery = { ...d, secrets: signingSecrets(d, this.#now), holdsBack: d.attempts > 0 || row.holds_back === true };
+      const claimed: ClaimedDelivery = { ...d, secrets: signingSecrets(d, this.#now), holdsBack: d.attempts > 0 || row.holds_back === true, leaseEpoch: null };
       byKey.set(d.orderingKey, claimed);
       this.result.claimed.push(claimed);
     }

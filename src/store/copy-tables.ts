@@ -123,9 +123,11 @@ export const TABLES: readonly TableSpec[] = [
       bigint('updated_at'),
     ],
     orderBy: 'id',
-    // The lease holder; the place in the request's order and the release time, which
-    // BACKFILL_DELIVERY_ORDER gives the pending rows once copied (see pg/migrations.ts, 7).
-    pgOnly: ['leased_by', 'order_at', 'release_at'],
+    // The lease holder and the lease's epoch (0: never leased here); the place in the
+    // request's order and the release time, which BACKFILL_DELIVERY_ORDER gives the pending
+    // rows once copied; the statuses and the wait for a predecessor, none (see pg/migrations.ts,
+    // 7 and 10).
+    pgOnly: ['leased_by', 'lease_epoch', 'order_at', 'release_at', 'change_status', 'previous_status', 'hold_until'],
     identity: 'id',
   },
   {

@@ -32,6 +32,7 @@ import type {
   FeedPosition,
   FeedReject,
   FeedStats,
+  Leased,
   ListFilter,
   PruneBounds,
   PrunedRows,
@@ -221,22 +222,31 @@ export interface DeliveriesRepo {
   markUnsendable(id: number, error: string, now: number): Promise<void>;
   /**
    * Leases deliveries until `until` (epoch ms) for this instance: nobody else attempts them
-   * before then. Returns the ids, among those leased for the first time, of changes that a
-   * later change of their request (by dueRows' order) was already sent before: they go out
-   * after it (a late change, beyond the reorder window). Always empty on SQLite.
+   * before then. Answers the epoch each was leased under (`epochs`: on a shared database every
+   * lease of a delivery adds one to its epoch, the fencing token its attempt's outcome and its
+   * release are checked against; null on SQLite, one daemon per file, which fences nothing),
+   * and the ids, among those leased for the first time, of changes that a later change of
+   * their request (by dueRows' order) was already sent before: they go out after it (a late
+   * change, beyond the reorder window; always empty on SQLite).
    */
-  lease(ids: readonly number[], until: number, now: number): Promise<number[]>;
+  lease(ids: readonly number[], until: number, now: number): Promise<Leased>;
   insertAttempts(attempts: readonly AttemptToStore[]): Promise<void>;
   /**
    * Applies an attempt's outcome. On a shared database only while this instance holds the
-   * delivery's lease (fencing): false when the lease lapsed and another instance took the
-   * delivery over, whose own attempt then decides its state. Always true on SQLite.
+   * delivery's lease, and (given `epoch`, as the dispatcher always does) that very lease, the
+   * one its attempt ran under (fencing): false when the lease lapsed and the delivery was
+   * leased again since, by another instance or by this one, whose own attempt then decides its
+   * state. Always true on SQLite.
    */
-  settle(id: number, s: Settlement): Promise<boolean>;
+  settle(id: number, s: Settlement, epoch?: number | null): Promise<boolean>;
   /** settle() for several deliveries at once (one statement on PostgreSQL); returns the ids not applied (superseded). */
-  settleMany(items: ReadonlyArray<{ readonly id: number; readonly settlement: Settlement }>): Promise<number[]>;
-  /** Gives leased deliveries back without counting an attempt (only those this instance holds, on a shared database). */
-  release(ids: readonly number[], now: number): Promise<void>;
+  settleMany(items: ReadonlyArray<{ readonly id: number; readonly settlement: Settlement; readonly epoch?: number | null }>): Promise<number[]>;
+  /**
+   * Gives leased deliveries back without counting an attempt: on a shared database only those
+   * this instance holds, and (given `epochs`, `epochs[i]` for `ids[i]`, as the dispatcher always
+   * does) under the lease it took them with, so that a stale give-back never ends a later lease.
+   */
+  release(ids: readonly number[], now: number, epochs?: ReadonlyArray<number | null>): Promise<void>;
   get(orgId: string, id: number): Promise<DeliveryRow | null>;
   attempts(deliveryId: number): Promise<AttemptRow[]>;
   /**

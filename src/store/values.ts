@@ -4,6 +4,7 @@
  * their mapping to these, are in rows.ts.
  */
 import type { RejectReason, StorableEvent } from '../domain/feed-event.ts';
+import type { ChangeStatuses } from '../domain/ordering.ts';
 import type { RateWindow } from '../domain/rate-window.ts';
 import type { Webhook, WebhookStatus } from '../domain/types.ts';
 import type { WebhookHeaders } from '../domain/webhook-headers.ts';
@@ -238,6 +239,10 @@ export interface DeliveryToQueue {
   readonly orderAt?: number;
   /** Not sent before this (epoch ms; PostgreSQL: the reorder window, see reorderReleaseAt). Absent: the queue time. */
   readonly releaseAt?: number;
+  /** The change's status and the one its line names before it (PostgreSQL, a feed change): what a later change's wait for its predecessor reads. */
+  readonly statuses?: ChangeStatuses | null;
+  /** Until when it may wait for its predecessor (delivery.orderHold, see orderHoldUntil); absent or null: no wait. */
+  readonly holdUntil?: number | null;
 }
 
 /** A change of a request leased for its first attempt after a later change of the request was already sent (see DeliveriesRepo.lease). */
@@ -246,6 +251,17 @@ export interface OutOfOrderDelivery {
   readonly orgId: string;
   readonly eventId: string;
   readonly anticipationRequestId: string;
+}
+
+/** What DeliveriesRepo.lease answers. */
+export interface Leased {
+  /**
+   * The epoch each delivery was leased under, by id: its fencing token (see
+   * DeliveriesRepo.lease). Null where the store fences nothing (SQLite: one daemon per file).
+   */
+  readonly epochs: ReadonlyMap<number, number> | null;
+  /** Ids of deliveries leased for their first attempt after a later change of their request was sent (always empty on SQLite). */
+  readonly late: readonly number[];
 }
 
 /** A finished attempt as stored in the attempts log. */

@@ -17,7 +17,7 @@ import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from '../../src/config/load.ts';
 import { WEBHOOK_PAUSE_BASE_MS } from '../../src/dispatch/claim-plan.ts';
-import type { DeliveryRequest } from '../../src/dispatch/deliverer.ts';
+import { NotSentInTime, type DeliveryRequest } from '../../src/dispatch/deliverer.ts';
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from '../../src/dispatch/dispatcher.ts';
 import { systemClock, type Clock } from '../../src/domain/clock.ts';
 import { AttemptError, type AttemptResult, type RetryPolicy } from '../../src/domain/retry-policy.ts';
@@ -120,6 +120,8 @@ interface RigOptions {
   readonly orgs: Readonly<Record<string, number | null>>;
   readonly clock?: Clock;
   readonly dispatcher?: Partial<Omit<DispatcherOptions, 'deliveries' | 'deliverer' | 'clock' | 'log' | 'work'>>;
+  /** Runs after each write transaction has committed, before the dispatcher hears of it: a slow answer of the database. */
+  readonly afterFlush?: (work: FlushWork) => Promise<void>;
 }
 
 /** The dispatcher's options unless a test says otherwise: polls a minute apart (only wake-ups explain a prompt delivery), no attempt counts as slow. */
@@ -147,7 +149,12 @@ async function startRig(t: TestContext, options: RigOptions) {
       flush: (w, o) => {
         seen.flushes.push(w);
         for (const { orgId } of w.claim?.wanted ?? []) seen.claimedFor.push(orgId);
-        return outbox.flush(w, o);
+        const afterFlush = options.afterFlush;
+        if (afterFlush === undefined) return outbox.flush(w, o);
+        return outbox.flush(w, o).then(async (result) => {
+          await afterFlush(w);
+          return result;
+        });
       },
       peek: (orgIds) => {
         seen.peeks++;
@@ -213,6 +220,53 @@ test('claim and lease: a request goes out only once its delivery is leased in th
     rig.rows('org-a').map((r) => [r.status, r.attempts, r.leaseExpiresAt]),
     ids.map(() => ['delivered', 1, null]),
   );
+});
+
+test('a claim whose commit took most of its lease (the database answered late): what it leased is not sent under that lease, but given back and sent under a fresh one', async (t) => {
+  // startWithinMs: 3000 - 1000 - 1000 = 1 s after the claim's commit began.
+  let slowClaims = 1;
+  const rig = await startRig(t, {
+    orgs: { 'org-a': null },
+    dispatcher: { leaseMs: 3000, attemptTimeoutMs: 1000 },
+    afterFlush: async (w) => {
+      if (w.claim !== null && slowClaims > 0) {
+        slowClaims--;
+        await sleep(1500);
+      }
+    },
+  });
+  rig.startDispatcher();
+  const leaseLeftWhenSent: number[] = [];
+  rig.deliverer.onRequest = (r) => leaseLeftWhenSent.push((rig.row(r.orgId, r.eventId)?.leaseExpiresAt ?? 0) - Date.now());
+  const [id] = await rig.queue('org-a', 1, 'evt_slow_claim');
+  await waitFor('the delivery recorded delivered', () => rig.delivered('org-a') === 1, 15_000);
+  assert.equal(rig.deliverer.requests.length, 1, 'sent once');
+  assert.ok(leaseLeftWhenSent[0]! > 2000, `sent with ${leaseLeftWhenSent[0]} ms of its lease left: under the fresh lease, not the late one`);
+  assert.ok(
+    rig.seen.flushes.some((w) => w.released.some((d) => d.eventId === id)),
+    'the late claim was given back',
+  );
+  assert.deepEqual(rig.rows('org-a').map((r) => [r.status, r.attempts, r.leaseExpiresAt]), [['delivered', 1, null]]);
+});
+
+test('a request the deliverer could not start sending by its send-by time (NotSentInTime): no attempt is counted, the delivery is given back and sent under a fresh lease', async (t) => {
+  const rig = await startRig(t, { orgs: { 'org-a': null }, dispatcher: { leaseMs: 30_000, attemptTimeoutMs: 5_000 } });
+  const sendBys: number[] = [];
+  const deliver = rig.deliverer.deliver.bind(rig.deliverer);
+  let refuse = 1;
+  rig.deliverer.deliver = (request, shutdown) => {
+    sendBys.push((request.sendBy ?? Number.NaN) - performance.now());
+    if (refuse-- > 0) return Promise.reject(new NotSentInTime(10));
+    return deliver(request, shutdown);
+  };
+  rig.startDispatcher();
+  const [id] = await rig.queue('org-a', 1, 'evt_not_sent');
+  await waitFor('the delivery recorded delivered', () => rig.delivered('org-a') === 1, 15_000);
+  assert.equal(rig.deliverer.requests.length, 1, 'sent once, the second time');
+  assert.deepEqual(rig.rows('org-a').map((r) => [r.status, r.attempts]), [['delivered', 1]], 'the refused one is no attempt');
+  assert.ok(rig.seen.flushes.some((w) => w.released.some((d) => d.eventId === id)), 'given back');
+  // The send-by time handed to the deliverer: the lease less the attempt's deadline less the margin (30 - 5 - 1 s).
+  for (const left of sendBys) assert.ok(left > 20_000 && left <= 24_000, `send-by ${Math.round(left)} ms away`);
 });
 
 test('per-webhook slots: a webhook that answers gets perWebhookConcurrency attempts at once and no more, another webhook its own', async (t) => {

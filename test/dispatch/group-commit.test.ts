@@ -177,3 +177,55 @@ test('a lock held by another connection: the commit keeps what it carries, tries
   assert.equal(store.works.length, 1);
   await gc.close();
 });
+
+test('PostgreSQL cancels the statements (statement_timeout behind a lock, lock_timeout) for a while: the outcomes are kept and recorded together once it passes, never let go one by one', { timeout: 30_000 }, async (t) => {
+  const store = sqliteFlush(t);
+  let cancelled = 0;
+  const flush = async (work: FlushWork): Promise<FlushResult> => {
+    // The first five writes are cancelled by the server, alternately as a statement timeout and a lock timeout.
+    if (cancelled < 5) {
+      cancelled++;
+      throw Object.assign(new Error(cancelled % 2 === 1 ? 'canceling statement due to statement timeout' : 'canceling statement due to lock timeout'), { code: cancelled % 2 === 1 ? '57014' : '55P03' });
+    }
+    return store.flush(work);
+  };
+  const errors: string[] = [];
+  const log = { ...silentLog, error: (_obj: unknown, msg?: string) => void errors.push(msg ?? '') } as unknown as typeof silentLog;
+  const gc = createGroupCommit<PendingAttempt>({ deliveries: { flush }, log, groupCommitMs: 0 });
+  gc.start(recordingHost().host);
+  gc.attemptEnded(ended(1));
+  gc.attemptEnded(ended(2));
+  await waitFor('both recorded once the cancellations are over', () => store.recorded().length === 2, 20_000);
+  assert.deepEqual(store.recorded(), [1, 2]);
+  assert.deepEqual(
+    store.works.filter((w) => w.finished.length > 0).map((w) => w.finished.map((f) => f.delivery.id)),
+    [[1, 2]],
+    'together, in one commit',
+  );
+  assert.ok(!errors.some((m) => m.includes('let go')), JSON.stringify(errors));
+  await gc.close();
+});
+
+test('the database out of reach while a commit only reads (the look for due work): one error logged, not one per try, and the tries back off', { timeout: 30_000 }, async () => {
+  let failing = true;
+  let peeks = 0;
+  const { host } = recordingHost({
+    plan: () => ({ wanted: [{ orgId: 'acme', upTo: 1 }], leaseMs: 30_000 }),
+    peek: async () => {
+      peeks++;
+      if (failing) throw Object.assign(new Error('Connection terminated unexpectedly'), {});
+      return null;
+    },
+  });
+  const errors: string[] = [];
+  const log = { ...silentLog, error: (_obj: unknown, msg?: string) => void errors.push(msg ?? '') } as unknown as typeof silentLog;
+  const gc = createGroupCommit<PendingAttempt>({ deliveries: { flush: async () => NOTHING }, log, groupCommitMs: 0 });
+  gc.start(host);
+  await new Promise((r) => setTimeout(r, 2000));
+  const during = peeks;
+  failing = false;
+  assert.ok(during >= 3 && during <= 8, `${during} tries in 2 s: backing off (100, 200, 400, 800 ms...)`);
+  assert.equal(errors.length, 1, JSON.stringify(errors));
+  await waitFor('a look that succeeds once it answers', () => peeks > during, 10_000);
+  await gc.close();
+});

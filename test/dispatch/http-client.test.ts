@@ -14,7 +14,7 @@ import { lookup } from 'node:dns/promises';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type RequestListener } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { createServer as createNetServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { connect as netConnect, createServer as createNetServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test, type TestContext } from 'node:test';
@@ -22,7 +22,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer as createTlsServer } from 'node:tls';
 import { Webhook } from 'standardwebhooks';
 import { createTls } from '../../scripts/receiver-control.ts';
-import { createDeliverer, internalBodyWithheld, MAX_RESPONSE_BYTES, type Deliverer, type DeliveryRequest } from '../../src/dispatch/deliverer.ts';
+import { createDeliverer, internalBodyWithheld, MAX_RESPONSE_BYTES, NotSentInTime, type Deliverer, type DeliveryRequest } from '../../src/dispatch/deliverer.ts';
 import { createNetworkPolicies } from '../../src/domain/address-policy.ts';
 import { systemClock, type Clock } from '../../src/domain/clock.ts';
 import { AttemptError, type AttemptResult } from '../../src/domain/retry-policy.ts';
@@ -630,5 +630,37 @@ test('an organization granted a network of its own reaches it (answers withheld)
   assert.equal(other.error, AttemptError.blocked, shown(other));
   const otherByName = await deliverer.deliver(request(`https://localhost:${receiver.port}/hook`, { orgId: 'org-other' }));
   assert.equal(otherByName.error, AttemptError.blocked, shown(otherByName));
+  assert.equal(receiver.requests.length, 1);
+});
+
+test('a request whose send-by time passes before its first byte can be written (a connection slow to open, a process paused) is not sent at all: nothing reaches the receiver', { timeout: 30_000 }, async (t) => {
+  const receiver = await startReceiver(t, tls);
+  // A relay that holds the client's first bytes (its TLS hello) for 600 ms: the connection opens late.
+  const target = new URL(receiver.url);
+  const relay = createNetServer((client) => {
+    const upstream = netConnect(Number(target.port), '127.0.0.1');
+    let first = true;
+    client.on('data', (chunk: Buffer) => {
+      if (!first) return void upstream.write(chunk);
+      first = false;
+      client.pause();
+      setTimeout(() => {
+        upstream.write(chunk);
+        client.resume();
+      }, 600);
+    });
+    upstream.on('data', (chunk: Buffer) => client.write(chunk));
+    for (const s of [client, upstream]) s.on('error', () => {});
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  const { port } = await listenCounting(t, relay);
+  const deliverer = makeDeliverer(t);
+  await assert.rejects(deliverer.deliver(request(`https://127.0.0.1:${port}/hook`, { sendBy: performance.now() + 150 })), NotSentInTime);
+  await sleep(300);
+  assert.equal(receiver.requests.length, 0, 'nothing reached the receiver');
+  // In time, the same way: sent.
+  const onTime = await deliverer.deliver(request(`https://127.0.0.1:${port}/hook`, { sendBy: performance.now() + 5000 }));
+  assert.equal(onTime.statusCode, 200, shown(onTime));
   assert.equal(receiver.requests.length, 1);
 });

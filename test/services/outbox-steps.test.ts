@@ -31,6 +31,7 @@ const delivery: ClaimedDelivery = {
   tracestate: null,
   secrets: ['whsec_x'],
   holdsBack: false,
+  leaseEpoch: null,
 };
 
 function finished(result: Partial<AttemptResult>, outcome: DeliveryOutcome): FinishedAttempt {

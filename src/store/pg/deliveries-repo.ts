@@ -27,7 +27,7 @@ import {
   settleSet,
   waitStateSql,
 } from '../sql.ts';
-import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryToQueue, DeliveryWaitState, ListFilter, Settlement } from '../values.ts';
+import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryToQueue, DeliveryWaitState, Leased, ListFilter, Settlement } from '../values.ts';
 import { listParams, listSql, type ListParams } from '../delivery-log-sql.ts';
 import { toAttempt, toDeliveryRow, toRecoverable, toWaitState, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow, type WaitStateRow } from '../row-mappers.ts';
 import type { PgConnection } from './connection.ts';
@@ -51,11 +51,19 @@ import { withoutNul } from './text.ts';
  * - **The per-webhook cap across instances.** claimTurns counts the organization's unexpired
  *   leases held by other instances (deliveries_org_leased: only leased rows), read in a
  *   statement after the lock was taken, so it sees every claim committed before ours.
- * - **Fencing.** lease() records the instance (leased_by); settle(), settleMany() and release() touch a
- *   delivery only while this instance is its holder. An instance whose lease lapsed (it
+ * - **Fencing.** lease() records the instance (leased_by) and adds one to the delivery's
+ *   lease_epoch, whichever instance leases it; the epoch comes back with the lease and goes
+ *   with the attempt. settle(), settleMany() and release() touch a delivery only in a
+ *   statement that finds this instance its holder and, given the epoch (the dispatcher always
+ *   gives it), the very lease the attempt ran under: an instance whose lease lapsed (it
  *   stalled, or lost the database for longer than the lease) and that ends its attempt after
- *   another instance took the delivery over records its attempt in the log, but leaves the
- *   delivery's state to the holder.
+ *   the delivery was leased again records its attempt in the log, but leaves the delivery's
+ *   state to the newer lease, even when that newer lease is its own (the same instance.name
+ *   after a restart, or its own claim of the lapsed lease). An outcome whose lease lapsed but
+ *   that nobody leased since is applied: nobody else sent the delivery meanwhile. The checks
+ *   are in the writing statement itself, so no claim can come between a check and its write.
+ *   (Not sending on a lapsed lease in the first place is the dispatcher's side: see
+ *   AttemptRunner.start.)
  */
 
 /**
@@ -87,6 +95,17 @@ const QUEUE_NOW = 'greatest($2::bigint, (SELECT n.created_at FROM deliveries n O
 const HOLDS_BACK = `EXISTS (SELECT 1 FROM deliveries q
   WHERE q.ordering_key = d.ordering_key AND q.org_id = d.org_id AND q.status = 'pending' AND (q.order_at, q.id) > (d.order_at, d.id))`;
 const ROW_COLUMNS = deliveryRowColumns('postgres');
+/**
+ * delivery.orderHold: a fresh change with a wait for its predecessor (hold_until, set at ingest
+ * when its line names a previous_status and the hold is on) is due once the wait is over, or
+ * once its request's latest change sent before it (by order_at, then id) has the status its
+ * line names before it: its predecessor has gone out. Earlier changes still pending hold it
+ * back anyway (HELD_BACK), so the latest one sent is the one to look at: one probe of
+ * deliveries_request_sent, backwards, and only for the rare change whose wait is armed.
+ */
+const PREDECESSOR_SHOWN = `(d.hold_until IS NULL OR d.hold_until <= $2 OR d.previous_status = (SELECT s.change_status FROM deliveries s
+        WHERE s.ordering_key = d.ordering_key AND s.org_id = d.org_id AND s.attempts > 0 AND (s.order_at, s.id) < (d.order_at, d.id)
+        ORDER BY s.order_at DESC, s.id DESC LIMIT 1))`;
 
 /**
  * The due rows of an organization ($1) at $2, at most $3: ../sqlite/deliveries-repo.ts's dueSql, in
@@ -101,7 +120,7 @@ export const PG_DUE_SQL = `
   FROM (
     (SELECT d.id FROM deliveries d
       WHERE d.org_id = $1 AND ${isFresh('d.')} AND d.release_at <= ${QUEUE_NOW}
-        AND NOT EXISTS (${HELD_BACK})
+        AND NOT EXISTS (${HELD_BACK}) AND ${PREDECESSOR_SHOWN}
       ORDER BY d.release_at, d.id LIMIT $3)
     UNION ALL
     (${dueRetriesSql(numbered('org', 'now', 'limit'), HELD_BACK)})
@@ -149,7 +168,11 @@ interface PgTurnRow {
   now: number;
 }
 
-/** lease(): leases $1 until $2 at $3 for instance $4, and returns the ids of the first leases that come after a later change of their request was sent (exported for the EXPLAIN checks). */
+/**
+ * lease(): leases $1 until $2 at $3 for instance $4, one more epoch each, and returns each
+ * delivery's new epoch with whether it is a first lease that comes after a later change of
+ * its request was sent (exported for the EXPLAIN checks).
+ */
 export const PG_LEASE_SQL = `
   WITH late AS (
     SELECT d.id FROM deliveries d
@@ -157,9 +180,10 @@ export const PG_LEASE_SQL = `
       AND EXISTS (SELECT 1 FROM deliveries s
         WHERE s.ordering_key = d.ordering_key AND s.org_id = d.org_id AND s.attempts > 0 AND (s.order_at, s.id) > (d.order_at, d.id))
   ), leased AS (
-    UPDATE deliveries SET lease_expires_at = $2, leased_by = $4, updated_at = $3 WHERE id = ANY($1::bigint[])
+    UPDATE deliveries SET lease_expires_at = $2, leased_by = $4, updated_at = $3, lease_epoch = lease_epoch + 1 WHERE id = ANY($1::bigint[])
+    RETURNING id, lease_epoch
   )
-  SELECT id FROM late`;
+  SELECT l.id, l.lease_epoch AS epoch, l.id IN (SELECT id FROM late) AS late FROM leased l`;
 
 /** idsCreated's binary search over the delivery id, run by the server in one statement (see key-range-sql.ts). */
 const ID_RANGE = keyRangeSql('deliveries', 'id', 'created_at');
@@ -185,13 +209,18 @@ export function pgListStatement(orgId: string, f: ListFilter): { sql: string; va
 }
 
 /**
- * settleMany: the batch's settlements as arrays unnested side by side ($1 to $7), each applied
- * only while this instance ($8) holds the delivery's lease; answers the ids applied.
+ * settleMany: the batch's settlements as arrays unnested side by side ($1 to $7, and the
+ * epochs their attempts were leased under, $9), each applied only while this instance ($8)
+ * holds the delivery under that epoch (a null epoch: under any); answers the ids applied.
  */
 const SETTLE_MANY = `UPDATE deliveries d SET ${settleSet({ status: 'u.status', attempts: 'u.attempts', next: 'u.next', at: 'u.at', code: 'u.code', error: 'u.error' })}
-  FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::int[], $7::text[]) AS u (id, status, attempts, next, at, code, error)
-  WHERE d.id = u.id AND d.leased_by = $8
+  FROM unnest($1::bigint[], $2::text[], $3::int[], $4::bigint[], $5::bigint[], $6::int[], $7::text[], $9::bigint[]) AS u (id, status, attempts, next, at, code, error, epoch)
+  WHERE d.id = u.id AND d.leased_by = $8 AND (u.epoch IS NULL OR d.lease_epoch = u.epoch)
   RETURNING d.id`;
+/** release(): the ids ($1) given back at $2, each only while this instance ($3) holds it under the epoch beside it ($4; null: any). */
+const RELEASE = `UPDATE deliveries d SET lease_expires_at = NULL, updated_at = $2
+  FROM unnest($1::bigint[], $4::bigint[]) AS u (id, epoch)
+  WHERE d.id = u.id AND d.leased_by = $3 AND (u.epoch IS NULL OR d.lease_epoch = u.epoch)`;
 const INSERT_ATTEMPTS = insertRowsSql('postgres', ATTEMPT_INSERT);
 const ATTEMPTS_OF = attemptsOfSql(numbered('delivery'));
 const EVENT_OF = eventOfSql(numbered('id'));
@@ -205,8 +234,8 @@ const nullableText = (text: string | null): string | null => (text === null ? nu
 /** The deliveries repository of one transaction, for `instance` (its instance.name: the lease holder it writes and checks). */
 export function createPgDeliveriesRepo(db: PgConnection, instance: string): DeliveriesRepo {
   const feed = createPgFeedRepo(db, instance);
-  /** One statement for all; the rows not updated are those another instance took over (see the fencing note above). */
-  async function settleMany(items: ReadonlyArray<{ readonly id: number; readonly settlement: Settlement }>): Promise<number[]> {
+  /** One statement for all; the rows not updated are those leased again since (see the fencing note above). */
+  async function settleMany(items: ReadonlyArray<{ readonly id: number; readonly settlement: Settlement; readonly epoch?: number | null }>): Promise<number[]> {
     if (items.length === 0) return [];
     const { rows } = await db.query<{ id: number }>(
       SETTLE_MANY,
@@ -219,6 +248,7 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
         items.map((i) => i.settlement.statusCode),
         items.map((i) => nullableText(i.settlement.error)),
         instance,
+        items.map((i) => i.epoch ?? null),
       ],
     );
     const applied = new Set(rows.map((r) => r.id));
@@ -239,11 +269,22 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
     async insertMany(list: readonly DeliveryToQueue[], now: number): Promise<void> {
       if (list.length === 0) return;
       await db.query(
-        `INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at, order_at, release_at)
-         SELECT u.seq, u.org, u.key, 'pending', $4::bigint, $4::bigint, $4::bigint, coalesce(u.order_at, $4::bigint), coalesce(u.release_at, $4::bigint)
-         FROM unnest($1::bigint[], $2::text[], $3::bigint[], $5::bigint[], $6::bigint[]) WITH ORDINALITY AS u (seq, org, key, order_at, release_at, ordinality)
+        `INSERT INTO deliveries (event_seq, org_id, ordering_key, status, next_attempt_at, created_at, updated_at, order_at, release_at, change_status, previous_status, hold_until)
+         SELECT u.seq, u.org, u.key, 'pending', $4::bigint, $4::bigint, $4::bigint, coalesce(u.order_at, $4::bigint), coalesce(u.release_at, $4::bigint), u.status, u.previous, u.hold_until
+         FROM unnest($1::bigint[], $2::text[], $3::bigint[], $5::bigint[], $6::bigint[], $7::text[], $8::text[], $9::bigint[])
+           WITH ORDINALITY AS u (seq, org, key, order_at, release_at, status, previous, hold_until, ordinality)
          ORDER BY u.ordinality`,
-        [list.map((r) => r.eventSeq), list.map((r) => r.orgId), list.map((r) => r.orderingKey), now, list.map((r) => r.orderAt ?? null), list.map((r) => r.releaseAt ?? null)],
+        [
+          list.map((r) => r.eventSeq),
+          list.map((r) => r.orgId),
+          list.map((r) => r.orderingKey),
+          now,
+          list.map((r) => r.orderAt ?? null),
+          list.map((r) => r.releaseAt ?? null),
+          list.map((r) => (r.statuses ? withoutNul(r.statuses.status) : null)),
+          list.map((r) => (r.statuses?.previous == null ? null : withoutNul(r.statuses.previous))),
+          list.map((r) => r.holdUntil ?? null),
+        ],
       );
     },
     /**
@@ -296,10 +337,10 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
      * sent (attempted at least once; deliveries_request_sent). Both read the rows as they were
      * before the statement (one snapshot), so the check sees no lease of its own.
      */
-    async lease(ids: readonly number[], until: number, now: number): Promise<number[]> {
-      if (ids.length === 0) return [];
-      const { rows } = await db.query<{ id: number }>(PG_LEASE_SQL, [ids, until, now, instance]);
-      return rows.map((r) => r.id);
+    async lease(ids: readonly number[], until: number, now: number): Promise<Leased> {
+      if (ids.length === 0) return { epochs: new Map(), late: [] };
+      const { rows } = await db.query<{ id: number; epoch: number; late: boolean }>(PG_LEASE_SQL, [ids, until, now, instance]);
+      return { epochs: new Map(rows.map((r) => [r.id, r.epoch])), late: rows.filter((r) => r.late).map((r) => r.id) };
     },
     /** One statement for the batch; a NUL in a response body or an error becomes U+FFFD (PostgreSQL text cannot hold it). */
     async insertAttempts(attempts: readonly AttemptToStore[]): Promise<void> {
@@ -322,14 +363,14 @@ export function createPgDeliveriesRepo(db: PgConnection, instance: string): Deli
         ],
       );
     },
-    /** Only while this instance holds the lease (leased_by): see the fencing note above. */
-    async settle(id: number, s: Settlement): Promise<boolean> {
-      return (await settleMany([{ id, settlement: s }])).length === 0;
+    /** Only while this instance holds the lease (leased_by), under `epoch` when given: see the fencing note above. */
+    async settle(id: number, s: Settlement, epoch: number | null = null): Promise<boolean> {
+      return (await settleMany([{ id, settlement: s, epoch }])).length === 0;
     },
     settleMany,
-    async release(ids: readonly number[], now: number): Promise<void> {
+    async release(ids: readonly number[], now: number, epochs?: ReadonlyArray<number | null>): Promise<void> {
       if (ids.length === 0) return;
-      await db.query('UPDATE deliveries SET lease_expires_at = NULL, updated_at = $2 WHERE id = ANY($1::bigint[]) AND leased_by = $3', [ids, now, instance]);
+      await db.query(RELEASE, [ids, now, instance, ids.map((_, i) => epochs?.[i] ?? null)]);
     },
     async get(orgId: string, id: number): Promise<DeliveryRow | null> {
       const { rows } = await db.query<DeliveryLogRow>(deliveryByIdSql('postgres', numbered('org', 'id')), [orgId, id]);

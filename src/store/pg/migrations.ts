@@ -350,6 +350,24 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE webhooks ADD COLUMN oauth2 text;
   ALTER TABLE webhooks ADD COLUMN oauth2_secret_sealed text;
   `,
+  // 12 (issue 46): the lease's epoch, and the wait of a change for its predecessor.
+  // - deliveries.lease_epoch, a fencing token (PostgreSQL only: SQLite has one daemon per file).
+  //   Every lease of a delivery adds one to it, whichever instance takes it; an outcome is
+  //   applied, and a delivery given back, only in a statement that finds the epoch its attempt
+  //   was leased under (deliveries-repo.ts). leased_by alone let an attempt of an instance whose
+  //   lease lapsed be applied over a later lease of the same instance (the same instance.name
+  //   after a restart, or after its own dispatcher claimed the delivery again), ending that
+  //   lease while its attempt was in flight. A constant default: no table rewrite; rows leased
+  //   before the upgrade are at 0, and the next lease makes them 1.
+  // - deliveries.change_status, previous_status: a feed change's status and the one its line
+  //   names before it; hold_until: until when a change may wait for that predecessor to go out
+  //   first (delivery.orderHold; null: no wait). Nullable, no default: no rewrite; rows queued
+  //   before have none (they wait for nothing, and a later change finds no status in them).
+  // Self-contained: needs nothing of 8 to 11.
+  `
+  ALTER TABLE deliveries ADD COLUMN lease_epoch bigint NOT NULL DEFAULT 0,
+    ADD COLUMN change_status text, ADD COLUMN previous_status text, ADD COLUMN hold_until bigint;
+  `,
 ];
 
 /** The schema version this code writes and understands. */

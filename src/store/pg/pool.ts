@@ -76,6 +76,12 @@ export interface PgPoolOptions {
   readonly max?: number;
   /** Server-side limit for one statement (ms): PostgreSQL cancels it after this long. None by default. */
   readonly statementTimeoutMs?: number;
+  /**
+   * Server-side limit (ms) on a session that sits in an open transaction without sending its
+   * next statement: PostgreSQL ends the session, which rolls the transaction back and frees its
+   * locks. None by default (see openPgStore for the store's).
+   */
+  readonly idleInTransactionTimeoutMs?: number;
   /** How long opening a connection may take (ms) when the URL sets no connect_timeout; DEFAULT_CONNECT_TIMEOUT_MS by default. */
   readonly connectTimeoutMs?: number;
   /** How long an unused connection stays open (ms); 10 s by default (pg's default). */
@@ -288,6 +294,7 @@ export function createPgPool(url: string, options: PgPoolOptions = {}): Pool {
     Client: clientWithTlsPlan(settings, plan, shown, connectTimeoutMs),
   };
   if (options.statementTimeoutMs !== undefined) config.statement_timeout = options.statementTimeoutMs;
+  if (options.idleInTransactionTimeoutMs !== undefined) config.idle_in_transaction_session_timeout = options.idleInTransactionTimeoutMs;
   if (settings.options !== null) config.options = settings.options;
   const pool = new Pool(config);
   pool.on('error', (err) => {

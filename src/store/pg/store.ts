@@ -37,6 +37,43 @@ export interface OpenPgStoreOptions {
   readonly poolSize?: number | undefined;
   /** Receives the migrations applied and the failures of idle connections. */
   readonly log?: Logger | undefined;
+  /** See IDLE_IN_TRANSACTION_TIMEOUT_MS (tests shorten it). */
+  readonly idleInTransactionTimeoutMs?: number | undefined;
+  /** See PING_DEADLINE_MS (tests shorten it). */
+  readonly pingDeadlineMs?: number | undefined;
+}
+
+/**
+ * How long (ms) the server lets one of the store's sessions sit in an open transaction without
+ * its next statement before it ends the session (idle_in_transaction_session_timeout). A
+ * transaction of hookrelay sends its statements one after the other, never waiting on
+ * anything else; one that stops doing so belongs to an instance that was paused (SIGSTOP, a
+ * frozen VM) or cut off from the server mid-transaction. Without a limit its locks (the
+ * webhooks' claim turns, the rows it wrote) stay held for as long as the server believes the
+ * connection alive, minutes or hours, and every other instance waits for them: claims skip
+ * those webhooks, the feed readers' writes wait (or, under a statement_timeout, fail). Ended,
+ * the transaction rolls back (its leases and outcomes were never committed: the outcomes are
+ * kept by the instance and written again once it is back, fenced by their lease epochs).
+ * Shorter than a lease (delivery.timeout + 10 s, 11 s at the least).
+ */
+export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000;
+
+/**
+ * How long (ms) a readiness ping waits for the server's answer. Over a cut link an open
+ * connection answers nothing, and no error comes until TCP gives up (many minutes): /readyz
+ * must not wait with it. One ping at a time: while one is unanswered, the next probes wait for
+ * it rather than send more into a silent connection, and once it is older than this they are
+ * answered at once.
+ */
+export const PING_DEADLINE_MS = 3_000;
+
+/** The ping's answer did not come within PING_DEADLINE_MS: the server is out of reach (a transient error, see transient-errors.ts). */
+export class PingTimeout extends Error {
+  readonly code = 'ETIMEDOUT';
+  constructor(ms: number) {
+    super(`PostgreSQL did not answer within ${ms} ms (the network to it is cut, or the server is overloaded)`);
+    this.name = 'PingTimeout';
+  }
 }
 
 /**
@@ -85,6 +122,7 @@ export async function openPgStore(url: string, clock: Clock, options: OpenPgStor
   const poolOptions: { -readonly [K in keyof PgPoolOptions]: PgPoolOptions[K] } = {};
   if (options.poolSize !== undefined) poolOptions.max = options.poolSize;
   if (options.log !== undefined) poolOptions.log = options.log;
+  poolOptions.idleInTransactionTimeoutMs = options.idleInTransactionTimeoutMs ?? IDLE_IN_TRANSACTION_TIMEOUT_MS;
   const pool = createPgPool(url, poolOptions);
   let migrated: { from: number; to: number };
   try {
@@ -98,6 +136,26 @@ export async function openPgStore(url: string, clock: Clock, options: OpenPgStor
   const run = <T>(begin: string, fn: (tx: Tx) => Promise<T>): Promise<T> => inPgTransaction(pool, begin, (client) => fn(txOver(client, options.instance)));
 
   let closing: Promise<void> | null = null;
+  const pingDeadlineMs = options.pingDeadlineMs ?? PING_DEADLINE_MS;
+  /** The ping in flight (see PING_DEADLINE_MS), and when it was sent (performance.now()). */
+  let pinging: Promise<void> | null = null;
+  let pingingSince = 0;
+  const ping = (): Promise<void> => {
+    // Unanswered for longer than the deadline already: out of reach, said at once.
+    if (pinging !== null && performance.now() - pingingSince > pingDeadlineMs) return Promise.reject(new PingTimeout(pingDeadlineMs));
+    if (pinging === null) pingingSince = performance.now();
+    const answer = (pinging ??= pool
+      .query('SELECT 1')
+      .then(() => undefined)
+      .finally(() => {
+        pinging = null;
+      }));
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new PingTimeout(pingDeadlineMs)), pingDeadlineMs);
+    });
+    return Promise.race([answer, deadline]).finally(() => clearTimeout(timer));
+  };
   const noUpkeep: Upkeep = { busy() {}, trimHeap: () => false, canTrimHeap: false, stop: () => Promise.resolve() };
 
   return {
@@ -109,9 +167,7 @@ export async function openPgStore(url: string, clock: Clock, options: OpenPgStor
     transaction: <T>(fn: (tx: Tx) => Promise<T>, txOptions: TransactionOptions = {}): Promise<T> =>
       run(txOptions.durable === false ? BEGIN_WRITE_NOT_DURABLE : BEGIN_WRITE, fn),
     read: <T>(fn: (tx: Tx) => Promise<T>): Promise<T> => run(BEGIN_READ, fn),
-    ping: async () => {
-      await pool.query('SELECT 1');
-    },
+    ping,
     // The server keeps its own WAL and memory: there is no upkeep for the store to run.
     upkeep: () => Promise.resolve(noUpkeep),
     // The daemon listens (and holds the instance-name lock); a command only announces what it queued.

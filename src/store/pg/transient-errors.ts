@@ -5,8 +5,17 @@
  * constraint) is a fault to report.
  */
 
-/** SQLSTATEs that are worth waiting out: connection exceptions (class 08), the server shutting down or starting (57P01-57P03), too many connections (53300), a deadlock or serialization failure (the transaction is retried whole). */
-const TRANSIENT_SQLSTATE = /^(08...|57P0[123]|53300|40P01|40001)$/;
+/**
+ * SQLSTATEs that are worth waiting out: connection exceptions (class 08), the server shutting
+ * down or starting (57P01-57P03), too many connections (53300), a deadlock or serialization
+ * failure (the transaction is retried whole); a statement the server cancelled (57014: a
+ * statement_timeout, typically behind a lock another session holds, or an administrator's
+ * pg_cancel_backend) or that could not get its lock in time (55P03: lock_timeout); a session
+ * the server ended for sitting idle (25P03: idle_in_transaction_session_timeout, after the
+ * instance was paused or cut off mid-transaction; 57P05: idle_session_timeout). None of these
+ * says anything about the write itself: the same write succeeds once the lock is free.
+ */
+const TRANSIENT_SQLSTATE = /^(08...|57P0[1235]|53300|40P01|40001|57014|55P03|25P03)$/;
 /** Node.js socket errors (ECONNREFUSED, ETIMEDOUT, ENOTFOUND, EAI_AGAIN...). */
 const SOCKET_ERROR = /^(E[A-Z]+|EAI_[A-Z]+)$/;
 /** pg's own messages for a connection that ended or could not be made in time. */

@@ -29,7 +29,7 @@ import {
   settleSet,
   waitStateSql,
 } from '../sql.ts';
-import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryStatus, DeliveryToQueue, DeliveryWaitState, ListFilter, Settlement } from '../values.ts';
+import type { AttemptCount, AttemptRow, AttemptToStore, ClaimTurn, DeliveryRow, DeliveryStatus, DeliveryToQueue, DeliveryWaitState, Leased, ListFilter, Settlement } from '../values.ts';
 import { listParams, listSql, type ListParams } from '../delivery-log-sql.ts';
 import { rateWindowOf, toAttempt, toDeliveryRow, toRecoverable, toWaitState, type AttemptLogRow, type DeliveryLogRow, type DueRow, type RecoverableRow, type WaitStateRow } from '../row-mappers.ts';
 import type { Sync } from './sync-repo.ts';
@@ -50,8 +50,8 @@ const HELD_BACK_WHERE = `p.ordering_key = d.ordering_key AND +p.org_id = d.org_i
     AND p.id <> d.id AND (p.lease_expires_at IS NOT NULL OR p.id < d.id)`;
 const HELD_BACK = `SELECT 1 FROM deliveries p
   WHERE ${HELD_BACK_WHERE}`;
-/** lease()'s answer on SQLite (see DeliveriesRepo.lease): shared, never changed. */
-const NONE_LATE: number[] = [];
+/** lease()'s answer on SQLite (see DeliveriesRepo.lease): no epochs (nothing to fence), none late; shared, never changed. */
+const LEASED_UNFENCED: Leased = Object.freeze({ epochs: null, late: Object.freeze([]) });
 const ONLY_CLAIMER: ClaimTurn = Object.freeze({ leasedElsewhere: 0, failing: false, shared: false });
 /**
  * The reads behind the queue gauges (metrics, `hookrelay status`; see ../sql.ts's QUEUE_GAUGES),
@@ -197,10 +197,10 @@ export function createSqliteDeliveriesRepo(db: Db): Sync<DeliveriesRepo> {
     markUnsendable(id: number, error: string, now: number): void {
       markUnsendable.run({ id, error, now });
     },
-    /** One feed, in storage order: none is ever late. */
-    lease(ids: readonly number[], until: number, now: number): number[] {
+    /** One feed, in storage order: none is ever late; one daemon per file: nothing to fence. */
+    lease(ids: readonly number[], until: number, now: number): Leased {
       for (const id of ids) lease.run(until, now, id);
-      return NONE_LATE;
+      return LEASED_UNFENCED;
     },
     insertAttempts(attempts: readonly AttemptToStore[]): void {
       for (const a of attempts) insertAttempt.run(a.deliveryId, a.attempt, a.startedAt, a.durationMs, a.url, a.statusCode, a.errorClass, a.errorDetail, a.responseBody, a.outcome, a.sentTimestamp, a.sentSignature);
