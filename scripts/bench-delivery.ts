@@ -46,7 +46,10 @@
  * how many export requests and bytes it took. `--set tracing.sampler=traceidratio --set
  * tracing.samplerArg=0.1`, `--set tracing.protocol=http/json` and the other tracing keys apply on
  * top. Without it tracing is off, as by default: the figures of the two runs side by side are the
- * cost of tracing per delivery (docs/benchmarks.md, docs/observability.md).
+ * cost of tracing per delivery (docs/benchmarks.md, docs/observability.md). `--trace-sink hang`
+ * makes the sink read each export request and never answer (a collector that is stuck), `--trace-sink
+ * down` points the daemon at a port nothing listens on (a collector that is stopped): delivery is
+ * to go on as with tracing off, the spans dropped and counted.
  *
  * `--daemon PATH` measures another build (a git worktree of an older commit, say): its CLI
  * creates the organizations and runs the daemon. The ceilings always use this checkout's
@@ -112,6 +115,7 @@ const { values } = parseArgs({
     tiny: { type: 'boolean', default: false },
     postgres: { type: 'boolean', default: false },
     tracing: { type: 'boolean', default: false },
+    'trace-sink': { type: 'string', default: 'ok' },
   },
 });
 
@@ -156,7 +160,10 @@ const options = {
   tiny,
   postgres: values.postgres,
   tracing: values.tracing,
+  traceSink: values['trace-sink'],
 };
+if (!['ok', 'hang', 'down'].includes(options.traceSink)) throw new Error(`--trace-sink: ${options.traceSink}; choose ok (answers 200), hang (never answers) or down (nothing listens)`);
+if (options.traceSink !== 'ok' && !options.tracing) throw new Error('--trace-sink: needs --tracing');
 if (options.postgres && options.phases.includes('backlog')) throw new Error('--postgres: the backlog phase reads the SQLite file; choose --phases among bulk, paced, idle');
 for (const p of options.phases) {
   if (!(PHASES as readonly string[]).includes(p)) throw new Error(`--phases: unknown phase ${p}; choose from ${PHASES.join(', ')}`);
@@ -633,6 +640,8 @@ async function startTraceSink(): Promise<void> {
     req.on('end', () => {
       traceSink.requests++;
       traceSink.bytes += bytes;
+      // Read, never answered: the exporter's timeout ends it (the socket does not hold this script's exit).
+      if (options.traceSink === 'hang') return void req.socket.unref();
       // An empty ExportTraceServiceResponse, in the request's encoding: a full success.
       const json = (req.headers['content-type'] ?? '').startsWith('application/json');
       res.writeHead(200, { 'content-type': json ? 'application/json' : 'application/x-protobuf' }).end(json ? '{}' : '');
@@ -641,6 +650,8 @@ async function startTraceSink(): Promise<void> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   server.unref();
   traceSink.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  // Stopped: the port it had, closed again, so that every export is refused.
+  if (options.traceSink === 'down') await new Promise<void>((r) => server.close(() => r()));
 }
 // Interrupted: take the daemon down too (the receiver and the ceiling clients follow their IPC channel).
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -891,7 +902,7 @@ if (backlog) {
   if (scheduleMs > 0 && b.downSeconds * 1000 > scheduleMs * 0.8) console.log(`warning: the receiver was down ${b.downSeconds} s, near or beyond the retry schedule's ${scheduleMs / 1000} s: deliveries may have died`);
 }
 console.log(`receiver: ${receiverStats?.requests ?? '?'} requests, ${receiverStats?.signatureFailures ?? '?'} signature failures; duplicates ${JSON.stringify(duplicatesByPhase)}; missing ${JSON.stringify(missingByPhase)}`);
-if (options.tracing) console.log(`tracing: the sink collector took ${traceSink.requests} export request(s), ${round(traceSink.bytes / 1_048_576, 1)} MiB`);
+if (options.tracing) console.log(`tracing (sink ${options.traceSink}): the sink collector took ${traceSink.requests} export request(s), ${round(traceSink.bytes / 1_048_576, 1)} MiB`);
 console.log(`daemon: exit ${(daemonExit as { code: number | null } | null)?.code ?? '?'}, ${stderrLines} stderr line(s), ${nonJsonLines} not JSON; database ${JSON.stringify(dbSummary)}`);
 
 const report = {
@@ -911,7 +922,7 @@ const report = {
   missingByPhase,
   duplicatesByPhase,
   rssSamples: sampler?.series ?? [],
-  traceSink: options.tracing ? { requests: traceSink.requests, bytes: traceSink.bytes } : null,
+  traceSink: options.tracing ? { mode: options.traceSink, requests: traceSink.requests, bytes: traceSink.bytes } : null,
 };
 mkdirSync(dirname(options.json), { recursive: true });
 // Indented, but with every array of plain values (an RSS sample, a list of names) on one line.
