@@ -54,25 +54,26 @@ function providerReadiness(w: Wiring): { state: 'stale' | 'unavailable'; notRead
   return { state: health.state, notReady: { reason: 'identity_provider_unreachable', detail, ...(health.since === null ? {} : { since: health.since }) } };
 }
 
-/** Since when (epoch ms) each daemon's database has been out of reach, while it is. */
-const unreachableSince = new WeakMap<Wiring, number>();
+/** Since when (epoch ms) the database has been out of reach, while it is (one per admin API). */
+interface Reachability {
+  unreachableSince: number | null;
+}
 
 /**
  * /readyz: the database answers and takes writes, and the feed can be read. A database server
  * out of reach (PostgreSQL down, restarting, or cut off: the store's ping has a deadline) is
  * `database_unreachable`, with what the driver said; ready again as soon as it answers.
  */
-async function readiness(w: Wiring): Promise<true | NotReady> {
+async function readiness(w: Wiring, db: Reachability): Promise<true | NotReady> {
   if (w.stopping()) return { reason: 'stopping', detail: 'the daemon is shutting down' };
   try {
     await w.store.get().ping();
     w.health.succeeded('readiness');
-    unreachableSince.delete(w);
+    db.unreachableSince = null;
   } catch (err) {
     if (w.health.failed('readiness', err) === null) {
       if (!isTransientStoreError(err)) throw err;
-      const since = unreachableSince.get(w) ?? w.clock.now();
-      unreachableSince.set(w, since);
+      const since = (db.unreachableSince ??= w.clock.now());
       const said = err instanceof Error ? err.message : String(err);
       return { reason: 'database_unreachable', detail: `the database server cannot be reached (${said}); nothing new is stored or claimed meanwhile, and work resumes by itself once it answers`, since };
     }
@@ -111,13 +112,14 @@ export function adminApi(w: Wiring): DaemonPart {
       const endpoint = metrics === null ? null : metricsEndpoint(config, metrics);
       const onAdminListener = endpoint !== null && config.metrics.listen === null;
       const listeners = listenerIdentities(w);
+      const reachability: Reachability = { unreachableSince: null };
       const { app } = createApi({
         config,
         keys: w.keys.get().auth,
         clock,
         log,
         services,
-        isReady: () => readiness(w),
+        isReady: () => readiness(w, reachability),
         degraded: () => {
           const provider = providerReadiness(w);
           return provider?.state === 'stale' ? [provider.notReady] : [];
