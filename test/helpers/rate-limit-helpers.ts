@@ -6,7 +6,7 @@
 import { fork } from 'node:child_process';
 import type { TestContext } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { RATE_WINDOW_MS } from '../../src/domain/rate-window.ts';
+import { RATE_MARGIN_MS, RATE_WINDOW_MS } from '../../src/domain/rate-window.ts';
 import type { TestTls } from './receivers.ts';
 
 // The limit is taken when deliveries are claimed (in the claim's transaction); an attempt's
@@ -26,6 +26,19 @@ export function busiestWindow(times: readonly number[], width = RATE_WINDOW_MS):
     if (j - i > best.count) best = { count: j - i, from: sorted[i]! };
   }
   return best;
+}
+
+/**
+ * The window to check arrivals at the receiver in: the limit counts starts, a second and
+ * RATE_MARGIN_MS apart, and a request delayed on its way (a loaded machine stalls one now and
+ * then) by more than the margin beyond the others arrives closer to the next ones. The window is
+ * narrowed by that excess, measured per request (its arrival less its recorded start), and by
+ * the starts' own lateness against their claim (START_ALLOWANCE_MS), so that the check holds the
+ * daemon to its promise and not to the machine's scheduling.
+ */
+export function arrivalWindow(transits: readonly number[]): number {
+  const unevenBeyondMargin = Math.max(0, Math.max(...transits) - Math.min(...transits) - RATE_MARGIN_MS);
+  return RATE_WINDOW_MS - START_ALLOWANCE_MS - unevenBeyondMargin;
 }
 
 /** The least time by which a window of a second missed holding limit + 1 of `times`. */
