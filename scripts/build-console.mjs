@@ -35,7 +35,9 @@ for (const name of readdirSync(out)) {
   if (!name.endsWith('.js')) continue;
   const path = join(out, name);
   const { code } = transformSync(readFileSync(path, 'utf8'), { minify: true, format: 'esm', target: 'es2022', charset: 'utf8', legalComments: 'none' });
-  writeFileSync(path, code);
+  // A module of types only (app-contract.ts) compiles to nothing the browser loads: not shipped.
+  if (/^\s*(export\s*\{\s*\};?)?\s*$/.test(code)) rmSync(path);
+  else writeFileSync(path, code);
 }
 
 mkdirSync(out, { recursive: true });

@@ -3,7 +3,8 @@
  * bar, clock and fetch to a ConsoleApp drawing into the page's header and main elements, and
  * passes the browser's events on to it.
  */
-import { ConsoleApp, type AddressBar, type Clock, type TabStore, type TokenStore } from './console-app.ts';
+import type { AddressBar, Clock, TabStore, TokenStore } from './app-contract.ts';
+import { ConsoleApp } from './console-app.ts';
 import { apiBaseFromPath } from './route.ts';
 import { createScreen } from './screen.ts';
 import { TOKEN_KEY } from './token.ts';

@@ -2,7 +2,7 @@
  * The DOM's side of the app (console-app.ts): draws the page ConsoleApp asks for in the page's
  * header and main elements, the sign-in form and the header's controls calling back into it.
  */
-import type { AppControls, HeaderContent, Notice, Screen } from './console-app.ts';
+import type { AppControls, HeaderContent, Notice, Screen } from './app-contract.ts';
 import { deliveriesView, resetDeliveriesState } from './deliveries-view.ts';
 import { deliveryView } from './delivery-view.ts';
 import { h, marked, replace } from './dom.ts';

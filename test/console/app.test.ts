@@ -23,7 +23,8 @@ import {
 } from '../../console/src/api-client.ts';
 import { describe as describeState, filtersFromForm, INITIAL_STATE, newest, older, PAGE_SIZE, queryOf, searchGoesOn, withFilters } from '../../console/src/deliveries-state.ts';
 import { chartModel, MARGIN, niceCeiling, PLOT_HEIGHT } from '../../console/src/chart.ts';
-import { ConsoleApp, type AppControls, type ConsoleEnvironment, type HeaderContent, type Page, type Screen } from '../../console/src/console-app.ts';
+import type { AppControls, ConsoleEnvironment, HeaderContent, Page, Screen } from '../../console/src/app-contract.ts';
+import { ConsoleApp } from '../../console/src/console-app.ts';
 import type { AttemptStats } from '../../console/src/api-client.ts';
 import { deliveryActions, formatDuration, formatRelative, formatTime, localInputToIso, markInvisible, msToLocalInput, NONE, orNone, STATUS_LABELS, timesIn } from '../../console/src/format.ts';
 import { createPoller, REFRESH_INTERVAL_MS } from '../../console/src/live.ts';
