@@ -125,7 +125,7 @@ if [[ $action == uninstall ]]; then
   printf '\nhookrelay is uninstalled. Kept, as they hold your data and settings:\n'
   printf '  %-44s %s\n' \
     "$destdir$CONF_DIR" "the configuration (rm -r it to delete it)" \
-    "$destdir$STATE_DIR" "database, JWT secret, feed position (rm -r it to delete every event and webhook)" \
+    "$destdir$STATE_DIR" "database, JWT secret, credential key, feed position (rm -r it to delete every event and webhook)" \
     "the user $SERVICE" "owns that state (userdel $SERVICE once the state is gone)" \
     "$destdir$UNIT_FILE.d" "your drop-ins, if any"
   exit 0
